@@ -102,7 +102,8 @@ def _now(args) -> datetime:
     return resolve_now(args.now)
 
 
-def _print_ingest(summary: dict, out=sys.stdout) -> None:
+def _print_ingest(summary: dict, out=None) -> None:
+    out = out or sys.stdout
     t = summary["totals"]
     statuses = t["by_status"]
     read = sum(statuses.get(s, 0) for s in ("new", "grown", "rewritten", "shrank", "rearchived", "rebuilt"))

@@ -245,7 +245,7 @@ _LEADING = re.compile(r"^[\s\"'`*_>#~\-\u2022(\[]+")
 
 def correction_opening(text: str) -> str | None:
     """The correction word ``text`` opens with, or None."""
-    norm = unicodedata.normalize("NFKC", text).replace("\u2019", "'").replace("\u2018", "'")
+    norm = unicodedata.normalize("NFKC", text[:200]).replace("\u2019", "'").replace("\u2018", "'")
     norm = _LEADING.sub("", norm.lower())
     match = _OPENING_RE.match(norm)
     return match.group(1) if match else None
@@ -270,9 +270,13 @@ _ERRORISH = re.compile(
 _HEADER_ONLY = re.compile(r"^\[[A-Z][A-Z _-]*\]:?$")
 
 
+_SCAN_CHARS = 64 * 1024  # a failure says what went wrong near its start
+_LINE_CHARS = 2000
+
+
 def _clean_lines(text: str) -> list[str]:
-    text = text.replace("\\n", "\n")  # some hooks report with escaped newlines
-    return [line.strip().strip("\u2503\u2502").strip() for line in text.splitlines()]
+    text = text[:_SCAN_CHARS].replace("\\n", "\n")  # some hooks report with escaped newlines
+    return [line[:_LINE_CHARS].strip().strip("\u2503\u2502").strip() for line in text.splitlines()]
 
 
 def first_meaningful_line(text: str, *, limit: int = 300) -> str:
@@ -400,7 +404,7 @@ def project_dir(cwd: str | None) -> str | None:
 
 
 def _clip(text: str, n: int) -> str:
-    text = " ".join(text.split())
+    text = " ".join(text[: 4 * n + 64].split())
     return text if len(text) <= n else text[: n - 1].rstrip() + "\u2026"
 
 

@@ -471,6 +471,7 @@ def _commit(store: Store, ad, path: Path, st, row0: dict | None, plan: _Plan, pa
                 "rejects": dumps(parsed.parser.rejects),
             }, now_iso)
         result.status = "not_transcript"
+        result.rejected = {}  # its lines were never meant to be transcript records
         result.reason = ("binary data" if parsed.lines == 0 else
                          f"no Claude Code record in its first {parsed.lines} lines")
         return result
