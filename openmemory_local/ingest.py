@@ -50,7 +50,7 @@ from .rawstream import HEAD_BYTES, TAIL_BYTES, Consumed, LineReader
 from .store import Store, dumps, loads
 from .vectors import VectorFile
 
-__all__ = ["ingest", "rebuild_from_archive", "IngestSummary", "FileResult", "PROBLEM_STATUSES"]
+__all__ = ["ingest", "rebuild_from_archive", "add_episodes", "IngestSummary", "FileResult", "PROBLEM_STATUSES"]
 
 #: Statuses of a file that could not be ingested this run (the CLI exits 3 if any).
 PROBLEM_STATUSES = frozenset({"unreadable", "vanished", "not_found", "busy", "failed"})
@@ -607,6 +607,20 @@ def _apply_episodes(store: Store, tid: int, relpath: str, episodes: list[Episode
             added[ep.kind] += 1
     for kind, n in added.items():
         result.added[kind] = result.added.get(kind, 0) + n
+
+
+def add_episodes(store: Store, episodes: list[Episode], *, now: datetime) -> FileResult:
+    """Store episodes that do not come from a transcript (imports, tests, benchmarks).
+
+    Upserted by ``(kind, key)`` like ingested ones, in one transaction; they belong to no
+    transcript, so no re-read ever removes them.
+    """
+    result = FileResult("", "new")
+    vectors = _embed_all(episodes)
+    with store.write():
+        _apply_episodes(store, None, None, episodes, vectors, False, iso(now), result)
+        VectorFile(store).maybe_compact()
+    return result
 
 
 def _insert_episode(store: Store, ep: Episode, fields: str, vec: np.ndarray, row: int, tid: int | None,
