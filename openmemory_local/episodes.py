@@ -403,8 +403,8 @@ def _rel(path: str, cwd: str | None) -> str:
 # --- the builder --------------------------------------------------------------------
 
 _MAX_PENDING = 512
-_MAX_RESOLVED = 512
-_MAX_REFS = 1024
+_MAX_RESOLVED = 128
+_MAX_REFS = 512
 _MAX_STATEMENTS = 32
 _MAX_LIST = 40
 _MAX_FAILURES = 20

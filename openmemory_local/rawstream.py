@@ -15,6 +15,8 @@ from an original, writes the archive member.
 from __future__ import annotations
 
 import hashlib
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import BinaryIO, Iterator
 
@@ -62,6 +64,7 @@ class Consumed:
         self._buffered = 0
         self.bytes = 0
         self._mark: tuple | None = None
+        self._last: Future | None = None  # the latest block handed to the worker thread
 
     def feed(self, data: bytes) -> None:
         self._buffer.append(data)
@@ -73,23 +76,35 @@ class Consumed:
     def _flush(self) -> None:
         if not self._buffer:
             return
-        data = b"".join(self._buffer)
+        data = b"".join(self._buffer) if len(self._buffer) > 1 else self._buffer[0]
         self._buffer.clear()
         self._buffered = 0
-        self._hash.update(data)
-        if self._member is not None:
-            self._member.write(data)
+        # Hashing and compressing release the GIL: they run on a worker thread while this
+        # one goes on parsing. One worker, so blocks are handled in order.
+        self._last = _worker().submit(self._digest_block, data)
         if len(self._head) < HEAD_BYTES:
             self._head += data[: HEAD_BYTES - len(self._head)]
         self._tail = (self._tail + data[-TAIL_BYTES:])[-TAIL_BYTES:]
 
+    def _digest_block(self, data: bytes) -> None:
+        self._hash.update(data)
+        if self._member is not None:
+            self._member.write(data)
+
+    def _drain(self) -> None:
+        if self._last is not None:
+            self._last.result()  # re-raises a failure of the worker (a full disk)
+            self._last = None
+
     def mark(self) -> None:
         self._flush()
+        self._drain()
         if self._member is not None:
             self._member.mark()
         self._mark = (self._hash.copy(), len(self._head), self._tail, self.bytes)
 
     def rollback(self) -> None:
+        self._drain()
         self._buffer.clear()
         self._buffered = 0
         self._hash, head_len, self._tail, self.bytes = self._mark
@@ -99,7 +114,9 @@ class Consumed:
         self._mark = None
 
     def finish(self) -> None:
+        """Flush and wait for the worker: call before reading hashes or the member."""
         self._flush()
+        self._drain()
 
     @property
     def head_hash(self) -> str:
@@ -109,8 +126,25 @@ class Consumed:
     def tail_hash(self) -> str:
         return hashlib.sha256(self._tail).hexdigest()
 
+    def digest(self) -> bytes:
+        """SHA-256 of everything consumed (after :meth:`finish`)."""
+        return self._hash.digest()
+
     def content_hash(self, previous: str | None) -> str:
         return chain_hash(previous, self._hash.digest()) if self.bytes else (previous or "")
+
+
+_WORKER: ThreadPoolExecutor | None = None
+_WORKER_LOCK = threading.Lock()
+
+
+def _worker() -> ThreadPoolExecutor:
+    global _WORKER
+    if _WORKER is None:
+        with _WORKER_LOCK:
+            if _WORKER is None:
+                _WORKER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="openmemory-digest")
+    return _WORKER
 
 
 class LineReader:

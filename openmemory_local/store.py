@@ -82,14 +82,31 @@ class StoreError(RuntimeError):
     """The store cannot be used (newer schema, not a database, cannot create the folder)."""
 
 
+try:
+    import orjson as _orjson
+except ImportError:  # pragma: no cover - orjson is a dependency; json is the fallback
+    _orjson = None
+
+
 def dumps(value: Any) -> str:
-    """JSON as stored: sorted keys, UTF-8 text, compact."""
+    """JSON as stored: sorted keys, UTF-8 text, compact (the same bytes with or without
+    orjson, so stored fields compare equal across versions)."""
+    if _orjson is not None:
+        try:
+            return _orjson.dumps(value, option=_orjson.OPT_SORT_KEYS).decode("utf-8")
+        except TypeError:  # a value orjson refuses (an integer beyond 64 bits)
+            pass
     return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
 
-def loads(text: str | None, default: Any = None) -> Any:
-    if text is None or text == "":
+def loads(text: str | bytes | None, default: Any = None) -> Any:
+    if text is None or text == "" or text == b"":
         return default
+    if _orjson is not None:
+        try:
+            return _orjson.loads(text)
+        except _orjson.JSONDecodeError:
+            pass
     return json.loads(text)
 
 
