@@ -203,23 +203,35 @@ def ingest(
         files, problems, missing = discover(paths, ad)
         summary.missing_sources = missing
     summary.files.extend(problems)
-    _cleanup(store)
-    sizes = {path: _size(path) for path in files}
-    total_bytes = sum(sizes.values())
-    done_bytes = 0
-    for index, path in enumerate(files):
-        if progress:
-            progress(index, len(files), done_bytes, total_bytes, str(path))
+
+    def one(path: Path) -> FileResult:
         if before_file:
             before_file(path)
-        summary.files.append(_ingest_path(store, ad, path, now))
-        done_bytes += sizes[path]
-    if progress:
-        progress(len(files), len(files), total_bytes, total_bytes, "")
-    _finish_run(store, iso(now), summary.sessions)
-    _sync(store, summary)
-    summary.seconds = time.perf_counter() - started
+        return _ingest_path(store, ad, path, now)
+
+    _run(store, summary, files, one, now, progress, started)
     return summary
+
+
+def _run(store: Store, summary: IngestSummary, items: list, one, now: datetime, progress, started: float,
+         sync: bool = True) -> None:
+    """Process files one by one (reporting progress by bytes), then merge the dirty
+    session episodes, compact the matrix and flush the archive."""
+    _cleanup(store)
+    sizes = [_size(store.config.home / item) for item in items]
+    total = sum(sizes)
+    done = 0
+    for index, item in enumerate(items):
+        if progress:
+            progress(index, len(items), done, total, str(item))
+        summary.files.append(one(item))
+        done += sizes[index]
+    if progress:
+        progress(len(items), len(items), total, total, "")
+    _finish_run(store, iso(now), summary.sessions)
+    if sync:
+        _sync(store, summary)
+    summary.seconds = time.perf_counter() - started
 
 
 def _sync(store: Store, summary: IngestSummary) -> None:
@@ -260,20 +272,10 @@ def rebuild_from_archive(
     ad = ADAPTERS[adapter]
     home = store.config.home
     summary = IngestSummary(sources=[str(home / "archive" / ad.name)])
-    _cleanup(store)
     archives = list(iter_archives(home, ad.name))
-    total = sum(_size(home / rel) for rel in archives)
-    done = 0
-    for index, rel in enumerate(archives):
-        if progress:
-            progress(index, len(archives), done, total, rel)
-        summary.files.append(_rebuild_one(store, ad, rel, now))
-        done += _size(home / rel)
-    if progress:
-        progress(len(archives), len(archives), total, total, "")
-    _finish_run(store, iso(now), summary.sessions)
-    _sync(store, summary)
-    summary.seconds = time.perf_counter() - started
+    # Nothing is appended to the archive here (a damaged one is rewritten and synced).
+    _run(store, summary, archives, lambda rel: _rebuild_one(store, ad, rel, now), now, progress, started,
+         sync=False)
     return summary
 
 
@@ -900,7 +902,7 @@ def _rewrite_damaged_archive(store: Store, archive: ArchiveFile, good: int, now_
         member.finish()
         archive.supersede(now_iso + "-damaged")
         if member.raw_bytes:
-            archive.append_member(member)
+            archive.append_member(member, fsync=True)
     finally:
         member.discard()
 

@@ -62,7 +62,6 @@ transcript's changes; readers are never blocked.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -74,40 +73,13 @@ import sqlite_utils
 from .clock import iso
 from .config import Config
 from .embed import EMBEDDING
+from .jsonio import dumps, loads
 
 __all__ = ["Store", "StoreError", "SCHEMA_VERSION", "MIGRATIONS", "dumps", "loads"]
 
 
 class StoreError(RuntimeError):
     """The store cannot be used (newer schema, not a database, cannot create the folder)."""
-
-
-try:
-    import orjson as _orjson
-except ImportError:  # pragma: no cover - orjson is a dependency; json is the fallback
-    _orjson = None
-
-
-def dumps(value: Any) -> str:
-    """JSON as stored: sorted keys, UTF-8 text, compact (the same bytes with or without
-    orjson, so stored fields compare equal across versions)."""
-    if _orjson is not None:
-        try:
-            return _orjson.dumps(value, option=_orjson.OPT_SORT_KEYS).decode("utf-8")
-        except TypeError:  # a value orjson refuses (an integer beyond 64 bits)
-            pass
-    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-
-
-def loads(text: str | bytes | None, default: Any = None) -> Any:
-    if text is None or text == "" or text == b"":
-        return default
-    if _orjson is not None:
-        try:
-            return _orjson.loads(text)
-        except _orjson.JSONDecodeError:
-            pass
-    return json.loads(text)
 
 
 # --- migrations -------------------------------------------------------------------

@@ -61,25 +61,10 @@ from ..episodes import (
     ToolCalled,
     ToolReturned,
 )
+from ..jsonio import loads
 from ..rawstream import Line
 
 __all__ = ["ClaudeCodeAdapter", "ClaudeCodeParser", "KNOWN_TYPES"]
-
-try:
-    import orjson as _orjson
-except ImportError:  # pragma: no cover - orjson is a dependency; json is the fallback
-    _orjson = None
-
-
-def _loads(data: bytes):
-    """Parse one JSON line: orjson (fast), then the standard library for what orjson
-    refuses but JSON producers write (lone surrogate escapes), else ValueError."""
-    if _orjson is not None:
-        try:
-            return _orjson.loads(data)
-        except _orjson.JSONDecodeError:
-            pass
-    return json.loads(data)
 
 NAME = "claude-code"
 
@@ -330,7 +315,7 @@ class ClaudeCodeParser:
         if len(data) < 8 and not data.strip():
             return []  # blank line
         try:
-            record = _loads(data)
+            record = loads(data)
         except RecursionError:
             self._reject("invalid JSON (nested too deeply)")
             return []
