@@ -15,8 +15,6 @@ from an original, writes the archive member.
 from __future__ import annotations
 
 import hashlib
-import threading
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import BinaryIO, Iterator
 
@@ -64,7 +62,6 @@ class Consumed:
         self._buffered = 0
         self.bytes = 0
         self._mark: tuple | None = None
-        self._last: Future | None = None  # the latest block handed to the worker thread
 
     def feed(self, data: bytes) -> None:
         self._buffer.append(data)
@@ -79,32 +76,20 @@ class Consumed:
         data = b"".join(self._buffer) if len(self._buffer) > 1 else self._buffer[0]
         self._buffer.clear()
         self._buffered = 0
-        # Hashing and compressing release the GIL: they run on a worker thread while this
-        # one goes on parsing. One worker, so blocks are handled in order.
-        self._last = _worker().submit(self._digest_block, data)
+        self._hash.update(data)
+        if self._member is not None:
+            self._member.write(data)
         if len(self._head) < HEAD_BYTES:
             self._head += data[: HEAD_BYTES - len(self._head)]
         self._tail = (self._tail + data[-TAIL_BYTES:])[-TAIL_BYTES:]
 
-    def _digest_block(self, data: bytes) -> None:
-        self._hash.update(data)
-        if self._member is not None:
-            self._member.write(data)
-
-    def _drain(self) -> None:
-        if self._last is not None:
-            self._last.result()  # re-raises a failure of the worker (a full disk)
-            self._last = None
-
     def mark(self) -> None:
         self._flush()
-        self._drain()
         if self._member is not None:
             self._member.mark()
         self._mark = (self._hash.copy(), len(self._head), self._tail, self.bytes)
 
     def rollback(self) -> None:
-        self._drain()
         self._buffer.clear()
         self._buffered = 0
         self._hash, head_len, self._tail, self.bytes = self._mark
@@ -114,9 +99,8 @@ class Consumed:
         self._mark = None
 
     def finish(self) -> None:
-        """Flush and wait for the worker: call before reading hashes or the member."""
+        """Flush: call before reading hashes or the member."""
         self._flush()
-        self._drain()
 
     @property
     def head_hash(self) -> str:
@@ -132,19 +116,6 @@ class Consumed:
 
     def content_hash(self, previous: str | None) -> str:
         return chain_hash(previous, self._hash.digest()) if self.bytes else (previous or "")
-
-
-_WORKER: ThreadPoolExecutor | None = None
-_WORKER_LOCK = threading.Lock()
-
-
-def _worker() -> ThreadPoolExecutor:
-    global _WORKER
-    if _WORKER is None:
-        with _WORKER_LOCK:
-            if _WORKER is None:
-                _WORKER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="openmemory-digest")
-    return _WORKER
 
 
 class LineReader:

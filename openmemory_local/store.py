@@ -388,11 +388,13 @@ class Store:
             where.append("kind = ?")
             params.append(kind)
         if project:
-            where.append("(project = ? OR project LIKE ? OR json_extract(fields, '$.project_dir') = ?)")
-            params += [project, "%/" + project.strip("/"), project]
+            tail = "/" + project.strip("/")
+            where.append("(project = ? OR substr(project, -length(?)) = ? "
+                         "OR json_extract(fields, '$.project_dir') = ?)")
+            params += [project, tail, tail, project]
         if session:
-            where.append("(session_id = ? OR session_id LIKE ?)")
-            params += [session, session + "%"]
+            where.append("(session_id = ? OR substr(session_id, 1, length(?)) = ?)")
+            params += [session, session, session]
         if only_archived:
             where.append("archived = 1")
         elif not include_archived:

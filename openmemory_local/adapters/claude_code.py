@@ -221,28 +221,29 @@ def _classify_result(block: dict, record: dict) -> tuple[str | None, str, int | 
     """(failure kind or None, failure text, exit code, the person's rejection feedback)."""
     text = _text_of(block.get("content"))
     is_error = block.get("is_error") is True
-    head = text.lstrip()
-    tur = record.get("toolUseResult")
-    if head.startswith(_REJECTED) or tur == "User rejected tool use":
+    head = text[:256].lstrip()  # every marker is at the start: never copy a big output
+    if head.startswith(_REJECTED) or record.get("toolUseResult") == "User rejected tool use":
         match = _FEEDBACK.search(text)
         feedback = match.group(1).strip() if match else None
         return "rejected", text, None, feedback or None
     if head.startswith(_INTERRUPT):
         return "interrupted", text, None, None
-    match = _TOOL_USE_ERROR.match(text)
-    if match:
-        inner = match.group(1).strip()
+    if head.startswith("<tool_use_error>"):
+        match = _TOOL_USE_ERROR.match(text)
+        inner = match.group(1).strip() if match else text
         if inner.startswith("Sibling tool call errored"):
             return "cancelled", inner, None, None
         return "tool_use_error", inner, None, None
     if head.startswith("Sibling tool call errored") and is_error:
         return "cancelled", head, None, None
-    match = _EXIT.match(head)
-    if match and (is_error or int(match.group(1)) != 0):
-        return "exit_code", head[match.end():], int(match.group(1)), None
+    if head.startswith("Exit code "):
+        full = text.lstrip()
+        match = _EXIT.match(full)
+        if match and (is_error or int(match.group(1)) != 0):
+            return "exit_code", full[match.end():], int(match.group(1)), None
     if is_error:
         return "error", text, None, None
-    return None, text, None, None
+    return None, "", None, None
 
 
 class ClaudeCodeParser:
