@@ -234,8 +234,12 @@ class ArchiveFile:
     def append_member(self, member, *, fsync: bool = False) -> int:
         """Append finished member(s): a MemberWriter, bytes, or the path of a member file.
         Return the new archive size."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path, "ab") as out:
+        try:
+            out = open(self.path, "ab")
+        except FileNotFoundError:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            out = open(self.path, "ab")
+        with out:
             if isinstance(member, MemberWriter):
                 member.copy_to(out)
             elif isinstance(member, (bytes, bytearray, memoryview)):

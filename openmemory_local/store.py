@@ -62,6 +62,7 @@ transcript's changes; readers are never blocked.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -290,6 +291,9 @@ class Store:
         return int(row[0] or 0)
 
     def close(self) -> None:
+        cached = self._cache.pop("vectors_fd", None)
+        if cached:
+            os.close(cached[1])
         self.conn.close()
 
     def __enter__(self) -> "Store":

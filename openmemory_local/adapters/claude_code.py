@@ -79,6 +79,7 @@ KNOWN_TYPES = frozenset(
 _TYPE_KEY = b'"type":"'
 _PROGRESS_VALUE = b'progress"'
 _AGENT_PROGRESS = b'"agent_progress"'
+_SNAPSHOT = b'{"type":"file-history-snapshot"'
 
 
 def _is_plain_progress(data: bytes) -> bool:
@@ -306,6 +307,10 @@ class ClaudeCodeParser:
         if data is None:
             self._reject("oversized line")
             return []
+        if data.startswith(_SNAPSHOT):  # file-history-snapshot: nothing for us in it
+            self.s["records"] += 1
+            self.s["transcript_like"] = True
+            return []
         if _is_plain_progress(data):
             self.s["records"] += 1
             self.s["transcript_like"] = True
@@ -331,7 +336,7 @@ class ClaudeCodeParser:
             self._reject("no record type")
             return []
         self.s["records"] += 1
-        if any(k in record for k in ("sessionId", "uuid", "messageId", "leafUuid")):
+        if not self.s["transcript_like"] and any(k in record for k in ("sessionId", "uuid", "messageId", "leafUuid")):
             self.s["transcript_like"] = True
         try:
             return self._record(kind, record, line.number)
