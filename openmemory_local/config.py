@@ -14,7 +14,7 @@ Its layout::
       vectors/                embedding matrix files (a cache of the store, rebuilt if lost)
       archive/claude-code/    the kept raw stream: one gzip file per transcript, mirroring
                               the transcript's absolute path (…/<session>.jsonl.gz)
-      tmp/                    archive members being written (emptied on the next run)
+      tmp/                    large archive members being written (removed after use)
 
 Claude Code transcripts are found under ``$CLAUDE_CONFIG_DIR/projects`` when that
 variable is set (Claude Code's own setting), else ``~/.claude/projects``.

@@ -9,17 +9,22 @@ For each transcript (one transaction each):
    whose archive is missing or short is re-read whole to re-archive it. An unchanged file
    (same size and mtime) is not opened.
 2. Read complete lines only (a last line still being written is left for the next run),
-   copying every byte read into a new gzip member and parsing each line with the adapter
-   into events, and the events into episodes (:mod:`openmemory_local.episodes`). Bad
-   lines (invalid JSON, binary garbage, oversized lines, malformed records) are counted
-   by reason and skipped. A file in which no line looks like a transcript record is "not
-   a transcript": recorded and skipped until it changes.
+   copying every byte read into a gzip member and parsing each line with the adapter into
+   events, and the events into episodes (:mod:`openmemory_local.episodes`). Bad lines
+   (invalid JSON, binary garbage, oversized lines, malformed records) are counted by
+   reason and skipped. A file in which no line looks like a transcript record is "not a
+   transcript": recorded and skipped until it changes.
 3. Commit, under SQLite's write lock (``BEGIN IMMEDIATE``): check that no other process
    moved this transcript since step 1 (if one did, start again from step 1: that is how
    two concurrent ingests neither double-count nor corrupt), append the member to the
-   archive (fsync), append new vectors, upsert the episodes by ``(kind, key)`` (ids,
-   strength and touches survive a re-read), recompute the session episode from the
-   digests of all the session's transcripts, and save the resumable parser state.
+   archive, append new vectors, upsert the episodes by ``(kind, key)`` (ids, strength and
+   touches survive a re-read), save the resumable parser state, and mark the session
+   dirty.
+
+At the end of a run every dirty session's episode is re-merged from the digests of all
+its transcripts (one transaction each; a crash leaves the mark for the next run), the
+embedding matrix is compacted if needed, and the archive files written are flushed to
+disk.
 
 ``ingest(store, paths, now=...)`` is the Python API (the SessionEnd hook of a later issue
 calls ``openmemory ingest <transcript>``); :func:`rebuild_from_archive` recomputes

@@ -57,7 +57,19 @@ Schema (version 1)
 
 Concurrency: SQLite in WAL mode, ``synchronous=NORMAL``; writers use
 :meth:`Store.write` (``BEGIN IMMEDIATE``), so two processes never interleave a
-transcript's changes; readers are never blocked.
+transcript's changes; readers are never blocked. A ``Store`` (one connection) belongs to
+one thread: open one per thread.
+
+For the passes built on this store (sleep, render, report):
+
+* Add tables with a new :class:`Migration` appended to :data:`MIGRATIONS`.
+* Refer to episodes by ``id``: it survives re-reads of a transcript and
+  ``ingest --from-archive`` (episodes are upserted by ``(kind, key)``).
+* ``strength``, ``archived`` and ``last_touched`` may be updated with plain SQL inside
+  ``store.write()``: the triggers bump ``seq``, and recall's cached index follows. Decay
+  should count from ``last_touched`` (recall renews it); archived episodes stay in the
+  store and out of recall.
+* ``fields`` is JSON: read it with ``json_extract`` in SQL or :func:`loads` in Python.
 """
 
 from __future__ import annotations
