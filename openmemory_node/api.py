@@ -94,7 +94,7 @@ def install_v1(api: HttpServer, daemon: "Daemon") -> None:
                 "outbox": daemon.gossip.outbox_size,
                 "delivered": daemon.gossip.delivered,
                 "dropped": daemon.gossip.router.dropped,
-                "mesh": {t: len(p) for t, p in daemon.gossip.router.mesh.items()},
+                "mesh": {t: len(daemon.gossip.live_mesh(t)) for t in daemon.gossip.router.mesh},
             },
             "ingest": {
                 "accepted": stats.get("accept", 0),

@@ -111,7 +111,7 @@ def _check_multiaddrs(addrs: list[str], need_peer_id: bool) -> None:
 # -- commands ---------------------------------------------------------------------------------
 
 def cmd_init(args: argparse.Namespace) -> int:
-    from .daemon import init_home
+    from .home import init_home
 
     home = _home(args)
     cfg = _apply_overrides(_load_config(args), args)
@@ -141,6 +141,7 @@ def cmd_start(args: argparse.Namespace) -> int:
 
     from . import log
     from .daemon import Daemon, DaemonError
+    from .home import HomeError
     from .identity import IdentityError
 
     home = _home(args)
@@ -150,7 +151,7 @@ def cmd_start(args: argparse.Namespace) -> int:
     log.setup(cfg.log.level, cfg.log.libp2p_level, cfg.log.format)
     try:
         daemon = Daemon(home, cfg)
-    except (IdentityError, DaemonError) as exc:
+    except (IdentityError, DaemonError, HomeError) as exc:
         raise CliError(str(exc)) from None
     try:
         trio.run(daemon.run)

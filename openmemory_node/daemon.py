@@ -12,7 +12,6 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
-import secrets
 import signal
 import socket
 import time
@@ -23,10 +22,11 @@ from typing import Any, Callable
 import multiaddr
 import trio
 
-from . import __version__, config as config_mod, identity as identity_mod
+from . import __version__, identity as identity_mod
 from .config import Config
 from .fetch import Fetch
 from .gossip import Gossip
+from .home import ADDRS_FILE, API_ADDR_FILE, LOCK_FILE, ensure_token
 from .host import build_host, peer_info
 from .httpserver import HttpServer
 from .ingest import Ingest
@@ -39,30 +39,8 @@ from .streams import StreamProtocol
 
 log = logging.getLogger(__name__)
 
-TOKEN_FILE = "api.token"
-LOCK_FILE = "node.lock"
-API_ADDR_FILE = "api.addr"
-ADDRS_FILE = "node.addrs"
-
-
 class DaemonError(Exception):
     pass
-
-
-def ensure_token(home: Path) -> str:
-    """The API token (created with mode 0600 on first use)."""
-    path = Path(home) / TOKEN_FILE
-    if not path.exists():
-        token = secrets.token_urlsafe(32)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        try:
-            os.write(fd, (token + "\n").encode())
-        finally:
-            os.close(fd)
-    st = path.stat()
-    if st.st_mode & 0o077:
-        raise DaemonError(f"{path} is readable by other users: run `chmod 600 {path}`")
-    return path.read_text().strip()
 
 
 def _expand_unspecified(addr: str) -> list[str]:
@@ -122,6 +100,7 @@ class Daemon:
         self._nursery: trio.Nursery | None = None
         self._lock_fd: int | None = None
         self.stopping = trio.Event()
+        self._announced: set[str] = set()  # peers whose connection was logged
 
     # -- peers ----------------------------------------------------------------------------
     def _graylisted_ids(self) -> set[str]:
@@ -205,8 +184,10 @@ class Daemon:
                 self._nursery.start_soon(self._disconnect, pid)
             return
         self.plan.succeeded(peer, self.clock())
-        direction = str(getattr(conn, "direction", "")).split(".")[-1].lower()
-        event(log, logging.INFO, "peer connected", peer=peer, direction=direction)
+        if peer not in self._announced:
+            self._announced.add(peer)
+            direction = str(getattr(conn, "direction", "")).split(".")[-1].lower()
+            event(log, logging.INFO, "peer connected", peer=peer, direction=direction)
         if self._nursery is not None:
             self._nursery.start_soon(self._learn_addrs, pid)
 
@@ -216,7 +197,9 @@ class Daemon:
             return
         self.plan.disconnected(peer, self.clock())
         self.store.peer_event(peer, connected=False)
-        event(log, logging.INFO, "peer disconnected", peer=peer)
+        if peer in self._announced:
+            self._announced.discard(peer)
+            event(log, logging.INFO, "peer disconnected", peer=peer)
 
     async def _learn_addrs(self, pid: Any) -> None:
         """Remember a connected peer's listen addresses (identify fills them in)."""
@@ -342,22 +325,3 @@ class Daemon:
                 log.exception("housekeeping failed")
 
 
-async def run_daemon(home: Path, config: Config) -> None:
-    daemon = Daemon(home, config)
-    await daemon.run()
-
-
-def init_home(home: Path, config: Config) -> tuple[identity_mod.Identity, bool]:
-    """Create the data folder, key, token and configuration. Returns (identity, created)."""
-    home.mkdir(parents=True, exist_ok=True, mode=0o700)
-    created = False
-    if identity_mod.key_path(home).exists():
-        ident = identity_mod.load(home)
-    else:
-        ident = identity_mod.create(home)
-        created = True
-    if not (home / config_mod.CONFIG_FILE).exists():
-        config_mod.write(home, config)
-    ensure_token(home)
-    Store.open(home).close()
-    return ident, created

@@ -45,6 +45,10 @@ TOPIC_PREFIX = "/openmemory/1/"
 RECORD_TYPES = ("lesson", "attestation", "revocation", "vouch")
 
 
+#: A node publishes at this fraction of the per-author rate and burst its peers enforce.
+PACING_MARGIN = 0.8
+
+
 def topic_for(record_type: str) -> str:
     return TOPIC_PREFIX + record_type
 
@@ -173,7 +177,10 @@ class Gossip:
             self.pubsub.set_topic_validator(topic, self._validator, False)
         self._outbox: deque[tuple[str, str, bytes]] = deque()
         self._outbox_event = trio.Event()
-        self._author_bucket = TokenBucket(limits.author_rate, limits.author_burst)
+        # Pace our own publishing below the author limit every peer applies, so that timing
+        # jitter between hops never pushes an honest author over it (PACING_MARGIN).
+        self._author_bucket = TokenBucket(limits.author_rate * PACING_MARGIN,
+                                          max(1.0, limits.author_burst * PACING_MARGIN))
         self.published = 0
         self.delivered = 0  # messages handed to our subscriptions (accepted or own)
 
@@ -262,9 +269,14 @@ class Gossip:
             self.published += 1
             event(log, logging.DEBUG, "published", id=record_id, topic=topic)
 
+    def live_mesh(self, topic: str) -> set[ID]:
+        """Mesh peers with an open connection (the mesh forgets a dead peer a little later)."""
+        connections = self.host.get_network().connections
+        return {p for p in self.router.mesh.get(topic, ()) if connections.get(p)}
+
     async def _wait_for_mesh(self, topic: str) -> None:
-        # Publishing into an empty mesh reaches nobody: wait for a peer in the topic.
-        while not self.router.mesh.get(topic):
+        # Publishing into an empty mesh reaches nobody: wait for a connected peer in it.
+        while not self.live_mesh(topic):
             await trio.sleep(0.05)
 
     async def _wait_for_queues(self) -> None:

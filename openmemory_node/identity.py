@@ -47,12 +47,28 @@ class Identity:
         return peer_id_of(self.public_key)
 
 
-def peer_id_of(public_key: bytes) -> str:
-    """The libp2p peer id (base58 text) of a 32-byte Ed25519 public key."""
-    from libp2p.crypto.ed25519 import Ed25519PublicKey
-    from libp2p.peer.id import ID
+_B58 = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
 
-    return ID.from_pubkey(Ed25519PublicKey.from_bytes(public_key)).to_base58()
+
+def _base58(data: bytes) -> str:
+    number = int.from_bytes(data, "big")
+    out = ""
+    while number:
+        number, digit = divmod(number, 58)
+        out = _B58[digit] + out
+    return "1" * (len(data) - len(data.lstrip(b"\0"))) + out
+
+
+def peer_id_of(public_key: bytes) -> str:
+    """The libp2p peer id (base58 text) of a 32-byte Ed25519 public key.
+
+    As the libp2p spec defines it, without importing libp2p (so that ``init`` and ``id``
+    start fast): the identity multihash (0x00, length 36) of the protobuf PublicKey
+    {Type: Ed25519 (1), Data: the 32 bytes}, in base58btc."""
+    if len(public_key) != 32:
+        raise ValueError("an Ed25519 public key has 32 bytes")
+    protobuf = b"\x08\x01\x12\x20" + public_key
+    return _base58(b"\x00" + bytes([len(protobuf)]) + protobuf)
 
 
 def public_key_of_peer(peer_id: str) -> bytes | None:

@@ -25,6 +25,8 @@ from .store import Store
 
 log = logging.getLogger(__name__)
 
+LOG_EVERY = 10.0
+
 
 @dataclass(frozen=True)
 class Outcome:
@@ -56,6 +58,9 @@ class Ingest:
         if on_accept:
             self.on_accept_hooks.append(on_accept)
         self.stats: Counter[str] = Counter()  # "accept", "duplicate", "reject:<code>", ...
+        # Refusals are logged at WARNING at most once per (peer, code) per LOG_EVERY seconds;
+        # the rest at DEBUG (a flood must not become a flood of log lines).
+        self._last_warned: dict[tuple[str | None, str], tuple[float, int]] = {}
 
     def accept(
         self, data: bytes, *, peer: str | None, originated: bool = False, via: str = "gossip",
@@ -121,15 +126,34 @@ class Ingest:
     def _refuse(self, verdict: Verdict, peer: str | None, record: Any) -> Outcome:
         self.stats[f"{verdict.action.value}:{verdict.code}"] += 1
         self.store.count_rejection(verdict.code, peer, verdict.detail)
-        level = logging.WARNING if verdict.action is Action.REJECT else logging.DEBUG
-        event(log, level, f"record {verdict.action.value}ed", code=verdict.code,
-              peer=peer or "local", detail=verdict.detail[:160])
+        self._log_refusal(verdict, peer)
         if self.policy.account(peer, verdict, self.clock()) and peer is not None:
             event(log, logging.WARNING, "peer graylisted", peer=peer,
                   penalty=round(self.policy.ledger.penalty(peer, self.clock()), 1))
             if self.on_graylist:
                 self.on_graylist(peer)
         return Outcome(verdict, record)
+
+    def _log_refusal(self, verdict: Verdict, peer: str | None) -> None:
+        message = f"record {verdict.action.value}ed"
+        if verdict.action is not Action.REJECT:
+            event(log, logging.DEBUG, message, code=verdict.code, peer=peer or "local",
+                  detail=verdict.detail[:160])
+            return
+        now = self.clock()
+        key = (peer, verdict.code)
+        last, suppressed = self._last_warned.get(key, (-LOG_EVERY, 0))
+        if now - last < LOG_EVERY:
+            self._last_warned[key] = (last, suppressed + 1)
+            event(log, logging.DEBUG, message, code=verdict.code, peer=peer or "local",
+                  detail=verdict.detail[:160])
+            return
+        if len(self._last_warned) > 10_000:
+            self._last_warned.clear()
+        self._last_warned[key] = (now, 0)
+        extra = {"suppressed_since_last": suppressed} if suppressed else {}
+        event(log, logging.WARNING, message, code=verdict.code, peer=peer or "local",
+              detail=verdict.detail[:160], **extra)
 
     def charge(self, peer: str, verdict: Verdict) -> None:
         """Charge a verdict reached outside :meth:`accept` (e.g. a fetch protocol abuse)."""

@@ -57,12 +57,26 @@ class Formatter(logging.Formatter):
         return line
 
 
+class _ExpectedFailures(logging.Filter):
+    """py-libp2p logs every failed dial at ERROR; a peer being down is expected (the
+    reconnect loop retries with backoff and logs it at DEBUG): demote these to DEBUG."""
+
+    PREFIXES = ("Failed to open TCP stream",)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno >= logging.ERROR and str(record.msg).startswith(self.PREFIXES):
+            record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+            return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
+        return True
+
+
 def setup(level: str = "info", libp2p_level: str = "warning", fmt: str = "text") -> None:
     for name in (level, libp2p_level):
         if name.lower() not in LEVELS:
             raise ValueError(f"log level {name!r}: one of {', '.join(LEVELS)}")
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(Formatter(as_json=(fmt == "json")))
+    handler.addFilter(_ExpectedFailures())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(logging.WARNING)  # stray loggers of other libraries: warnings only
