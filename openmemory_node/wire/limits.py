@@ -5,8 +5,8 @@ from __future__ import annotations
 #: The only version this implementation reads and writes.
 VERSION = 1
 
-#: Longest encoded record, in bytes. The largest lesson allowed by the field limits below
-#: encodes to 1,328 bytes, so this leaves room without letting a record grow unbounded.
+#: Longest encoded record, in bytes. The largest lesson the field limits below allow encodes
+#: to 1,356 bytes (tests/wire check it), so this leaves room, and bounds what a peer can send.
 MAX_RECORD_BYTES = 2048
 #: Longest line of the JSON Lines form, in bytes (UTF-8) without the line break.
 MAX_JSON_LINE_BYTES = 16384
