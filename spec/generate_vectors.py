@@ -482,6 +482,102 @@ def observation_vectors() -> list[dict[str, Any]]:
 
 
 # ---------------------------------------------------------------------------------------
+# The worked example of PROTOCOL.md: the bytes of one lesson, annotated.
+# ---------------------------------------------------------------------------------------
+
+
+def _annotate_item(data: bytes, pos: int, indent: int, lines: list[tuple[str, str]]) -> int:
+    initial = data[pos]
+    major, info = initial >> 5, initial & 0x1F
+    width = 0 if info < 24 else 1 << (info - 24)
+    arg = info if info < 24 else int.from_bytes(data[pos + 1 : pos + 1 + width], "big")
+    head_hex = data[pos : pos + 1 + width].hex()
+    pad = "  " * indent
+    pos += 1 + width
+    if major == 0:
+        lines.append((pad + head_hex, f"unsigned integer {arg}"))
+    elif major == 7:
+        lines.append((pad + head_hex, "true" if initial == 0xF5 else "false"))
+    elif major in (2, 3):
+        content = data[pos : pos + arg]
+        pos += arg
+        if major == 3:
+            shown = content.decode()
+            shown = json.dumps(shown if len(shown) <= 40 else shown[:37] + "...", ensure_ascii=False)
+            lines.append((pad + head_hex, f"text string, {arg} bytes: {shown}"))
+        else:
+            lines.append((pad + head_hex, f"byte string, {arg} bytes:"))
+        chunk = 32
+        for i in range(0, len(content), chunk):
+            lines.append((pad + "  " + content[i : i + chunk].hex(), ""))
+    elif major == 4:
+        lines.append((pad + head_hex, f"array of {arg} items"))
+        for _ in range(arg):
+            pos = _annotate_item(data, pos, indent + 1, lines)
+    elif major == 5:
+        lines.append((pad + head_hex, f"map of {arg} entries, keys in bytewise order"))
+        for _ in range(arg):
+            pos = _annotate_item(data, pos, indent + 1, lines)
+            pos = _annotate_item(data, pos, indent + 2, lines)
+    return pos
+
+
+def annotate(data: bytes) -> str:
+    lines: list[tuple[str, str]] = []
+    end = _annotate_item(data, 0, 0, lines)
+    assert end == len(data)
+    out = []
+    for hex_part, note in lines:
+        if note and len(hex_part) > 44:  # a long head+content: put the note on its own line
+            out.append(hex_part)
+            out.append(" " * 46 + "; " + note)
+        else:
+            out.append(f"{hex_part:<46}; {note}".rstrip("; ").rstrip() if note else hex_part)
+    return "\n".join(out)
+
+
+def worked_example() -> str:
+    """The text PROTOCOL.md shows as its worked example (tests check it is there verbatim)."""
+    name, _, signer, lesson = valid_records()[0]
+    assert name == "lesson-worked-example"
+    data = wire.encode(lesson)
+    message = wire.signing_message(lesson)
+    domain = wire.DOMAINS["lesson"]
+    body = message[len(domain) :]
+    digest = hashlib.sha256(data).hexdigest()
+    parts = [
+        f"Signing key seed (hex):  {SEEDS[signer].hex()}",
+        f"Public key (signer):     {lesson.signer.hex()}",
+        "",
+        f"1. The unsigned record, encoded ({len(body)} bytes): the record map without \"signature\".",
+        "",
+        annotate(body),
+        "",
+        f"2. The signed message ({len(message)} bytes): the lesson domain, then those {len(body)} bytes.",
+        "",
+        f"{domain.hex()}",
+        f"{'':46}; \"openmemory/lesson/v1\" and a zero byte ({len(domain)} bytes)",
+        f"<the {len(body)} bytes of step 1>",
+        "",
+        "3. Ed25519 signature of that message (RFC 8032, deterministic):",
+        "",
+        lesson.signature[:32].hex(),
+        lesson.signature[32:].hex(),
+        "",
+        f"4. The record as sent and stored ({len(data)} bytes): the same map with \"signature\" added,",
+        "   which sorts between \"provenance\" and \"derived_from\" (shorter keys first).",
+        "",
+        annotate(data),
+        "",
+        "5. The record id: SHA-256 of the step 4 bytes, as a multihash (0x12 sha2-256, 0x20 length).",
+        "",
+        f"sha256 = {digest}",
+        f"id     = 1220{digest}",
+    ]
+    return "\n".join(parts) + "\n"
+
+
+# ---------------------------------------------------------------------------------------
 
 
 def build() -> dict[str, Any]:
@@ -523,6 +619,7 @@ def main() -> int:
     parser.add_argument("--check", action="store_true", help="compare with the files instead of writing them")
     args = parser.parse_args()
     files = {name: render(obj) for name, obj in build().items()}
+    files["worked-example.txt"] = worked_example()
     stale = []
     for name, text in files.items():
         path = VECTORS / name
