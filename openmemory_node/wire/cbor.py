@@ -34,6 +34,16 @@ def _item(data: bytes, pos: int, end: int, depth: int) -> int:
     if pos >= end:
         raise _bad(f"truncated: a data item was expected at offset {pos}")
     initial = data[pos]
+    # Fast paths for the commonest items: a small unsigned integer, a string whose length fits
+    # in the initial byte (every map key, most text). The general code below gives the same
+    # answer for them, only slower.
+    if initial < 0x18:
+        return pos + 1
+    if 0x40 <= initial <= 0x57 or 0x60 <= initial <= 0x77:
+        stop = pos + 1 + (initial & 0x1F)
+        if stop > end:
+            raise _bad(f"truncated: the string at offset {pos} claims {initial & 0x1F} bytes")
+        return stop
     major = initial >> 5
     info = initial & 0x1F
     start = pos

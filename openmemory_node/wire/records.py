@@ -216,12 +216,14 @@ def _cross_checks(record_type: str, values: dict[str, Any]) -> None:
 
 
 _ENVELOPE = frozenset({"version", "type"})
+_EVIDENCE_KEYS = frozenset(EVIDENCE_FIELDS)
 
 
-def _fields_of(value: dict, table: dict[str, Check], what: str, envelope: frozenset = frozenset()) -> dict[str, Any]:
-    if value.keys() != table.keys() | envelope:
+def _fields_of(value: dict, table: dict[str, Check], what: str, keys: frozenset) -> dict[str, Any]:
+    """Check that ``value`` has exactly ``keys`` and run the table's check on each field."""
+    if value.keys() != keys:
         missing = [k for k in table if k not in value]
-        extra = sorted(repr(k)[:40] for k in value if k not in table and k not in envelope)
+        extra = sorted(repr(k)[:40] for k in value if k not in keys)
         parts = []
         if missing:
             parts.append("missing " + ", ".join(missing))
@@ -235,7 +237,7 @@ def _fields_of(value: dict, table: dict[str, Check], what: str, envelope: frozen
 def _evidence(value: Any) -> "Evidence":
     if type(value) is not dict:
         raise _schema("evidence", f"must be a map, not {type(value).__name__}")
-    values = _fields_of(value, EVIDENCE_FIELDS, "evidence")
+    values = _fields_of(value, EVIDENCE_FIELDS, "evidence", _EVIDENCE_KEYS)
     if values["matched"] > values["sessions"]:
         raise _schema("evidence", "matched must not exceed sessions")
     return _bare(Evidence, values)
@@ -268,7 +270,7 @@ def record_from_map(value: Any) -> "Record":
     cls = RECORD_CLASSES.get(record_type)
     if cls is None:
         raise WireError("type", f"unknown record type {record_type!r:.40}", field="type")
-    values = _fields_of(value, cls._table, f"a {record_type} record", _ENVELOPE)
+    values = _fields_of(value, cls._table, f"a {record_type} record", cls._keys)
     _cross_checks(record_type, values)
     return _bare(cls, values)
 
@@ -291,6 +293,7 @@ class _RecordBase:
 
     record_type: ClassVar[str]
     _table: ClassVar[dict[str, Check]]
+    _keys: ClassVar[frozenset]
     signer: bytes
     created: int
     signature: bytes
@@ -433,6 +436,7 @@ Record = Union[Lesson, Attestation, Revocation, Vouch]
 RECORD_CLASSES: dict[str, type] = {cls.record_type: cls for cls in (Lesson, Attestation, Revocation, Vouch)}
 for _cls in RECORD_CLASSES.values():
     _cls._table = {**TYPE_FIELDS[_cls.record_type], **COMMON_FIELDS}
+    _cls._keys = frozenset(_cls._table) | _ENVELOPE
 del _cls
 
 
