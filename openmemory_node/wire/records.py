@@ -288,15 +288,19 @@ def _wire_value(value: Any) -> Any:
     return value
 
 
+@dataclass(frozen=True, kw_only=True)
 class _RecordBase:
-    """What every record shares: id, encoding, map form, field checks on construction."""
+    """What every record shares: the common fields (keyword-only, after the type's own fields),
+    the id, the encoding, the map form, and the field checks on construction."""
+
+    signer: bytes  # the Ed25519 public key of the author, attester, revoker or voucher
+    created: int  # Unix seconds, UTC
+    signature: bytes
+    version: int = VERSION
 
     record_type: ClassVar[str]
     _table: ClassVar[dict[str, Check]]
     _keys: ClassVar[frozenset]
-    signer: bytes
-    created: int
-    signature: bytes
 
     def __post_init__(self) -> None:
         checked = record_from_map(self._to_map())
@@ -306,7 +310,7 @@ class _RecordBase:
 
     def _to_map(self) -> dict[str, Any]:
         """The record as the CBOR data model: bytes, ints, text, lists, dicts."""
-        out: dict[str, Any] = {"version": getattr(self, "version", VERSION), "type": self.record_type}
+        out: dict[str, Any] = {"version": self.version, "type": self.record_type}
         for name in self._table:
             out[name] = _wire_value(getattr(self, name))
         return out
@@ -359,10 +363,6 @@ class Lesson(_RecordBase):
     strength: int  # thousandths: 1500 is 1.5
     provenance: bytes  # 32-byte commitment to the source episodes
     derived_from: tuple[bytes, ...]  # ids of the lessons it merges or refines, sorted
-    signer: bytes  # the author's Ed25519 public key
-    created: int
-    signature: bytes
-    version: int = VERSION
 
     record_type: ClassVar[str] = "lesson"
 
@@ -383,10 +383,6 @@ class Attestation(_RecordBase):
     verdict: str  # "confirmed" or "failed"
     met_before: bool  # had the attester met the surprise before receiving the lesson?
     evidence: Evidence
-    signer: bytes  # the attester's key
-    created: int
-    signature: bytes
-    version: int = VERSION
 
     record_type: ClassVar[str] = "attestation"
 
@@ -402,10 +398,6 @@ class Revocation(_RecordBase):
     target: bytes
     reason_code: str
     reason: str
-    signer: bytes  # the revoker's key
-    created: int
-    signature: bytes
-    version: int = VERSION
 
     record_type: ClassVar[str] = "revocation"
 
@@ -419,10 +411,6 @@ class Vouch(_RecordBase):
     """A key vouching for another key (trust lists, PROTOCOL.md)."""
 
     subject: bytes  # the vouched-for Ed25519 public key
-    signer: bytes  # the voucher's key
-    created: int
-    signature: bytes
-    version: int = VERSION
 
     record_type: ClassVar[str] = "vouch"
 
