@@ -110,3 +110,27 @@ def test_empty_and_whitespace_are_not_instructions():
     # Emptiness is a schema question (the wire format sizes it), not an instruction.
     assert is_observation("")
     assert is_observation("   \n ")
+
+
+# The one-scan fast path (_ANY_ADDRESSED_RE) must match exactly when one of the patterns does.
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from openmemory_local import observation as _observation  # noqa: E402
+
+_FRAGMENTS = [
+    "ignore", "previous", "prior", "instructions", "disregard", "your", "forget", "all", "everything",
+    "you", "must", "should", "are", "now", "re", "a", "an", "the", "from", "on", "new", "instruction",
+    "system", "developer", "prompt", "as", "ai", "assistant", "llm", "act", "pretend", "to be", "do not",
+    "tell", "<", "/", ">", "system-reminder", "im_start", "[", "]", "inst", "sys", "<<", ">>", "'", "x",
+]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(_FRAGMENTS), max_size=8), st.lists(st.sampled_from([" ", "", "_", "-", "\n"]),
+                                                                     min_size=8, max_size=8))
+def test_fast_path_agrees_with_each_pattern(fragments, separators):
+    text = "".join(f + s for f, s in zip(fragments, separators))
+    for candidate in (text, text.upper(), "A fact: " + text):
+        each = any(p.search(candidate) for p in _observation._ADDRESSED_RE)
+        assert (_observation._ANY_ADDRESSED_RE.search(candidate) is not None) == each, candidate
