@@ -7,7 +7,7 @@
     GET  /v1/records/{id}         one record with its status and arrival
     POST /v1/lessons              {text, kind, strength?, provenance?, derived_from?}: sign, store, publish
     POST /v1/records              {cbor: hex}: a record signed elsewhere: validate, store, publish
-    POST /v1/fetch                {id, peer?}: ask peers for a record by id
+    POST /v1/fetch                {id, peer?}: ask peers (or one, by peer id or multiaddr) for a record
 
 Part 2 adds attest, revoke and trust endpoints with ``api.route(...)`` the same way.
 """
@@ -17,7 +17,10 @@ from __future__ import annotations
 import hashlib
 from typing import TYPE_CHECKING, Any
 
+import trio
+
 from . import __version__, wire
+from .host import peer_info
 from .httpserver import HttpError, HttpServer, Request
 from .policy import Action
 from .store import StoredRecord
@@ -202,10 +205,21 @@ def install_v1(api: HttpServer, daemon: "Daemon") -> None:
         idb = _record_id(body.get("id"))
         row = daemon.store.get_by_idb(idb)
         if row is not None:
-            return 200, {"status": "found", "from": "store", **record_view(row)}
-        peers = [body["peer"]] if body.get("peer") else [
-            p.to_base58() for p in daemon.host.get_connected_peers()
-        ]
+            return 200, {**record_view(row), "fetched": {"from": "store", "tried": []}}
+        peers = [p.to_base58() for p in daemon.host.get_connected_peers()]
+        if body.get("peer"):
+            peer = body["peer"]
+            if not isinstance(peer, str):
+                raise HttpError(400, "bad-request", "peer is a peer id or a multiaddr")
+            if "/p2p/" in peer:  # a full address: dial it first
+                try:
+                    info = peer_info(peer)
+                    with trio.fail_after(daemon.config.reconnect.dial_timeout):
+                        await daemon.host.connect(info)
+                except (ValueError, trio.TooSlowError, Exception) as exc:
+                    raise HttpError(502, "unreachable", f"cannot connect to {peer}: {exc}") from None
+                peer = info.peer_id.to_base58()
+            peers = [peer]
         tried = []
         for peer in peers:
             try:
@@ -218,5 +232,5 @@ def install_v1(api: HttpServer, daemon: "Daemon") -> None:
             if result.status == "found":
                 row = daemon.store.get_by_idb(idb)
                 if row is not None:
-                    return 200, {"status": "found", "from": peer, "tried": tried, **record_view(row)}
+                    return 200, {**record_view(row), "fetched": {"from": peer, "tried": tried}}
         raise HttpError(404, "not-found", f"no peer had {idb.hex()}: {tried}")

@@ -345,7 +345,7 @@ def cmd_fetch(args: argparse.Namespace) -> int:
     if args.json:
         _print_json(data)
     else:
-        print(f"found (from {data['from']})")
+        print(f"found (from {data['fetched']['from']})")
         _print_record(data)
     return EXIT_OK
 
