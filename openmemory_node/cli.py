@@ -155,10 +155,18 @@ def cmd_start(args: argparse.Namespace) -> int:
         raise CliError(str(exc)) from None
     try:
         trio.run(daemon.run)
-    except DaemonError as exc:
-        raise CliError(str(exc)) from None
-    except OSError as exc:  # e.g. the listen or API port is taken
-        raise CliError(f"cannot start: {exc}") from None
+    except BaseException as exc:
+        # trio wraps a task's error in exception groups: report the first one plainly.
+        leaf = exc
+        while isinstance(leaf, BaseExceptionGroup) and leaf.exceptions:
+            leaf = leaf.exceptions[0]
+        if isinstance(leaf, DaemonError):
+            raise CliError(str(leaf)) from None
+        if isinstance(leaf, OSError):  # e.g. the listen or API port is taken
+            raise CliError(f"cannot start: {leaf}") from None
+        if isinstance(leaf, KeyboardInterrupt):
+            return 130
+        raise
     return EXIT_OK
 
 

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .config import parse_host_port
+from .config import ConfigError, parse_host_port
 
 
 class ApiUnavailable(Exception):
@@ -41,7 +41,10 @@ class Client:
             token = (home / "api.token").read_text().strip()
         except FileNotFoundError:
             raise ApiUnavailable(f"{home}/api.token is missing (run openmemory-node init)")
-        host, port = parse_host_port(address)
+        try:
+            host, port = parse_host_port(address)
+        except ConfigError:
+            raise ApiUnavailable(f"{home}/api.addr is damaged; is the daemon starting?") from None
         return cls(host, port, token, timeout)
 
     def request(self, method: str, path: str, body: Any = None) -> Any:

@@ -43,6 +43,35 @@ class DaemonError(Exception):
     pass
 
 
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def check_ports_free(listen: list[str]) -> None:
+    """py-libp2p listens with SO_REUSEPORT, so a second daemon on the same port would start
+    and silently share it: bind each TCP port once without it, to refuse that up front."""
+    for addr in listen:
+        maddr = multiaddr.Multiaddr(addr)
+        protocols = [p.name for p in maddr.protocols()]
+        if "tcp" not in protocols:
+            continue
+        port = int(maddr.value_for_protocol("tcp"))
+        if port == 0:
+            continue
+        family = socket.AF_INET6 if "ip6" in protocols else socket.AF_INET
+        host = maddr.value_for_protocol("ip6" if "ip6" in protocols else "ip4") \
+            if ("ip4" in protocols or "ip6" in protocols) else ""
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            # SO_REUSEADDR: old connections in TIME_WAIT do not count, a live listener does.
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind((host, port))
+            except OSError as exc:
+                raise DaemonError(f"cannot listen on {addr}: {exc.strerror or exc}") from None
+
+
 def _expand_unspecified(addr: str) -> list[str]:
     """0.0.0.0 is where we listen, not where peers reach us: list loopback and our IPs."""
     if "/ip4/0.0.0.0/" not in addr:
@@ -242,8 +271,8 @@ class Daemon:
         assert self.api_address is not None
         host, port = self.api_address
         shown = f"[{host}]" if ":" in host else host
-        (self.home / API_ADDR_FILE).write_text(f"{shown}:{port}\n")
-        (self.home / ADDRS_FILE).write_text("".join(a + "\n" for a in self.listen_addrs()))
+        _write_atomic(self.home / API_ADDR_FILE, f"{shown}:{port}\n")
+        _write_atomic(self.home / ADDRS_FILE, "".join(a + "\n" for a in self.listen_addrs()))
 
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         self._take_lock()
@@ -254,6 +283,7 @@ class Daemon:
             self.host.get_network().register_notifee(self._notifee())
             for protocol in self.protocols:
                 self.host.set_stream_handler(protocol.protocol_id, self._stream_handler(protocol))
+            check_ports_free(self.config.node.listen)
             listen = [multiaddr.Multiaddr(a) for a in self.config.node.listen]
             async with AsyncExitStack() as stack:
                 await stack.enter_async_context(self.gossip.services())  # before host.run

@@ -78,7 +78,7 @@ PEER_RATE = "rate-limited-peer"
 AUTHOR_RATE = "rate-limited-author"
 TOO_LARGE = "size"  # the wire format's code for the same fault
 WRONG_TOPIC = "wrong-topic"  # a record on another type's topic, or several topics
-FETCH_MISMATCH = "fetch-mismatch"  # a fetch response that is not the record asked for
+FETCH_MISMATCH = "id"  # a fetch answered with another record (the wire format's code)
 FETCH_BAD_REQUEST = "fetch-bad-request"
 FETCH_RATE = "fetch-rate-limited"
 

@@ -65,6 +65,17 @@ def test_two_homes_walkthrough_and_exit_codes(tmp_path, cluster):
     assert cli(b_home, "show", "nope", check=False).returncode == 2
     assert "[limits]" in cli(a_home, "config").stdout
 
+    # A second daemon on a port in use is refused with a clear message, not a traceback.
+    c_home = tmp_path / "c"
+    cli(c_home, "init", "--listen", f"/ip4/127.0.0.1/tcp/{a_port}", "--api", "127.0.0.1:0")
+    clash = cli(c_home, "start", check=False)
+    assert clash.returncode == 1 and "cannot listen on" in clash.stderr and "Traceback" not in clash.stderr
+    api_clash = cli(c_home, "start", "--listen", "/ip4/127.0.0.1/tcp/0", "--api",
+                    a.client().host + ":" + str(a.client().port), check=False)
+    assert api_clash.returncode == 1 and "Address already in use" in api_clash.stderr
+    same_home = cli(a_home, "start", check=False)
+    assert same_home.returncode == 1 and "another openmemory-node is running" in same_home.stderr
+
     # With the daemon stopped, records and show still read the store.
     b.stop()
     offline_rows = json.loads(cli(b_home, "records", "--json").stdout)["records"]
