@@ -200,10 +200,16 @@ def cmd_id(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def cmd_peers(args: argparse.Namespace) -> int:
-    data = _call(_client(args), "GET", "/v1/peers")
+def _shown_as_json(args: argparse.Namespace, data: Any) -> bool:
+    """With --json, print ``data`` and say so; the caller then prints nothing else."""
     if args.json:
         _print_json(data)
+    return bool(args.json)
+
+
+def cmd_peers(args: argparse.Namespace) -> int:
+    data = _call(_client(args), "GET", "/v1/peers")
+    if _shown_as_json(args, data):
         return EXIT_OK
     if not data["peers"]:
         print("no peers known")
@@ -219,8 +225,7 @@ def cmd_peers(args: argparse.Namespace) -> int:
 
 def cmd_status(args: argparse.Namespace) -> int:
     data = _call(_client(args), "GET", "/v1/status")
-    if args.json:
-        _print_json(data)
+    if _shown_as_json(args, data):
         return EXIT_OK
     print(f"peer id    {data['peer_id']}  (up {data['uptime']:.0f} s)")
     peers = data["peers"]
@@ -293,8 +298,7 @@ def cmd_records(args: argparse.Namespace) -> int:
     query = {k: v for k, v in (("type", args.type), ("kind", args.kind), ("status", args.status),
                                ("limit", args.limit)) if v is not None}
     data = _via_api_or_store(args, "/v1/records?" + urlencode(query))
-    if args.json:
-        _print_json(data)
+    if _shown_as_json(args, data):
         return EXIT_OK
     for v in data["records"]:
         text = _text_of(v)
@@ -309,8 +313,7 @@ def cmd_records(args: argparse.Namespace) -> int:
 
 def cmd_show(args: argparse.Namespace) -> int:
     data = _via_api_or_store(args, f"/v1/records/{args.id}")
-    if args.json:
-        _print_json(data)
+    if _shown_as_json(args, data):
         return EXIT_OK
     _print_record(data)
     return EXIT_OK
@@ -337,9 +340,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
     if args.derived_from:
         body["derived_from"] = args.derived_from
     data = _call(_client(args), "POST", "/v1/lessons", body)
-    if args.json:
-        _print_json(data)
-    else:
+    if not _shown_as_json(args, data):
         state = "already known" if data.get("duplicate") else "published (queued for gossip)"
         print(f"{data['id']}  {state}")
     return EXIT_OK
@@ -350,9 +351,7 @@ def cmd_fetch(args: argparse.Namespace) -> int:
     if args.peer:
         body["peer"] = args.peer
     data = _call(_client(args), "POST", "/v1/fetch", body)
-    if args.json:
-        _print_json(data)
-    else:
+    if not _shown_as_json(args, data):
         print(f"found (from {data['fetched']['from']})")
         _print_record(data)
     return EXIT_OK

@@ -5,6 +5,18 @@ Start order matters (py-libp2p traps 3 and 4): stream handlers are registered an
 pubsub services run *before* the host listens; the host is closed explicitly on the way out,
 else its listener outlives the process's intent. Shutdown is bounded: the nursery is
 cancelled, the host gets at most 1.5 s to close, the store is flushed and closed.
+
+Extending the node (what part 2 plugs in, before :meth:`Daemon.run`):
+
+* a stream protocol: an object with ``protocol_id``, ``async handle(stream, peer)`` and
+  ``async run()`` appended to ``daemon.protocols`` (see :mod:`openmemory_node.streams` for
+  framing with limits and deadlines, and :mod:`openmemory_node.fetch` for an example);
+  records it receives go through ``daemon.ingest.accept(..., via="sync", solicited=True)``;
+* API endpoints: ``@daemon.api.route("POST", "/v1/attest")`` (see :mod:`openmemory_node.api`);
+* record status: ``Daemon(home, config, status_rules=...)`` with a pure
+  :class:`openmemory_node.status.StatusRules`; hooks on accepted records:
+  ``daemon.ingest.on_accept_hooks``;
+* a new record type gets its topic (``/openmemory/1/<type>``) from ``gossip.RECORD_TYPES``.
 """
 
 from __future__ import annotations
@@ -238,7 +250,8 @@ class Daemon:
             addrs = [str(a) for a in self.host.get_peerstore().addrs(pid)]
         except Exception:
             addrs = []
-        addrs = sorted({transport_addr(a) for a in addrs if "/tcp/" in a})
+        addrs = sorted({transport_addr(a) for a in addrs
+                        if "/tcp/" in a and "/ip4/0.0.0.0/" not in a and "/ip6/::/" not in a})
         if addrs:
             self.store.remember_peer(peer, addrs, "seen")
             self.plan.add(peer, addrs)

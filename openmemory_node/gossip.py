@@ -204,10 +204,14 @@ class Gossip:
             self.ingest.charge(peer, self.ingest.policy.bad_input(WRONG_TOPIC, "one topic per message"))
             return False
         expect = _TOPIC_TYPE.get(msg.topicIDs[0])
-        outcome = self.ingest.accept(
-            msg.data, peer=peer, originated=(msg.from_id == forwarder.to_bytes()),
-            via="gossip", expect_type=expect,
-        )
+        try:
+            outcome = self.ingest.accept(
+                msg.data, peer=peer, originated=(msg.from_id == forwarder.to_bytes()),
+                via="gossip", expect_type=expect,
+            )
+        except Exception:  # e.g. the disk is full: refuse (not forwarded), say why, go on
+            log.exception("could not store a record from %s; refused it", peer)
+            return False
         return outcome.accepted
 
     def _on_seen(self, forwarder: ID, msg: rpc_pb2.Message) -> None:
