@@ -115,7 +115,12 @@ def _first_words(sentence: str) -> list[str]:
     head = sentence[:80].lower()[:80]
     if head.startswith("`"):
         return []  # a sentence whose subject is a code span (`git push` failed ...)
-    return _WORD.findall(head)[:2]
+    # The first two words: what _WORD.findall(head)[:2] gives, without finding all the others.
+    first = _WORD.search(head)
+    if first is None:
+        return []
+    second = _WORD.search(head, first.end())
+    return [first.group()] if second is None else [first.group(), second.group()]
 
 
 def observation_violation(text: str) -> ObservationViolation | None:
