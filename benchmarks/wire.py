@@ -135,7 +135,8 @@ def main() -> int:
     verdict = "meets" if slowest >= TARGET_VALIDATE else "MISSES"
     ratio = dict(rows)["mix"]["validate_vs_nacl"]
     print(f"validation: {mix:,.0f} records/s on the mix ({ratio:.0%} of a bare PyNaCl verify), "
-          f"{slowest:,.0f} on the slowest type: {verdict} the {TARGET_VALIDATE:,}/s target")
+          f"{slowest:,.0f} on the slowest type: {verdict} the {TARGET_VALIDATE:,}/s target",
+          file=sys.stderr if args.json else sys.stdout)
     return 0
 
 
