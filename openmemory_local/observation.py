@@ -107,10 +107,20 @@ def _normalise(text: str) -> str:
 
 
 def _first_words(sentence: str) -> list[str]:
-    stripped = _LEADING_NOISE.sub("", sentence).lower()
-    if stripped.startswith("`"):
+    noise = _LEADING_NOISE.match(sentence)
+    if noise:
+        sentence = sentence[noise.end() :]
+    # Lower-casing never maps a character to nothing, so the first 80 characters of the whole
+    # lowered sentence come from its first 80 characters: lowering only those is the same.
+    head = sentence[:80].lower()[:80]
+    if head.startswith("`"):
         return []  # a sentence whose subject is a code span (`git push` failed ...)
-    return _WORD.findall(stripped[:80])[:2]
+    # The first two words: what _WORD.findall(head)[:2] gives, without finding all the others.
+    first = _WORD.search(head)
+    if first is None:
+        return []
+    second = _WORD.search(head, first.end())
+    return [first.group()] if second is None else [first.group(), second.group()]
 
 
 def observation_violation(text: str) -> ObservationViolation | None:

@@ -385,8 +385,9 @@ def invalid_vectors() -> list[dict[str, Any]]:
         "Signer is the identity point and R = identity, S = 0: passes a cofactorless equation for any message; "
         "small-order keys and R must be rejected.")
     add("signature-non-canonical-key", "signature",
-        enc({**lm, "signer": (2**255 - 19 + 1).to_bytes(32, "little"), "signature": lm["signature"]}),
-        "A signer key whose y coordinate is not reduced (p + 1).")
+        enc({**lm, "signer": (2**255 - 19 + 1).to_bytes(32, "little"), "signature": identity + bytes(32)}),
+        "The small-order forgery with the identity encoded non-canonically (y = p + 1): keys must be "
+        "canonical encodings, not reduced modulo p.")
 
     for vector in out:
         data = bytes.fromhex(vector["cbor"])

@@ -137,16 +137,18 @@ def _kind(value: Any) -> str:
     return value
 
 
+_check_parent_id = _id("derived_from")
+
+
 def _id_list(value: Any) -> tuple[bytes, ...]:
     field = "derived_from"
     if type(value) is not list:
         raise _schema(field, f"must be an array of record ids, not {type(value).__name__}")
     if len(value) > MAX_DERIVED_FROM:
         raise _schema(field, f"holds {len(value)} ids; the limit is {MAX_DERIVED_FROM}")
-    check = _id(field)
     previous = b""
     for item in value:
-        check(item)
+        _check_parent_id(item)
         if item <= previous:
             raise _schema(field, "must be sorted in ascending bytewise order with no duplicates")
         previous = item

@@ -59,6 +59,14 @@ def check_text(value: object, field: str, *, min_bytes: int, max_bytes: int) -> 
     """Return ``value`` if it is a valid text field, else raise WireError("schema")."""
     if type(value) is not str:
         raise WireError("schema", f"{field} must be a text string, not {type(value).__name__}", field=field)
+    if value.isascii() and value.isprintable():
+        # The common case, quickly: printable ASCII (U+0020..U+007E) holds no forbidden code
+        # point, and its UTF-8 length is its length.
+        if len(value) > max_bytes:
+            raise WireError("schema", f"{field} is {len(value)} bytes of UTF-8; the limit is {max_bytes}", field=field)
+        if len(value) < min_bytes or (min_bytes and value.isspace()):
+            raise WireError("schema", f"{field} must not be empty", field=field)
+        return value
     try:
         size = len(value.encode("utf-8"))
     except UnicodeEncodeError:

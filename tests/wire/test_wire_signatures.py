@@ -92,3 +92,100 @@ def test_the_same_content_signed_by_two_keys(records, bob):
     assert theirs.id != lesson.id
     assert wire.dedup_key(theirs) == wire.dedup_key(lesson)
     assert wire.validate(wire.encode(theirs), now=NOW) == theirs
+
+
+# --- the strictness vectors are meaningful: a lax verifier accepts them ---------------------
+# RFC 8032's reference verification (section 6), in pure Python, with the two checks a lax
+# verifier skips made optional: S < L, and the key's y coordinate below p. Like the reference,
+# it has no small-order check and compares points, not encodings.
+
+_P = 2**255 - 19
+_D = -121665 * pow(121666, _P - 2, _P) % _P
+_SQRT_M1 = pow(2, (_P - 1) // 4, _P)
+
+
+def _recover_x(y: int, sign: int) -> int | None:
+    x2 = (y * y - 1) * pow(_D * y * y + 1, _P - 2, _P) % _P
+    if x2 == 0:
+        return None if sign else 0
+    x = pow(x2, (_P + 3) // 8, _P)
+    if (x * x - x2) % _P:
+        x = x * _SQRT_M1 % _P
+    if (x * x - x2) % _P:
+        return None
+    return _P - x if (x & 1) != sign else x
+
+
+def _decompress(data: bytes, *, reduce: bool):
+    y = int.from_bytes(data, "little")
+    sign, y = y >> 255, y & ((1 << 255) - 1)
+    if y >= _P:
+        if not reduce:
+            return None
+        y %= _P
+    x = _recover_x(y, sign)
+    return None if x is None else (x, y, 1, x * y % _P)
+
+
+def _add(a, b):
+    aa, bb = (a[1] - a[0]) * (b[1] - b[0]) % _P, (a[1] + a[0]) * (b[1] + b[0]) % _P
+    cc, dd = 2 * a[3] * b[3] * _D % _P, 2 * a[2] * b[2] % _P
+    e, f, g, h = bb - aa, dd - cc, dd + cc, bb + aa
+    return (e * f, g * h, f * g, e * h)
+
+
+def _mul(s: int, point):
+    out = (0, 1, 1, 0)
+    while s:
+        if s & 1:
+            out = _add(out, point)
+        point, s = _add(point, point), s >> 1
+    return out
+
+
+def _equal(a, b) -> bool:
+    return (a[0] * b[2] - b[0] * a[2]) % _P == 0 and (a[1] * b[2] - b[1] * a[2]) % _P == 0
+
+
+_BASE_Y = 4 * pow(5, _P - 2, _P) % _P
+_BASE = (_recover_x(_BASE_Y, 0), _BASE_Y, 1, _recover_x(_BASE_Y, 0) * _BASE_Y % _P)
+
+
+def _verify(public: bytes, message: bytes, signature: bytes, *, lax: bool) -> bool:
+    a = _decompress(public, reduce=lax)
+    r = _decompress(signature[:32], reduce=lax)
+    if a is None or r is None:
+        return False
+    s = int.from_bytes(signature[32:], "little")
+    if s >= ELL and not lax:
+        return False
+    k = int.from_bytes(hashlib.sha512(signature[:32] + public + message).digest(), "little") % ELL
+    return _equal(_mul(s, _BASE), _add(r, _mul(k, a)))
+
+
+def test_strictness_vectors_pass_a_lax_verifier_and_fail_ours():
+    import json
+    from pathlib import Path
+
+    vectors = json.loads((Path(__file__).resolve().parents[2] / "spec/vectors/invalid.json").read_text())
+    by_name = {v["name"]: v for v in vectors["vectors"]}
+    for name in ["signature-non-canonical-s", "signature-small-order-key", "signature-non-canonical-key"]:
+        data = bytes.fromhex(by_name[name]["cbor"])
+        body = cbor2.loads(data)
+        message = f"openmemory/{body['type']}/v1\x00".encode() + cbor2.dumps(
+            {k: v for k, v in body.items() if k != "signature"}, canonical=True
+        )
+        assert _verify(body["signer"], message, body["signature"], lax=True), name
+        assert code_of(data) == "signature", name
+    # and the reference is a real verifier: the other signature vectors fail even laxly
+    for name in ["signature-bit-flip", "signature-other-domain", "signature-other-key", "signature-content-changed"]:
+        body = cbor2.loads(bytes.fromhex(by_name[name]["cbor"]))
+        message = f"openmemory/{body['type']}/v1\x00".encode() + cbor2.dumps(
+            {k: v for k, v in body.items() if k != "signature"}, canonical=True
+        )
+        assert not _verify(body["signer"], message, body["signature"], lax=True), name
+
+
+def test_reference_verifier_accepts_valid_records(records):
+    for record in records.values():
+        assert _verify(record.signer, wire.signing_message(record), record.signature, lax=False)

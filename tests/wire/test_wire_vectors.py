@@ -126,7 +126,8 @@ CDDL_CANNOT_SAY = {
 
 
 def test_cddl_accepts_every_valid_record_and_refuses_what_it_can_express():
-    cddl_verifier = pytest.importorskip("cddl_verifier")  # in the test extra
+    import cddl_verifier  # in the test extra
+
     validator = cddl_verifier.Validator(SPEC / "records.cddl")
     for vector in VALID["vectors"]:
         result = validator.validate(bytes.fromhex(vector["cbor"]), root_type="record")
