@@ -7,11 +7,10 @@ from .harness import Cluster
 
 @pytest.fixture
 def cluster(tmp_path):
+    """Node processes made under tmp_path; every one is killed at teardown."""
     c = Cluster(tmp_path)
     try:
         yield c
-    except BaseException:
-        raise
     finally:
         c.close()
 
