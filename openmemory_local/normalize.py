@@ -191,7 +191,7 @@ def family_label(fam: str | None) -> str:
 
 # --- shell commands -------------------------------------------------------------------------
 
-_QUOTED = re.compile(r"\"(?:\\.|[^\"\\])*\"|'[^']*'|\$\((?:[^()]|\([^()]*\))*\)")
+_QUOTED = re.compile(r"\"(?:\\.|[^\"\\])*\"?|'[^']*'?|\$\((?:[^()]|\([^()]*\))*\)")
 _HEREDOC = re.compile(r"<<-?\s*['\"]?(\w+)['\"]?.*", re.S)
 _REDIRECT = re.compile(r"(?:^|\s)(?:\d?>>?&?\d?|&>|<)\s*(?:/dev/null|&?\d|\S+)?")
 _SEPARATOR = re.compile(r"&&|\|\||[;|\n]")

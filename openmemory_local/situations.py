@@ -117,8 +117,11 @@ def _clip_words(text: str, n: int) -> str:
 
 def _command_facets(command: str, cwd, branch) -> list[str]:
     out = []
-    for segment in command_segments(normalise(command, cwd=cwd, branch=branch)):
+    for segment in command_segments(command):
+        segment = normalise(segment, cwd=cwd, branch=branch)
         words = segment.split()
+        if not words:
+            continue
         out.append(_clip_words(segment, _FACET_WORDS))
         head = " ".join(words[:2]) if len(words) > 1 and not words[1].startswith("-") else words[0]
         # one facet per path argument, so a long `git add a b c` still shows `git add c`
