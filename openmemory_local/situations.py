@@ -24,15 +24,19 @@ correction its signature and the action it corrected.
 
 *Probes* of a lesson (:func:`probes`): the situation its prediction expects. Each probe is
 ``{"text": ..., "require": ...}``: a facet matches when its cosine with ``text`` reaches
-``Config.verify_cosine`` and it contains ``require`` (a path the lesson is about), if any.
-A shell-command lesson expects its programs to run again (``git push``), anchored on the
-path its failure names when there is one; so the prediction is confirmed when a later
-session meets the situation, even if the lesson helped it avoid the failure. Every lesson
-also expects its own signature (the failure itself recurring).
+``Config.verify_cosine``, it shares a word with ``text``, and it contains ``require`` (a
+path the lesson is about), if any. A shell-command lesson expects each of its programs to
+run again (``git push``), anchored on the path its failure names when there is one
+(``git add priv/static/assets``); a file-tool lesson expects its tool on the folder its
+failures share, if any; a correction expects the action it corrected, and the programs
+it names (``uses uv, not pip`` -> ``uv``, ``pip``). So a prediction is confirmed when a
+later session meets the situation, even if the lesson helped it avoid the failure. Every
+lesson also expects its own signature (the failure itself recurring).
 """
 
 from __future__ import annotations
 
+import re
 from typing import Iterable
 
 from .episodes import command_heads
@@ -174,8 +178,26 @@ def _common_dir(paths: Iterable[str]) -> str | None:
     return out or None
 
 
-def probes(details: dict, signature_text: str) -> list[dict]:
-    """The situation a lesson's prediction expects (see the module docstring)."""
+def named_programs(message: str, heads: Iterable[str]) -> list[str]:
+    """The programs (or program and subcommand) among ``heads`` that ``message`` names:
+    ``"no, this project uses uv, not pip"`` with heads ``uv sync``, ``pip install`` ->
+    ``uv``, ``pip``; ``"don't git rebase here"`` with ``git rebase`` -> ``git rebase``."""
+    words = set(re.findall(r"[\w.+-]+", message.lower()))
+    out = []
+    for head in heads:
+        parts = head.lower().split()
+        if not parts or parts[0] not in words:
+            continue
+        out.append(head if all(p in words for p in parts) else parts[0])
+    return list(dict.fromkeys(out))
+
+
+def probes(details: dict, signature_text: str, programs: Iterable[str] = ()) -> list[dict]:
+    """The situation a lesson's prediction expects (see the module docstring).
+
+    ``programs``: command heads run in the project's recent sessions; a correction that
+    names one of them (``uses uv, not pip``) also expects it to be run again.
+    """
     out: list[dict] = []
     kind = details.get("kind")
     subj = details.get("subject") or {}
@@ -192,6 +214,8 @@ def probes(details: dict, signature_text: str) -> list[dict]:
         action = details.get("action")
         if action:
             out.append({"text": action, "require": None})
+        for program in named_programs(details.get("said") or "", programs):
+            out.append({"text": program, "require": None})
     out.append({"text": signature_text, "require": None})
     seen, unique = set(), []
     for probe in out:

@@ -626,6 +626,19 @@ def _match(config, preds, by_family: dict[str, list[int]], episodes) -> dict[int
 # --- predict ---------------------------------------------------------------------------------------
 
 
+def _recent_heads(store, projects: list[str], sessions: int = 200) -> list[str]:
+    """The command heads run in the last ``sessions`` sessions of these projects."""
+    if not projects:
+        return []
+    marks = ",".join("?" * len(projects))
+    heads: dict[str, None] = {}
+    for (commands,) in store.conn.execute(
+        f"SELECT json_extract(fields, '$.commands') FROM episodes WHERE kind = 'session' AND project IN ({marks}) "
+        "ORDER BY created DESC LIMIT ?", [*projects, sessions]):
+        heads.update(dict.fromkeys(loads(commands, {}) or {}))
+    return sorted(heads)
+
+
 def predict(store, now: datetime) -> dict:
     """Every strong enough lesson without an open prediction makes one."""
     config = store.config
@@ -639,7 +652,8 @@ def predict(store, now: datetime) -> dict:
             "AND p.state = 'open') ORDER BY id", (config.predict_min_strength,)).fetchall()
         for lesson_id, fam, details_json in rows:
             details = loads(details_json, {})
-            expected = probes(details, details.get("signature") or "")
+            programs = _recent_heads(store, details.get("projects") or []) if details.get("kind") == "correction" else ()
+            expected = probes(details, details.get("signature") or "", programs)
             text = prediction_text(details, fam, lesson_id)
             pid = conn.execute(
                 "INSERT INTO predictions (lesson_id, made, text, probes, family) VALUES (?, ?, ?, ?, ?)",

@@ -396,12 +396,29 @@ class Store:
     def _prepare(self) -> None:
         conn = self.conn
         conn.execute(f"PRAGMA busy_timeout = {int(self.config.busy_timeout * 1000)}")
-        mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
-        if mode != "wal":
-            self.db.enable_wal()
+        self._enable_wal()
         conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute("PRAGMA foreign_keys = ON")
         self.migrate()
+
+    def _enable_wal(self) -> None:
+        """Switch a new database to WAL mode. Two processes creating the store at once
+        race for it: SQLite answers "locked" to the loser without waiting, so retry (the
+        winner's switch then shows) until ``busy_timeout``."""
+        import time
+
+        deadline = time.monotonic() + self.config.busy_timeout
+        delay = 0.005
+        while True:
+            try:
+                if self.conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                    self.db.enable_wal()
+                return
+            except sqlite3.OperationalError as exc:
+                if ("locked" not in str(exc) and "busy" not in str(exc)) or time.monotonic() > deadline:
+                    raise
+                time.sleep(delay)
+                delay = min(delay * 2, 0.2)
 
     def migrate(self) -> list[int]:
         """Apply the missing migrations; return the versions applied."""
