@@ -39,6 +39,9 @@ __all__ = [
 ]
 
 _PROVENANCE_EPISODES = 10
+_COLUMNS = ("id", "state", "kind", "family", "text", "text_source", "rule_text", "signature", "strength", "seen",
+            "sessions", "first_seen", "last_seen", "formed", "learned", "reinforced", "archived_at", "vetoed_at",
+            "file_name", "details", "updated")
 
 
 class LessonNotFound(LookupError):
@@ -70,15 +73,11 @@ def lesson_rows(store, *, states: tuple[str, ...] = ("active",), include_vetoed:
         where.append(f"id IN ({','.join('?' * len(ids))})")
         params += list(ids)
     rows = store.conn.execute(
-        "SELECT id, state, kind, family, text, text_source, rule_text, signature, strength, seen, sessions, "
-        "first_seen, last_seen, formed, learned, reinforced, archived_at, vetoed_at, file_name, details, updated "
-        f"FROM lessons WHERE {' AND '.join(where)} ORDER BY strength DESC, seen DESC, id", params).fetchall()
-    keys = ["id", "state", "kind", "family", "text", "text_source", "rule_text", "signature", "strength", "seen",
-            "sessions", "first_seen", "last_seen", "formed", "learned", "reinforced", "archived_at", "vetoed_at",
-            "file_name", "details", "updated"]
+        f"SELECT {', '.join(_COLUMNS)} FROM lessons WHERE {' AND '.join(where)} "
+        "ORDER BY strength DESC, seen DESC, id", params).fetchall()
     out = []
     for row in rows:
-        lesson = dict(zip(keys, row))
+        lesson = dict(zip(_COLUMNS, row))
         lesson["details"] = loads(lesson["details"], {})
         out.append(lesson_view(store, lesson))
     return out

@@ -142,12 +142,17 @@ def _push(store):
     return _lesson(lesson_rows(store), "`git push`", "has no upstream branch")
 
 
+def _live(store, config, transcript: str, day: str):
+    """A session of ours, placed where Claude Code keeps it, ingested at the end of ``day``."""
+    [path] = place(DATA / transcript, config.claude_dir / "projects")
+    ingest(store, [path], now=end_of(day))
+
+
 def test_a_session_that_meets_the_situation_confirms_the_prediction(copy):
     config, _ = copy
     with Store.open(config) as store:
         before = _push(store)
-        [path] = place(DATA / "pushes-new-branch.jsonl", config.claude_dir / "projects")
-        ingest(store, [path], now=end_of("2026-02-13"))
+        _live(store, config, "pushes-new-branch.jsonl", "2026-02-13")
         result = sleep(store, end_of("2026-02-13"))
         after = _push(store)
         # pushed with its upstream set: the lesson helped, and its situation was met
@@ -165,8 +170,7 @@ def test_a_prediction_never_met_fails_15_days_later(copy):
     config, _ = copy
     with Store.open(config) as store:
         before = _push(store)
-        [path] = place(DATA / "reads-only.jsonl", config.claude_dir / "projects")
-        ingest(store, [path], now=end_of("2026-02-13"))
+        _live(store, config, "reads-only.jsonl", "2026-02-13")
         assert before["prediction_id"] not in sleep(store, end_of("2026-02-13")).verify["confirmed"]
         result = sleep(store, end_of("2026-02-27"))  # 15 days after the prediction was made
         assert before["prediction_id"] in result.verify["failed"]
@@ -184,12 +188,16 @@ def _run(config: Config, now: str, *extra) -> subprocess.CompletedProcess:
     return out
 
 
-def test_openmemory_run_twice_changes_nothing_on_disk(spotter, tmp_path):
+def _claude_code_with_every_session(spotter, tmp_path) -> tuple[Config, Path]:
     claude = tmp_path / "claude"
     for names in DAYS.values():
         for name in names:
             place(spotter / name, claude / "projects")
-    config = Config(home=tmp_path / "home", claude_dir=claude)
+    return Config(home=tmp_path / "home", claude_dir=claude), claude
+
+
+def test_openmemory_run_twice_changes_nothing_on_disk(spotter, tmp_path):
+    config, claude = _claude_code_with_every_session(spotter, tmp_path)
     first = _run(config, "2026-02-12T21:00:00Z")
     assert "# Open Memory: morning report" in first.stdout and "## Learned" in first.stdout
     memory = list((claude / "projects").glob("*/memory/MEMORY.md"))
@@ -202,11 +210,7 @@ def test_openmemory_run_twice_changes_nothing_on_disk(spotter, tmp_path):
 
 
 def test_deleting_a_rendered_lesson_file_is_a_veto(spotter, tmp_path):
-    claude = tmp_path / "claude"
-    for names in DAYS.values():
-        for name in names:
-            place(spotter / name, claude / "projects")
-    config = Config(home=tmp_path / "home", claude_dir=claude)
+    config, claude = _claude_code_with_every_session(spotter, tmp_path)
     _run(config, "2026-02-12T23:59:59Z")
     folder = claude / "projects" / project_dir(f"{WORKTREES}/spotter-a0y") / "memory"
     with Store.open(config) as store:
