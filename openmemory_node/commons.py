@@ -748,3 +748,9 @@ def evaluate(records: Iterable[Any], config: CommonsConfig | None = None) -> dic
     for record in records:
         machine.add(record)
     return machine.statuses()
+
+
+def initial_status(record: Any) -> str:
+    """A record's status before the machine has seen it (what a lone record would get)."""
+    return {"lesson": CANDIDATE, "attestation": PENDING, "revocation": PENDING,
+            "vouch": NO_EFFECT}[record.record_type]
