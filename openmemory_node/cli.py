@@ -69,7 +69,7 @@ def _call(client: Client, method: str, path: str, body: Any = None) -> Any:
     except ApiUnavailable as exc:
         raise CliError(str(exc), EXIT_NO_DAEMON) from None
     except ApiError as exc:
-        code = {404: EXIT_NOT_FOUND, 422: EXIT_REFUSED}.get(exc.status, EXIT_ERROR)
+        code = {400: EXIT_USAGE, 404: EXIT_NOT_FOUND, 422: EXIT_REFUSED}.get(exc.status, EXIT_ERROR)
         raise CliError(f"{exc.code}: {exc.message}", code) from None
 
 
@@ -515,8 +515,9 @@ def cmd_revoke(args: argparse.Namespace) -> int:
     print(f"{data['id']}  revocation {effect.get('status')} here ({effect.get('reason')}), published (queued)")
     print(f"target {args.id[:16]}…  now {data.get('target_status')}")
     if effect.get("status") == "no-effect":
-        print("note: this node is neither the author nor in its own revokers list; the revocation "
-              "takes effect only where its key is a revoker (use --local to revoke here)", file=sys.stderr)
+        print("note: no effect here: this node is neither the author nor in its own revokers list; "
+              "the revocation takes effect where its key is a revoker (--local revokes here)",
+              file=sys.stderr)
     return EXIT_OK
 
 

@@ -126,11 +126,8 @@ class Daemon:
         self.policy = NodePolicy(config.limits)
         self.policy.blocked = set(self.store.blocked_peers())
         self.commons: CommonsStatus | None = None
-        if status_rules is None:
+        if status_rules is None:  # built from the store in run(), once the home is locked
             self.commons = CommonsStatus(config.commons, self.store, self.identity.public_key)
-            changed = self.commons.rebuild()  # the configuration may have changed while stopped
-            if changed:
-                event(log, logging.INFO, "statuses recomputed", changed=changed)
             status_rules = self.commons
         self.ingest = Ingest(
             self.store, self.policy, clock=clock,
@@ -142,6 +139,7 @@ class Daemon:
                              author=self.identity.public_key, clock=clock)
         self.fetch = Fetch(self.host, self.ingest, config.fetch, clock)
         self.sync = Sync(self.host, self.ingest, config.sync, clock, connected=self.connected_ids)
+        self.ingest.on_accept_hooks.append(self._relay_synced_revocation)
         #: Stream protocols served by this node.
         self.protocols: list[StreamProtocol] = [self.fetch, self.sync]
         rc = config.reconnect
@@ -217,6 +215,15 @@ class Daemon:
             if pid.to_base58() not in excluded:
                 self.gossip.pubsub.remove_from_blacklist(pid)
                 event(log, logging.INFO, "peer released from graylist", peer=pid.to_base58())
+
+    def _relay_synced_revocation(self, record: Any, via: str, peer: str | None) -> None:
+        """A revocation that reached us by sync (gossip missed it: we were offline, or on the
+        other side of a partition) is gossiped on, so that our side of the network has it at
+        once rather than at its next sync. Other records wait for sync: they may be many."""
+        if via == "sync" and record.record_type == "revocation":
+            from . import wire
+
+            self.gossip.publish(record.id, record.record_type, wire.encode(record))
 
     def add_bootstrap(self, addrs: list[str]) -> None:
         for addr in addrs:
@@ -336,6 +343,10 @@ class Daemon:
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         self._take_lock()
         try:
+            if self.commons is not None:
+                changed = self.commons.rebuild()  # the configuration may have changed while stopped
+                if changed:
+                    event(log, logging.INFO, "statuses recomputed", changed=changed)
             for peer in self.store.known_peers():
                 self.plan.add(peer["peer_id"], peer["addrs"], bootstrap=peer["source"] == "bootstrap")
             self.add_bootstrap(self.config.node.bootstrap)
