@@ -59,6 +59,10 @@ from .sync import Sync
 
 log = logging.getLogger(__name__)
 
+#: Revocations received by sync and created within this many seconds are gossiped on.
+RELAY_SYNCED_WITHIN = 86400.0
+
+
 class DaemonError(Exception):
     pass
 
@@ -217,10 +221,12 @@ class Daemon:
                 event(log, logging.INFO, "peer released from graylist", peer=pid.to_base58())
 
     def _relay_synced_revocation(self, record: Any, via: str, peer: str | None) -> None:
-        """A revocation that reached us by sync (gossip missed it: we were offline, or on the
-        other side of a partition) is gossiped on, so that our side of the network has it at
-        once rather than at its next sync. Other records wait for sync: they may be many."""
-        if via == "sync" and record.record_type == "revocation":
+        """A recent revocation that reached us by sync (gossip missed it: we were offline, or
+        on the other side of a partition) is gossiped on, so that our side of the network has
+        it at once rather than at its next sync. Older ones, and other records, wait for sync:
+        after a long absence they may be many, and would hold up our own publishing."""
+        if (via == "sync" and record.record_type == "revocation"
+                and record.created >= self.clock() - RELAY_SYNCED_WITHIN):
             from . import wire
 
             self.gossip.publish(record.id, record.record_type, wire.encode(record))

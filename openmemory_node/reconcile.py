@@ -264,7 +264,7 @@ def decode_message(data: bytes, *, max_ranges: int, allow_missing: bool) -> list
 @dataclass(frozen=True)
 class Params:
     branching: int = 16  # sub-ranges per split
-    idlist_threshold: int = 32  # a range with at most this many ids is sent as ids
+    idlist_threshold: int = 16  # a range with at most this many ids is sent as ids
     max_message_bytes: int = 60_000  # what we send (the receiving limit is larger)
     max_ranges: int = 4096  # accepted per message
 

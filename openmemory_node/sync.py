@@ -200,7 +200,9 @@ class Sync:
     async def _scheduled(self, peer: str) -> None:
         try:
             async with self._outbound:
-                await self.session(peer)
+                report = await self.session(peer)
+            if report.outcome == "partial":  # more to pull (max_records): go on soon
+                self._next[peer] = self.clock() + self.settings.connect_delay
         finally:
             self._running.discard(peer)
 
