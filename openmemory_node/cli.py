@@ -349,7 +349,7 @@ def cmd_records(args: argparse.Namespace) -> int:
         text = _text_of(v)
         if len(text) > 70:
             text = text[:67] + "..."
-        print(f"{v['id'][:16]}  {v['type']:<11} {(v['kind'] or '-'):<11} {v['status']:<10} "
+        print(f"{v['id'][:16]}  {v['type']:<11} {(v['kind'] or '-'):<11} {v['status']:<11} "
               f"{_when(v['arrived'])}  {text}")
     if not data["records"]:
         print("no records", file=sys.stderr)
