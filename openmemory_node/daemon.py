@@ -178,16 +178,8 @@ class Daemon:
 
     def block(self, peer: str) -> None:
         """Cut a peer off (the operator's decision): ignore it, disconnect, never dial it."""
-        from libp2p.peer.id import ID
-
         self.policy.blocked.add(peer)
-        pid = ID.from_base58(peer)
-        try:
-            self.gossip.pubsub.add_to_blacklist(pid)
-        except Exception:
-            log.exception("blacklisting %s failed", peer)
-        if self._nursery is not None:
-            self._nursery.start_soon(self._disconnect, pid)
+        self._cut_off(peer)
 
     def unblock(self, peer: str) -> None:
         self.policy.blocked.discard(peer)
@@ -195,6 +187,10 @@ class Daemon:
 
     def _on_graylist(self, peer: str) -> None:
         """Called by the ingest when a peer's penalty crosses the graylist threshold."""
+        self._cut_off(peer)
+
+    def _cut_off(self, peer: str) -> None:
+        """Out of the pubsub router (blacklisted) and disconnected."""
         from libp2p.peer.id import ID
 
         pid = ID.from_base58(peer)

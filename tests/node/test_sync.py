@@ -43,6 +43,17 @@ async def libp2p_host(handler=None):
             await host.close()
 
 
+@asynccontextmanager
+async def facing_a_node(cluster):
+    """A node process x, and an in-test host connected to it: (x, host, x's peer ID)."""
+    x = cluster.node("x")
+    x.init()
+    await thread(x.start)
+    async with libp2p_host() as host:
+        await host.connect(peer_info(x.multiaddr))
+        yield x, host, ID.from_base58(x.peer_id)
+
+
 async def thread(fn, *args):
     return await trio.to_thread.run_sync(fn, *args)
 
@@ -104,13 +115,8 @@ async def test_sessions_run_on_connect_and_then_every_interval():
 
 
 async def test_garbage_and_oversized_messages_are_refused_and_penalised(cluster):
-    x = cluster.node("x")
-    x.init()
-    await thread(x.start)
-    async with libp2p_host() as host:
-        await host.connect(peer_info(x.multiaddr))
+    async with facing_a_node(cluster) as (x, host, pid):
         me = host.get_id().to_base58()
-        pid = ID.from_base58(x.peer_id)
         stream = await host.new_stream(pid, [SYNC])
         await stream.write(frame(bytes([RECONCILE, 0]) + b"\x07garbage"))
         assert (await read_frame(stream, 1024, 5)) == bytes([ERROR])
@@ -127,12 +133,7 @@ async def test_garbage_and_oversized_messages_are_refused_and_penalised(cluster)
 
 
 async def test_a_flood_of_sessions_gets_busy_and_a_small_penalty(cluster):
-    x = cluster.node("x")
-    x.init()
-    await thread(x.start)
-    async with libp2p_host() as host:
-        await host.connect(peer_info(x.multiaddr))
-        pid = ID.from_base58(x.peer_id)
+    async with facing_a_node(cluster) as (x, host, pid):
         answers = []
         for _ in range(9):
             stream = await host.new_stream(pid, [SYNC])
