@@ -400,13 +400,19 @@ class Reconciler:
             writer.add(Range(r.bound, SKIP))
             return True
         theirs = set(r.ids)
-        mine = self.set.ids(lo, hi)
-        missing = tuple(i for i in mine if i not in theirs)
+        room = max(0, (writer.budget - writer.size) // ID_BYTES)
+        missing: list[bytes] = []
+        for k in range(lo, hi):  # stops as soon as the list cannot fit: bounded work
+            id_ = self.set.at(k)
+            if id_ not in theirs:
+                missing.append(id_)
+                if len(missing) > room:
+                    break
         if not missing:
             writer.add(Range(r.bound, SKIP))
             return True
         if writer.fits(len(missing) * ID_BYTES + 5):
-            writer.add(Range(r.bound, MISSING, ids=missing))
+            writer.add(Range(r.bound, MISSING, ids=tuple(missing)))
             return True
         # Too many to list in this message: split, and the initiator lists its side again.
         return self._split(writer, r.bound, lower, lo, hi)
