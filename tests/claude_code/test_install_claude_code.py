@@ -304,3 +304,26 @@ def test_no_scheduler_prints_instructions(claude_home, data, env):
     assert "schedule the nightly run yourself" in result.stdout
     assert "crontab -e" in result.stdout and "OnCalendar=" in result.stdout
     assert load(data / "integrations" / "claude-code.json")["schedule"] == {"kind": "none"}
+
+
+def test_a_moved_installation_updates_its_entries_in_place(claude_home, data, env):
+    """After the virtual environment moved, install again: the entries follow, uninstall still restores."""
+    from openmemory_local.integrations import claude_code
+
+    old = claude_code.Context.from_env(str(data), env, executable="/old/venv/bin/openmemory")
+    old.python = "/old/venv/bin/python"
+    claude_code.execute(old, claude_code.plan_install(old, "none"))
+    assert load(claude_home / ".claude.json")["mcpServers"]["openmemory"]["command"] == "/old/venv/bin/openmemory"
+
+    new = claude_code.Context.from_env(str(data), env, executable="/new/venv/bin/openmemory")
+    new.python = "/new/venv/bin/python"
+    plan = claude_code.plan_install(new, "none")
+    assert [c.path.name for c in plan.changes] == [".claude.json", "settings.json"]
+    claude_code.execute(new, plan)
+    assert load(claude_home / ".claude.json")["mcpServers"]["openmemory"]["command"] == "/new/venv/bin/openmemory"
+    commands = _hook_commands(load(claude_home / ".claude" / "settings.json"))
+    assert len(commands) == 2 and commands[1].startswith("/new/venv/bin/python -P -m")  # replaced, not added
+
+    claude_code.execute(new, claude_code.plan_uninstall(new))
+    assert (claude_home / ".claude.json").read_text() == CLAUDE_JSON
+    assert (claude_home / ".claude" / "settings.json").read_bytes() == SETTINGS_JSON.encode()
