@@ -1,0 +1,258 @@
+"""The kept raw stream: one compressed, append-growing archive file per transcript.
+
+Claude Code deletes transcripts after ``cleanupPeriodDays`` (30 by default); Open Memory
+keeps a copy of every byte it read. The archive of a transcript is a sequence of gzip
+members (RFC 1952 allows several in one file; ``gzip -dc`` and Python's ``gzip`` read them
+as one stream), one member per ingest that found new bytes. Decompressed, the archive is
+byte for byte the part of the original that was read (always ending at a complete line),
+so a line number or byte offset means the same in both.
+
+Layout: ``<home>/archive/<adapter>/<absolute path of the original>.gz``, for example
+``archive/claude-code/home/me/.claude/projects/-home-me-app/3f2a….jsonl.gz``; the path of
+the original is recoverable from the archive's own path, so the archive alone is enough to
+rebuild every episode (``openmemory ingest --from-archive``).
+
+When an original shrinks or its earlier bytes change, its archive is not overwritten: it
+is renamed ``<name>.superseded-<UTC time>.gz`` beside it (kept, and ignored by rebuilds),
+and a new archive starts.
+
+Crash safety: a member is compressed into ``<home>/tmp`` first, then appended and
+fsynced inside the store transaction that records the new archive size; an archive longer
+than its recorded size (a crash between the append and the commit) is truncated back to
+the recorded size before the next append.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import zlib
+from pathlib import Path
+from typing import Iterator
+
+__all__ = [
+    "ARCHIVE_ROOT",
+    "SUPERSEDED",
+    "archive_relpath",
+    "original_path",
+    "iter_archives",
+    "MemberWriter",
+    "ArchiveFile",
+    "ArchiveReader",
+]
+
+ARCHIVE_ROOT = "archive"
+SUPERSEDED = ".superseded-"
+_GZIP_WBITS = 31  # zlib: gzip header and trailer
+_CHUNK = 1 << 20
+
+
+def archive_relpath(adapter: str, original: Path) -> str:
+    """The archive of ``original`` (absolute), relative to the data folder, POSIX form."""
+    parts = Path(os.path.abspath(original)).parts[1:]  # drop the root "/"
+    return "/".join((ARCHIVE_ROOT, adapter, *parts)) + ".gz"
+
+
+def original_path(relpath: str) -> Path:
+    """The original transcript path an archive path stands for (inverse of archive_relpath)."""
+    parts = relpath.split("/")
+    if len(parts) < 3 or parts[0] != ARCHIVE_ROOT or not relpath.endswith(".gz"):
+        raise ValueError(f"not an archive path: {relpath!r}")
+    inner = "/".join(parts[2:])[: -len(".gz")]
+    return Path("/" + inner)
+
+
+def iter_archives(home: Path, adapter: str) -> Iterator[str]:
+    """Current (not superseded) archive files of ``adapter``, as relative paths, sorted."""
+    root = home / ARCHIVE_ROOT / adapter
+    if not root.is_dir():
+        return
+    found = []
+    for dirpath, _dirnames, filenames in os.walk(root):
+        for name in filenames:
+            if name.endswith(".gz") and SUPERSEDED not in name:
+                found.append(Path(dirpath, name).relative_to(home).as_posix())
+    yield from sorted(found)
+
+
+class MemberWriter:
+    """Compresses one gzip member into a temporary file, with mark/rollback.
+
+    ``mark()`` remembers the state; ``rollback()`` returns to it (used when a line that
+    was being read turns out to be incomplete at the end of the file).
+    """
+
+    def __init__(self, tmp_dir: Path, level: int = 1):
+        tmp_dir.mkdir(parents=True, exist_ok=True)
+        fd, name = _mkstemp(tmp_dir)
+        self.path = Path(name)
+        self._file = os.fdopen(fd, "w+b")
+        self._level = level
+        self._zip = zlib.compressobj(level, zlib.DEFLATED, _GZIP_WBITS)
+        self.raw_bytes = 0
+        self._mark: tuple | None = None
+
+    def write(self, data: bytes) -> None:
+        if data:
+            self._file.write(self._zip.compress(data))
+            self.raw_bytes += len(data)
+
+    def mark(self) -> None:
+        self._file.flush()
+        self._mark = (self._zip.copy(), self._file.tell(), self.raw_bytes)
+
+    def rollback(self) -> None:
+        if self._mark is None:
+            raise RuntimeError("rollback without mark")
+        self._zip, position, self.raw_bytes = self._mark
+        self._file.flush()
+        self._file.seek(position)
+        self._file.truncate()
+        self._mark = None
+
+    def finish(self) -> int:
+        """Flush the member; return its compressed size (0 if nothing was written)."""
+        if self.raw_bytes == 0:
+            self._file.seek(0)
+            self._file.truncate()
+        else:
+            self._file.write(self._zip.flush())
+        self._file.flush()
+        size = self._file.tell()
+        self._file.close()
+        return size
+
+    def discard(self) -> None:
+        try:
+            self._file.close()
+        except OSError:
+            pass
+        try:
+            self.path.unlink()
+        except OSError:
+            pass
+
+
+def _mkstemp(tmp_dir: Path):
+    import tempfile
+
+    return tempfile.mkstemp(prefix="member-", suffix=".gz.part", dir=tmp_dir)
+
+
+class ArchiveFile:
+    """One transcript's archive on disk."""
+
+    def __init__(self, home: Path, relpath: str):
+        self.home = home
+        self.relpath = relpath
+        self.path = home / relpath
+
+    def size(self) -> int:
+        try:
+            return self.path.stat().st_size
+        except FileNotFoundError:
+            return 0
+
+    def exists(self) -> bool:
+        return self.path.is_file()
+
+    def truncate_to(self, size: int) -> None:
+        """Drop bytes beyond ``size`` (an append that was never committed)."""
+        if self.size() > size:
+            with open(self.path, "r+b") as f:
+                f.truncate(size)
+                f.flush()
+                os.fsync(f.fileno())
+
+    def append_member(self, member_path: Path) -> int:
+        """Append a finished member file; fsync; return the new archive size."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path, "ab") as out, open(member_path, "rb") as src:
+            while True:
+                chunk = src.read(_CHUNK)
+                if not chunk:
+                    break
+                out.write(chunk)
+            out.flush()
+            os.fsync(out.fileno())
+            return out.tell()
+
+    def supersede(self, stamp: str) -> str | None:
+        """Rename the current archive aside (kept); return its new relative path."""
+        if not self.exists():
+            return None
+        safe = stamp.replace(":", "").replace("-", "").replace(".", "")
+        base = self.relpath[: -len(".gz")]
+        target = f"{base}{SUPERSEDED}{safe}.gz"
+        n = 1
+        while (self.home / target).exists():
+            n += 1
+            target = f"{base}{SUPERSEDED}{safe}-{n}.gz"
+        os.replace(self.path, self.home / target)
+        return target
+
+    def reader(self) -> "ArchiveReader":
+        return ArchiveReader(self.path)
+
+
+class ArchiveReader(io.RawIOBase):
+    """The decompressed bytes of an archive, member after member, as a raw stream.
+
+    Reading stops cleanly at a damaged or incomplete final member (``damaged`` is then
+    True): everything before it is still delivered.
+    """
+
+    def __init__(self, path: Path):
+        super().__init__()
+        self._src = open(path, "rb")
+        self._zip = zlib.decompressobj(_GZIP_WBITS)
+        self._in_member = False
+        self._pending = b""
+        self._pos = 0
+        self._eof = False
+        self.damaged = False
+
+    def readable(self) -> bool:
+        return True
+
+    def _fill(self) -> None:
+        while self._pos >= len(self._pending) and not self._eof:
+            self._pending, self._pos = b"", 0
+            data = self._src.read(_CHUNK)
+            if not data:
+                # The file ended inside a member: a torn append, never committed.
+                self.damaged = self._in_member
+                self._eof = True
+                return
+            out = []
+            while data:
+                try:
+                    out.append(self._zip.decompress(data))
+                except zlib.error:
+                    self.damaged = True
+                    self._eof = True
+                    break
+                self._in_member = True
+                if self._zip.eof:
+                    data = self._zip.unused_data
+                    self._zip = zlib.decompressobj(_GZIP_WBITS)
+                    self._in_member = False
+                else:
+                    data = b""
+            self._pending = b"".join(out)
+
+    def readinto(self, buffer) -> int:
+        self._fill()
+        available = len(self._pending) - self._pos
+        if available <= 0:
+            return 0
+        n = min(len(buffer), available)
+        buffer[:n] = self._pending[self._pos : self._pos + n]
+        self._pos += n
+        return n
+
+    def close(self) -> None:
+        try:
+            self._src.close()
+        finally:
+            super().close()
