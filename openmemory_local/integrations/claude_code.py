@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..config import resolve_home
 from . import jsonedit
 from .changes import (
     Change,
@@ -61,13 +62,12 @@ __all__ = [
     "plan_uninstall",
     "execute",
     "register",
-    "main",
 ]
 
 EXIT_OK = 0
 EXIT_ERROR = 1  # a step failed (a command, a file we could not write)
-EXIT_MALFORMED = 3  # a settings file does not parse: nothing was changed
-EXIT_CONFLICT = 4  # something in the way that we did not put there, or changed since: see the message
+EXIT_MALFORMED = 5  # a settings file does not parse: nothing was changed
+EXIT_CONFLICT = 6  # something in the way that we did not put there, or changed since: see the message
 
 SERVER_NAME = "openmemory"
 HOOK_MODULE = "openmemory_local.integrations.session_end"
@@ -82,14 +82,6 @@ class InstallError(Exception):
     def __init__(self, message: str, code: int = EXIT_ERROR):
         super().__init__(message)
         self.code = code
-
-
-def default_data_home(env: dict[str, str]) -> Path:
-    """``$OPENMEMORY_HOME``, else ``$XDG_DATA_HOME/openmemory``, else ``~/.local/share/openmemory``."""
-    if env.get("OPENMEMORY_HOME"):
-        return Path(env["OPENMEMORY_HOME"]).expanduser()
-    data = env.get("XDG_DATA_HOME") or str(Path(env.get("HOME") or Path.home()) / ".local" / "share")
-    return Path(data) / "openmemory"
 
 
 def find_executable() -> str:
@@ -118,7 +110,7 @@ class Context:
     @classmethod
     def from_env(cls, home_arg: str | None, env: dict[str, str] | None = None, executable: str | None = None):
         env = dict(os.environ if env is None else env)
-        data = Path(home_arg).expanduser() if home_arg else default_data_home(env)
+        data = resolve_home(home_arg, env)
         return cls(Path(os.path.abspath(data)), env, executable or find_executable())
 
     @property
@@ -541,10 +533,11 @@ def _hhmm(value: str) -> str:
     return f"{hour:02d}:{minute:02d}"
 
 
-def _add_common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--home", metavar="DIR", default=argparse.SUPPRESS,
-                        help="data folder (default: $OPENMEMORY_HOME, else ~/.local/share/openmemory)")
-    parser.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="machine-readable output")
+def _own_common() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--home", metavar="DIR", help="data folder")
+    common.add_argument("--json", action="store_true", help="machine-readable output")
+    return common
 
 
 def _cmd_install(args: argparse.Namespace) -> int:
@@ -566,13 +559,16 @@ def _cmd_hook(args: argparse.Namespace) -> int:
     return session_end.hook(argv)
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers, common: argparse.ArgumentParser | None = None) -> None:
     """Add ``install``, ``uninstall`` and ``hook`` to the ``openmemory`` command line.
 
-    Each sets ``func`` (``args -> exit code``) as its default.
+    ``common`` is the parent parser with the options every command takes (``--home``,
+    ``--json``); each command sets ``func`` (``args -> exit code``) as its default.
     """
+    parents = [common if common is not None else _own_common()]
     install = subparsers.add_parser(
         "install",
+        parents=parents,
         help="wire Open Memory into an agent (Claude Code: MCP server, SessionEnd hook, nightly run)",
         description="Register the MCP server, add the SessionEnd hook and schedule the nightly run. "
         "Idempotent; `uninstall` undoes exactly what it did.",
@@ -583,32 +579,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                          help="how to run `openmemory run` nightly (default: systemd if it runs, else cron, "
                          "else print instructions)")
     install.add_argument("--at", type=_hhmm, default="03:17", metavar="HH:MM", help="nightly run time (local)")
-    _add_common(install)
     install.set_defaults(func=_cmd_install)
 
     uninstall = subparsers.add_parser(
         "uninstall",
+        parents=parents,
         help="undo `openmemory install` (removes exactly what it added)",
     )
     uninstall.add_argument("target", choices=["claude-code"])
     uninstall.add_argument("--dry-run", action="store_true", help="show what would change, change nothing")
     uninstall.add_argument("--force", action="store_true",
                            help="also remove our entries that were edited since install")
-    _add_common(uninstall)
     uninstall.set_defaults(func=_cmd_uninstall)
 
-    hook = subparsers.add_parser("hook", help="entry points called by agents (Claude Code's SessionEnd)")
+    hook = subparsers.add_parser("hook", parents=parents, help="entry points called by agents (Claude Code's SessionEnd)")
     hook.add_argument("event", choices=["session-end"])
-    _add_common(hook)
     hook.set_defaults(func=_cmd_hook)
 
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="openmemory")
-    register(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
-    return args.func(args)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -211,11 +211,9 @@ def _args(argv: list[str]) -> dict:
 
 
 def _default_home() -> str:
-    explicit = os.environ.get("OPENMEMORY_HOME")
-    if explicit:
-        return explicit
-    data = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
-    return os.path.join(data, "openmemory")
+    from ..config import resolve_home  # stdlib-only module: cheap
+
+    return str(resolve_home(None))
 
 
 def hook(argv: list[str], stdin_fd: int = 0) -> int:

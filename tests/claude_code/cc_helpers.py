@@ -176,24 +176,10 @@ else:
 
 def openmemory(*args: str, env: dict[str, str], check: bool = False, timeout: float = 60) -> subprocess.CompletedProcess:
     """Run the ``openmemory`` command line in a subprocess."""
-    argv = [str(OPENMEMORY), *args] if OPENMEMORY.exists() and _cli_ready() else [
-        sys.executable,
-        "-m",
-        "openmemory_local.integrations.claude_code",
-        *args,
-    ]
-    result = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout)
+    result = subprocess.run([str(OPENMEMORY), *args], env=env, capture_output=True, text=True, timeout=timeout)
     if check and result.returncode != 0:
         raise AssertionError(f"{args} exited {result.returncode}\nstdout:\n{result.stdout}\nstderr:\n{result.stderr}")
     return result
-
-
-def _cli_ready() -> bool:
-    try:
-        import openmemory_local.cli  # noqa: F401
-    except ImportError:
-        return False
-    return True
 
 
 def load(path: Path) -> dict:
