@@ -26,6 +26,7 @@ __all__ = [
     "ConcurrentChange",
     "CommandFailed",
     "sha256",
+    "missing_dirs",
     "read_bytes",
     "atomic_write",
     "render",
@@ -43,6 +44,15 @@ class CommandFailed(RuntimeError):
 
 def sha256(data: bytes | None) -> str | None:
     return None if data is None else hashlib.sha256(data).hexdigest()
+
+
+def missing_dirs(path: Path, stop: Path) -> list[Path]:
+    """The directories that creating ``path`` would create, outermost first (none above ``stop``)."""
+    missing = []
+    while not path.exists() and path != stop and path != path.parent:
+        missing.append(path)
+        path = path.parent
+    return list(reversed(missing))
 
 
 def read_bytes(path: Path) -> bytes | None:

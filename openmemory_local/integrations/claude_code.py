@@ -45,6 +45,7 @@ from .changes import (
     RemoveDir,
     WriteFile,
     apply,
+    missing_dirs,
     read_bytes,
     render,
 )
@@ -245,14 +246,6 @@ def _backup_path(ctx: Context, stamp: str, what: str, path: Path) -> Path:
     return candidate
 
 
-def _missing_dirs(path: Path, stop: Path) -> list[Path]:
-    missing = []
-    while not path.exists() and path != stop and path != path.parent:
-        missing.append(path)
-        path = path.parent
-    return list(reversed(missing))
-
-
 # --- install -----------------------------------------------------------------------------
 
 
@@ -310,7 +303,7 @@ def plan_install(ctx: Context, schedule: str = "auto", at: str = "03:17") -> Pla
         after = doc.text.encode("utf-8")
         if raw == after or (raw is None and doc.text == _EMPTY):
             continue
-        for directory in _missing_dirs(path.parent, ctx.user_home):
+        for directory in missing_dirs(path.parent, ctx.user_home):
             if str(directory) not in planned_dirs:
                 planned_dirs.add(str(directory))
                 changes.append(MakeDir(directory, label="Claude Code's folder"))

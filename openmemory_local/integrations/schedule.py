@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .changes import Change, MakeDir, RemoveDir, RunCommand, WriteCrontab, WriteFile, read_bytes, sha256
+from .changes import Change, MakeDir, RemoveDir, RunCommand, WriteCrontab, WriteFile, missing_dirs, read_bytes, sha256
 
 __all__ = ["Scheduler", "SCHEDULE_KINDS", "detect", "UNIT", "TIMER"]
 
@@ -62,15 +62,6 @@ def _systemd_quote(arg: str) -> str:
 
 def _cron_escape(command: str) -> str:
     return command.replace("%", "\\%")  # an unescaped % ends a cron command
-
-
-def _missing_dirs(path: Path, stop: Path) -> list[Path]:
-    """The directories from the first missing ancestor of ``path`` down to ``path``."""
-    missing = []
-    while not path.exists() and path != stop and path != path.parent:
-        missing.append(path)
-        path = path.parent
-    return list(reversed(missing))
 
 
 @dataclass
@@ -132,7 +123,7 @@ class Scheduler:
         if all(current[p] == data for p, data in files.items()) and enabled:
             return [], record or {"kind": "systemd", "files": {}, "created_dirs": [], "wants_dir_existed": True}
         changes: list[Change] = []
-        created = _missing_dirs(self.unit_dir, self.home)
+        created = missing_dirs(self.unit_dir, self.home)
         changes += [MakeDir(d, label="systemd user units") for d in created]
         for path, data in files.items():
             if current[path] != data:

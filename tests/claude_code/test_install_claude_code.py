@@ -13,7 +13,6 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
 from cc_helpers import CLAUDE_JSON, SETTINGS_JSON, load, openmemory, snapshot
 
 from openmemory_local.integrations.claude_code import EXIT_CONFLICT, EXIT_MALFORMED

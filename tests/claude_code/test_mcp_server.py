@@ -6,7 +6,6 @@ The store is ingested from the real Claude Code transcripts (``spotter``), with 
 
 from __future__ import annotations
 
-import os
 import subprocess
 from pathlib import Path
 
