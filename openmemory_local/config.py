@@ -67,6 +67,10 @@ class Config:
     busy_timeout: float = 60.0
     #: gzip level of archive members (1 is fast and still shrinks transcripts ~6x).
     archive_level: int = 1
+    #: When archive appends reach the disk: "run" (one sync at the end of an ingest run
+    #: that appended anything: the default), "append" (fsync every append: slowest,
+    #: safest against power loss) or "none" (leave it to the operating system).
+    archive_sync: str = "run"
 
     # --- recall -------------------------------------------------------------------
     relevance_weight: float = 0.60

@@ -7,13 +7,16 @@ words and adjacent-word pairs of a text:
    (``[^\\W_]+``), so ``git push --set-upstream`` gives ``git push set upstream``.
 2. Each token is lightly stemmed (``fails``/``failed``/``failing`` -> ``fail``, see
    :func:`stem`), so a question and a transcript meet across inflections.
-3. Features: every token whose unstemmed form is not in ``STOP_WORDS`` (weight 1.0), and every pair of adjacent
-   tokens, stop words included (weight 0.5: ``no upstream`` matters).
+3. Features: every token whose unstemmed form is not in ``STOP_WORDS`` (weight 1.0), and
+   every pair of adjacent tokens unless both are stop words (weight 0.5: ``has no`` and
+   ``no upstream`` count, ``of the`` does not).
 4. A feature's bucket and sign come from ``blake2b(feature, digest_size=8)`` (UTF-8),
    read as a little-endian unsigned 64-bit integer ``h``: bucket ``h % 256``, sign ``+1``
    if bit 63 of ``h`` is 0 else ``-1``. Python's ``hash()`` is salted per process and is
    never used.
-5. The vector is L2-normalised (a text without features gives the zero vector).
+5. Weights are summed in float64 in feature order, the vector is divided by its L2 norm
+   (computed with ``math.fsum``, exactly rounded) and cast to float32; a text without
+   features gives the zero vector.
 
 Cosine similarity is then a dot product. Changing any of these rules changes
 ``EMBEDDING``; the store records which embedding its vectors use and re-embeds when it
@@ -22,6 +25,7 @@ differs.
 
 from __future__ import annotations
 
+import math
 import re
 import unicodedata
 from functools import lru_cache
@@ -94,7 +98,9 @@ def features(text: str) -> dict[str, float]:
     for word, tok in zip(raw, toks):
         if word not in STOP_WORDS:
             out[tok] = out.get(tok, 0.0) + 1.0
-    for left, right in zip(toks, toks[1:]):
+    for (lw, left), (rw, right) in zip(zip(raw, toks), zip(raw[1:], toks[1:])):
+        if lw in STOP_WORDS and rw in STOP_WORDS:
+            continue
         pair = f"{left} {right}"
         out[pair] = out.get(pair, 0.0) + _BIGRAM_WEIGHT
     return out
@@ -112,7 +118,8 @@ def embed(text: str) -> np.ndarray:
     for feature, weight in features(text).items():
         index, sign = _slot(feature)
         vec[index] += sign * weight
-    norm = float(np.linalg.norm(vec))
+    # math.fsum is exactly rounded: the norm does not depend on a BLAS summation order.
+    norm = math.sqrt(math.fsum(float(x) * float(x) for x in vec))
     if norm > 0.0:
         vec /= norm
     return vec.astype(np.float32)

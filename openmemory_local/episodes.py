@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 __all__ = [
@@ -311,43 +311,29 @@ def first_meaningful_line(text: str, *, limit: int = 300) -> str:
     return " ".join(parts)[:limit]
 
 
-def _split_shell(line: str) -> list[str]:
-    """Split a command line on ``&&``, ``||``, ``;`` and ``|`` outside quotes."""
-    segments, current, quote, i = [], [], None, 0
-    while i < len(line):
-        ch = line[i]
-        if quote:
-            if ch == "\\" and quote == '"' and i + 1 < len(line):
-                current.append(line[i : i + 2])
-                i += 2
-                continue
-            if ch == quote:
-                quote = None
-            current.append(ch)
-        elif ch in "'\"":
-            quote = ch
-            current.append(ch)
-        elif line.startswith(("&&", "||"), i):
-            segments.append("".join(current))
-            current = []
-            i += 2
-            continue
-        elif ch in ";|":
-            segments.append("".join(current))
-            current = []
-        else:
-            current.append(ch)
-        i += 1
-    segments.append("".join(current))
-    return [seg.strip() for seg in segments if seg.strip()]
-
-
 _MULTI = frozenset(
     "git mix npm npx yarn pnpm bun cargo go uv pip pip3 poetry docker kubectl make bd gh "
     "python python3 node deno rails bundle rake dotnet gradle mvn terraform helm brew apt "
     "apt-get systemctl tmux elixir iex".split()
 )
 _ENV_ASSIGN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=\S*$")
+_SHELL_TOKEN = re.compile(r"""'[^']*'?|"(?:\\.|[^"\\])*"?|&&|\|\||[;|]|[^'"&|;]+|&""")
+
+
+def _split_shell(line: str) -> list[str]:
+    """Split a command line on ``&&``, ``||``, ``;`` and ``|`` outside quotes."""
+    if not any(c in line for c in "'\"&|;"):
+        return [line.strip()] if line.strip() else []
+    segments, current = [], []
+    for match in _SHELL_TOKEN.finditer(line):
+        token = match.group(0)
+        if token in ("&&", "||", ";", "|"):
+            segments.append("".join(current))
+            current = []
+        else:
+            current.append(token)
+    segments.append("".join(current))
+    return [seg.strip() for seg in segments if seg.strip()]
 
 
 def command_heads(command: str) -> list[str]:
@@ -418,8 +404,8 @@ def _rel(path: str, cwd: str | None) -> str:
 
 _MAX_PENDING = 512
 _MAX_RESOLVED = 512
-_MAX_REFS = 4096
-_MAX_STATEMENTS = 64
+_MAX_REFS = 1024
+_MAX_STATEMENTS = 32
 _MAX_LIST = 40
 _MAX_FAILURES = 20
 
@@ -490,10 +476,12 @@ class EpisodeBuilder:
             digest.update(s.digest)
             s.digest = digest
         self.s = s
+        self._resolved = set(s.resolved)
         self._out: list[Episode] = []
 
     def state(self) -> dict:
-        return asdict(self.s)
+        """The resumable state (plain JSON-able data; shares structure with the builder)."""
+        return dict(vars(self.s))
 
     @property
     def digest(self) -> dict:
@@ -531,7 +519,7 @@ class EpisodeBuilder:
         if statement is None:
             statement = refs.get(parent) if parent in refs else self.s.last_statement
         refs[uid] = statement
-        if len(refs) > _MAX_REFS:
+        if len(refs) > _MAX_REFS + _MAX_REFS // 4:  # trim in batches: amortised O(1)
             for key in list(refs)[: len(refs) - _MAX_REFS]:
                 del refs[key]
 
@@ -567,8 +555,8 @@ class EpisodeBuilder:
             return
         index = s.next_statement
         s.next_statement += 1
-        s.statements[str(index)] = {"text": _clip(text, 800), "line": ev.line}
-        if len(s.statements) > _MAX_STATEMENTS:
+        s.statements[str(index)] = {"text": _clip(text, 600), "line": ev.line}
+        if len(s.statements) > 2 * _MAX_STATEMENTS:  # trim in batches: amortised O(1)
             live = set(s.refs.values()) | {index}
             for key in list(s.statements):
                 if len(s.statements) <= _MAX_STATEMENTS:
@@ -626,7 +614,7 @@ class EpisodeBuilder:
         d = s.digest
         self._count_turn(ev.turn)
         self._link(ev.uid, ev.parent)
-        if ev.call_id in s.pending or ev.call_id in s.resolved:
+        if ev.call_id in s.pending or ev.call_id in self._resolved:
             return  # the same call written twice
         d["tool_calls"] += 1
         d["tools"][ev.tool] = d["tools"].get(ev.tool, 0) + 1
@@ -663,11 +651,13 @@ class EpisodeBuilder:
         d = s.digest
         self._link(ev.uid, ev.parent)
         call = s.pending.pop(ev.call_id, None)
-        if call is None and ev.call_id in s.resolved:
+        if call is None and ev.call_id in self._resolved:
             return  # the same result written twice
         s.resolved.append(ev.call_id)
-        if len(s.resolved) > _MAX_RESOLVED:
+        self._resolved.add(ev.call_id)
+        if len(s.resolved) > 2 * _MAX_RESOLVED:
             del s.resolved[: len(s.resolved) - _MAX_RESOLVED]
+            self._resolved = set(s.resolved)
         if ev.failure is None:
             d["last_event"] = "tool"
             return

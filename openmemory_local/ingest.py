@@ -50,7 +50,7 @@ from .rawstream import HEAD_BYTES, TAIL_BYTES, Consumed, LineReader
 from .store import Store, dumps, loads
 from .vectors import VectorFile
 
-__all__ = ["ingest", "rebuild_from_archive", "IngestSummary", "FileResult", "PROBLEM_STATUSES"]
+__all__ = ["ingest", "rebuild_from_archive", "add_episodes", "IngestSummary", "FileResult", "PROBLEM_STATUSES"]
 
 #: Statuses of a file that could not be ingested this run (the CLI exits 3 if any).
 PROBLEM_STATUSES = frozenset({"unreadable", "vanished", "not_found", "busy", "failed"})
@@ -83,6 +83,8 @@ class FileResult:
 @dataclass
 class IngestSummary:
     files: list[FileResult] = field(default_factory=list)
+    #: Session episodes merged at the end of the run (added / updated counts).
+    sessions: FileResult = field(default_factory=lambda: FileResult("", "sessions"))
     seconds: float = 0.0
     sources: list[str] = field(default_factory=list)
     missing_sources: list[str] = field(default_factory=list)
@@ -93,7 +95,7 @@ class IngestSummary:
 
     def totals(self) -> dict:
         by_status = Counter(f.status for f in self.files)
-        added: Counter = Counter()
+        added: Counter = Counter(self.sessions.added)
         rejected: Counter = Counter()
         for f in self.files:
             added.update(f.added)
@@ -104,7 +106,7 @@ class IngestSummary:
             "lines": sum(f.lines for f in self.files),
             "bytes": sum(f.bytes for f in self.files),
             "episodes_added": dict(sorted(added.items())),
-            "episodes_updated": sum(f.updated for f in self.files),
+            "episodes_updated": sum(f.updated for f in self.files) + self.sessions.updated,
             "episodes_removed": sum(f.removed for f in self.files),
             "duplicates": sum(f.duplicates for f in self.files),
             "rejected_lines": dict(sorted(rejected.items())),
@@ -211,8 +213,16 @@ def ingest(
         done_bytes += _size(path)
     if progress:
         progress(len(files), len(files), total_bytes, total_bytes, "")
+    _finish_run(store, iso(now), summary.sessions)
+    _sync(store, summary)
     summary.seconds = time.perf_counter() - started
     return summary
+
+
+def _sync(store: Store, summary: IngestSummary) -> None:
+    """Flush this run's archive appends to disk (``Config.archive_sync == "run"``)."""
+    if store.config.archive_sync == "run" and any(f.bytes for f in summary.files):
+        os.sync()
 
 
 def rebuild_from_archive(
@@ -238,6 +248,8 @@ def rebuild_from_archive(
         done += _size(home / rel)
     if progress:
         progress(len(archives), len(archives), total, total, "")
+    _finish_run(store, iso(now), summary.sessions)
+    _sync(store, summary)
     summary.seconds = time.perf_counter() - started
     return summary
 
@@ -494,7 +506,8 @@ def _commit(store: Store, ad, path: Path, st, row0: dict | None, plan: _Plan, pa
                 archive.truncate_to(recorded)
             archive_size = recorded
             if member_size:
-                archive_size = archive.append_member(parsed.member.path)
+                archive_size = archive.append_member(parsed.member.path,
+                                                     fsync=store.config.archive_sync == "append")
                 appended = True
             values = _transcript_values(ad, path, st, parser, parsed, row, relpath, archive_size, now_iso,
                                         appending=plan.mode == "append")
@@ -502,8 +515,7 @@ def _commit(store: Store, ad, path: Path, st, row0: dict | None, plan: _Plan, pa
             tid = _upsert_transcript(store, row, values, now_iso)
             replace = plan.mode in ("rewrite", "rearchive")
             _apply_episodes(store, tid, relpath, parsed.episodes, vectors, replace, now_iso, result)
-            _refresh_session(store, parsed.builder.digest.get("session_id"), now_iso, result)
-            VectorFile(store).maybe_compact()
+            _mark_dirty(store, parsed.builder.digest.get("session_id"), row)
     except BaseException:
         if appended:
             try:
@@ -609,6 +621,20 @@ def _apply_episodes(store: Store, tid: int, relpath: str, episodes: list[Episode
         result.added[kind] = result.added.get(kind, 0) + n
 
 
+def add_episodes(store: Store, episodes: list[Episode], *, now: datetime) -> FileResult:
+    """Store episodes that do not come from a transcript (imports, tests, benchmarks).
+
+    Upserted by ``(kind, key)`` like ingested ones, in one transaction; they belong to no
+    transcript, so no re-read ever removes them.
+    """
+    result = FileResult("", "new")
+    vectors = _embed_all(episodes)
+    with store.write():
+        _apply_episodes(store, None, None, episodes, vectors, False, iso(now), result)
+    _finish_run(store, iso(now), result)
+    return result
+
+
 def _insert_episode(store: Store, ep: Episode, fields: str, vec: np.ndarray, row: int, tid: int | None,
                     relpath: str | None, now_iso: str, touched: str | None = None) -> None:
     created = ep.created or now_iso
@@ -636,6 +662,27 @@ def _update_episode(store: Store, eid: int, ep: Episode, fields: str, vec, tid: 
         sets += ["embedding = ?", "vec_row = ?"]
         params += [np.asarray(vec, dtype="<f4").tobytes(), row]
     store.conn.execute(f"UPDATE episodes SET {', '.join(sets)} WHERE id = ?", [*params, eid])
+
+
+def _mark_dirty(store: Store, session_id: str | None, previous_row: dict | None) -> None:
+    """Queue the session (and the one this transcript belonged to before) for re-merging."""
+    for sid in {session_id, previous_row.get("session_id") if previous_row else None}:
+        if sid:
+            store.conn.execute("INSERT OR IGNORE INTO dirty_sessions (session_id) VALUES (?)", (sid,))
+
+
+def _finish_run(store: Store, now_iso: str, result: FileResult) -> None:
+    """Re-merge every dirty session episode (one transaction each), then compact vectors."""
+    while True:
+        row = store.conn.execute("SELECT session_id FROM dirty_sessions LIMIT 1").fetchone()
+        if row is None:
+            break
+        with store.write():
+            taken = store.conn.execute("DELETE FROM dirty_sessions WHERE session_id = ?", (row[0],))
+            if taken.rowcount:  # not already merged by a concurrent run
+                _refresh_session(store, row[0], now_iso, result)
+    with store.write():
+        VectorFile(store).maybe_compact()
 
 
 def _refresh_session(store: Store, session_id: str | None, now_iso: str, result: FileResult) -> None:
@@ -730,8 +777,7 @@ def _commit_rebuild(store: Store, ad, path: Path, rel: str, row0, parsed: _Parse
         values["state"] = dumps({"parser": parsed.parser.state(), "builder": parsed.builder.state()})
         tid = _upsert_transcript(store, row, values, now_iso)
         _apply_episodes(store, tid, rel, parsed.episodes, vectors, True, now_iso, result)
-        _refresh_session(store, parsed.builder.digest.get("session_id"), now_iso, result)
-        VectorFile(store).maybe_compact()
+        _mark_dirty(store, parsed.builder.digest.get("session_id"), row)
     result.session_id = parsed.builder.digest.get("session_id")
     result.role = parsed.parser.role
     return result

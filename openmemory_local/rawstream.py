@@ -116,9 +116,13 @@ class Consumed:
 class LineReader:
     """Iterate the complete lines of ``stream`` from ``offset`` (line ``line`` + 1 next).
 
-    After iteration ``offset``/``line`` are the position after the last complete line,
-    and ``incomplete`` is True when bytes were left unread at the end.
+    Reads in blocks; every complete line is fed to the sink (a block's complete lines in
+    one piece) before it is yielded. Iterate to the end: afterwards ``offset``/``line`` are
+    the position after the last complete line, and ``incomplete`` is True when bytes were
+    left unread at the end (a line still being written).
     """
+
+    BLOCK = 1 << 20
 
     def __init__(
         self,
@@ -137,43 +141,81 @@ class LineReader:
         self.incomplete = False
 
     def __iter__(self) -> Iterator[Line]:
-        readline = self.stream.readline
-        limit = self.max_line_bytes + 1
+        read = self.stream.read
         feed = self.sink.feed
+        limit = self.max_line_bytes
+        pieces: list[bytes] = []  # the start of a line that continues in the next block
+        pending = 0
+        skipping = False  # inside an oversized line: its bytes go to the sink, not to memory
         while True:
-            data = readline(limit)
-            if not data:
+            block = read(self.BLOCK)
+            if not block:
+                if skipping:
+                    self.sink.rollback()
+                if pieces or skipping:
+                    self.incomplete = True
                 return
-            if data[-1:] == b"\n":
-                feed(data)
-                self.line += 1
-                start = self.offset
-                self.offset += len(data)
-                yield Line(self.line, start, data, len(data))
-                continue
-            if len(data) < limit:
-                self.incomplete = True  # the writer has not finished this line yet
-                return
-            size = self._skip_oversized(data)
-            if size is None:
-                self.incomplete = True
-                return
-            self.line += 1
-            start = self.offset
-            self.offset += size
-            yield Line(self.line, start, None, size)
+            start = 0
+            if pieces or skipping:
+                nl = block.find(b"\n")
+                if nl < 0:
+                    if skipping:
+                        feed(block)
+                        pending += len(block)
+                    else:
+                        pieces.append(block)
+                        pending += len(block)
+                        if pending > limit:
+                            skipping = self._start_skipping(pieces)
+                            pieces = []
+                    continue
+                head = block[: nl + 1]
+                start = nl + 1
+                if skipping:
+                    feed(head)
+                    size = pending + len(head)
+                    skipping, pending = False, 0
+                    yield self._line(None, size)
+                else:
+                    pieces.append(head)
+                    data = b"".join(pieces)
+                    pieces, pending = [], 0
+                    feed(data)
+                    yield self._line(data if len(data) <= limit else None, len(data))
+            last = block.rfind(b"\n", start)
+            if last >= 0:
+                feed(block[start : last + 1] if start or last + 1 < len(block) else block)
+                pos = start
+                find = block.find
+                while pos <= last:
+                    nl = find(b"\n", pos)
+                    data = block[pos : nl + 1]
+                    pos = nl + 1
+                    self.line += 1
+                    offset = self.offset
+                    self.offset = offset + len(data)
+                    if len(data) > limit:
+                        yield Line(self.line, offset, None, len(data))
+                    else:
+                        yield Line(self.line, offset, data, len(data))
+                start = last + 1
+            if start < len(block):
+                rest = block[start:]
+                pieces, pending = [rest], len(rest)
+                if pending > limit:
+                    skipping = self._start_skipping(pieces)
+                    pieces = []
 
-    def _skip_oversized(self, first: bytes) -> int | None:
-        """Consume the rest of an oversized line; None (nothing consumed) if it never ends."""
+    def _line(self, data: bytes | None, size: int) -> Line:
+        self.line += 1
+        line = Line(self.line, self.offset, data, size)
+        self.offset += size
+        return line
+
+    def _start_skipping(self, pieces: list[bytes]) -> bool:
+        """An unfinished line passed the limit: from here its bytes stream to the sink
+        (under a mark, undone if the line never ends) instead of being kept."""
         self.sink.mark()
-        self.sink.feed(first)
-        size = len(first)
-        while True:
-            chunk = self.stream.readline(_SKIP_CHUNK)
-            if not chunk:
-                self.sink.rollback()
-                return None
-            self.sink.feed(chunk)
-            size += len(chunk)
-            if chunk[-1:] == b"\n":
-                return size
+        for piece in pieces:
+            self.sink.feed(piece)
+        return True

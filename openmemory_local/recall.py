@@ -36,7 +36,7 @@ import numpy as np
 
 from .clock import DAY, epoch, iso, resolve_now
 from .embed import DIMS, embed
-from .vectors import VectorFile, validate
+from .vectors import ROW_BYTES, VectorFile, _size, validate
 
 __all__ = ["recall", "RecallResult", "RecallIndex", "EmptyQuery"]
 
@@ -95,26 +95,30 @@ class RecallIndex:
     # --- keeping up with the store -------------------------------------------------------
 
     def refresh(self) -> None:
-        """Bring the arrays up to date with the store (cheap when nothing changed)."""
-        for attempt in range(2):
+        """Bring the arrays up to date with the store (cheap when nothing changed).
+
+        The matrix file is checked against the store when (re)mapped: a file that is
+        missing, short, or whose sampled rows differ from ``episodes.embedding`` is rebuilt.
+        """
+        for _attempt in range(3):
             with self.store.read():
                 name = self.store.get_meta("vectors_file") or ""
                 rows = self.store.counter("vec_rows")
                 epoch_ = self.store.counter("episode_epoch")
                 seq = self.store.counter("episode_seq")
-                if name != self._file or epoch_ != self._epoch or rows < self._rows:
-                    self._load(rows, changed_since=None)
-                elif seq != self._seq or rows != self._rows:
-                    self._load(rows, changed_since=self._seq)
+                full = name != self._file or epoch_ != self._epoch or rows < self._rows
+                if not full and seq == self._seq and rows == self._rows:
+                    return
+                if rows and (not name or _size(self.vectors.path(name)) < rows * ROW_BYTES):
+                    broken = True
                 else:
-                    return
-                if name != self._file or rows != self._rows:
-                    self.matrix = self.vectors.map(name, rows) if name else np.zeros((0, DIMS), np.float32)
-                full = name != self._file or epoch_ != self._epoch
-                self._file, self._epoch, self._seq, self._rows = name, epoch_, seq, rows
-                if not full or self._valid():
-                    return
-            # The matrix file disagrees with the store: rebuild it from the store.
+                    self._load(rows, changed_since=None if full else self._seq)
+                    if name != self._file or rows != self._rows:
+                        self.matrix = self.vectors.map(name, rows) if name else np.zeros((0, DIMS), np.float32)
+                    self._file, self._epoch, self._seq, self._rows = name, epoch_, seq, rows
+                    broken = full and not self._valid()
+            if not broken:
+                return
             with self.store.write():
                 self.vectors.rebuild()
             self._file = None
@@ -143,9 +147,13 @@ class RecallIndex:
         sql = "SELECT id, vec_row, kind, project, last_touched, strength, archived FROM episodes"
         params: tuple = ()
         if changed_since is None:
-            self.ids = np.zeros(0, dtype=np.int64)
+            self.ids = np.full(rows, -1, dtype=np.int64)
+            self.touched = np.zeros(rows, dtype=np.float64)
+            self.strength = np.zeros(rows, dtype=np.float32)
+            self.active = np.zeros(rows, dtype=bool)
+            self.kind = np.zeros(rows, dtype=np.int16)
+            self.project = np.zeros(rows, dtype=np.int32)
             self._row_of.clear()
-            self._grow(rows)
         else:
             self._grow(rows)
             sql += " WHERE seq > ?"

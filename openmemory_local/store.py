@@ -35,6 +35,11 @@ Schema (version 1)
     ``digest`` (what this file contributes to its session episode, JSON),
     ``rejected_lines`` and ``rejects`` (reason -> count, JSON).
 
+``dirty_sessions(session_id)``
+    Sessions whose transcripts changed since their session episode was last merged
+    (written in the transcript's transaction; the episode is re-merged at the end of the
+    run, or by the next run after a crash).
+
 ``episodes``
     One row per episode: ``kind`` (``session``, ``error``, ``correction``; later issues
     may add kinds), ``key`` (unique per kind: the session id, the tool-call id, the
@@ -121,6 +126,8 @@ CREATE TABLE transcripts (
     last_ingested TEXT
 );
 CREATE INDEX transcripts_session ON transcripts (session_id);
+
+CREATE TABLE dirty_sessions (session_id TEXT PRIMARY KEY);
 
 CREATE TABLE episodes (
     id INTEGER PRIMARY KEY,

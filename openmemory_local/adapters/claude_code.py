@@ -65,18 +65,65 @@ from ..rawstream import Line
 
 __all__ = ["ClaudeCodeAdapter", "ClaudeCodeParser", "KNOWN_TYPES"]
 
+try:
+    import orjson as _orjson
+except ImportError:  # pragma: no cover - orjson is a dependency; json is the fallback
+    _orjson = None
+
+
+def _loads(data: bytes):
+    """Parse one JSON line: orjson (fast), then the standard library for what orjson
+    refuses but JSON producers write (lone surrogate escapes), else ValueError."""
+    if _orjson is not None:
+        try:
+            return _orjson.loads(data)
+        except _orjson.JSONDecodeError:
+            pass
+    return json.loads(data)
+
 NAME = "claude-code"
 
 KNOWN_TYPES = frozenset(
     {"user", "assistant", "progress", "system", "summary", "file-history-snapshot", "queue-operation"}
 )
 
-# A progress record other than a subagent's is recognised on its bytes and not parsed:
-# inside JSON strings every quote is escaped, so these byte patterns can only be keys and
-# values of the record itself.
-_PROGRESS = b'"type":"progress"'
-_NEEDS_PARSE = (b'"agent_progress"', b'"tool_use"', b'"tool_result"')
-_UUID = re.compile(rb'"uuid":"([^"\\]+)"')
+# A progress record other than a subagent's is recognised on its bytes and not parsed.
+# Inside JSON strings every quote is escaped, so ``"type":"`` can only be a key of the
+# record; Claude Code writes the record's own ``type`` before its nested objects, so the
+# first ``"type":"`` of the line is the record's type.
+_TYPE_KEY = b'"type":"'
+_PROGRESS_VALUE = b'progress"'
+_AGENT_PROGRESS = b'"agent_progress"'
+
+
+def _is_plain_progress(data: bytes) -> bool:
+    """A progress record whose content we never use (hook and command output)."""
+    at = data.find(_TYPE_KEY, 0, 2048)
+    return (at >= 0 and data.startswith(_PROGRESS_VALUE, at + 8)
+            and _AGENT_PROGRESS not in data and b'"message":' not in data[:at])
+_MAX_ALIASES = 512
+_PARENT_FIRST = b'{"parentUuid":"'
+
+
+def _progress_ids(data: bytes) -> tuple[str | None, str | None]:
+    """(uuid, parentUuid) of a progress record, read off its bytes.
+
+    Claude Code writes ``parentUuid`` first and ``uuid`` near the end; anything else falls
+    back to a search of the whole line.
+    """
+    at = data.rfind(b'"uuid":"')
+    if at < 0:
+        return None, None
+    end = data.find(b'"', at + 8)
+    uid = data[at + 8 : end].decode("utf-8", "replace")
+    if data.startswith(_PARENT_FIRST):
+        parent = data[15 : data.find(b'"', 15)].decode("utf-8", "replace")
+    elif data.startswith(b'{"parentUuid":null'):
+        parent = None
+    else:
+        match = _PARENT.search(data)
+        parent = match.group(1).decode("utf-8", "replace") if match else None
+    return uid, parent
 _PARENT = re.compile(rb'"parentUuid":"([^"\\]+)"')
 
 _REJECTED = (
@@ -234,11 +281,13 @@ class ClaudeCodeParser:
             "queued": [],
             "prompted": False,
             "fallback_agents": [],
+            "alias": {},
             "rejects": {},
         }
         if state:
             self.s.update(state)
         self._has_subagent = has_subagent or (lambda agent_id: False)
+        self._last_meta: tuple | None = None
         self._subagent_known: dict[str, bool] = {}
 
     # --- public -------------------------------------------------------------------
@@ -271,19 +320,17 @@ class ClaudeCodeParser:
         if data is None:
             self._reject("oversized line")
             return []
-        if _PROGRESS in data and not any(p in data for p in _NEEDS_PARSE):
+        if _is_plain_progress(data):
             self.s["records"] += 1
             self.s["transcript_like"] = True
-            uid = _UUID.search(data)
+            uid, parent = _progress_ids(data)
             if uid:
-                parent = _PARENT.search(data)
-                return [Link(line.number, None, uid.group(1).decode("utf-8", "replace"),
-                             parent.group(1).decode("utf-8", "replace") if parent else None)]
+                self._alias(uid, parent)
             return []
-        if not data.strip():
+        if len(data) < 8 and not data.strip():
             return []  # blank line
         try:
-            record = json.loads(data)
+            record = _loads(data)
         except RecursionError:
             self._reject("invalid JSON (nested too deeply)")
             return []
@@ -315,7 +362,7 @@ class ClaudeCodeParser:
         self._meta(r, n, ts, out)
         uid = r.get("uuid") if isinstance(r.get("uuid"), str) else None
         parent = r.get("parentUuid") or r.get("logicalParentUuid")
-        parent = parent if isinstance(parent, str) else None
+        parent = self._resolve(parent) if isinstance(parent, str) else None
         if kind == "user":
             self._user(r, n, ts, uid, parent, out)
         elif kind == "assistant":
@@ -338,6 +385,10 @@ class ClaudeCodeParser:
         return out
 
     def _meta(self, r: dict, n: int, ts: str | None, out: list) -> None:
+        quick = (r.get("sessionId"), r.get("agentId"), r.get("cwd"), r.get("gitBranch"), r.get("version"))
+        if quick == self._last_meta:
+            return
+        self._last_meta = quick
         meta = (
             r.get("sessionId") if isinstance(r.get("sessionId"), str) else None,
             r.get("agentId") if isinstance(r.get("agentId"), str) else None,
@@ -483,6 +534,19 @@ class ClaudeCodeParser:
         self.s["turn_blocks"] = (self.s["turn_blocks"] + [digest])[-32:]
         return False
 
+    def _alias(self, uid: str, parent: str | None) -> None:
+        """Progress records are not events: a record whose parent is one is linked to the
+        progress record's own parent instead (the conversation tree without progress)."""
+        alias = self.s["alias"]
+        alias[uid] = self._resolve(parent) if parent else None
+        if len(alias) > _MAX_ALIASES + _MAX_ALIASES // 4:
+            for key in list(alias)[: len(alias) - _MAX_ALIASES]:
+                del alias[key]
+
+    def _resolve(self, parent: str) -> str | None:
+        alias = self.s["alias"]
+        return alias[parent] if parent in alias else parent
+
     def _progress(self, r, n, ts, uid, parent, out) -> None:
         data = r.get("data")
         if isinstance(data, dict) and data.get("type") == "agent_progress":
@@ -501,7 +565,7 @@ class ClaudeCodeParser:
                         if isinstance(block, dict) and block.get("type") == "tool_result":
                             self._tool_result(block, inner, n, ts, None, None, out, agent=agent)
         if uid:
-            out.append(Link(n, ts, uid, parent))
+            self._alias(uid, parent)
 
     def _subagent_exists(self, agent: str) -> bool:
         known = self._subagent_known.get(agent)

@@ -51,7 +51,8 @@ def test_invalid_json_lines_are_counted_and_skipped(tmp_path, store, now):
     r = result_for(summary, path)
     assert r.status == "new"
     assert r.rejected == {"invalid JSON": 2}
-    assert r.added == {"error": 2, "session": 1}
+    assert r.added == {"error": 2}
+    assert summary.totals()["episodes_added"] == {"error": 2, "session": 1}
     assert summary.totals()["rejected_lines"] == {"invalid JSON": 2}
     assert archived(store, path) == path.read_bytes()  # the raw stream is kept whole
     (rejects,) = store.conn.execute("SELECT rejects FROM transcripts").fetchone()
@@ -82,7 +83,7 @@ def test_an_oversized_line_is_skipped_in_pieces_and_still_archived(tmp_path, con
     summary = ingest(store, [path], now=now)
     r = result_for(summary, path)
     assert r.rejected == {"oversized line": 1}
-    assert r.added == {"error": 1, "session": 1}
+    assert r.added == {"error": 1}
     assert archived(store, path) == path.read_bytes()
 
 
@@ -111,7 +112,7 @@ def test_a_truncated_last_line_is_left_for_the_next_run(tmp_path, store, now):
     cut = lines[-2][: len(lines[-2]) // 2]  # the last error's result, half written
     path.write_bytes(b"".join(lines[:-2]) + cut)
     first = result_for(ingest(store, [path], now=now), path)
-    assert first.rejected == {} and first.added == {"error": 1, "session": 1}
+    assert first.rejected == {} and first.added == {"error": 1}
     path.write_bytes(b"".join(lines))
     second = result_for(ingest(store, [path], now=now), path)
     assert second.status == "grown" and second.added == {"error": 1}
@@ -145,8 +146,10 @@ def test_a_not_transcript_that_becomes_one_is_ingested(tmp_path, store, now):
     path.write_bytes(b'{"hello": "world"}\n')
     assert result_for(ingest(store, [path], now=now), path).status == "not_transcript"
     path.write_bytes(b"".join(transcript(1).lines()))
-    r = result_for(ingest(store, [path], now=now), path)
-    assert r.status == "new" and r.added == {"error": 1, "session": 1}
+    summary = ingest(store, [path], now=now)
+    r = result_for(summary, path)
+    assert r.status == "new" and r.added == {"error": 1}
+    assert summary.totals()["episodes_added"] == {"error": 1, "session": 1}
 
 
 def test_an_empty_file_and_a_fifo_and_a_folder_named_like_a_transcript(tmp_path, store, now):
@@ -313,7 +316,7 @@ def test_a_failure_in_the_transaction_keeps_the_store_and_archive_as_they_were(t
     def boom(*args, **kwargs):
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr(ingest_module, "_refresh_session", boom)
+    monkeypatch.setattr(ingest_module, "_mark_dirty", boom)
     r = result_for(ingest(store, [path], now=now), path)
     assert r.status == "failed" and "disk full" in r.reason
     assert store.conn.execute("SELECT consumed_bytes, archive_bytes FROM transcripts").fetchall() == before_rows
