@@ -69,6 +69,11 @@ ADDRESSED_PATTERNS: tuple[str, ...] = (
 )
 
 _ADDRESSED_RE = [re.compile(r"(?<![\w])" + p, re.IGNORECASE) for p in ADDRESSED_PATTERNS]
+# One alternation of every pattern: it matches exactly when one of the patterns above matches
+# (the alternatives share the look-behind and have no back-references), and scans the text
+# once instead of once per pattern. Used as a fast path; the per-pattern loop still decides
+# which pattern is reported.
+_ANY_ADDRESSED_RE = re.compile(r"(?<![\w])(?:" + "|".join(ADDRESSED_PATTERNS) + ")", re.IGNORECASE)
 _SENTENCE_SPLIT = re.compile(r"[.!?;:\n]+")
 # Leading decoration: whitespace, quotes, bullets, markdown emphasis, list numbers, brackets.
 _LEADING_NOISE = re.compile(r"^(?:[\s\"'*_>#~\-\u2022\u2013\u2014(\[]|\d+[.)]\s)+")
@@ -102,19 +107,30 @@ def _normalise(text: str) -> str:
 
 
 def _first_words(sentence: str) -> list[str]:
-    stripped = _LEADING_NOISE.sub("", sentence).lower()
-    if stripped.startswith("`"):
+    noise = _LEADING_NOISE.match(sentence)
+    if noise:
+        sentence = sentence[noise.end() :]
+    # Lower-casing never maps a character to nothing, so the first 80 characters of the whole
+    # lowered sentence come from its first 80 characters: lowering only those is the same.
+    head = sentence[:80].lower()[:80]
+    if head.startswith("`"):
         return []  # a sentence whose subject is a code span (`git push` failed ...)
-    return _WORD.findall(stripped[:80])[:2]
+    # The first two words: what _WORD.findall(head)[:2] gives, without finding all the others.
+    first = _WORD.search(head)
+    if first is None:
+        return []
+    second = _WORD.search(head, first.end())
+    return [first.group()] if second is None else [first.group(), second.group()]
 
 
 def observation_violation(text: str) -> ObservationViolation | None:
     """Return the first way ``text`` breaks the observation rule, or None if it is one."""
     text = _normalise(text)
-    for pattern in _ADDRESSED_RE:
-        match = pattern.search(text)
-        if match:
-            return ObservationViolation("addressed-to-agent", match.group(0).strip())
+    if _ANY_ADDRESSED_RE.search(text):
+        for pattern in _ADDRESSED_RE:
+            match = pattern.search(text)
+            if match:
+                return ObservationViolation("addressed-to-agent", match.group(0).strip())
     for sentence in _SENTENCE_SPLIT.split(text):
         words = _first_words(sentence)
         if not words:

@@ -110,3 +110,46 @@ def test_empty_and_whitespace_are_not_instructions():
     # Emptiness is a schema question (the wire format sizes it), not an instruction.
     assert is_observation("")
     assert is_observation("   \n ")
+
+
+# The one-scan fast path (_ANY_ADDRESSED_RE) must match exactly when one of the patterns does.
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from openmemory_local import observation as _observation  # noqa: E402
+
+_FRAGMENTS = [
+    "ignore", "previous", "prior", "instructions", "disregard", "your", "forget", "all", "everything",
+    "you", "must", "should", "are", "now", "re", "a", "an", "the", "from", "on", "new", "instruction",
+    "system", "developer", "prompt", "as", "ai", "assistant", "llm", "act", "pretend", "to be", "do not",
+    "tell", "<", "/", ">", "system-reminder", "im_start", "[", "]", "inst", "sys", "<<", ">>", "'", "x",
+]
+
+
+@settings(max_examples=400, deadline=None, derandomize=True)
+@given(st.lists(st.sampled_from(_FRAGMENTS), max_size=8), st.lists(st.sampled_from([" ", "", "_", "-", "\n"]),
+                                                                     min_size=8, max_size=8))
+def test_fast_path_agrees_with_each_pattern(fragments, separators):
+    text = "".join(f + s for f, s in zip(fragments, separators))
+    for candidate in (text, text.upper(), "A fact: " + text):
+        each = any(p.search(candidate) for p in _observation._ADDRESSED_RE)
+        assert (_observation._ANY_ADDRESSED_RE.search(candidate) is not None) == each, candidate
+
+
+def _first_words_reference(sentence: str) -> list[str]:
+    """_first_words as first written (strip, lower the whole sentence, then cut at 80)."""
+    stripped = _observation._LEADING_NOISE.sub("", sentence).lower()
+    if stripped.startswith("`"):
+        return []
+    return _observation._WORD.findall(stripped[:80])[:2]
+
+
+_sentence_chars = st.sampled_from(
+    list(" \t\"'*_>#~-\u2022\u2013\u2014([`0123456789.)abcXYZ'") + ["\u0130", "\u00df", "\ufb03", "\u1e9e", "do", "Always"]
+)
+
+
+@settings(max_examples=500, deadline=None, derandomize=True)
+@given(st.lists(_sentence_chars, max_size=120).map("".join))
+def test_first_words_matches_its_reference(sentence):
+    assert _observation._first_words(sentence) == _first_words_reference(sentence)

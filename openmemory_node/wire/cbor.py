@@ -1,0 +1,171 @@
+"""Strict deterministic CBOR for the v1 data model (RFC 8949 section 4.2.1).
+
+Decoding is in two steps. :func:`scan` walks the raw bytes first, with no allocation beyond
+the input and a recursion depth of at most ``MAX_NESTING``, and rejects anything outside the
+v1 data model: unsigned and negative integers, byte strings, text strings, arrays, maps, false
+and true, each with the shortest head, definite lengths only, map keys in strictly increasing
+bytewise order of their encodings (so no duplicates), no trailing bytes. Only bytes that pass
+are handed to cbor2, so cbor2 never sees a tag, a float, an indefinite length or a length
+larger than the input. Then :func:`loads` re-encodes what cbor2 decoded and rejects the input
+unless the bytes are identical: whatever the scan might have missed, a record has exactly one
+encoding.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import cbor2
+
+from .errors import WireError
+from .limits import MAX_NESTING
+
+__all__ = ["scan", "loads", "loads_with_spans", "dumps", "without_entry"]
+
+_SIMPLE_NAMES = {0xF4: "false", 0xF5: "true", 0xF6: "null", 0xF7: "undefined"}
+
+
+def _bad(message: str) -> WireError:
+    return WireError("encoding", message)
+
+
+def _item(data: bytes, pos: int, end: int, depth: int) -> int:
+    """Check one data item starting at ``pos``; return the offset just after it."""
+    if pos >= end:
+        raise _bad(f"truncated: a data item was expected at offset {pos}")
+    initial = data[pos]
+    # Fast paths for the commonest items: a small unsigned integer, a string whose length fits
+    # in the initial byte (every map key, most text). The general code below gives the same
+    # answer for them, only slower.
+    if initial < 0x18:
+        return pos + 1
+    if 0x40 <= initial <= 0x57 or 0x60 <= initial <= 0x77:
+        stop = pos + 1 + (initial & 0x1F)
+        if stop > end:
+            raise _bad(f"truncated: the string at offset {pos} claims {initial & 0x1F} bytes")
+        return stop
+    major = initial >> 5
+    info = initial & 0x1F
+    start = pos
+    pos += 1
+    if major == 7:
+        if initial == 0xF4 or initial == 0xF5:
+            return pos
+        if 25 <= info <= 27:
+            raise _bad(f"a floating-point number at offset {start}: the wire carries no floats")
+        if initial == 0xFF:
+            raise _bad(f"a 'break' byte at offset {start} outside an indefinite-length item")
+        name = _SIMPLE_NAMES.get(initial, "a simple value")
+        raise _bad(f"{name} at offset {start}: only false and true are allowed")
+    if major == 6:
+        raise _bad(f"a tag at offset {start}: tags are not allowed")
+    if info < 24:
+        arg = info
+    elif info <= 27:
+        width = 1 << (info - 24)
+        if pos + width > end:
+            raise _bad(f"truncated: the head at offset {start} needs {width} more bytes")
+        arg = int.from_bytes(data[pos : pos + width], "big")
+        pos += width
+        if arg < (24 if width == 1 else 1 << (4 * width)):
+            raise _bad(f"a non-shortest head at offset {start}: {arg} fits in a shorter form")
+    elif info == 31:
+        raise _bad(f"an indefinite length at offset {start}: lengths must be definite")
+    else:
+        raise _bad(f"a reserved additional-information value {info} at offset {start}")
+    if major <= 1:
+        return pos
+    if major <= 3:
+        if arg > end - pos:
+            raise _bad(f"truncated: the string at offset {start} claims {arg} bytes")
+        return pos + arg
+    if depth >= MAX_NESTING:
+        raise _bad(f"a container at offset {start} nests deeper than {MAX_NESTING}")
+    if major == 4:
+        if arg > end - pos:  # every item takes at least one byte
+            raise _bad(f"truncated: the array at offset {start} claims {arg} items")
+        for _ in range(arg):
+            pos = _item(data, pos, end, depth + 1)
+        return pos
+    # major == 5, a map
+    if 2 * arg > end - pos:
+        raise _bad(f"truncated: the map at offset {start} claims {arg} entries")
+    return _entries(data, pos, end, arg, depth + 1, None)
+
+
+def _entries(data: bytes, pos: int, end: int, count: int, depth: int, spans: dict | None) -> int:
+    """Check ``count`` map entries from ``pos``: keys strictly increasing bytewise (so unique).
+    With ``spans``, record each entry's (start, end) offsets under its encoded key."""
+    previous = b""
+    for index in range(count):
+        key_start = pos
+        pos = _item(data, pos, end, depth)
+        key = data[key_start:pos]
+        if index and key <= previous:
+            what = "a duplicate" if key == previous else "an unsorted"
+            raise _bad(
+                f"{what} map key at offset {key_start}: keys must be unique and sorted "
+                "bytewise by their encoding"
+            )
+        previous = key
+        pos = _item(data, pos, end, depth)
+        if spans is not None:
+            spans[key] = (key_start, pos)
+    return pos
+
+
+def scan(data: bytes) -> dict[bytes, tuple[int, int]] | None:
+    """Raise WireError("encoding") unless ``data`` is one deterministic v1 data item.
+
+    When the item is a map of at most 23 entries (a one-byte head, as every v1 record), return
+    its entries' byte spans: encoded key -> (offset of the key, offset after the value).
+    """
+    end = len(data)
+    if end == 0:
+        raise _bad("no bytes")
+    head = data[0]
+    if 0xA0 <= head <= 0xB7:
+        count = head - 0xA0
+        if 2 * count > end - 1:
+            raise _bad(f"truncated: the map at offset 0 claims {count} entries")
+        spans: dict[bytes, tuple[int, int]] | None = {}
+        pos = _entries(data, 1, end, count, 1, spans)
+    else:
+        spans = None
+        pos = _item(data, 0, end, 0)
+    if pos != end:
+        raise _bad(f"{end - pos} trailing bytes after the data item")
+    return spans
+
+
+def dumps(value: Any) -> bytes:
+    """The deterministic encoding of ``value`` (cbor2, canonical)."""
+    return cbor2.dumps(value, canonical=True)
+
+
+def loads(data: bytes) -> Any:
+    """Decode ``data`` strictly: scan, decode with cbor2, re-encode, compare."""
+    return loads_with_spans(data)[0]
+
+
+def loads_with_spans(data: bytes) -> tuple[Any, dict[bytes, tuple[int, int]] | None]:
+    """:func:`loads`, also returning the top-level map's entry spans (see :func:`scan`)."""
+    spans = scan(data)
+    try:
+        value = cbor2.loads(data)
+    except (cbor2.CBORError, ValueError, TypeError, UnicodeError, OverflowError, RecursionError) as exc:
+        raise _bad(f"undecodable: {exc}") from None
+    if dumps(value) != data:
+        raise _bad("the bytes are not the deterministic encoding of what they decode to")
+    return value, spans
+
+
+def without_entry(data: bytes, spans: dict[bytes, tuple[int, int]], key: bytes) -> bytes:
+    """The encoding of the map ``data`` with the entry ``key`` removed, by cutting the bytes.
+
+    ``data`` must be canonical with a one-byte head (as :func:`scan` returned spans for it):
+    removing an entry then leaves the other entries' bytes and order unchanged, and the head
+    counts one entry less. Equal to re-encoding the map without the entry, and cheaper.
+    """
+    start, stop = spans[key]
+    return bytes((data[0] - 1,)) + data[1:start] + data[stop:]

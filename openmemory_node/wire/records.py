@@ -1,0 +1,476 @@
+"""The four v1 records, their fields and every rule about a field's value.
+
+Everything that decides whether a decoded map is a record lives at the top of this file, as a
+table: record type -> field -> check. PROTOCOL.md ("Records") and spec/records.cddl say the
+same thing in prose and CDDL; spec/vectors holds examples of each rule broken.
+
+A record object is schema-valid by construction: building one directly runs the same checks
+as decoding (``__post_init__``), so a ``Lesson`` in memory always encodes to a valid record. It
+is not necessarily *signed* correctly: :func:`openmemory_node.wire.verify` checks that.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from functools import cached_property
+from typing import Any, ClassVar, Union
+
+from openmemory_local.observation import observation_violation
+
+from . import cbor
+from .errors import WireError
+from .ids import id_text, is_id, record_id
+from .limits import (
+    KEY_BYTES,
+    KIND_PATTERN,
+    MAX_CREATED,
+    MAX_DERIVED_FROM,
+    MAX_EVIDENCE_COUNT,
+    MAX_EVIDENCE_WINDOW,
+    MAX_REASON_BYTES,
+    MAX_RECORD_BYTES,
+    MAX_STRENGTH,
+    MAX_TEXT_BYTES,
+    PROVENANCE_BYTES,
+    REASON_CODES,
+    SIGNATURE_BYTES,
+    VERDICTS,
+    VERSION,
+)
+from .text import check_text, dedup_key_for
+
+__all__ = [
+    "Evidence",
+    "Lesson",
+    "Attestation",
+    "Revocation",
+    "Vouch",
+    "Record",
+    "RECORD_CLASSES",
+    "record_from_map",
+    "encode",
+    "signing_message",
+    "DOMAINS",
+    "dedup_key",
+    "text_fields",
+]
+
+Check = Callable[[Any], Any]
+
+# ----------------------------------------------------------------------------------------
+# Field checks: each takes the decoded CBOR value (int, str, bytes, bool, list, dict) and
+# returns the Python value the record holds, or raises WireError("schema").
+# ----------------------------------------------------------------------------------------
+
+
+def _schema(field: str, message: str) -> WireError:
+    return WireError("schema", f"{field} {message}", field=field)
+
+
+def _uint(field: str, maximum: int, minimum: int = 0) -> Check:
+    def check(value: Any) -> int:
+        # type() and not isinstance(): a bool is not an integer here, nor is a float.
+        if type(value) is not int:
+            raise _schema(field, f"must be an unsigned integer, not {type(value).__name__}")
+        if not minimum <= value <= maximum:
+            raise _schema(field, f"must be between {minimum} and {maximum}, not {value}")
+        return value
+
+    return check
+
+
+def _fixed_bytes(field: str, size: int) -> Check:
+    def check(value: Any) -> bytes:
+        if type(value) is not bytes:
+            raise _schema(field, f"must be a byte string, not {type(value).__name__}")
+        if len(value) != size:
+            raise _schema(field, f"must be {size} bytes, not {len(value)}")
+        return value
+
+    return check
+
+
+def _id(field: str) -> Check:
+    def check(value: Any) -> bytes:
+        if not is_id(value):
+            raise _schema(field, "must be a record id: 34 bytes, 0x12 0x20 then a SHA-256 digest")
+        return value
+
+    return check
+
+
+def _one_of(field: str, allowed: tuple[str, ...]) -> Check:
+    allowed_set = frozenset(allowed)
+
+    def check(value: Any) -> str:
+        if type(value) is not str or value not in allowed_set:
+            raise _schema(field, f"must be one of {', '.join(allowed)}, not {value!r:.40}")
+        return value
+
+    return check
+
+
+def _boolean(field: str) -> Check:
+    def check(value: Any) -> bool:
+        if type(value) is not bool:
+            raise _schema(field, f"must be true or false, not {type(value).__name__}")
+        return value
+
+    return check
+
+
+def _text(field: str, min_bytes: int, max_bytes: int) -> Check:
+    def check(value: Any) -> str:
+        return check_text(value, field, min_bytes=min_bytes, max_bytes=max_bytes)
+
+    return check
+
+
+_KIND_RE = re.compile(KIND_PATTERN)
+
+
+def _kind(value: Any) -> str:
+    if type(value) is not str or _KIND_RE.fullmatch(value) is None:
+        raise _schema("kind", f"must match {KIND_PATTERN} (e.g. correction, error), not {value!r:.40}")
+    return value
+
+
+_check_parent_id = _id("derived_from")
+
+
+def _id_list(value: Any) -> tuple[bytes, ...]:
+    field = "derived_from"
+    if type(value) is not list:
+        raise _schema(field, f"must be an array of record ids, not {type(value).__name__}")
+    if len(value) > MAX_DERIVED_FROM:
+        raise _schema(field, f"holds {len(value)} ids; the limit is {MAX_DERIVED_FROM}")
+    previous = b""
+    for item in value:
+        _check_parent_id(item)
+        if item <= previous:
+            raise _schema(field, "must be sorted in ascending bytewise order with no duplicates")
+        previous = item
+    return tuple(value)
+
+
+# ----------------------------------------------------------------------------------------
+# The table. Common fields first; then per record type, in the order the records show them.
+# ----------------------------------------------------------------------------------------
+
+COMMON_FIELDS: dict[str, Check] = {
+    "signer": _fixed_bytes("signer", KEY_BYTES),
+    "created": _uint("created", MAX_CREATED),
+    "signature": _fixed_bytes("signature", SIGNATURE_BYTES),
+}
+
+EVIDENCE_FIELDS: dict[str, Check] = {
+    "sessions": _uint("evidence.sessions", MAX_EVIDENCE_COUNT),
+    "matched": _uint("evidence.matched", MAX_EVIDENCE_COUNT),
+    "window": _uint("evidence.window", MAX_EVIDENCE_WINDOW, minimum=1),
+}
+
+TYPE_FIELDS: dict[str, dict[str, Check]] = {
+    "lesson": {
+        "text": _text("text", 1, MAX_TEXT_BYTES),
+        "kind": _kind,
+        "strength": _uint("strength", MAX_STRENGTH),
+        "provenance": _fixed_bytes("provenance", PROVENANCE_BYTES),
+        "derived_from": _id_list,
+    },
+    "attestation": {
+        "lesson_id": _id("lesson_id"),
+        "verdict": _one_of("verdict", VERDICTS),
+        "met_before": _boolean("met_before"),
+        "evidence": lambda value: _evidence(value),
+    },
+    "revocation": {
+        "target": _id("target"),
+        "reason_code": _one_of("reason_code", REASON_CODES),
+        "reason": _text("reason", 0, MAX_REASON_BYTES),
+    },
+    "vouch": {
+        "subject": _fixed_bytes("subject", KEY_BYTES),
+    },
+}
+
+#: Text fields the observation rule applies to, per record type.
+TEXT_FIELDS: dict[str, tuple[str, ...]] = {
+    "lesson": ("text",),
+    "attestation": (),
+    "revocation": ("reason",),
+    "vouch": (),
+}
+
+#: Signature domains: the signed message is the domain followed by the encoded unsigned record.
+DOMAINS: dict[str, bytes] = {t: f"openmemory/{t}/v1\x00".encode() for t in TYPE_FIELDS}
+
+
+def _cross_checks(record_type: str, values: dict[str, Any]) -> None:
+    """Rules that involve more than one field."""
+    if record_type == "attestation":
+        if values["verdict"] == "confirmed" and values["evidence"].matched < 1:
+            raise _schema("evidence", "of a confirmed attestation must have matched >= 1")
+    elif record_type == "vouch":
+        if values["subject"] == values["signer"]:
+            raise _schema("subject", "must not be the voucher's own key")
+
+
+_ENVELOPE = frozenset({"version", "type"})
+_EVIDENCE_KEYS = frozenset(EVIDENCE_FIELDS)
+
+
+def _fields_of(value: dict, table: dict[str, Check], what: str, keys: frozenset) -> dict[str, Any]:
+    """Check that ``value`` has exactly ``keys`` and run the table's check on each field."""
+    if value.keys() != keys:
+        missing = [k for k in table if k not in value]
+        extra = sorted(repr(k)[:40] for k in value if k not in keys)
+        parts = []
+        if missing:
+            parts.append("missing " + ", ".join(missing))
+        if extra:
+            parts.append("unknown " + ", ".join(extra))
+        field = missing[0] if missing else None
+        raise WireError("schema", f"{what}: {'; '.join(parts)}", field=field)
+    return {name: check(value[name]) for name, check in table.items()}
+
+
+def _evidence(value: Any) -> "Evidence":
+    if type(value) is not dict:
+        raise _schema("evidence", f"must be a map, not {type(value).__name__}")
+    values = _fields_of(value, EVIDENCE_FIELDS, "evidence", _EVIDENCE_KEYS)
+    if values["matched"] > values["sessions"]:
+        raise _schema("evidence", "matched must not exceed sessions")
+    return _bare(Evidence, values)
+
+
+def _bare(cls: type, values: dict[str, Any]) -> Any:
+    """Build a frozen dataclass from values that were already checked (no second check)."""
+    obj = object.__new__(cls)
+    obj.__dict__.update(values)
+    return obj
+
+
+def record_from_map(value: Any) -> "Record":
+    """Check a decoded map against the table and build its record (no signature check)."""
+    if type(value) is not dict:
+        raise WireError("schema", f"a record is a CBOR map, not {type(value).__name__}")
+    version = value.get("version")
+    if version is None:
+        raise WireError("schema", "the record has no version field", field="version")
+    if type(version) is not int:
+        raise _schema("version", f"must be an unsigned integer, not {type(version).__name__}")
+    if version != VERSION:
+        raise WireError(
+            "version", f"version {version} is not supported (this implementation reads version {VERSION})",
+            field="version",
+        )
+    record_type = value.get("type")
+    if type(record_type) is not str:
+        raise _schema("type", "must be present and a text string")
+    cls = RECORD_CLASSES.get(record_type)
+    if cls is None:
+        raise WireError("type", f"unknown record type {record_type!r:.40}", field="type")
+    values = _fields_of(value, cls._table, f"a {record_type} record", cls._keys)
+    _cross_checks(record_type, values)
+    return _bare(cls, values)
+
+
+# ----------------------------------------------------------------------------------------
+# The records.
+# ----------------------------------------------------------------------------------------
+
+
+def _wire_value(value: Any) -> Any:
+    if type(value) is tuple:
+        return list(value)
+    if type(value) is Evidence:
+        return {"sessions": value.sessions, "matched": value.matched, "window": value.window}
+    return value
+
+
+@dataclass(frozen=True, kw_only=True)
+class _RecordBase:
+    """What every record shares: the common fields (keyword-only, after the type's own fields),
+    the id, the encoding, the map form, and the field checks on construction."""
+
+    signer: bytes  # the Ed25519 public key of the author, attester, revoker or voucher
+    created: int  # Unix seconds, UTC
+    signature: bytes
+    version: int = VERSION
+
+    record_type: ClassVar[str]
+    _table: ClassVar[dict[str, Check]]
+    _keys: ClassVar[frozenset]
+
+    def __post_init__(self) -> None:
+        checked = record_from_map(self._to_map())
+        for f in fields(self):
+            if f.name != "version":
+                object.__setattr__(self, f.name, getattr(checked, f.name))
+
+    def _to_map(self) -> dict[str, Any]:
+        """The record as the CBOR data model: bytes, ints, text, lists, dicts."""
+        out: dict[str, Any] = {"version": self.version, "type": self.record_type}
+        for name in self._table:
+            out[name] = _wire_value(getattr(self, name))
+        return out
+
+    @cached_property
+    def _cbor(self) -> bytes:
+        data = cbor.dumps(self._to_map())
+        if len(data) > MAX_RECORD_BYTES:  # pragma: no cover - the field limits keep records smaller
+            raise WireError("size", f"the record encodes to {len(data)} bytes; the limit is {MAX_RECORD_BYTES}")
+        return data
+
+    @cached_property
+    def id_bytes(self) -> bytes:
+        """The record id: multihash sha2-256 of the full encoded record, signature included."""
+        return record_id(self._cbor)
+
+    @cached_property
+    def id(self) -> str:
+        """The id's text form: lower-case hex of the 34 multihash bytes."""
+        return id_text(self.id_bytes)
+
+    @property
+    def size(self) -> int:
+        return len(self._cbor)
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What an attester observed, in counts only: never an episode.
+
+    ``sessions``: the attester's sessions in the window; ``matched``: how many of them met
+    what the lesson predicted; ``window``: the window's length in seconds, ending at the
+    attestation's creation time.
+    """
+
+    sessions: int
+    matched: int
+    window: int
+
+    def __post_init__(self) -> None:
+        _evidence({"sessions": self.sessions, "matched": self.matched, "window": self.window})
+
+
+@dataclass(frozen=True)
+class Lesson(_RecordBase):
+    """An observation one agent learned, offered to the commons."""
+
+    text: str
+    kind: str
+    strength: int  # thousandths: 1500 is 1.5
+    provenance: bytes  # 32-byte commitment to the source episodes
+    derived_from: tuple[bytes, ...]  # ids of the lessons it merges or refines, sorted
+
+    record_type: ClassVar[str] = "lesson"
+
+    @property
+    def author(self) -> bytes:
+        return self.signer
+
+    @property
+    def dedup_key(self) -> str:
+        return dedup_key(self)
+
+
+@dataclass(frozen=True)
+class Attestation(_RecordBase):
+    """An agent's report on a lesson's prediction in its own sessions."""
+
+    lesson_id: bytes
+    verdict: str  # "confirmed" or "failed"
+    met_before: bool  # had the attester met the surprise before receiving the lesson?
+    evidence: Evidence
+
+    record_type: ClassVar[str] = "attestation"
+
+    @property
+    def attester(self) -> bytes:
+        return self.signer
+
+
+@dataclass(frozen=True)
+class Revocation(_RecordBase):
+    """A permanent, signed withdrawal of a record, by its id."""
+
+    target: bytes
+    reason_code: str
+    reason: str
+
+    record_type: ClassVar[str] = "revocation"
+
+    @property
+    def revoker(self) -> bytes:
+        return self.signer
+
+
+@dataclass(frozen=True)
+class Vouch(_RecordBase):
+    """A key vouching for another key (trust lists, PROTOCOL.md)."""
+
+    subject: bytes  # the vouched-for Ed25519 public key
+
+    record_type: ClassVar[str] = "vouch"
+
+    @property
+    def voucher(self) -> bytes:
+        return self.signer
+
+
+Record = Union[Lesson, Attestation, Revocation, Vouch]
+
+RECORD_CLASSES: dict[str, type] = {cls.record_type: cls for cls in (Lesson, Attestation, Revocation, Vouch)}
+for _cls in RECORD_CLASSES.values():
+    _cls._table = {**TYPE_FIELDS[_cls.record_type], **COMMON_FIELDS}
+    _cls._keys = frozenset(_cls._table) | _ENVELOPE
+del _cls
+
+
+def encode(record: Record) -> bytes:
+    """The record's deterministic CBOR bytes: what is sent, stored and hashed into its id."""
+    if not isinstance(record, _RecordBase):
+        raise TypeError(f"encode() takes a record, not {type(record).__name__}")
+    return record._cbor
+
+
+_SIGNATURE_KEY = cbor.dumps("signature")
+
+
+def signing_message(record: Record, spans: dict[bytes, tuple[int, int]] | None = None) -> bytes:
+    """The exact bytes signed: the type's domain, then the encoded record without signature.
+
+    ``spans`` (from decoding the record's bytes) lets the body be cut out of the received bytes
+    instead of encoded again; both give the same bytes (tests/wire check it).
+    """
+    if spans is not None:
+        body = cbor.without_entry(record._cbor, spans, _SIGNATURE_KEY)
+    else:
+        unsigned = record._to_map()
+        del unsigned["signature"]
+        body = cbor.dumps(unsigned)
+    return DOMAINS[record.record_type] + body
+
+
+def text_fields(record: Record) -> tuple[tuple[str, str], ...]:
+    """(field, text) pairs the observation rule applies to."""
+    return tuple((name, getattr(record, name)) for name in TEXT_FIELDS[record.record_type])
+
+
+def observation_error(record: Record) -> WireError | None:
+    for name, value in text_fields(record):
+        if value:
+            violation = observation_violation(value)
+            if violation is not None:
+                return WireError("observation", f"{name}: {violation}", field=name)
+    return None
+
+
+def dedup_key(lesson: Lesson) -> str:
+    """The content identity of a lesson: same normalised text and kind, same key."""
+    if type(lesson) is not Lesson:
+        raise TypeError(f"dedup_key() takes a Lesson, not {type(lesson).__name__}")
+    return dedup_key_for(lesson.text, lesson.kind)

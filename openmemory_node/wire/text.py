@@ -1,0 +1,117 @@
+"""Text on the wire: which characters a text field may hold, and the dedup normalisation.
+
+Both rules are written out in PROTOCOL.md ("Text fields", "Content identity") with the exact
+code points, so that another implementation reproduces them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import unicodedata
+
+from .errors import WireError
+
+__all__ = ["FORBIDDEN_RANGES", "check_text", "normalise_text", "dedup_key_for"]
+
+#: Code points a text field must not contain (inclusive ranges). Controls (C0, DEL, C1; so no
+#: line breaks or tabs: a lesson is one or two sentences on one line), the line and paragraph
+#: separators, and the invisible format characters (zero-width characters, bidirectional
+#: controls, soft hyphen, variation selectors, tag characters, byte order mark, interlinear
+#: annotation), which would let a text read differently to a person than to a check, e.g.
+#: "Al<U+200B>ways" slipping past the observation rule. Also the noncharacters.
+FORBIDDEN_RANGES: tuple[tuple[int, int], ...] = (
+    (0x0000, 0x001F),
+    (0x007F, 0x009F),
+    (0x00AD, 0x00AD),
+    (0x034F, 0x034F),
+    (0x061C, 0x061C),
+    (0x115F, 0x1160),
+    (0x17B4, 0x17B5),
+    (0x180B, 0x180F),
+    (0x200B, 0x200F),
+    (0x2028, 0x202E),
+    (0x2060, 0x206F),
+    (0x3164, 0x3164),
+    (0xFDD0, 0xFDEF),
+    (0xFE00, 0xFE0F),
+    (0xFEFF, 0xFEFF),
+    (0xFFA0, 0xFFA0),
+    (0xFFF0, 0xFFFB),
+    (0xFFFE, 0xFFFF),
+    (0x1BCA0, 0x1BCA3),
+    (0x1D173, 0x1D17A),
+    (0xE0000, 0xE0FFF),
+) + tuple((plane + 0xFFFE, plane + 0xFFFF) for plane in range(0x10000, 0x110000, 0x10000))
+
+
+def _char_class(ranges: tuple[tuple[int, int], ...]) -> str:
+    parts = []
+    for low, high in ranges:
+        parts.append(re.escape(chr(low)) if low == high else f"{re.escape(chr(low))}-{re.escape(chr(high))}")
+    return "[" + "".join(parts) + "]"
+
+
+_FORBIDDEN_RE = re.compile(_char_class(FORBIDDEN_RANGES))
+
+
+def check_text(value: object, field: str, *, min_bytes: int, max_bytes: int) -> str:
+    """Return ``value`` if it is a valid text field, else raise WireError("schema")."""
+    if type(value) is not str:
+        raise WireError("schema", f"{field} must be a text string, not {type(value).__name__}", field=field)
+    if value.isascii() and value.isprintable():
+        # The common case, quickly: printable ASCII (U+0020..U+007E) holds no forbidden code
+        # point, and its UTF-8 length is its length.
+        if len(value) > max_bytes:
+            raise WireError("schema", f"{field} is {len(value)} bytes of UTF-8; the limit is {max_bytes}", field=field)
+        if len(value) < min_bytes or (min_bytes and value.isspace()):
+            raise WireError("schema", f"{field} must not be empty", field=field)
+        return value
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise WireError("schema", f"{field} holds a lone surrogate: not encodable as UTF-8", field=field) from None
+    if size > max_bytes:
+        raise WireError("schema", f"{field} is {size} bytes of UTF-8; the limit is {max_bytes}", field=field)
+    if size < min_bytes or (min_bytes and value.isspace()):
+        raise WireError("schema", f"{field} must not be empty", field=field)
+    bad = _FORBIDDEN_RE.search(value)
+    if bad is not None:
+        raise WireError(
+            "schema",
+            f"{field} holds the forbidden character U+{ord(bad.group()):04X} at index {bad.start()} "
+            "(controls, line breaks and invisible format characters are not allowed)",
+            field=field,
+        )
+    return value
+
+
+#: White_Space code points (Unicode property), each run replaced by one space.
+WHITE_SPACE = (
+    "\u0009\u000a\u000b\u000c\u000d\u0020\u0085\u00a0\u1680"
+    "\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a"
+    "\u2028\u2029\u202f\u205f\u3000"
+)
+_WHITE_SPACE_RUN = re.compile("[" + WHITE_SPACE + "]+")
+_QUOTES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"'})
+
+DEDUP_DOMAIN = b"openmemory/dedup/v1\x00"
+
+
+def normalise_text(text: str) -> str:
+    """The content-identity form of a lesson text (PROTOCOL.md, "Content identity").
+
+    1. NFKC; 2. typographic quotes to ASCII (U+2018, U+2019 to '; U+201C, U+201D to ");
+    3. Unicode full case folding; 4. NFKC again; 5. every run of White_Space to one space,
+    then leading and trailing spaces removed; 6. trailing full stops and spaces removed.
+    """
+    text = unicodedata.normalize("NFKC", text).translate(_QUOTES)
+    text = unicodedata.normalize("NFKC", text.casefold())
+    text = _WHITE_SPACE_RUN.sub(" ", text).strip(" ")
+    return text.rstrip(". ")
+
+
+def dedup_key_for(text: str, kind: str) -> str:
+    """Lower-case hex SHA-256 of the dedup domain, the kind, a zero byte, the normalised text."""
+    digest = hashlib.sha256(DEDUP_DOMAIN + kind.encode("utf-8") + b"\x00" + normalise_text(text).encode("utf-8"))
+    return digest.hexdigest()

@@ -1,0 +1,210 @@
+"""Property tests of the wire format (hypothesis, bounded so the suite stays fast)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import cbor2
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+from nacl.signing import SigningKey
+
+from openmemory_local.observation import is_observation
+from openmemory_node import wire
+from openmemory_node.wire import cbor
+
+from .conftest import NOW
+
+KEYS = [SigningKey(bytes([i]) * 32) for i in range(1, 5)]
+FAST = settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+
+# Texts that pass the text rules and the observation rule: a fixed subject, then free words.
+words = st.text(alphabet=st.characters(min_codepoint=0x20, max_codepoint=0x2FF, blacklist_characters="\x7f"),
+                min_size=0, max_size=60)
+lesson_text = st.builds(lambda w: "`make` failed: " + w, words).filter(
+    lambda t: len(t.encode()) <= wire.MAX_TEXT_BYTES and is_observation(t)
+    and not any(0x7F <= ord(c) <= 0x9F or c == "\xad" or 0x34F == ord(c) for c in t)
+)
+ids = st.binary(min_size=32, max_size=32).map(lambda d: b"\x12\x20" + d)
+created = st.integers(min_value=0, max_value=NOW)
+key = st.sampled_from(KEYS)
+
+
+@st.composite
+def lessons(draw):
+    return wire.new_lesson(
+        draw(key), text=draw(lesson_text), kind=draw(st.from_regex(r"[a-z][a-z0-9-]{0,23}", fullmatch=True)),
+        strength=draw(st.integers(0, wire.MAX_STRENGTH)), provenance=draw(st.binary(min_size=32, max_size=32)),
+        derived_from=draw(st.lists(ids, max_size=wire.MAX_DERIVED_FROM)), created=draw(created),
+    )
+
+
+@st.composite
+def attestations(draw):
+    sessions = draw(st.integers(0, wire.MAX_EVIDENCE_COUNT))
+    verdict = draw(st.sampled_from(wire.VERDICTS))
+    low = 1 if verdict == "confirmed" else 0
+    assume(sessions >= low)
+    return wire.new_attestation(
+        draw(key), lesson_id=draw(ids), verdict=verdict, met_before=draw(st.booleans()),
+        evidence={"sessions": sessions, "matched": draw(st.integers(low, sessions)),
+                  "window": draw(st.integers(1, wire.MAX_EVIDENCE_WINDOW))},
+        created=draw(created),
+    )
+
+
+@st.composite
+def revocations(draw):
+    return wire.new_revocation(
+        draw(key), target=draw(ids), reason_code=draw(st.sampled_from(wire.REASON_CODES)),
+        reason=draw(st.one_of(st.just(""), lesson_text.filter(lambda t: len(t.encode()) <= wire.MAX_REASON_BYTES))),
+        created=draw(created),
+    )
+
+
+@st.composite
+def vouches(draw):
+    voucher, subject = draw(st.permutations(KEYS))[:2]
+    return wire.new_vouch(voucher, subject=subject.verify_key, created=draw(created))
+
+
+records = st.one_of(lessons(), attestations(), revocations(), vouches())
+
+
+@FAST
+@given(records)
+def test_decode_encode_round_trip(record):
+    data = wire.encode(record)
+    again = wire.decode(data)
+    assert again == record and wire.encode(again) == data and again.id == record.id
+    assert wire.validate(data, now=NOW) == record
+    assert wire.from_json(wire.to_json(record)) == record
+
+
+@settings(max_examples=8, deadline=None, derandomize=True)
+@given(records, st.data())
+def test_every_single_byte_mutation_is_rejected_or_changes_the_id(record, data):
+    # Every position, and at each a few replacement values (always including a bit flip):
+    # the mutated bytes are refused, or they are a valid record with another id.
+    original = wire.encode(record)
+    for position in range(len(original)):
+        values = {original[position] ^ 0x01, data.draw(st.integers(0, 255), label="byte")}
+        values.discard(original[position])
+        for value in values:
+            mutated = original[:position] + bytes([value]) + original[position + 1 :]
+            try:
+                accepted = wire.validate(mutated, now=NOW)
+            except wire.WireError:
+                continue
+            assert accepted.id != record.id  # pragma: no cover - a valid mutation needs a forged signature
+
+
+def _opaque_ranges(data: bytes) -> list[range]:
+    """Where byte-string contents and free texts lie in an encoded record: mutating them only
+    changes content the signature covers, so the sampled test above is enough there."""
+    value = cbor2.loads(data)
+    out = []
+    for name, item in value.items():
+        if type(item) is bytes or name in ("text", "reason"):
+            content = item if type(item) is bytes else item.encode()
+            encoded = cbor.dumps(name) + cbor.dumps(item)
+            start = data.index(encoded) + len(encoded) - len(content)
+            out.append(range(start, start + len(content)))
+    return out
+
+
+def test_every_value_at_every_structural_byte_is_rejected(records):
+    # Heads, keys, integers, enums, booleans: all 255 other values at each of those positions.
+    for record in records.values():
+        original = wire.encode(record)
+        opaque = _opaque_ranges(original)
+        positions = [p for p in range(len(original)) if not any(p in r for r in opaque)]
+        assert len(positions) > 60
+        for position in positions:
+            for value in range(256):
+                if value == original[position]:
+                    continue
+                mutated = original[:position] + bytes([value]) + original[position + 1 :]
+                try:
+                    wire.validate(mutated, now=NOW)
+                except wire.WireError:
+                    continue
+                raise AssertionError(f"{record.record_type}: byte {position} = {value:#04x} accepted")
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(st.binary(max_size=wire.MAX_RECORD_BYTES + 8))
+def test_arbitrary_bytes_raise_only_wire_error(data):
+    try:
+        wire.validate(data, now=NOW)
+    except wire.WireError as error:
+        assert error.code in wire.ERROR_CODES
+
+
+# CBOR-shaped garbage reaches deeper than random bytes: well-formed items of every kind.
+cbor_values = st.recursive(
+    st.one_of(st.integers(-(2**64), 2**64 - 1), st.binary(max_size=40), st.text(max_size=40), st.booleans(),
+              st.none(), st.floats(allow_nan=False)),
+    lambda children: st.one_of(st.lists(children, max_size=5),
+                               st.dictionaries(st.one_of(st.text(max_size=12), st.integers(0, 30)), children, max_size=6)),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(cbor_values)
+def test_arbitrary_cbor_raises_only_wire_error(value):
+    data = cbor2.dumps(value)
+    try:
+        wire.validate(data, now=NOW)
+    except wire.WireError as error:
+        assert error.code in wire.ERROR_CODES
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(records, st.sampled_from(["version", "type", "signer", "created", "signature"]), cbor_values)
+def test_replacing_a_field_with_anything_raises_only_wire_error(record, field, value):
+    body = cbor2.loads(wire.encode(record))
+    body[field] = value
+    try:
+        wire.validate(cbor2.dumps(body, canonical=True), now=NOW)
+    except wire.WireError as error:
+        assert error.code in wire.ERROR_CODES
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(st.dictionaries(st.sampled_from(["version", "type", "text", "kind", "strength", "provenance",
+                                        "derived_from", "signer", "created", "signature", "id", "x"]),
+                       st.one_of(st.integers(-5, 2**60), st.text(max_size=80), st.booleans(), st.none(),
+                                 st.lists(st.text(max_size=70), max_size=3), st.floats(allow_nan=False)),
+                       max_size=12))
+def test_arbitrary_json_objects_raise_only_wire_error(obj):
+    try:
+        wire.from_json(obj)
+    except wire.WireError as error:
+        assert error.code in wire.ERROR_CODES
+
+
+@FAST
+@given(records)
+def test_scan_spans_cut_matches_re_encoding(record):
+    data = wire.encode(record)
+    value, spans = cbor.loads_with_spans(data)
+    body = dict(value)
+    del body["signature"]
+    assert cbor.without_entry(data, spans, cbor.dumps("signature")) == cbor.dumps(body)
+
+
+@FAST
+@given(lessons(), key)
+def test_resigning_by_another_key_keeps_the_dedup_key_and_changes_the_id(lesson, other):
+    theirs = wire.sign(dataclasses.replace(lesson, signer=bytes(other.verify_key)), other)
+    assert wire.dedup_key(theirs) == wire.dedup_key(lesson)
+    assert (theirs.id == lesson.id) == (theirs.signer == lesson.signer)
+
+
+@FAST
+@given(st.text(max_size=200))
+def test_normalisation_is_idempotent_on_its_output_key(text):
+    once = wire.normalise_text(text)
+    assert wire.normalise_text(once) == once
