@@ -88,6 +88,10 @@ class Config:
     #: … and at least this many rows are stale.
     vector_garbage_min: int = 4096
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "home", Path(self.home).expanduser())
+        object.__setattr__(self, "sources", tuple(Path(p).expanduser() for p in self.sources))
+
     @property
     def db_path(self) -> Path:
         return self.home / DB_NAME

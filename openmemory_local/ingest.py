@@ -43,7 +43,7 @@ import numpy as np
 
 from .adapters import ADAPTERS, DEFAULT_ADAPTER
 from .archive import ArchiveFile, ArchiveReader, MemberWriter, archive_relpath, iter_archives, original_path
-from .clock import iso
+from .clock import ClockError, iso, parse_time
 from .embed import embed
 from .episodes import Episode, EpisodeBuilder, session_episode
 from .rawstream import HEAD_BYTES, TAIL_BYTES, Consumed, LineReader
@@ -637,7 +637,8 @@ def add_episodes(store: Store, episodes: list[Episode], *, now: datetime) -> Fil
 
 def _insert_episode(store: Store, ep: Episode, fields: str, vec: np.ndarray, row: int, tid: int | None,
                     relpath: str | None, now_iso: str, touched: str | None = None) -> None:
-    created = ep.created or now_iso
+    created = _normal_time(ep.created, now_iso)
+    touched = _normal_time(touched, created) if touched else None
     store.conn.execute(
         "INSERT INTO episodes (kind, key, session_id, agent_id, project, text, fields, embedding, "
         "created, last_touched, transcript_id, source_path, source_line, vec_row, ingested, updated) "
@@ -648,15 +649,25 @@ def _insert_episode(store: Store, ep: Episode, fields: str, vec: np.ndarray, row
     )
 
 
+def _normal_time(value: str | None, default: str) -> str:
+    """A time as stored (``iso``), whatever ISO form the transcript used."""
+    if not value:
+        return default
+    try:
+        return iso(parse_time(value))
+    except ClockError:
+        return default
+
+
 def _update_episode(store: Store, eid: int, ep: Episode, fields: str, vec, tid: int | None,
                     relpath: str | None, now_iso: str, touched: str | None = None) -> None:
     sets = ["session_id = ?", "agent_id = ?", "project = ?", "text = ?", "fields = ?", "created = ?",
             "transcript_id = ?", "source_path = ?", "source_line = ?", "updated = ?"]
-    params = [ep.session_id, ep.agent_id, ep.project, ep.text, fields, ep.created or now_iso, tid, relpath,
-              ep.source_line, now_iso]
+    params = [ep.session_id, ep.agent_id, ep.project, ep.text, fields, _normal_time(ep.created, now_iso), tid,
+              relpath, ep.source_line, now_iso]
     if touched:
         sets.append("last_touched = MAX(last_touched, ?)")
-        params.append(touched)
+        params.append(_normal_time(touched, now_iso))
     if vec is not None:
         row = VectorFile(store).append(np.asarray(vec)[None, :])
         sets += ["embedding = ?", "vec_row = ?"]

@@ -89,6 +89,8 @@ class RecallIndex:
         self.kind = np.zeros(0, dtype=np.int16)
         self.project = np.zeros(0, dtype=np.int32)
         self._row_of: dict[int, int] = {}
+        self._bias: np.ndarray | None = None
+        self._days = np.zeros(0)
         self._kinds: dict[str, int] = {}
         self._projects: dict[str | None, int] = {}
 
@@ -145,7 +147,6 @@ class RecallIndex:
 
     def _load(self, rows: int, changed_since: int | None) -> None:
         sql = "SELECT id, vec_row, kind, project, last_touched, strength, archived FROM episodes"
-        params: tuple = ()
         if changed_since is None:
             self.ids = np.full(rows, -1, dtype=np.int64)
             self.touched = np.zeros(rows, dtype=np.float64)
@@ -154,25 +155,54 @@ class RecallIndex:
             self.kind = np.zeros(rows, dtype=np.int16)
             self.project = np.zeros(rows, dtype=np.int32)
             self._row_of.clear()
+            self._load_all(rows)
         else:
             self._grow(rows)
-            sql += " WHERE seq > ?"
-            params = (changed_since,)
-        for eid, row, kind, project, touched, strength, archived in self.store.conn.execute(sql, params):
-            old = self._row_of.get(eid)
-            if old is not None and old != row:
-                self.ids[old] = -1
-                self.active[old] = False
-            if row is None or row >= rows:
-                self._row_of.pop(eid, None)
-                continue
-            self._row_of[eid] = row
-            self.ids[row] = eid
-            self.touched[row] = epoch(touched)
-            self.strength[row] = min(max(float(strength), 0.0), 1.0)
-            self.active[row] = not archived
-            self.kind[row] = self._kinds.setdefault(kind, len(self._kinds) + 1)
-            self.project[row] = self._projects.setdefault(project, len(self._projects) + 1)
+            for eid, row, kind, project, touched, strength, archived in self.store.conn.execute(
+                sql + " WHERE seq > ?", (changed_since,)
+            ):
+                old = self._row_of.get(eid)
+                if old is not None and old != row:
+                    self.ids[old] = -1
+                    self.active[old] = False
+                if row is None or row >= rows:
+                    self._row_of.pop(eid, None)
+                    continue
+                self._row_of[eid] = row
+                self.ids[row] = eid
+                self.touched[row] = epoch(touched)
+                self.strength[row] = min(max(float(strength), 0.0), 1.0)
+                self.active[row] = not archived
+                self.kind[row] = self._kinds.setdefault(kind, len(self._kinds) + 1)
+                self.project[row] = self._projects.setdefault(project, len(self._projects) + 1)
+        self._bias = None
+
+    def _load_all(self, rows: int) -> None:
+        """A full load, vectorised: SQLite concatenates each column, numpy parses it, so
+        100k memories load without creating a Python object per value."""
+        conn = self.store.conn
+        where = "WHERE vec_row IS NOT NULL AND vec_row < ?"
+        cols = conn.execute(
+            "SELECT group_concat(vec_row), group_concat(id), "
+            "group_concat((julianday(last_touched) - 2440587.5) * 86400.0), "
+            "group_concat(strength), group_concat(archived), "
+            "group_concat(kind, char(31)), group_concat(ifnull(project, ''), char(31)) "
+            f"FROM episodes {where}", (rows,)
+        ).fetchone()
+        if cols[0] is None:
+            return
+        at = _ints(cols[0])
+        ids = _ints(cols[1])
+        self.ids[at] = ids
+        self._row_of.update(zip(ids.tolist(), at.tolist()))
+        self.touched[at] = np.array(cols[2].split(","), dtype=np.float64)
+        self.strength[at] = np.clip(np.array(cols[3].split(","), dtype=np.float32), 0.0, 1.0)
+        self.active[at] = _ints(cols[4]) == 0
+        for text, codes, target in ((cols[5], self._kinds, self.kind), (cols[6], self._projects, self.project)):
+            names = text.split("\x1f")
+            for name in set(names):
+                codes.setdefault(name or None, len(codes) + 1)
+            target[at] = np.array([codes[name or None] for name in names], dtype=target.dtype)
 
     # --- scoring --------------------------------------------------------------------------
 
@@ -189,32 +219,33 @@ class RecallIndex:
         if self._rows == 0 or k <= 0:
             return []
         config = self.store.config
-        relevance = self.matrix @ query_vector
-        age = np.maximum(epoch(now) - self.touched, 0.0)
-        recency = np.exp2(-age / (config.recency_half_life_days * DAY))
-        score = (config.relevance_weight * relevance
-                 + config.recency_weight * recency
-                 + config.strength_weight * self.strength)
-        mask = self.active
+        if self._bias is None:
+            # strength's share of the score, and -inf for what may not be recalled
+            self._bias = (config.strength_weight * self.strength).astype(np.float32)
+            self._bias[~self.active] = -np.inf
+            self._days = (self.touched / DAY).astype(np.float64)
+        relevance = self.matrix @ query_vector  # float32, one BLAS pass: the bulk of the time
+        age = (epoch(now) / DAY) - self._days
+        np.maximum(age, 0.0, out=age)
+        recency = np.exp2(age.astype(np.float32) / np.float32(-config.recency_half_life_days))
+        score = relevance * np.float32(config.relevance_weight)
+        score += recency * np.float32(config.recency_weight)
+        score += self._bias
         if kinds:
             codes = [self._kinds[k_] for k_ in kinds if k_ in self._kinds]
-            mask = mask & np.isin(self.kind, codes)
+            score[~np.isin(self.kind, codes)] = -np.inf
         if project:
             codes = [code for name, code in self._projects.items() if _project_matches(name, project)]
-            mask = mask & np.isin(self.project, codes)
-        candidates = np.flatnonzero(mask)
-        if len(candidates) == 0:
-            return []
-        scores = score[candidates]
-        if len(candidates) > k:
-            top = np.argpartition(-scores, k - 1)[:k]
+            score[~np.isin(self.project, codes)] = -np.inf
+        if len(score) > k:
+            top = np.argpartition(-score, k - 1)[:k]
         else:
-            top = np.arange(len(candidates))
-        top = top[np.lexsort((candidates[top], -scores[top]))]
-        rows = candidates[top]
+            top = np.arange(len(score))
+        top = top[np.isfinite(score[top])]
+        top = top[np.lexsort((self.ids[top], -score[top]))]
         return [
             (int(self.ids[r]), float(score[r]), float(relevance[r]), float(recency[r]), float(self.strength[r]))
-            for r in rows
+            for r in top
         ]
 
     def note_touched(self, ids: list[int], now: datetime) -> None:
@@ -223,6 +254,12 @@ class RecallIndex:
             row = self._row_of.get(eid)
             if row is not None:
                 self.touched[row] = max(self.touched[row], t)
+                if self._bias is not None:
+                    self._days[row] = self.touched[row] / DAY
+
+
+def _ints(text: str) -> np.ndarray:
+    return np.array(text.split(","), dtype=np.int64)
 
 
 def _project_matches(name: str | None, wanted: str) -> bool:

@@ -157,6 +157,8 @@ CREATE INDEX episodes_session ON episodes (session_id);
 CREATE INDEX episodes_project ON episodes (project);
 CREATE INDEX episodes_transcript ON episodes (transcript_id);
 CREATE INDEX episodes_seq ON episodes (seq);
+-- Covers what recall loads, so loading 100k memories never reads their texts and vectors.
+CREATE INDEX episodes_recall ON episodes (vec_row, kind, project, last_touched, strength, archived);
 
 CREATE TRIGGER episodes_seq_insert AFTER INSERT ON episodes BEGIN
     UPDATE counters SET value = value + 1 WHERE name = 'episode_seq';
