@@ -272,7 +272,17 @@ def plan_install(ctx: Context, schedule: str = "auto", at: str = "03:17") -> Pla
             texts[path] = _read_json(path)
         raw, doc = texts[path]
         record = items.get(name)
-        ours = jsonedit.Addition.from_json(record["addition"]) if record and record.get("file") == str(path) else None
+        if record and record.get("file") != str(path):
+            # installed into another file before (``$CLAUDE_CONFIG_DIR`` changed since): move it
+            moved_from = Path(record["file"])
+            if moved_from not in texts:
+                texts[moved_from] = _read_json(moved_from)
+            old_raw, old_doc = texts[moved_from]
+            if old_raw is not None:
+                text, _ = jsonedit.remove_item(old_doc, jsonedit.Addition.from_json(record["addition"]), force=True)
+                texts[moved_from] = (old_raw, jsonedit.parse(text))
+            record = None
+        ours = jsonedit.Addition.from_json(record["addition"]) if record else None
         if ours is not None and ours.value == value and jsonedit.find_item(doc, ours)[0] == "present":
             continue  # installed, unchanged
         if ours is not None:  # an older value of ours (another data folder, a moved venv): take it out first
@@ -313,7 +323,7 @@ def plan_install(ctx: Context, schedule: str = "auto", at: str = "03:17") -> Pla
             backup = _backup_path(ctx, stamp, "", path)
             files[str(path)]["backups"] = [*files[str(path)].get("backups", []), str(backup)]
         mode = 0o600 if path == ctx.claude_json else 0o644
-        label = "MCP server, user scope" if path == ctx.claude_json else "SessionEnd hook"
+        label = "MCP server, user scope" if path.name == ".claude.json" else "SessionEnd hook"
         changes.append(WriteFile(path, raw, after, mode, backup_to=backup, label=label))
 
     scheduler = ctx.scheduler(at)
@@ -380,12 +390,13 @@ def plan_uninstall(ctx: Context, force: bool = False) -> Plan:
         if files.get(str(path), {}).get("created") and json.loads(doc.body) == {}:
             after = None  # we created the file and it holds nothing else: remove it
         if after != raw:
-            label = "MCP server, user scope" if path == ctx.claude_json else "SessionEnd hook"
+            label = "MCP server, user scope" if path.name == ".claude.json" else "SessionEnd hook"
             backup = _backup_path(ctx, stamp, "uninstall-", path)
             changes.append(WriteFile(path, raw, after, backup_to=backup, label=label))
 
     for directory in sorted(manifest.get("created_dirs", []), key=lambda d: len(Path(d).parts), reverse=True):
-        changes.append(RemoveDir(Path(directory)))
+        if Path(directory).is_dir():
+            changes.append(RemoveDir(Path(directory)))
 
     scheduler = ctx.scheduler()
     try:
@@ -397,7 +408,7 @@ def plan_uninstall(ctx: Context, force: bool = False) -> Plan:
 
     remaining = None
     if left:
-        remaining = dict(manifest, items=left, schedule={"kind": "none"}, created_dirs=[])
+        remaining = dict(manifest, items=left, schedule={"kind": "none"})
     return Plan(
         "uninstall",
         changes,

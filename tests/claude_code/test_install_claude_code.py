@@ -326,3 +326,18 @@ def test_a_moved_installation_updates_its_entries_in_place(claude_home, data, en
     claude_code.execute(new, claude_code.plan_uninstall(new))
     assert (claude_home / ".claude.json").read_text() == CLAUDE_JSON
     assert (claude_home / ".claude" / "settings.json").read_bytes() == SETTINGS_JSON.encode()
+
+
+def test_setting_claude_config_dir_later_moves_the_entries(claude_home, data, env, tmp_path):
+    before = snapshot(claude_home)
+    _install(data, env)
+    config_dir = tmp_path / "claude-config"
+    config_dir.mkdir()
+    moved = dict(env, CLAUDE_CONFIG_DIR=str(config_dir))
+    _install(data, moved)
+    assert snapshot(claude_home) == before  # taken out of ~/.claude.json and ~/.claude/settings.json
+    assert load(config_dir / ".claude.json")["mcpServers"]["openmemory"]
+    assert len(_hook_commands(load(config_dir / "settings.json"))) == 1
+    _uninstall(data, moved)
+    assert snapshot(config_dir) == {}
+    assert snapshot(claude_home) == before
