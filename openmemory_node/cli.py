@@ -1,0 +1,444 @@
+"""``openmemory-node``: the commons node's command line.
+
+    openmemory-node [--home DIR] init [--listen MULTIADDR]... [--bootstrap MULTIADDR]... [--api HOST:PORT]
+    openmemory-node [--home DIR] start [--listen M]... [--bootstrap M]... [--api HOST:PORT] [--log-level L]
+    openmemory-node [--home DIR] id | peers | status | config          [--json]
+    openmemory-node [--home DIR] records [--type T] [--kind K] [--status S] [--limit N] [--json]
+    openmemory-node [--home DIR] show ID [--json]
+    openmemory-node [--home DIR] publish --text TEXT --kind KIND [--strength X] [--derived-from ID]... [--json]
+    openmemory-node [--home DIR] fetch ID [--peer PEER_ID] [--json]
+
+Exit codes: 0 done; 1 error; 2 bad usage; 3 no daemon running on this data folder;
+4 not found; 5 refused (the record is invalid: the message says why).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any, NoReturn
+
+from . import config as config_mod
+from .client import ApiError, ApiUnavailable, Client
+
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_NO_DAEMON, EXIT_NOT_FOUND, EXIT_REFUSED = 0, 1, 2, 3, 4, 5
+
+
+class CliError(Exception):
+    def __init__(self, message: str, code: int = EXIT_ERROR):
+        super().__init__(message)
+        self.code = code
+
+
+def _print_json(obj: Any) -> None:
+    json.dump(obj, sys.stdout, indent=2, sort_keys=False, default=str)
+    sys.stdout.write("\n")
+
+
+def _when(ts: float | None) -> str:
+    if not ts:
+        return "-"
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
+
+
+def _home(args: argparse.Namespace) -> Path:
+    return config_mod.resolve_home(args.home)
+
+
+def _client(args: argparse.Namespace) -> Client:
+    try:
+        return Client.for_home(_home(args))
+    except ApiUnavailable as exc:
+        raise CliError(str(exc), EXIT_NO_DAEMON) from None
+
+
+def _call(client: Client, method: str, path: str, body: Any = None) -> Any:
+    try:
+        return client.request(method, path, body)
+    except ApiUnavailable as exc:
+        raise CliError(str(exc), EXIT_NO_DAEMON) from None
+    except ApiError as exc:
+        code = {404: EXIT_NOT_FOUND, 422: EXIT_REFUSED}.get(exc.status, EXIT_ERROR)
+        raise CliError(f"{exc.code}: {exc.message}", code) from None
+
+
+def _load_config(args: argparse.Namespace) -> config_mod.Config:
+    try:
+        return config_mod.load(_home(args))
+    except config_mod.ConfigError as exc:
+        raise CliError(str(exc)) from None
+
+
+def _apply_overrides(cfg: config_mod.Config, args: argparse.Namespace) -> config_mod.Config:
+    import dataclasses
+
+    node = cfg.node
+    if getattr(args, "listen", None):
+        node = dataclasses.replace(node, listen=list(args.listen))
+    if getattr(args, "bootstrap", None):
+        node = dataclasses.replace(node, bootstrap=list(dict.fromkeys(node.bootstrap + args.bootstrap)))
+    cfg = dataclasses.replace(cfg, node=node)
+    if getattr(args, "api", None):
+        cfg = dataclasses.replace(cfg, api=dataclasses.replace(cfg.api, address=args.api))
+    log = cfg.log
+    if getattr(args, "log_level", None):
+        log = dataclasses.replace(log, level=args.log_level)
+    if getattr(args, "log_format", None):
+        log = dataclasses.replace(log, format=args.log_format)
+    cfg = dataclasses.replace(cfg, log=log)
+    try:
+        config_mod.validate(cfg)
+    except config_mod.ConfigError as exc:
+        raise CliError(str(exc), EXIT_USAGE) from None
+    return cfg
+
+
+def _check_multiaddrs(addrs: list[str], need_peer_id: bool) -> None:
+    import multiaddr
+
+    for addr in addrs:
+        try:
+            maddr = multiaddr.Multiaddr(addr)
+        except Exception as exc:
+            raise CliError(f"{addr!r} is not a multiaddr: {exc}", EXIT_USAGE) from None
+        if need_peer_id and "/p2p/" not in str(maddr):
+            raise CliError(f"bootstrap address {addr!r} must end in /p2p/<peer id>", EXIT_USAGE)
+
+
+# -- commands ---------------------------------------------------------------------------------
+
+def cmd_init(args: argparse.Namespace) -> int:
+    from .home import init_home
+
+    home = _home(args)
+    cfg = _apply_overrides(_load_config(args), args)
+    _check_multiaddrs(cfg.node.listen, False)
+    _check_multiaddrs(cfg.node.bootstrap, True)
+    existed = (home / config_mod.CONFIG_FILE).exists()
+    if existed and (args.listen or args.bootstrap or args.api):
+        config_mod.write(home, cfg)  # explicit options update an existing configuration
+    try:
+        ident, created = init_home(home, cfg)
+    except Exception as exc:
+        raise CliError(str(exc)) from None
+    info = {"home": str(home), "peer_id": ident.peer_id, "public_key": ident.public_key.hex(),
+            "created": created, "config": str(home / config_mod.CONFIG_FILE)}
+    if args.json:
+        _print_json(info)
+    else:
+        verb = "initialised" if created else "already initialised"
+        print(f"{verb} {home}")
+        print(f"peer id   {ident.peer_id}")
+        print(f"config    {info['config']}")
+    return EXIT_OK
+
+
+def cmd_start(args: argparse.Namespace) -> int:
+    import trio
+
+    from . import log
+    from .daemon import Daemon, DaemonError
+    from .home import HomeError
+    from .identity import IdentityError
+
+    home = _home(args)
+    cfg = _apply_overrides(_load_config(args), args)
+    _check_multiaddrs(cfg.node.listen, False)
+    _check_multiaddrs(cfg.node.bootstrap, True)
+    log.setup(cfg.log.level, cfg.log.libp2p_level, cfg.log.format)
+    try:
+        daemon = Daemon(home, cfg)
+    except (IdentityError, DaemonError, HomeError) as exc:
+        raise CliError(str(exc)) from None
+    try:
+        trio.run(daemon.run)
+    except BaseException as exc:
+        # trio wraps a task's error in exception groups: report the first one plainly.
+        leaf = exc
+        while isinstance(leaf, BaseExceptionGroup) and leaf.exceptions:
+            leaf = leaf.exceptions[0]
+        if isinstance(leaf, DaemonError):
+            raise CliError(str(leaf)) from None
+        if isinstance(leaf, OSError):  # e.g. the listen or API port is taken
+            raise CliError(f"cannot start: {leaf}") from None
+        if isinstance(leaf, KeyboardInterrupt):
+            return 130
+        raise
+    return EXIT_OK
+
+
+def cmd_id(args: argparse.Namespace) -> int:
+    home = _home(args)
+    try:
+        info = Client.for_home(home).get("/v1/node")
+        running = True
+    except (ApiUnavailable, ApiError):
+        from .identity import IdentityError, load
+
+        try:
+            ident = load(home)
+        except IdentityError as exc:
+            raise CliError(str(exc)) from None
+        cfg = _load_config(args)
+        info = {"peer_id": ident.peer_id, "public_key": ident.public_key.hex(),
+                "addrs": [f"{a}/p2p/{ident.peer_id}" for a in cfg.node.listen]}
+        running = False
+    info["running"] = running
+    if args.json:
+        _print_json(info)
+    elif args.quiet:
+        print(info["peer_id"])
+    else:
+        print(f"peer id     {info['peer_id']}")
+        print(f"public key  {info['public_key']}")
+        print("listening" if running else "would listen (not running)")
+        for addr in info["addrs"]:
+            print(f"  {addr}")
+    return EXIT_OK
+
+
+def _shown_as_json(args: argparse.Namespace, data: Any) -> bool:
+    """With --json, print ``data`` and say so; the caller then prints nothing else."""
+    if args.json:
+        _print_json(data)
+    return bool(args.json)
+
+
+def cmd_peers(args: argparse.Namespace) -> int:
+    data = _call(_client(args), "GET", "/v1/peers")
+    if _shown_as_json(args, data):
+        return EXIT_OK
+    if not data["peers"]:
+        print("no peers known")
+    for p in data["peers"]:
+        state = "connected" if p["connected"] else "not connected"
+        if p["graylisted"]:
+            state += ", GRAYLISTED"
+        print(f"{p['peer_id']}  {state}  score {p['score']:g}  mesh {len(p['mesh'])} topics")
+        for addr in p["addrs"][:3]:
+            print(f"    {addr}")
+    return EXIT_OK
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    data = _call(_client(args), "GET", "/v1/status")
+    if _shown_as_json(args, data):
+        return EXIT_OK
+    print(f"peer id    {data['peer_id']}  (up {data['uptime']:.0f} s)")
+    peers = data["peers"]
+    print(f"peers      {peers['connected']} connected, {peers['known']} known, "
+          f"{len(peers['graylisted'])} graylisted")
+    for type_, statuses in sorted(data["records"].items()):
+        parts = ", ".join(f"{n} {s}" for s, n in sorted(statuses.items()))
+        print(f"records    {type_}: {parts}")
+    if not data["records"]:
+        print("records    none")
+    g = data["gossip"]
+    print(f"gossip     {g['published']} published, {g['outbox']} waiting, {g['dropped']} dropped")
+    ing = data["ingest"]
+    print(f"received   {ing['accepted']} accepted, {ing['duplicates']} duplicates")
+    for code, row in sorted(data["rejections"].items()):
+        print(f"refused    {code}: {row['count']} (last from {row['last_peer'] or 'local'})")
+    return EXIT_OK
+
+
+def _records_offline(args: argparse.Namespace) -> Any:
+    from .api import record_view
+    from .store import DB_FILE, Store
+
+    home = _home(args)
+    if not (home / DB_FILE).exists():
+        raise CliError(f"no store at {home} (run openmemory-node init)", EXIT_NO_DAEMON)
+    store = Store.open(home)
+    try:
+        if args.command == "show":
+            from . import wire
+
+            try:
+                idb = wire.parse_id(args.id)
+            except wire.WireError as exc:
+                raise CliError(exc.message, EXIT_USAGE) from None
+            row = store.get_by_idb(idb)
+            if row is None:
+                raise CliError(f"not-found: no record {args.id} here", EXIT_NOT_FOUND)
+            return record_view(row)
+        rows = store.list(type=args.type, kind=args.kind, status=args.status, limit=args.limit)
+        return {"records": [record_view(r) for r in rows]}
+    finally:
+        store.close()
+
+
+def _via_api_or_store(args: argparse.Namespace, path: str) -> Any:
+    try:
+        client = Client.for_home(_home(args))
+        return client.get(path)
+    except ApiUnavailable:
+        return _records_offline(args)
+    except ApiError as exc:
+        code = {404: EXIT_NOT_FOUND, 400: EXIT_USAGE}.get(exc.status, EXIT_ERROR)
+        raise CliError(f"{exc.code}: {exc.message}", code) from None
+
+
+def _text_of(view: dict[str, Any]) -> str:
+    record = view.get("record") or {}
+    if "text" in record:
+        return record["text"]
+    for key in ("lesson_id", "target", "subject"):
+        if key in record:
+            return f"{key} {record[key][:16]}"
+    return ""
+
+
+def cmd_records(args: argparse.Namespace) -> int:
+    from urllib.parse import urlencode
+
+    query = {k: v for k, v in (("type", args.type), ("kind", args.kind), ("status", args.status),
+                               ("limit", args.limit)) if v is not None}
+    data = _via_api_or_store(args, "/v1/records?" + urlencode(query))
+    if _shown_as_json(args, data):
+        return EXIT_OK
+    for v in data["records"]:
+        text = _text_of(v)
+        if len(text) > 70:
+            text = text[:67] + "..."
+        print(f"{v['id'][:16]}  {v['type']:<11} {(v['kind'] or '-'):<11} {v['status']:<10} "
+              f"{_when(v['arrived'])}  {text}")
+    if not data["records"]:
+        print("no records", file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    data = _via_api_or_store(args, f"/v1/records/{args.id}")
+    if _shown_as_json(args, data):
+        return EXIT_OK
+    _print_record(data)
+    return EXIT_OK
+
+
+def _print_record(v: dict[str, Any]) -> None:
+    print(f"id          {v['id']}")
+    print(f"type        {v['type']}" + (f" ({v['kind']})" if v.get("kind") else ""))
+    print(f"status      {v['status']}")
+    print(f"arrived     {_when(v['arrived'])} via {v['via']}"
+          + (f" from {v['from_peer']}" if v.get("from_peer") else ""))
+    print(f"duplicates  {v['duplicates']}")
+    record = v.get("record") or {}
+    for key, value in record.items():
+        if key in ("id", "type", "kind"):
+            continue
+        print(f"  {key:<12} {value}")
+
+
+def cmd_publish(args: argparse.Namespace) -> int:
+    body: dict[str, Any] = {"text": args.text, "kind": args.kind, "strength": args.strength}
+    if args.provenance:
+        body["provenance"] = args.provenance
+    if args.derived_from:
+        body["derived_from"] = args.derived_from
+    data = _call(_client(args), "POST", "/v1/lessons", body)
+    if not _shown_as_json(args, data):
+        state = "already known" if data.get("duplicate") else "published (queued for gossip)"
+        print(f"{data['id']}  {state}")
+    return EXIT_OK
+
+
+def cmd_fetch(args: argparse.Namespace) -> int:
+    body = {"id": args.id}
+    if args.peer:
+        body["peer"] = args.peer
+    data = _call(_client(args), "POST", "/v1/fetch", body)
+    if not _shown_as_json(args, data):
+        print(f"found (from {data['fetched']['from']})")
+        _print_record(data)
+    return EXIT_OK
+
+
+def cmd_config(args: argparse.Namespace) -> int:
+    cfg = _load_config(args)
+    if args.json:
+        _print_json(cfg.to_dict())
+    else:
+        sys.stdout.write(config_mod.render(cfg))
+    return EXIT_OK
+
+
+# -- parser -----------------------------------------------------------------------------------
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="openmemory-node",
+        description="The Open Memory commons node: a libp2p daemon that gossips signed lessons.",
+        epilog="Exit codes: 0 done, 1 error, 2 usage, 3 no daemon running, 4 not found, 5 refused.",
+    )
+    parser.add_argument("--home", help="data folder (default: $OPENMEMORY_NODE_HOME, else "
+                        "$XDG_DATA_HOME/openmemory-node)")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, help: str, fn: Any, json_flag: bool = True) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help, description=help)
+        p.set_defaults(fn=fn)
+        if json_flag:
+            p.add_argument("--json", action="store_true", help="print JSON")
+        return p
+
+    def network_options(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--listen", action="append", metavar="MULTIADDR",
+                       help="listen address, e.g. /ip4/127.0.0.1/tcp/4771 (repeatable; "
+                       "replaces the configured ones)")
+        p.add_argument("--bootstrap", action="append", metavar="MULTIADDR",
+                       help="peer to dial, ending in /p2p/<peer id> (repeatable; added to the "
+                       "configured ones)")
+        p.add_argument("--api", metavar="HOST:PORT", help="local API address (port 0: any free one)")
+
+    p = command("init", "create the data folder: key (0600), API token, config.toml", cmd_init)
+    network_options(p)
+    p = command("start", "run the daemon in the foreground (SIGINT/SIGTERM stop it)", cmd_start,
+                json_flag=False)
+    network_options(p)
+    p.add_argument("--log-level", choices=["debug", "info", "warning", "error"])
+    p.add_argument("--log-format", choices=["text", "json"])
+    p = command("id", "print the peer id and listen addresses", cmd_id)
+    p.add_argument("-q", "--quiet", action="store_true", help="print the peer id only")
+    command("peers", "list connected and known peers, with scores", cmd_peers)
+    command("status", "counts of records, peers, gossip and refusals", cmd_status)
+    command("config", "print the effective configuration (defaults filled in)", cmd_config)
+    p = command("records", "list stored records, newest first", cmd_records)
+    p.add_argument("--type", choices=["lesson", "attestation", "revocation", "vouch"])
+    p.add_argument("--kind", help="lesson kind, e.g. correction")
+    p.add_argument("--status", help="e.g. candidate")
+    p.add_argument("--limit", type=int, default=100)
+    p = command("show", "show one record by id", cmd_show)
+    p.add_argument("id")
+    p = command("publish", "sign a lesson with the node's key, store it and gossip it", cmd_publish)
+    p.add_argument("--text", required=True, help="an observation, never an instruction")
+    p.add_argument("--kind", required=True, help="e.g. correction, error")
+    p.add_argument("--strength", type=float, default=1.0)
+    p.add_argument("--provenance", help="64 hex digits committing to the source episodes")
+    p.add_argument("--derived-from", action="append", metavar="ID")
+    p = command("fetch", "ask peers for a record by id", cmd_fetch)
+    p.add_argument("id")
+    p.add_argument("--peer", help="ask only this peer id")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> NoReturn:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        code = args.fn(args)
+    except CliError as exc:
+        print(f"openmemory-node {args.command}: {exc}", file=sys.stderr)
+        code = exc.code
+    except KeyboardInterrupt:
+        code = 130
+    except BrokenPipeError:
+        code = EXIT_OK
+    sys.exit(code)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,247 @@
+"""Where the node keeps its files, and its TOML configuration.
+
+The data folder is ``--home DIR``, else ``$OPENMEMORY_NODE_HOME``, else
+``$XDG_DATA_HOME/openmemory-node`` (``~/.local/share/openmemory-node``). It holds:
+
+    config.toml     this configuration (written by ``init``; every key optional)
+    identity.key    the node's Ed25519 key (mode 0600)
+    api.token       the local API's bearer token (mode 0600)
+    node.db         the SQLite store (WAL mode: node.db-wal, node.db-shm beside it)
+    node.lock       held by the running daemon (one daemon per folder)
+    api.addr        the running daemon's API address (removed on exit)
+    node.addrs      the running daemon's listen multiaddrs, one per line
+
+Unknown keys are an error, so that a typo does not silently fall back to a default.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from .policy import Limits
+
+CONFIG_FILE = "config.toml"
+DEFAULT_LISTEN = "/ip4/0.0.0.0/tcp/4771"
+DEFAULT_API = "127.0.0.1:4772"
+
+
+class ConfigError(Exception):
+    pass
+
+
+def resolve_home(home: str | os.PathLike | None = None) -> Path:
+    if home:
+        return Path(home).expanduser().resolve()
+    env = os.environ.get("OPENMEMORY_NODE_HOME")
+    if env:
+        return Path(env).expanduser().resolve()
+    xdg = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return (Path(xdg).expanduser() / "openmemory-node").resolve()
+
+
+@dataclass
+class NodeSection:
+    listen: list[str] = field(default_factory=lambda: [DEFAULT_LISTEN])
+    bootstrap: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ApiSection:
+    address: str = DEFAULT_API  # HOST:PORT; port 0 picks a free one (see api.addr)
+
+
+@dataclass
+class LogSection:
+    level: str = "info"
+    libp2p_level: str = "warning"
+    format: str = "text"  # "text" (key=value) or "json" (one object per line)
+
+
+@dataclass
+class GossipSection:
+    degree: int = 6
+    degree_low: int = 4
+    degree_high: int = 12
+    heartbeat_interval: int = 1
+    outbound_queue: int = 1024  # per-peer outbound RPC queue (py-libp2p default: 32)
+    seen_ttl: int = 120
+    publish_queue_high_water: int = 256  # pace local publishing above this queue depth
+
+
+@dataclass
+class ReconnectSection:
+    interval: float = 1.0  # how often the loop looks for peers to re-dial
+    backoff_initial: float = 1.0
+    backoff_max: float = 60.0
+    dial_timeout: float = 10.0
+
+
+@dataclass
+class FetchSection:
+    max_requests_per_stream: int = 16
+    request_timeout: float = 10.0
+    max_concurrent_streams: int = 64
+
+
+@dataclass
+class Config:
+    node: NodeSection = field(default_factory=NodeSection)
+    api: ApiSection = field(default_factory=ApiSection)
+    log: LogSection = field(default_factory=LogSection)
+    gossip: GossipSection = field(default_factory=GossipSection)
+    reconnect: ReconnectSection = field(default_factory=ReconnectSection)
+    fetch: FetchSection = field(default_factory=FetchSection)
+    limits: Limits = field(default_factory=Limits)
+
+    def api_host_port(self) -> tuple[str, int]:
+        return parse_host_port(self.api.address)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+_SECTION_TYPES = {
+    "node": NodeSection,
+    "api": ApiSection,
+    "log": LogSection,
+    "gossip": GossipSection,
+    "reconnect": ReconnectSection,
+    "fetch": FetchSection,
+    "limits": Limits,
+}
+
+
+def parse_host_port(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not host:
+        raise ConfigError(f"API address {text!r} is not HOST:PORT")
+    host = host.strip("[]")
+    try:
+        number = int(port)
+    except ValueError:
+        raise ConfigError(f"API address {text!r}: port {port!r} is not a number")
+    if not 0 <= number <= 65535:
+        raise ConfigError(f"API address {text!r}: port out of range")
+    return host, number
+
+
+def _coerce(section: str, name: str, default: Any, value: Any) -> Any:
+    if isinstance(default, bool):
+        ok = isinstance(value, bool)
+    elif isinstance(default, float):
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        value = float(value) if ok else value
+    elif isinstance(default, int):
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif isinstance(default, str):
+        ok = isinstance(value, str)
+    elif isinstance(default, list):
+        ok = isinstance(value, list) and all(isinstance(v, str) for v in value)
+    else:
+        ok = True
+    if not ok:
+        raise ConfigError(
+            f"[{section}] {name} = {value!r}: expected {type(default).__name__}"
+        )
+    return value
+
+
+def from_dict(data: dict[str, Any]) -> Config:
+    config = Config()
+    for section, values in data.items():
+        if section not in _SECTION_TYPES:
+            raise ConfigError(f"unknown section [{section}] (known: {', '.join(_SECTION_TYPES)})")
+        if not isinstance(values, dict):
+            raise ConfigError(f"[{section}] must be a table")
+        current = getattr(config, section)
+        known = {f.name for f in fields(current)}
+        changes = {}
+        for name, value in values.items():
+            if name not in known:
+                raise ConfigError(f"unknown key {name!r} in [{section}] (known: {', '.join(sorted(known))})")
+            changes[name] = _coerce(section, name, getattr(current, name), value)
+        setattr(config, section, dataclasses.replace(current, **changes))
+    validate(config)
+    return config
+
+
+def validate(config: Config) -> None:
+    config.api_host_port()
+    if config.log.format not in ("text", "json"):
+        raise ConfigError("[log] format must be \"text\" or \"json\"")
+    g = config.gossip
+    if not (0 < g.degree_low <= g.degree <= g.degree_high):
+        raise ConfigError("[gossip] needs 0 < degree_low <= degree <= degree_high")
+    if g.heartbeat_interval < 1:
+        raise ConfigError("[gossip] heartbeat_interval is a whole number of seconds >= 1")
+    lim = config.limits
+    if lim.ungraylist_penalty > lim.graylist_penalty:
+        raise ConfigError("[limits] ungraylist_penalty must not exceed graylist_penalty")
+    for name in ("peer_rate", "peer_burst", "author_rate", "author_burst", "fetch_rate",
+                 "fetch_burst", "penalty_half_life", "max_record_bytes"):
+        if getattr(lim, name) <= 0:
+            raise ConfigError(f"[limits] {name} must be positive")
+
+
+def load(home: Path) -> Config:
+    path = Path(home) / CONFIG_FILE
+    if not path.exists():
+        return Config()
+    try:
+        data = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: {exc}")
+    try:
+        return from_dict(data)
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}")
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    raise TypeError(value)
+
+
+_COMMENTS = {
+    "node": "libp2p listen addresses, and peers to dial at start and re-dial when they drop",
+    "api": "the local HTTP API (JSON, /v1/...): loopback only; clients send the token in api.token",
+    "log": "structured logs on stderr; libp2p_level sets py-libp2p's own loggers",
+    "gossip": "GossipSub mesh parameters (heartbeat in whole seconds)",
+    "reconnect": "re-dialling known and bootstrap peers with exponential backoff (seconds)",
+    "fetch": "the /openmemory/fetch/1.0.0 stream protocol",
+    "limits": "admission policy: sizes, clock skew, rate limits (per second), scoring penalties",
+}
+
+
+def render(config: Config) -> str:
+    lines = [
+        "# openmemory-node configuration (TOML). Every key is optional: a missing key takes",
+        "# the default shown by `openmemory-node config`. Unknown keys are an error.",
+    ]
+    for section, values in config.to_dict().items():
+        lines.append("")
+        lines.append(f"# {_COMMENTS[section]}")
+        lines.append(f"[{section}]")
+        for name, value in values.items():
+            lines.append(f"{name} = {_toml_value(value)}")
+    return "\n".join(lines) + "\n"
+
+
+def write(home: Path, config: Config) -> Path:
+    path = Path(home) / CONFIG_FILE
+    tmp = path.with_suffix(".toml.tmp")
+    tmp.write_text(render(config))
+    os.replace(tmp, path)
+    return path

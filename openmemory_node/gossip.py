@@ -1,0 +1,293 @@
+"""GossipSub for records: one topic per record type, message id = record id.
+
+What this adds to py-libp2p 0.8.1 (see /work/shared/notes/py-libp2p-0.8.1.md):
+
+* **Message id = record id** (``msg_id_constructor``): the multihash (sha2-256) of the
+  message data, which for a record is its id. The same record published by two nodes, or
+  replayed, is one message.
+* **Full validation in the topic validator**, synchronously: the ingest pipeline validates,
+  applies the node policy, stores and commits; only an accepted record is forwarded.
+  py-libp2p's validation cache is disabled: it is keyed by message id, and a forged message
+  carrying a real record's id must not be able to poison it.
+* **Duplicates are counted**: a message the seen-cache already knows still reaches
+  :meth:`NodePubsub.push_msg`, which counts it against the record before dropping it.
+* **Scoring**: the node's ledger is GossipSub's application-specific score (P6).
+* **No silent drops**: the per-peer outbound queue is raised from 32 to
+  ``gossip.outbound_queue``, local publishing is paced (author token bucket, queue depth,
+  a mesh peer present), and every RPC the router still drops is counted and logged.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections import deque
+from contextlib import asynccontextmanager
+from typing import Any, AsyncIterator, Callable
+
+import trio
+from libp2p.peer.id import ID
+from libp2p.pubsub.gossipsub import PROTOCOL_ID_V11, PROTOCOL_ID_V12, GossipSub
+from libp2p.pubsub.pb import rpc_pb2
+from libp2p.pubsub.pubsub import Pubsub
+from libp2p.pubsub.score import ScoreParams, TopicScoreParams
+from libp2p.tools.anyio_service import background_trio_service
+
+from . import wire
+from .config import GossipSection
+from .ingest import Ingest
+from .log import event
+from .policy import WRONG_TOPIC, Limits, TokenBucket
+
+log = logging.getLogger(__name__)
+
+TOPIC_PREFIX = "/openmemory/1/"
+RECORD_TYPES = ("lesson", "attestation", "revocation", "vouch")
+
+
+#: A node publishes at this fraction of the per-author rate and burst its peers enforce.
+PACING_MARGIN = 0.8
+
+
+def topic_for(record_type: str) -> str:
+    return TOPIC_PREFIX + record_type
+
+
+TOPICS = tuple(topic_for(t) for t in RECORD_TYPES)
+_TOPIC_TYPE = {topic_for(t): t for t in RECORD_TYPES}
+
+
+def message_id(msg: rpc_pb2.Message) -> bytes:
+    """The GossipSub message id: the record id, the multihash of the message's bytes."""
+    return wire.record_id(msg.data)
+
+
+class _NoValidationCache:
+    def get(self, msg_id: bytes) -> None:
+        return None
+
+    def put(self, msg_id: bytes, result: Any) -> None:
+        pass
+
+    def clear_expired(self) -> None:
+        pass
+
+
+class NodePubsub(Pubsub):
+    def __init__(self, *args: Any, outbound_queue: int = 1024,
+                 on_seen: Callable[[ID, rpc_pb2.Message], None] | None = None, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.validation_cache = _NoValidationCache()  # type: ignore[assignment]
+        self.outbound_queue = outbound_queue
+        self.on_seen = on_seen
+
+    async def push_msg(self, msg_forwarder: ID, msg: rpc_pb2.Message) -> None:
+        if self.on_seen is not None and self._is_msg_seen(msg):
+            self.on_seen(msg_forwarder, msg)
+            return
+        await super().push_msg(msg_forwarder, msg)
+
+    async def _handle_new_peer(self, peer_id: ID) -> None:
+        await super()._handle_new_peer(peer_id)
+        queue = self.peer_queues.get(peer_id)
+        if queue is not None:
+            queue._queue.max_size = max(queue._queue.max_size, self.outbound_queue)
+
+
+class NodeGossipSub(GossipSub):
+    dropped: int = 0
+
+    def _handle_dropped_rpc(self, peer_id: ID, rpc: rpc_pb2.RPC, reason: str) -> None:
+        if rpc.publish:
+            self.dropped += len(rpc.publish)
+            event(log, logging.WARNING, "outbound gossip dropped", peer=str(peer_id),
+                  reason=reason, messages=len(rpc.publish))
+        super()._handle_dropped_rpc(peer_id, rpc, reason)
+
+
+def score_params(limits: Limits, app_score: Callable[[ID], float]) -> ScoreParams:
+    """GossipSub peer scoring, as documented in PROTOCOL.md.
+
+    Only P6 (application-specific, weight 1) carries weight: it is minus the node ledger's
+    decaying penalty. P1-P3 rewards would let a peer buy credit with cheap valid traffic;
+    py-libp2p's P4 counts every refusal (it cannot tell "reject" from "ignore") and, like
+    every py-libp2p counter, is forgotten when the peer disconnects. P5 and P7 stay off
+    (P7 would punish peers behind one NAT, and every test peer shares 127.0.0.1).
+    """
+    off = TopicScoreParams(weight=0.0, cap=0.0, decay=1.0)
+    threshold = -limits.graylist_penalty
+    return ScoreParams(
+        p1_time_in_mesh=off,
+        p2_first_message_deliveries=off,
+        p3_mesh_message_deliveries=off,
+        p4_invalid_messages=off,
+        p5_behavior_penalty_weight=0.0,
+        p6_appl_slack_weight=1.0,
+        p6_appl_slack_decay=1.0,
+        p7_ip_colocation_weight=0.0,
+        publish_threshold=threshold / 2,
+        gossip_threshold=threshold / 2,
+        graylist_threshold=threshold,
+        accept_px_threshold=0.0,
+        app_specific_score_fn=app_score,
+    )
+
+
+class Gossip:
+    """The node's GossipSub: services, topic validators, and the paced local publisher."""
+
+    def __init__(
+        self,
+        host: Any,
+        ingest: Ingest,
+        settings: GossipSection,
+        *,
+        author: bytes,
+        clock: Callable[[], float],
+    ):
+        self.host = host
+        self.ingest = ingest
+        self.settings = settings
+        self.author = author
+        self.clock = clock
+        self.my_id = host.get_id()
+        limits = ingest.policy.limits
+        self.router = NodeGossipSub(
+            protocols=[PROTOCOL_ID_V12, PROTOCOL_ID_V11],
+            degree=settings.degree,
+            degree_low=settings.degree_low,
+            degree_high=settings.degree_high,
+            heartbeat_interval=settings.heartbeat_interval,
+            score_params=score_params(limits, self._app_score),
+            spam_protection_enabled=False,  # trap 2: our policy limits rates instead
+            adaptive_gossip_enabled=False,  # it stretches the heartbeat to 30-60 s
+            eclipse_protection_enabled=False,  # needs distinct IPs; loopback has one
+        )
+        self.pubsub = NodePubsub(
+            host,
+            self.router,
+            strict_signing=True,
+            msg_id_constructor=message_id,
+            seen_ttl=settings.seen_ttl,
+            outbound_queue=settings.outbound_queue,
+            on_seen=self._on_seen,
+            max_inbound_rpc_size=max(64 * 1024, 4 * limits.max_record_bytes + 4096),
+        )
+        for topic in TOPICS:
+            self.pubsub.set_topic_validator(topic, self._validator, False)
+        self._outbox: deque[tuple[str, str, bytes]] = deque()
+        self._outbox_event = trio.Event()
+        # Pace our own publishing below the author limit every peer applies, so that timing
+        # jitter between hops never pushes an honest author over it (PACING_MARGIN).
+        self._author_bucket = TokenBucket(limits.author_rate * PACING_MARGIN,
+                                          max(1.0, limits.author_burst * PACING_MARGIN))
+        self.published = 0
+        self.delivered = 0  # messages handed to our subscriptions (accepted or own)
+
+    # -- scoring --------------------------------------------------------------------------
+    def _app_score(self, peer: ID) -> float:
+        return self.ingest.policy.score(peer.to_base58(), self.clock())
+
+    def score(self, peer: ID) -> float:
+        return self.router.scorer.score(peer, list(TOPICS)) if self.router.scorer else 0.0
+
+    def is_graylisted(self, peer: ID) -> bool:
+        scorer = self.router.scorer
+        return bool(scorer and scorer.is_graylisted(peer, list(TOPICS)))
+
+    # -- validation -----------------------------------------------------------------------
+    def _validator(self, forwarder: ID, msg: rpc_pb2.Message) -> bool:
+        if forwarder == self.my_id:
+            return True  # our own publish: validated and stored before it was queued
+        peer = forwarder.to_base58()
+        if len(msg.topicIDs) != 1:
+            self.ingest.charge(peer, self.ingest.policy.bad_input(WRONG_TOPIC, "one topic per message"))
+            return False
+        expect = _TOPIC_TYPE.get(msg.topicIDs[0])
+        try:
+            outcome = self.ingest.accept(
+                msg.data, peer=peer, originated=(msg.from_id == forwarder.to_bytes()),
+                via="gossip", expect_type=expect,
+            )
+        except Exception:  # e.g. the disk is full: refuse (not forwarded), say why, go on
+            log.exception("could not store a record from %s; refused it", peer)
+            return False
+        return outcome.accepted
+
+    def _on_seen(self, forwarder: ID, msg: rpc_pb2.Message) -> None:
+        # Only accepted records are marked seen, so the message id is a stored record's id.
+        self.ingest.store.count_duplicate(message_id(msg))
+        self.ingest.stats["duplicate"] += 1
+
+    # -- running --------------------------------------------------------------------------
+    @asynccontextmanager
+    async def services(self) -> AsyncIterator[None]:
+        """Run pubsub and the router; enter this BEFORE host.run() (trap 3)."""
+        async with background_trio_service(self.pubsub):
+            async with background_trio_service(self.router):
+                yield
+
+    async def run(self) -> None:
+        """Subscribe to every topic, drain the subscriptions, run the paced publisher."""
+        await self.pubsub.wait_until_ready()
+        async with trio.open_nursery() as nursery:
+            for topic in TOPICS:
+                subscription = await self.pubsub.subscribe(topic)
+                nursery.start_soon(self._drain, subscription)
+            for row in self.ingest.store.unpublished(self.author.hex()):
+                self._outbox.append((row.id, row.type, row.data))
+            self._outbox_event.set()
+            nursery.start_soon(self._publisher)
+
+    async def _drain(self, subscription: Any) -> None:
+        # Records are stored by the validator; reading keeps the 32-slot channel empty.
+        async for _msg in subscription:
+            self.delivered += 1
+
+    def publish(self, record_id: str, record_type: str, data: bytes) -> None:
+        """Queue a stored local record for gossip (the publisher paces it)."""
+        self._outbox.append((record_id, record_type, data))
+        self._outbox_event.set()
+
+    @property
+    def outbox_size(self) -> int:
+        return len(self._outbox)
+
+    async def _publisher(self) -> None:
+        while True:
+            if not self._outbox:
+                self._outbox_event = trio.Event()
+                await self._outbox_event.wait()
+                continue
+            record_id, record_type, data = self._outbox[0]
+            topic = topic_for(record_type)
+            await self._wait_for_mesh(topic)
+            wait = self._author_bucket.wait_time(self.clock())
+            if wait > 0 and math.isfinite(wait):
+                await trio.sleep(wait)
+            await self._wait_for_queues()
+            self._author_bucket.take(self.clock())
+            await self.pubsub.publish(topic, data)
+            self._outbox.popleft()
+            self.ingest.store.mark_published(record_id)
+            self.published += 1
+            event(log, logging.DEBUG, "published", id=record_id, topic=topic)
+
+    def live_mesh(self, topic: str) -> set[ID]:
+        """Mesh peers with an open connection (the mesh forgets a dead peer a little later)."""
+        connections = self.host.get_network().connections
+        return {p for p in self.router.mesh.get(topic, ()) if connections.get(p)}
+
+    async def _wait_for_mesh(self, topic: str) -> None:
+        # Publishing into an empty mesh reaches nobody: wait for a connected peer in it.
+        while not self.live_mesh(topic):
+            await trio.sleep(0.05)
+
+    async def _wait_for_queues(self) -> None:
+        high = self.settings.publish_queue_high_water
+        while any(len(q) >= high for q in list(self.pubsub.peer_queues.values())):
+            await trio.sleep(0.01)
+
+    # -- views ----------------------------------------------------------------------------
+    def mesh_topics(self, peer: ID) -> list[str]:
+        return sorted(t for t, peers in self.router.mesh.items() if peer in peers)

@@ -1,0 +1,160 @@
+"""The one path by which a record enters the node, whoever brings it.
+
+Gossip (the topic validator), fetch responses, the local API and, later, sync all call
+:meth:`Ingest.accept` with the exact bytes they received. In order: the cheap policy checks
+(graylist, rate per peer, size), the duplicate check (the id is the hash of the bytes, so
+it needs no decoding), the wire format's full validation (encoding, schema, version,
+signature, clock skew, the observation rule), the rate per author, then the record is stored and committed, and its status rules applied. Only then
+does the caller forward it. Every refusal is counted by code and charged to the sending
+peer's ledger according to :mod:`openmemory_node.policy`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from . import wire
+from .log import event
+from .policy import DUPLICATE, WRONG_TOPIC, Action, NodePolicy, Verdict
+from .status import ArrivalStatus, StatusRules
+from .store import Store
+
+log = logging.getLogger(__name__)
+
+LOG_EVERY = 10.0
+
+
+@dataclass(frozen=True)
+class Outcome:
+    verdict: Verdict
+    record: Any = None  # the decoded record when the bytes were valid
+
+    @property
+    def accepted(self) -> bool:
+        return self.verdict.action is Action.ACCEPT
+
+
+class Ingest:
+    def __init__(
+        self,
+        store: Store,
+        policy: NodePolicy,
+        *,
+        clock: Callable[[], float] = time.time,
+        status_rules: StatusRules | None = None,
+        on_graylist: Callable[[str], None] | None = None,
+        on_accept: Callable[[Any, str, str | None], None] | None = None,
+    ):
+        self.store = store
+        self.policy = policy
+        self.clock = clock
+        self.status_rules = status_rules or ArrivalStatus()
+        self.on_graylist = on_graylist
+        self.on_accept_hooks: list[Callable[[Any, str, str | None], None]] = []
+        if on_accept:
+            self.on_accept_hooks.append(on_accept)
+        self.stats: Counter[str] = Counter()  # "accept", "duplicate", "reject:<code>", ...
+        # Refusals are logged at WARNING at most once per (peer, code) per LOG_EVERY seconds;
+        # the rest at DEBUG (a flood must not become a flood of log lines).
+        self._last_warned: dict[tuple[str | None, str], tuple[float, int]] = {}
+
+    def accept(
+        self, data: bytes, *, peer: str | None, originated: bool = False, via: str = "gossip",
+        expect_type: str | None = None, solicited: bool = False,
+    ) -> Outcome:
+        """Validate ``data`` received from ``peer`` (None: this node) and store it if new.
+
+        ``originated`` says whether ``peer`` is also the message's origin (it published it
+        rather than relayed it); it matters only for the rate limit per peer.
+        ``expect_type`` is the record type the channel carries (a gossip topic is typed).
+        ``solicited`` records (answers to our own fetch or sync requests) skip the rate
+        limits: we chose to ask for them; size, validation and the graylist still apply.
+        """
+        now = self.clock()
+        if peer is not None:
+            early = self.policy.admit_message(len(data), peer, originated, now, solicited)
+            if early is not None:
+                return self._refuse(early, peer, None)
+        idb = wire.record_id(data)
+        if self.store.has_idb(idb):  # byte-identical to a stored, hence valid, record
+            self.store.count_duplicate(idb)
+            self.stats["duplicate"] += 1
+            return Outcome(DUPLICATE, None)
+        try:
+            record = wire.validate(data, now=int(now), max_skew=self.policy.limits.max_clock_skew)
+        except wire.WireError as exc:
+            return self._refuse(self.policy.wire_rejected(exc.code, str(exc)), peer, None)
+        if expect_type is not None and record.record_type != expect_type:
+            return self._refuse(self.policy.bad_input(
+                WRONG_TOPIC, f"a {record.record_type} on the {expect_type} topic"), peer, record)
+        if peer is not None and not solicited:
+            verdict = self.policy.admit_author(record.signer, now)
+            if not verdict.accepted:
+                return self._refuse(verdict, peer, record)
+        return self.store_new(record, data, via=via, peer=peer)
+
+    def store_new(self, record: Any, data: bytes, *, via: str, peer: str | None) -> Outcome:
+        """Store an already validated record and apply its status rules."""
+        now = self.clock()
+        added = self.store.add(
+            id=record.id, idb=record.id_bytes, type=record.record_type,
+            kind=getattr(record, "kind", None), author=record.signer.hex(),
+            created=record.created, data=data, via=via, from_peer=peer,
+            status=self.status_rules.initial(record), arrived=now,
+        )
+        if not added:  # lost a race with another path: it is a duplicate after all
+            self.store.count_duplicate(record.id_bytes)
+            self.stats["duplicate"] += 1
+            return Outcome(DUPLICATE, record)
+        changes = list(self.status_rules.after_accept(record, self.store, now))
+        if changes:
+            self.store.set_status(changes)
+        self.stats["accept"] += 1
+        event(log, logging.INFO, "record accepted", id=record.id, type=record.record_type,
+              via=via, peer=peer or "local")
+        for hook in self.on_accept_hooks:
+            try:
+                hook(record, via, peer)
+            except Exception:  # a hook must never undo an accepted record
+                log.exception("on_accept hook failed")
+        return Outcome(Verdict(Action.ACCEPT, "ok"), record)
+
+    def _refuse(self, verdict: Verdict, peer: str | None, record: Any) -> Outcome:
+        self.stats[f"{verdict.action.value}:{verdict.code}"] += 1
+        self.store.count_rejection(verdict.code, peer, verdict.detail)
+        self._log_refusal(verdict, peer)
+        if self.policy.account(peer, verdict, self.clock()) and peer is not None:
+            event(log, logging.WARNING, "peer graylisted", peer=peer,
+                  penalty=round(self.policy.ledger.penalty(peer, self.clock()), 1))
+            if self.on_graylist:
+                self.on_graylist(peer)
+        return Outcome(verdict, record)
+
+    def _log_refusal(self, verdict: Verdict, peer: str | None) -> None:
+        message = f"record {verdict.action.value}ed"
+        if verdict.action is not Action.REJECT:
+            event(log, logging.DEBUG, message, code=verdict.code, peer=peer or "local",
+                  detail=verdict.detail[:160])
+            return
+        now = self.clock()
+        key = (peer, verdict.code)
+        last, suppressed = self._last_warned.get(key, (-LOG_EVERY, 0))
+        if now - last < LOG_EVERY:
+            self._last_warned[key] = (last, suppressed + 1)
+            event(log, logging.DEBUG, message, code=verdict.code, peer=peer or "local",
+                  detail=verdict.detail[:160])
+            return
+        if len(self._last_warned) > 10_000:
+            self._last_warned.clear()
+        self._last_warned[key] = (now, 0)
+        extra = {"suppressed_since_last": suppressed} if suppressed else {}
+        event(log, logging.WARNING, message, code=verdict.code, peer=peer or "local",
+              detail=verdict.detail[:160], **extra)
+
+    def charge(self, peer: str, verdict: Verdict) -> None:
+        """Charge a verdict reached outside :meth:`accept` (e.g. a fetch protocol abuse)."""
+        self._refuse(verdict, peer, None)

@@ -1,0 +1,310 @@
+"""The node's own SQLite file: every record it accepted, by id, and what it knows of peers.
+
+One file, ``node.db``, in WAL mode with ``synchronous=NORMAL``: a transaction is durable
+once committed against a killed process (``kill -9``); only a power loss can take the last
+few. The node commits a record *before* it forwards it or answers for it, so a record
+accepted is never lost.
+
+Tables (inspect them with ``sqlite-utils`` or ``sqlite3``):
+
+``records``
+    ``id`` (text, primary key), ``idb`` (the id's bytes), ``type``, ``kind`` (lessons),
+    ``author`` (hex Ed25519 key), ``created`` (the record's own time), ``arrived`` (this
+    node's clock), ``via`` (local, gossip, fetch, api), ``from_peer`` (the peer that
+    delivered it first), ``status``, ``status_changed``, ``duplicates`` (how many more
+    times it arrived), ``last_duplicate``, ``published`` (local records: when gossiped),
+    ``size`` and ``data`` (the exact bytes received; the record is decoded from them).
+``peers``
+    known peers, their addresses, where we learned them and when we last saw them.
+``rejections``
+    one row per refusal code: how many, when last, from whom, why.
+
+Schema changes go in :data:`MIGRATIONS` (append only); ``PRAGMA user_version`` says how
+many have run.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+import sqlite_utils
+
+DB_FILE = "node.db"
+
+
+def _m1(db: sqlite_utils.Database) -> None:
+    db["records"].create(
+        {
+            "id": str, "idb": bytes, "type": str, "kind": str, "author": str,
+            "created": int, "arrived": float, "via": str, "from_peer": str,
+            "status": str, "status_changed": float, "duplicates": int,
+            "last_duplicate": float, "published": float, "size": int, "data": bytes,
+        },
+        pk="id",
+        not_null={"idb", "type", "author", "created", "arrived", "via", "status", "size", "data"},
+        defaults={"duplicates": 0},
+    )
+    db["records"].create_index(["idb"], unique=True)
+    db["records"].create_index(["type", "status"])
+    db["records"].create_index(["kind"])
+    db["records"].create_index(["author"])
+    db["peers"].create(
+        {
+            "peer_id": str, "addrs": str, "source": str, "first_seen": float,
+            "last_connected": float, "last_disconnected": float,
+        },
+        pk="peer_id",
+    )
+    db["rejections"].create(
+        {"code": str, "count": int, "last_at": float, "last_peer": str, "last_detail": str},
+        pk="code",
+    )
+
+
+#: Append-only list of schema migrations; entry i takes the schema from version i to i+1.
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_m1]
+
+
+@dataclass(frozen=True)
+class StoredRecord:
+    id: str
+    type: str
+    kind: str | None
+    author: str
+    created: int
+    arrived: float
+    via: str
+    from_peer: str | None
+    status: str
+    duplicates: int
+    published: float | None
+    data: bytes
+    seq: int
+
+    def meta(self) -> dict[str, Any]:
+        return {
+            "id": self.id, "type": self.type, "kind": self.kind, "author": self.author,
+            "created": self.created, "arrived": self.arrived, "via": self.via,
+            "from_peer": self.from_peer, "status": self.status, "duplicates": self.duplicates,
+            "published": self.published, "size": len(self.data), "seq": self.seq,
+        }
+
+
+_COLUMNS = "rowid, id, type, kind, author, created, arrived, via, from_peer, status, duplicates, published, data"
+
+
+def _row(row: tuple) -> StoredRecord:
+    seq, id_, type_, kind, author, created, arrived, via, from_peer, status, dups, published, data = row
+    return StoredRecord(id_, type_, kind, author, created, arrived, via, from_peer, status,
+                        dups or 0, published, bytes(data), seq)
+
+
+class Store:
+    def __init__(self, path: Path, clock: Callable[[], float] = time.time):
+        self.path = Path(path)
+        self.clock = clock
+        conn = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False)
+        self.db = sqlite_utils.Database(conn)
+        self.conn = conn
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("PRAGMA busy_timeout=5000")
+        self._migrate()
+        # Counters flushed in batches (flush()): duplicates and refusals are frequent and
+        # losing the last second of them on a crash loses no record.
+        self._dup: Counter[bytes] = Counter()  # keyed by id bytes
+        self._dup_last: dict[bytes, float] = {}
+        self._rej: Counter[str] = Counter()
+        self._rej_last: dict[str, tuple[float, str | None, str]] = {}
+
+    @classmethod
+    def open(cls, home: Path, clock: Callable[[], float] = time.time) -> "Store":
+        return cls(Path(home) / DB_FILE, clock)
+
+    def _migrate(self) -> None:
+        version = self.conn.execute("PRAGMA user_version").fetchone()[0]
+        for index in range(version, len(MIGRATIONS)):
+            with self.db.conn:
+                self.conn.execute("BEGIN IMMEDIATE")
+                MIGRATIONS[index](self.db)
+                self.conn.execute(f"PRAGMA user_version={index + 1}")
+
+    def close(self) -> None:
+        try:
+            self.flush()
+        finally:
+            self.conn.close()
+
+    # -- records --------------------------------------------------------------------------
+    def add(
+        self, *, id: str, idb: bytes, type: str, kind: str | None, author: str, created: int,
+        data: bytes, via: str, from_peer: str | None, status: str,
+        arrived: float | None = None,
+    ) -> bool:
+        """Insert a record and commit. False (and nothing written) if the id is known."""
+        now = self.clock() if arrived is None else arrived
+        cur = self.conn.execute(
+            "INSERT OR IGNORE INTO records (id, idb, type, kind, author, created, arrived, via,"
+            " from_peer, status, status_changed, duplicates, size, data)"
+            " VALUES (?,?,?,?,?,?,?,?,?,?,?,0,?,?)",
+            (id, idb, type, kind, author, created, now, via, from_peer, status, now, len(data), data),
+        )
+        return cur.rowcount == 1
+
+    def has(self, id: str) -> bool:
+        return self.conn.execute("SELECT 1 FROM records WHERE id=?", (id,)).fetchone() is not None
+
+    def has_idb(self, idb: bytes) -> bool:
+        return self.conn.execute("SELECT 1 FROM records WHERE idb=?", (idb,)).fetchone() is not None
+
+    def get(self, id: str) -> StoredRecord | None:
+        row = self.conn.execute(f"SELECT {_COLUMNS} FROM records WHERE id=?", (id,)).fetchone()
+        return _row(row) if row else None
+
+    def get_by_idb(self, idb: bytes) -> StoredRecord | None:
+        row = self.conn.execute(f"SELECT {_COLUMNS} FROM records WHERE idb=?", (idb,)).fetchone()
+        return _row(row) if row else None
+
+    def data_by_idb(self, idb: bytes) -> bytes | None:
+        row = self.conn.execute("SELECT data FROM records WHERE idb=?", (idb,)).fetchone()
+        return bytes(row[0]) if row else None
+
+    def list(
+        self, *, type: str | None = None, kind: str | None = None, status: str | None = None,
+        author: str | None = None, limit: int = 100, before_seq: int | None = None,
+        after_seq: int | None = None,
+    ) -> list[StoredRecord]:
+        where, args = [], []
+        for column, value in (("type", type), ("kind", kind), ("status", status), ("author", author)):
+            if value is not None:
+                where.append(f"{column}=?")
+                args.append(value)
+        if before_seq is not None:
+            where.append("rowid<?")
+            args.append(before_seq)
+        if after_seq is not None:
+            where.append("rowid>?")
+            args.append(after_seq)
+        sql = f"SELECT {_COLUMNS} FROM records"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        order = "ASC" if after_seq is not None else "DESC"
+        sql += f" ORDER BY rowid {order} LIMIT ?"
+        args.append(int(limit))
+        return [_row(r) for r in self.conn.execute(sql, args)]
+
+    def ids(self) -> list[str]:
+        return [r[0] for r in self.conn.execute("SELECT id FROM records ORDER BY id")]
+
+    def count(self, **where: str) -> int:
+        clause = " AND ".join(f"{k}=?" for k in where)
+        sql = "SELECT count(*) FROM records" + (f" WHERE {clause}" if clause else "")
+        return self.conn.execute(sql, list(where.values())).fetchone()[0]
+
+    def counts(self) -> dict[str, dict[str, int]]:
+        out: dict[str, dict[str, int]] = {}
+        for type_, status, n in self.conn.execute(
+            "SELECT type, status, count(*) FROM records GROUP BY type, status"
+        ):
+            out.setdefault(type_, {})[status] = n
+        return out
+
+    def set_status(self, changes: Iterable[tuple[str, str]]) -> int:
+        """Apply (id, status) pairs in one transaction; returns how many rows changed."""
+        now = self.clock()
+        changed = 0
+        with self.conn:
+            self.conn.execute("BEGIN IMMEDIATE")
+            for id_, status in changes:
+                cur = self.conn.execute(
+                    "UPDATE records SET status=?, status_changed=? WHERE id=? AND status<>?",
+                    (status, now, id_, status),
+                )
+                changed += cur.rowcount
+        return changed
+
+    def unpublished(self, author: str) -> list[StoredRecord]:
+        rows = self.conn.execute(
+            f"SELECT {_COLUMNS} FROM records WHERE via='local' AND published IS NULL"
+            " AND author=? ORDER BY rowid", (author,)
+        )
+        return [_row(r) for r in rows]
+
+    def mark_published(self, id: str) -> None:
+        self.conn.execute("UPDATE records SET published=? WHERE id=?", (self.clock(), id))
+
+    # -- counters (batched) ---------------------------------------------------------------
+    def count_duplicate(self, idb: bytes) -> None:
+        """Count one more arrival of a stored record (by its id bytes)."""
+        self._dup[idb] += 1
+        self._dup_last[idb] = self.clock()
+
+    def count_rejection(self, code: str, peer: str | None, detail: str) -> None:
+        self._rej[code] += 1
+        self._rej_last[code] = (self.clock(), peer, detail[:200])
+
+    def flush(self) -> None:
+        if not self._dup and not self._rej:
+            return
+        dup, dup_last, rej, rej_last = self._dup, self._dup_last, self._rej, self._rej_last
+        self._dup, self._dup_last, self._rej, self._rej_last = Counter(), {}, Counter(), {}
+        with self.conn:
+            self.conn.execute("BEGIN IMMEDIATE")
+            for idb, n in dup.items():
+                self.conn.execute(
+                    "UPDATE records SET duplicates=duplicates+?, last_duplicate=? WHERE idb=?",
+                    (n, dup_last[idb], idb),
+                )
+            for code, n in rej.items():
+                at, peer, detail = rej_last[code]
+                self.conn.execute(
+                    "INSERT INTO rejections (code, count, last_at, last_peer, last_detail)"
+                    " VALUES (?,?,?,?,?) ON CONFLICT(code) DO UPDATE SET count=count+excluded.count,"
+                    " last_at=excluded.last_at, last_peer=excluded.last_peer,"
+                    " last_detail=excluded.last_detail",
+                    (code, n, at, peer, detail),
+                )
+
+    def rejections(self) -> dict[str, dict[str, Any]]:
+        self.flush()
+        return {
+            row["code"]: {k: row[k] for k in ("count", "last_at", "last_peer", "last_detail")}
+            for row in self.db["rejections"].rows
+        }
+
+    # -- peers ----------------------------------------------------------------------------
+    def remember_peer(self, peer_id: str, addrs: list[str], source: str) -> None:
+        now = self.clock()
+        existing = self.db["peers"].rows_where("peer_id=?", [peer_id])
+        row = next(iter(existing), None)
+        if row is None:
+            self.db["peers"].insert(
+                {"peer_id": peer_id, "addrs": json.dumps(sorted(set(addrs))), "source": source,
+                 "first_seen": now, "last_connected": None, "last_disconnected": None}
+            )
+            return
+        merged = sorted(set(json.loads(row["addrs"] or "[]")) | set(addrs))
+        # A bootstrap peer stays a bootstrap peer.
+        new_source = row["source"] if row["source"] == "bootstrap" else source
+        self.db["peers"].update(peer_id, {"addrs": json.dumps(merged), "source": new_source})
+
+    def peer_event(self, peer_id: str, connected: bool) -> None:
+        column = "last_connected" if connected else "last_disconnected"
+        self.conn.execute(f"UPDATE peers SET {column}=? WHERE peer_id=?", (self.clock(), peer_id))
+
+    def known_peers(self) -> list[dict[str, Any]]:
+        out = []
+        for row in self.db["peers"].rows:
+            row = dict(row)
+            row["addrs"] = json.loads(row["addrs"] or "[]")
+            out.append(row)
+        return out
+
+    def forget_peer(self, peer_id: str) -> None:
+        self.conn.execute("DELETE FROM peers WHERE peer_id=?", (peer_id,))
