@@ -16,7 +16,8 @@ When an original shrinks or its earlier bytes change, its archive is not overwri
 is renamed ``<name>.superseded-<UTC time>.gz`` beside it (kept, and ignored by rebuilds),
 and a new archive starts.
 
-Crash safety: a member is compressed into ``<home>/tmp`` first, then appended inside
+Crash safety: a member is compressed first (in memory, or in ``<home>/tmp`` when large),
+then appended inside
 the store transaction that records the new archive size; an archive longer than its
 recorded size (a process killed between the append and the commit) is truncated back to
 the recorded size before the next append, and one shorter than recorded (a power loss
@@ -92,22 +93,34 @@ class MemberWriter:
     leaves is invisible to readers.
     """
 
+    #: Compressed bytes kept in memory; a larger member spills to a file in ``tmp_dir``.
+    SPILL = 8 << 20
+
     def __init__(self, tmp_dir: Path, level: int = 1):
-        tmp_dir.mkdir(parents=True, exist_ok=True)
-        fd, name = _mkstemp(tmp_dir)
-        self.path = Path(name)
-        self._file = os.fdopen(fd, "w+b")
+        self._tmp_dir = tmp_dir
+        self.path: Path | None = None  # set when the member spilled to a file
+        self._file = io.BytesIO()
         self._level = level
         self._zip = _compressor(level)
         self._open = False  # bytes written to the current member
         self.raw_bytes = 0
         self._mark: tuple[int, int] | None = None
 
+    def _spill(self) -> None:
+        self._tmp_dir.mkdir(parents=True, exist_ok=True)
+        fd, name = _mkstemp(self._tmp_dir)
+        spilled = os.fdopen(fd, "w+b")
+        spilled.write(self._file.getvalue())
+        self._file = spilled
+        self.path = Path(name)
+
     def write(self, data: bytes) -> None:
         if data:
             self._file.write(self._zip.compress(data))
             self.raw_bytes += len(data)
             self._open = True
+            if self.path is None and self._file.tell() > self.SPILL:
+                self._spill()
 
     def _end_member(self) -> None:
         if self._open:
@@ -135,19 +148,49 @@ class MemberWriter:
         """End the last member; return the compressed size (0 if nothing was written)."""
         self._end_member()
         self._file.flush()
-        size = self._file.tell()
+        return self._file.tell()
+
+    def copy_to(self, out) -> None:
+        """Write the finished member(s) to the binary file ``out``."""
+        if self.path is None:
+            out.write(self._file.getbuffer())
+            return
+        self._file.seek(0)
+        while True:
+            chunk = self._file.read(_CHUNK)
+            if not chunk:
+                break
+            out.write(chunk)
+
+    def detach(self) -> bytes | str | None:
+        """Finish and hand the member over: its bytes, or the path of its spilled file
+        (the caller then owns and deletes that file); None when nothing was written."""
+        size = self.finish()
+        if size == 0:
+            self.discard()
+            return None
+        if self.path is None:
+            data = self._file.getvalue()
+            self._file.close()
+            return data
         self._file.close()
-        return size
+        return str(self.path)
+
+    def getvalue(self) -> bytes:
+        buffer = io.BytesIO()
+        self.copy_to(buffer)
+        return buffer.getvalue()
 
     def discard(self) -> None:
         try:
             self._file.close()
-        except OSError:
+        except (OSError, ValueError):
             pass
-        try:
-            self.path.unlink()
-        except OSError:
-            pass
+        if self.path is not None:
+            try:
+                self.path.unlink()
+            except OSError:
+                pass
 
 
 def _compressor(level: int):
@@ -188,15 +231,26 @@ class ArchiveFile:
                 f.flush()
                 os.fsync(f.fileno())
 
-    def append_member(self, member_path: Path, *, fsync: bool = False) -> int:
-        """Append a finished member file; return the new archive size."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path, "ab") as out, open(member_path, "rb") as src:
-            while True:
-                chunk = src.read(_CHUNK)
-                if not chunk:
-                    break
-                out.write(chunk)
+    def append_member(self, member, *, fsync: bool = False) -> int:
+        """Append finished member(s): a MemberWriter, bytes, or the path of a member file.
+        Return the new archive size."""
+        try:
+            out = open(self.path, "ab")
+        except FileNotFoundError:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            out = open(self.path, "ab")
+        with out:
+            if isinstance(member, MemberWriter):
+                member.copy_to(out)
+            elif isinstance(member, (bytes, bytearray, memoryview)):
+                out.write(member)
+            else:
+                with open(member, "rb") as src:
+                    while True:
+                        chunk = src.read(_CHUNK)
+                        if not chunk:
+                            break
+                        out.write(chunk)
             out.flush()
             if fsync:
                 os.fsync(out.fileno())

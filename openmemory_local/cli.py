@@ -330,8 +330,8 @@ def build_parser() -> argparse.ArgumentParser:
                        "Returned memories are touched (use keeps them alive).")
     p.add_argument("query", help="what to remember, in words")
     p.add_argument("-k", type=int, default=5, help="how many (default 5)")
-    p.add_argument("--kind", action="append", choices=["session", "error", "correction"],
-                   help="only this kind (repeatable)")
+    p.add_argument("--kind", action="append", metavar="KIND",
+                   help="only this kind: session, error, correction (repeatable)")
     p.add_argument("--project", help="only this project (path, last path part, or Claude Code folder name)")
     p.add_argument("--no-touch", action="store_true", help="do not record this recall")
     p.set_defaults(func=cmd_recall)

@@ -14,7 +14,7 @@ Its layout::
       vectors/                embedding matrix files (a cache of the store, rebuilt if lost)
       archive/claude-code/    the kept raw stream: one gzip file per transcript, mirroring
                               the transcript's absolute path (…/<session>.jsonl.gz)
-      tmp/                    archive members being written (emptied on the next run)
+      tmp/                    large archive members being written (removed after use)
 
 Claude Code transcripts are found under ``$CLAUDE_CONFIG_DIR/projects`` when that
 variable is set (Claude Code's own setting), else ``~/.claude/projects``.
@@ -134,7 +134,7 @@ def default_sources(environ=None) -> tuple[Path, ...]:
     return (Path(env.get("HOME") or Path.home()) / ".claude" / "projects",)
 
 
-def _env_int(env, name: str, default: int) -> int:
+def _env_int(env, name: str, default: int | None, allow_zero: bool = False) -> int | None:
     raw = env.get(name)
     if raw in (None, ""):
         return default
@@ -142,8 +142,8 @@ def _env_int(env, name: str, default: int) -> int:
         value = int(raw)
     except ValueError:
         raise ConfigError(f"${name} must be an integer, not {raw!r}") from None
-    if value <= 0:
-        raise ConfigError(f"${name} must be positive, not {raw!r}")
+    if value < 0 or (value == 0 and not allow_zero):
+        raise ConfigError(f"${name} must be {'zero or more' if allow_zero else 'positive'}, not {raw!r}")
     return value
 
 

@@ -343,7 +343,7 @@ def command_heads(command: str) -> list[str]:
     subcommands the subcommand is kept (``git push``, ``mix test``, ``python -m pytest``).
     """
     heads = []
-    first_line = command.strip().splitlines()[0] if command.strip() else ""
+    first_line = _first_line(command)
     for segment in _split_shell(first_line):
         words = [w for w in segment.split() if not _ENV_ASSIGN.match(w)]
         while words and words[0] in ("sudo", "time", "env", "nohup", "exec", "timeout"):
@@ -389,6 +389,10 @@ def project_dir(cwd: str | None) -> str | None:
     return re.sub(r"[^A-Za-z0-9]", "-", cwd)
 
 
+def _first_line(text: str) -> str:
+    return text.lstrip().split("\n", 1)[0].rstrip()
+
+
 def _clip(text: str, n: int) -> str:
     text = " ".join(text[: 4 * n + 64].split())
     return text if len(text) <= n else text[: n - 1].rstrip() + "\u2026"
@@ -403,8 +407,8 @@ def _rel(path: str, cwd: str | None) -> str:
 # --- the builder --------------------------------------------------------------------
 
 _MAX_PENDING = 512
-_MAX_RESOLVED = 512
-_MAX_REFS = 1024
+_MAX_RESOLVED = 128
+_MAX_REFS = 512
 _MAX_STATEMENTS = 32
 _MAX_LIST = 40
 _MAX_FAILURES = 20
@@ -555,7 +559,8 @@ class EpisodeBuilder:
             return
         index = s.next_statement
         s.next_statement += 1
-        s.statements[str(index)] = {"text": _clip(text, 600), "line": ev.line}
+        said = _clip(text, 600)
+        s.statements[str(index)] = {"text": said, "line": ev.line}
         if len(s.statements) > 2 * _MAX_STATEMENTS:  # trim in batches: amortised O(1)
             live = set(s.refs.values()) | {index}
             for key in list(s.statements):
@@ -567,7 +572,7 @@ class EpisodeBuilder:
                 del s.statements[next(iter(s.statements))]
         s.last_statement = index
         self._link(ev.uid, ev.parent, index)
-        s.digest["last_agent"] = {"text": _clip(text, 400), "line": ev.line}
+        s.digest["last_agent"] = {"text": said if len(said) <= 400 else said[:399] + "\u2026", "line": ev.line}
         s.digest["last_event"] = "agent"
 
     def _count_turn(self, turn: str | None) -> None:
@@ -622,7 +627,7 @@ class EpisodeBuilder:
         if ev.shell and ev.command:
             for head in command_heads(ev.command):
                 d["commands"][head] = d["commands"].get(head, 0) + 1
-            line = _clip(ev.command.strip().splitlines()[0], 200)
+            line = _clip(_first_line(ev.command), 200)
             if line not in d["command_lines"] and len(d["command_lines"]) < _MAX_LIST:
                 d["command_lines"].append(line)
         for name, files in (("files_read", ev.files_read), ("files_edited", ev.files_edited)):
@@ -633,17 +638,18 @@ class EpisodeBuilder:
         if ev.tool in ("Task", "Agent") and ev.description:
             if len(d["delegations"]) < _MAX_LIST:
                 d["delegations"].append(_clip(ev.description, 120))
+        command = ev.command[:500]
         summary = {
             "tool": ev.tool,
-            "command": _clip(ev.command, 500),
-            "description": _clip(ev.description, 200),
+            "command": command,
+            "description": ev.description[:200],
             "line": ev.line,
             "ts": ev.ts,
         }
         s.pending[ev.call_id] = summary
         if len(s.pending) > _MAX_PENDING:
             del s.pending[next(iter(s.pending))]
-        s.last_action = {"tool": ev.tool, "command": _clip(ev.command, 200), "line": ev.line}
+        s.last_action = {"tool": ev.tool, "command": command[:200], "line": ev.line}
         d["last_event"] = "tool"
 
     def _on_result(self, ev: ToolReturned) -> None:

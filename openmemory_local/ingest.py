@@ -9,17 +9,22 @@ For each transcript (one transaction each):
    whose archive is missing or short is re-read whole to re-archive it. An unchanged file
    (same size and mtime) is not opened.
 2. Read complete lines only (a last line still being written is left for the next run),
-   copying every byte read into a new gzip member and parsing each line with the adapter
-   into events, and the events into episodes (:mod:`openmemory_local.episodes`). Bad
-   lines (invalid JSON, binary garbage, oversized lines, malformed records) are counted
-   by reason and skipped. A file in which no line looks like a transcript record is "not
-   a transcript": recorded and skipped until it changes.
+   copying every byte read into a gzip member and parsing each line with the adapter into
+   events, and the events into episodes (:mod:`openmemory_local.episodes`). Bad lines
+   (invalid JSON, binary garbage, oversized lines, malformed records) are counted by
+   reason and skipped. A file in which no line looks like a transcript record is "not a
+   transcript": recorded and skipped until it changes.
 3. Commit, under SQLite's write lock (``BEGIN IMMEDIATE``): check that no other process
    moved this transcript since step 1 (if one did, start again from step 1: that is how
    two concurrent ingests neither double-count nor corrupt), append the member to the
-   archive (fsync), append new vectors, upsert the episodes by ``(kind, key)`` (ids,
-   strength and touches survive a re-read), recompute the session episode from the
-   digests of all the session's transcripts, and save the resumable parser state.
+   archive, append new vectors, upsert the episodes by ``(kind, key)`` (ids, strength and
+   touches survive a re-read), save the resumable parser state, and mark the session
+   dirty.
+
+At the end of a run every dirty session's episode is re-merged from the digests of all
+its transcripts (one transaction each; a crash leaves the mark for the next run), the
+embedding matrix is compacted if needed, and the archive files written are flushed to
+disk.
 
 ``ingest(store, paths, now=...)`` is the Python API (the SessionEnd hook of a later issue
 calls ``openmemory ingest <transcript>``); :func:`rebuild_from_archive` recomputes
@@ -34,6 +39,7 @@ import os
 import stat
 import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -46,7 +52,8 @@ from .archive import ArchiveFile, ArchiveReader, MemberWriter, archive_relpath, 
 from .clock import ClockError, iso, parse_time
 from .embed import embed
 from .episodes import Episode, EpisodeBuilder, session_episode
-from .rawstream import HEAD_BYTES, TAIL_BYTES, Consumed, LineReader
+from .rawstream import HEAD_BYTES, TAIL_BYTES, Consumed, LineReader, chain_hash
+from .config import Config
 from .store import Store, dumps, loads
 from .vectors import VectorFile
 
@@ -129,7 +136,7 @@ class _Conflict(Exception):
 
 class _Skip(Exception):
     def __init__(self, status: str, reason: str):
-        super().__init__(reason)
+        super().__init__(status, reason)  # both in args: it crosses process boundaries
         self.status = status
         self.reason = reason
 
@@ -201,28 +208,61 @@ def ingest(
         files, problems, missing = discover(paths, ad)
         summary.missing_sources = missing
     summary.files.extend(problems)
-    _cleanup(store)
-    total_bytes = sum(_size(p) for p in files)
-    done_bytes = 0
-    for index, path in enumerate(files):
-        if progress:
-            progress(index, len(files), done_bytes, total_bytes, str(path))
+
+    def one(path: Path) -> FileResult:
         if before_file:
             before_file(path)
-        summary.files.append(_ingest_path(store, ad, path, now))
-        done_bytes += _size(path)
-    if progress:
-        progress(len(files), len(files), total_bytes, total_bytes, "")
-    _finish_run(store, iso(now), summary.sessions)
-    _sync(store, summary)
-    summary.seconds = time.perf_counter() - started
+        return _ingest_path(store, ad, path, now)
+
+    _run(store, summary, files, one, now, progress, started)
     return summary
 
 
+def _run(store: Store, summary: IngestSummary, items: list, one, now: datetime, progress, started: float,
+         sync: bool = True) -> None:
+    """Process files one by one (reporting progress by bytes), then merge the dirty
+    session episodes, compact the matrix and flush the archive."""
+    _cleanup(store)
+    sizes = [_size(store.config.home / item) for item in items]
+    total = sum(sizes)
+    done = 0
+    for index, item in enumerate(items):
+        if progress:
+            progress(index, len(items), done, total, str(item))
+        summary.files.append(one(item))
+        done += sizes[index]
+    if progress:
+        progress(len(items), len(items), total, total, "")
+    _finish_run(store, iso(now), summary.sessions)
+    if sync:
+        _sync(store, summary)
+    summary.seconds = time.perf_counter() - started
+
+
 def _sync(store: Store, summary: IngestSummary) -> None:
-    """Flush this run's archive appends to disk (``Config.archive_sync == "run"``)."""
-    if store.config.archive_sync == "run" and any(f.bytes for f in summary.files):
-        os.sync()
+    """Flush this run's archive appends to disk (``Config.archive_sync == "run"``): one
+    fsync per archive file written, several at a time (fsync waits on the disk, not the CPU)."""
+    if store.config.archive_sync != "run":
+        return
+    home = store.config.home
+    written = [home / archive_relpath(DEFAULT_ADAPTER, Path(f.path)) for f in summary.files if f.bytes]
+    if not written:
+        return
+
+    def flush(path: Path) -> None:
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:
+            return
+        try:
+            os.fsync(fd)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+
+    with ThreadPoolExecutor(max_workers=8, thread_name_prefix="openmemory-fsync") as pool:
+        list(pool.map(flush, written))
 
 
 def rebuild_from_archive(
@@ -237,20 +277,10 @@ def rebuild_from_archive(
     ad = ADAPTERS[adapter]
     home = store.config.home
     summary = IngestSummary(sources=[str(home / "archive" / ad.name)])
-    _cleanup(store)
     archives = list(iter_archives(home, ad.name))
-    total = sum(_size(home / rel) for rel in archives)
-    done = 0
-    for index, rel in enumerate(archives):
-        if progress:
-            progress(index, len(archives), done, total, rel)
-        summary.files.append(_rebuild_one(store, ad, rel, now))
-        done += _size(home / rel)
-    if progress:
-        progress(len(archives), len(archives), total, total, "")
-    _finish_run(store, iso(now), summary.sessions)
-    _sync(store, summary)
-    summary.seconds = time.perf_counter() - started
+    # Nothing is appended to the archive here (a damaged one is rewritten and synced).
+    _run(store, summary, archives, lambda rel: _rebuild_one(store, ad, rel, now), now, progress, started,
+         sync=False)
     return summary
 
 
@@ -281,7 +311,7 @@ def _cleanup(store: Store) -> None:
 
 @dataclass
 class _Plan:
-    mode: str  # new, append, unchanged, rewrite, rearchive, not_transcript
+    mode: str  # new, append, unchanged, rewrite, rearchive
     reason: str | None
     start: int
     start_line: int
@@ -291,23 +321,71 @@ class _Plan:
 
 @dataclass
 class _Parsed:
+    """What reading a transcript produced (plain data)."""
+
     consumed: int
     lines: int
-    sink: Consumed
-    parser: object
-    builder: EpisodeBuilder
-    episodes: list[Episode]
-    rejected: dict
     incomplete: bool
-    incomplete_head: bytes
-    member: MemberWriter | None
+    binary: bool  # nothing complete was read and the unread bytes are not text
+    head_hash: str
+    tail_hash: str
+    chunk_digest: bytes  # SHA-256 of the bytes read in this run
+    chunk_bytes: int
+    transcript_like: bool
+    role: str
+    agent_id: str | None
+    rejects: dict  # reason -> lines, all runs
+    rejected: dict  # reason -> lines, this run
+    state: dict
+    digest: dict
+    episodes: list
+    member: bytes | str | None  # the archive member: bytes, or a spilled file's path
+
+
+@dataclass
+class _Read:
+    """The outcome of reading one file (``_read_transcript``)."""
+
+    kind: str  # parsed, unchanged, stat (same bytes, new size/mtime), skip
+    size: int = 0
+    mtime: float = 0.0
+    status: str | None = None
+    reason: str | None = None
+    plan: _Plan | None = None
+    parsed: _Parsed | None = None
+
+
+@dataclass
+class _Job:
+    """Everything needed to read one transcript (plain data, no store)."""
+
+    path: str
+    adapter: str
+    config: Config
+    relpath: str
+    row: dict | None
+
+
+_ROW_FIELDS = ("status", "size", "mtime", "consumed_bytes", "consumed_lines", "head_hash", "tail_hash",
+               "archive_bytes", "state")
+
+
+def _job(store: Store, ad, path: Path, row: dict | None) -> _Job:
+    subset = {k: row[k] for k in _ROW_FIELDS} if row else None
+    return _Job(str(path), ad.name, store.config, archive_relpath(ad.name, path), subset)
 
 
 def _ingest_path(store: Store, ad, path: Path, now: datetime) -> FileResult:
+    """Read and commit one file, retrying when a concurrent ingest moved it first."""
     result = FileResult(str(path), "failed")
     for _attempt in range(_RETRIES):
         try:
-            return _ingest_once(store, ad, path, now)
+            row0 = _transcript_row(store, str(path))
+            outcome = _read_transcript(_job(store, ad, path, row0))
+            try:
+                return _apply(store, ad, path, row0, outcome, now)
+            finally:
+                _drop_member(outcome)
         except _Conflict:
             continue
         except _Skip as skip:
@@ -331,6 +409,14 @@ def _ingest_path(store: Store, ad, path: Path, now: datetime) -> FileResult:
     return result
 
 
+def _drop_member(outcome: _Read) -> None:
+    if outcome.parsed is not None and isinstance(outcome.parsed.member, str):
+        try:
+            os.unlink(outcome.parsed.member)
+        except OSError:
+            pass
+
+
 def _transcript_row(store: Store, path: str) -> dict | None:
     cur = store.conn.execute("SELECT * FROM transcripts WHERE path = ?", (path,))
     row = cur.fetchone()
@@ -346,37 +432,35 @@ def _fingerprint(row: dict | None) -> tuple:
             row["size"], row["mtime"])
 
 
-def _ingest_once(store: Store, ad, path: Path, now: datetime) -> FileResult:
+def _read_transcript(job: _Job) -> _Read:
+    """Plan and read one transcript, without touching the store (the commit does that)."""
+    path = Path(job.path)
+    config = job.config
+    ad = ADAPTERS[job.adapter]
     st = os.stat(path)
     if not stat.S_ISREG(st.st_mode):
         raise _Skip("not_a_file", "not a regular file")
-    row = _transcript_row(store, str(path))
-    home = store.config.home
-    relpath = archive_relpath(ad.name, path)
-    archive = ArchiveFile(home, relpath)
-    if row and row["status"] == "not_transcript" and row["size"] == st.st_size and row["mtime"] == st.st_mtime:
-        return FileResult(str(path), "not_transcript", "no Claude Code record in its first lines (unchanged)")
-    if (
-        row
-        and row["status"] == "active"
-        and row["size"] == st.st_size
-        and row["mtime"] == st.st_mtime
-        and row["consumed_bytes"] == st.st_size
-        and archive.size() >= row["archive_bytes"]
-    ):
-        return FileResult(str(path), "unchanged", session_id=row["session_id"], role=row["role"])
+    row = job.row
+    archive = ArchiveFile(config.home, job.relpath)
+    same = row is not None and row["size"] == st.st_size and row["mtime"] == st.st_mtime
+    if same and row["status"] == "not_transcript":
+        return _Read("skip", st.st_size, st.st_mtime, "not_transcript",
+                     "no Claude Code record in its first lines (unchanged)")
+    if (same and row["status"] == "active" and row["consumed_bytes"] == st.st_size
+            and archive.size() >= row["archive_bytes"]):
+        return _Read("unchanged", st.st_size, st.st_mtime)
     with open(path, "rb", buffering=_READ_BUFFER) as f:
         plan = _plan(row, f, st, archive)
         if plan.mode == "unchanged":
-            _record_stat(store, row, st)
-            return FileResult(str(path), "unchanged", session_id=row["session_id"], role=row["role"])
+            return _Read("stat", st.st_size, st.st_mtime, plan=plan)
         state = loads(row["state"], {}) if (row and plan.mode == "append") else {}
-        member = MemberWriter(store.config.tmp_dir, store.config.archive_level)
+        member = MemberWriter(config.tmp_dir, config.archive_level)
         try:
-            parsed = _parse(store, ad, path, f, plan, state, member)
-            return _commit(store, ad, path, st, row, plan, parsed, relpath, now)
-        finally:
+            parsed = _parse(config, ad, path, f, plan, state, member)
+        except BaseException:
             member.discard()
+            raise
+    return _Read("parsed", st.st_size, st.st_mtime, plan=plan, parsed=parsed)
 
 
 def _plan(row: dict | None, f, st: os.stat_result, archive: ArchiveFile) -> _Plan:
@@ -401,48 +485,52 @@ def _plan(row: dict | None, f, st: os.stat_result, archive: ArchiveFile) -> _Pla
     return _Plan("append", None, consumed, row["consumed_lines"], head=head, tail=tail)
 
 
-def _has_subagent(store: Store, ad, path: Path) -> Callable[[str], bool]:
-    home = store.config.home
-
+def _has_subagent(config: Config, ad, path: Path) -> Callable[[str], bool]:
     def check(agent_id: str) -> bool:
         sub = ad.subagent_path(path, agent_id)
-        return sub.exists() or (home / archive_relpath(ad.name, sub)).exists()
+        return sub.exists() or (config.home / archive_relpath(ad.name, sub)).exists()
 
     return check
 
 
-def _parse(store: Store, ad, path: Path, stream, plan: _Plan, state: dict,
+def _parse(config: Config, ad, path: Path, stream, plan: _Plan, state: dict,
            member: MemberWriter | None) -> _Parsed:
-    config = store.config
     if plan.mode != "append" and stream.seekable():
         stream.seek(0)
     sink = Consumed(head=plan.head, tail=plan.tail, member=member)
     reader = LineReader(stream, sink, offset=plan.start, line=plan.start_line,
                         max_line_bytes=config.max_line_bytes)
-    parser = ad.parser(path, state.get("parser"), _has_subagent(store, ad, path))
+    parser = ad.parser(path, state.get("parser"), _has_subagent(config, ad, path))
     builder = EpisodeBuilder(state.get("builder"))
     rejects_before = dict(parser.rejects)
-    probing = not parser.transcript_like
     feed = builder.feed
-    seen = 0
-    for line in reader:
-        for event in parser.feed(line):
-            feed(event)
-        if probing:
+    if parser.transcript_like:
+        for line in reader:
+            for event in parser.feed(line):
+                feed(event)
+    else:
+        seen = 0
+        for line in reader:
+            for event in parser.feed(line):
+                feed(event)
             seen += 1
-            if parser.transcript_like:
-                probing = False
-            elif seen >= config.probe_lines:
-                break
+            if not parser.transcript_like and seen >= config.probe_lines:
+                break  # not a transcript: nothing of it is kept
     sink.finish()
     rejected = {k: v - rejects_before.get(k, 0) for k, v in parser.rejects.items()
                 if v - rejects_before.get(k, 0) > 0}
-    incomplete_head = b""
+    binary = False
     if reader.incomplete and reader.offset == 0 and stream.seekable():
         stream.seek(0)
-        incomplete_head = stream.read(4096)
-    return _Parsed(reader.offset, reader.line, sink, parser, builder, builder.take(), rejected,
-                   reader.incomplete, incomplete_head, member)
+        binary = _looks_binary(stream.read(4096))
+    return _Parsed(
+        consumed=reader.offset, lines=reader.line, incomplete=reader.incomplete, binary=binary,
+        head_hash=sink.head_hash, tail_hash=sink.tail_hash, chunk_digest=sink.digest(),
+        chunk_bytes=sink.bytes, transcript_like=parser.transcript_like, role=parser.role,
+        agent_id=parser.agent_id, rejects=dict(parser.rejects), rejected=rejected,
+        state={"parser": parser.state(), "builder": builder.state()}, digest=builder.digest,
+        episodes=builder.take(), member=member.detach() if member is not None else None,
+    )
 
 
 def _looks_binary(data: bytes) -> bool:
@@ -455,20 +543,31 @@ def _looks_binary(data: bytes) -> bool:
     return False
 
 
-def _record_stat(store: Store, row: dict, st: os.stat_result) -> None:
-    with store.write():
-        store.conn.execute("UPDATE transcripts SET size = ?, mtime = ? WHERE id = ?",
-                           (st.st_size, st.st_mtime, row["id"]))
+def _apply(store: Store, ad, path: Path, row0: dict | None, outcome: _Read, now: datetime) -> FileResult:
+    """Commit what reading found (or record why there was nothing to commit)."""
+    if outcome.kind == "skip":
+        return FileResult(str(path), outcome.status, outcome.reason)
+    if outcome.kind == "unchanged":
+        return FileResult(str(path), "unchanged", session_id=row0["session_id"], role=row0["role"])
+    if outcome.kind == "stat":
+        with store.write():
+            row = _transcript_row(store, str(path))
+            if _fingerprint(row) != _fingerprint(row0):
+                raise _Conflict()
+            store.conn.execute("UPDATE transcripts SET size = ?, mtime = ? WHERE id = ?",
+                               (outcome.size, outcome.mtime, row["id"]))
+        return FileResult(str(path), "unchanged", session_id=row0["session_id"], role=row0["role"])
+    return _commit(store, ad, path, outcome, row0, archive_relpath(ad.name, path), now)
 
 
-def _commit(store: Store, ad, path: Path, st, row0: dict | None, plan: _Plan, parsed: _Parsed,
-            relpath: str, now: datetime) -> FileResult:
-    parser = parsed.parser
+def _commit(store: Store, ad, path: Path, outcome: _Read, row0: dict | None, relpath: str,
+            now: datetime) -> FileResult:
+    plan, parsed = outcome.plan, outcome.parsed
     result = FileResult(str(path), "failed", lines=parsed.lines - plan.start_line,
                         bytes=parsed.consumed - plan.start, rejected=parsed.rejected)
     now_iso = iso(now)
-    if not parser.transcript_like:
-        if parsed.lines == 0 and not (parsed.incomplete and _looks_binary(parsed.incomplete_head)):
+    if not parsed.transcript_like:
+        if parsed.lines == 0 and not parsed.binary:
             result.status, result.reason = "pending", "no complete line yet"
             return result
         with store.write():
@@ -478,9 +577,8 @@ def _commit(store: Store, ad, path: Path, st, row0: dict | None, plan: _Plan, pa
             if row is not None and row["status"] == "active":
                 raise _Skip("failed", "a transcript became unreadable as one")  # never drop its episodes
             _upsert_transcript(store, row, {
-                "path": str(path), "adapter": ad.name, "status": "not_transcript", "size": st.st_size,
-                "mtime": st.st_mtime, "last_ingested": now_iso,
-                "rejects": dumps(parsed.parser.rejects),
+                "path": str(path), "adapter": ad.name, "status": "not_transcript", "size": outcome.size,
+                "mtime": outcome.mtime, "last_ingested": now_iso, "rejects": dumps(parsed.rejects),
             }, now_iso)
         result.status = "not_transcript"
         result.rejected = {}  # its lines were never meant to be transcript records
@@ -488,9 +586,7 @@ def _commit(store: Store, ad, path: Path, st, row0: dict | None, plan: _Plan, pa
                          f"no Claude Code record in its first {parsed.lines} lines")
         return result
     vectors = _embed_all(parsed.episodes)
-    home = store.config.home
-    archive = ArchiveFile(home, relpath)
-    member_size = parsed.member.finish() if parsed.member else 0
+    archive = ArchiveFile(store.config.home, relpath)
     appended = False
     recorded = 0
     try:
@@ -505,17 +601,16 @@ def _commit(store: Store, ad, path: Path, st, row0: dict | None, plan: _Plan, pa
             else:
                 archive.truncate_to(recorded)
             archive_size = recorded
-            if member_size:
-                archive_size = archive.append_member(parsed.member.path,
+            if parsed.member is not None:
+                archive_size = archive.append_member(parsed.member,
                                                      fsync=store.config.archive_sync == "append")
                 appended = True
-            values = _transcript_values(ad, path, st, parser, parsed, row, relpath, archive_size, now_iso,
-                                        appending=plan.mode == "append")
-            values["state"] = dumps({"parser": parser.state(), "builder": parsed.builder.state()})
+            values = _transcript_values(ad, path, outcome.size, outcome.mtime, parsed, row, relpath,
+                                        archive_size, now_iso, appending=plan.mode == "append")
             tid = _upsert_transcript(store, row, values, now_iso)
             replace = plan.mode in ("rewrite", "rearchive")
             _apply_episodes(store, tid, relpath, parsed.episodes, vectors, replace, now_iso, result)
-            _mark_dirty(store, parsed.builder.digest.get("session_id"), row)
+            _mark_dirty(store, parsed.digest.get("session_id"), row)
     except BaseException:
         if appended:
             try:
@@ -523,39 +618,40 @@ def _commit(store: Store, ad, path: Path, st, row0: dict | None, plan: _Plan, pa
             except OSError:
                 pass
         raise
-    result.session_id = parsed.builder.digest.get("session_id")
-    result.role = parser.role
+    result.session_id = parsed.digest.get("session_id")
+    result.role = parsed.role
     result.status = {"new": "new", "append": "grown", "rearchive": "rearchived"}.get(
         plan.mode, "shrank" if plan.reason == "shrank" else "rewritten")
     result.reason = plan.reason
     return result
 
 
-def _transcript_values(ad, path, st, parser, parsed: _Parsed, row, relpath, archive_size, now_iso,
+def _transcript_values(ad, path, size, mtime, parsed: _Parsed, row, relpath, archive_size, now_iso,
                        appending: bool = False) -> dict:
-    digest = parsed.builder.digest
-    rejects = parser.rejects
+    digest = parsed.digest
+    previous = row["content_hash"] if (appending and row) else None
     return {
         "path": str(path),
         "adapter": ad.name,
         "status": "active",
         "session_id": digest.get("session_id"),
-        "agent_id": parser.agent_id,
-        "role": parser.role,
+        "agent_id": parsed.agent_id,
+        "role": parsed.role,
         "project": digest.get("cwd"),
-        "size": st.st_size if st is not None else parsed.consumed,
-        "mtime": st.st_mtime if st is not None else None,
+        "size": size,
+        "mtime": mtime,
         "consumed_bytes": parsed.consumed,
         "consumed_lines": parsed.lines,
-        "head_hash": parsed.sink.head_hash,
-        "tail_hash": parsed.sink.tail_hash,
+        "head_hash": parsed.head_hash,
+        "tail_hash": parsed.tail_hash,
         # Chained over the chunks read: an append continues the previous chain.
-        "content_hash": parsed.sink.content_hash(row["content_hash"] if appending else None),
+        "content_hash": chain_hash(previous, parsed.chunk_digest) if parsed.chunk_bytes else (previous or ""),
         "archive_path": relpath,
         "archive_bytes": archive_size,
+        "state": dumps(parsed.state),
         "digest": dumps(digest),
-        "rejected_lines": sum(rejects.values()),
-        "rejects": dumps(rejects),
+        "rejected_lines": sum(parsed.rejects.values()),
+        "rejects": dumps(parsed.rejects),
         "last_ingested": now_iso,
     }
 
@@ -750,7 +846,7 @@ def _rebuild_one(store: Store, ad, rel: str, now: datetime) -> FileResult:
             try:
                 stream = io.BufferedReader(reader, buffer_size=_READ_BUFFER)
                 plan = _Plan("rewrite", "rebuilt from the archive", 0, 0)
-                parsed = _parse(store, ad, path, stream, plan, {}, None)
+                parsed = _parse(store.config, ad, path, stream, plan, {}, None)
                 damaged = reader.damaged
             finally:
                 reader.close()
@@ -769,7 +865,7 @@ def _commit_rebuild(store: Store, ad, path: Path, rel: str, row0, parsed: _Parse
     now_iso = iso(now)
     result = FileResult(str(path), "rebuilt", "archive damaged: read up to the damage" if damaged else None,
                         lines=parsed.lines, bytes=parsed.consumed, rejected=parsed.rejected)
-    if not parsed.parser.transcript_like:
+    if not parsed.transcript_like:
         result.status, result.reason = "not_transcript", "no Claude Code record in the archive"
         return result
     home = store.config.home
@@ -781,16 +877,15 @@ def _commit_rebuild(store: Store, ad, path: Path, rel: str, row0, parsed: _Parse
         row = _transcript_row(store, str(path))
         if _fingerprint(row) != _fingerprint(row0):
             raise _Conflict()
-        values = _transcript_values(ad, path, None, parsed.parser, parsed, None, rel, archive.size(), now_iso)
+        values = _transcript_values(ad, path, parsed.consumed, None, parsed, None, rel, archive.size(), now_iso)
         if row is not None:
             # The original's size/mtime stay as last seen; the next ingest compares them.
             values["size"], values["mtime"] = row["size"], row["mtime"]
-        values["state"] = dumps({"parser": parsed.parser.state(), "builder": parsed.builder.state()})
         tid = _upsert_transcript(store, row, values, now_iso)
         _apply_episodes(store, tid, rel, parsed.episodes, vectors, True, now_iso, result)
-        _mark_dirty(store, parsed.builder.digest.get("session_id"), row)
-    result.session_id = parsed.builder.digest.get("session_id")
-    result.role = parsed.parser.role
+        _mark_dirty(store, parsed.digest.get("session_id"), row)
+    result.session_id = parsed.digest.get("session_id")
+    result.role = parsed.role
     return result
 
 
@@ -812,7 +907,7 @@ def _rewrite_damaged_archive(store: Store, archive: ArchiveFile, good: int, now_
         member.finish()
         archive.supersede(now_iso + "-damaged")
         if member.raw_bytes:
-            archive.append_member(member.path)
+            archive.append_member(member, fsync=True)
     finally:
         member.discard()
 

@@ -73,7 +73,7 @@ class Consumed:
     def _flush(self) -> None:
         if not self._buffer:
             return
-        data = b"".join(self._buffer)
+        data = b"".join(self._buffer) if len(self._buffer) > 1 else self._buffer[0]
         self._buffer.clear()
         self._buffered = 0
         self._hash.update(data)
@@ -99,6 +99,7 @@ class Consumed:
         self._mark = None
 
     def finish(self) -> None:
+        """Flush: call before reading hashes or the member."""
         self._flush()
 
     @property
@@ -108,6 +109,10 @@ class Consumed:
     @property
     def tail_hash(self) -> str:
         return hashlib.sha256(self._tail).hexdigest()
+
+    def digest(self) -> bytes:
+        """SHA-256 of everything consumed (after :meth:`finish`)."""
+        return self._hash.digest()
 
     def content_hash(self, previous: str | None) -> str:
         return chain_hash(previous, self._hash.digest()) if self.bytes else (previous or "")

@@ -57,12 +57,24 @@ Schema (version 1)
 
 Concurrency: SQLite in WAL mode, ``synchronous=NORMAL``; writers use
 :meth:`Store.write` (``BEGIN IMMEDIATE``), so two processes never interleave a
-transcript's changes; readers are never blocked.
+transcript's changes; readers are never blocked. A ``Store`` (one connection) belongs to
+one thread: open one per thread.
+
+For the passes built on this store (sleep, render, report):
+
+* Add tables with a new :class:`Migration` appended to :data:`MIGRATIONS`.
+* Refer to episodes by ``id``: it survives re-reads of a transcript and
+  ``ingest --from-archive`` (episodes are upserted by ``(kind, key)``).
+* ``strength``, ``archived`` and ``last_touched`` may be updated with plain SQL inside
+  ``store.write()``: the triggers bump ``seq``, and recall's cached index follows. Decay
+  should count from ``last_touched`` (recall renews it); archived episodes stay in the
+  store and out of recall.
+* ``fields`` is JSON: read it with ``json_extract`` in SQL or :func:`loads` in Python.
 """
 
 from __future__ import annotations
 
-import json
+import os
 import sqlite3
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -74,23 +86,13 @@ import sqlite_utils
 from .clock import iso
 from .config import Config
 from .embed import EMBEDDING
+from .jsonio import dumps, loads
 
 __all__ = ["Store", "StoreError", "SCHEMA_VERSION", "MIGRATIONS", "dumps", "loads"]
 
 
 class StoreError(RuntimeError):
     """The store cannot be used (newer schema, not a database, cannot create the folder)."""
-
-
-def dumps(value: Any) -> str:
-    """JSON as stored: sorted keys, UTF-8 text, compact."""
-    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-
-
-def loads(text: str | None, default: Any = None) -> Any:
-    if text is None or text == "":
-        return default
-    return json.loads(text)
 
 
 # --- migrations -------------------------------------------------------------------
@@ -301,6 +303,9 @@ class Store:
         return int(row[0] or 0)
 
     def close(self) -> None:
+        cached = self._cache.pop("vectors_fd", None)
+        if cached:
+            os.close(cached[1])
         self.conn.close()
 
     def __enter__(self) -> "Store":
@@ -399,11 +404,13 @@ class Store:
             where.append("kind = ?")
             params.append(kind)
         if project:
-            where.append("(project = ? OR project LIKE ? OR json_extract(fields, '$.project_dir') = ?)")
-            params += [project, "%/" + project.strip("/"), project]
+            tail = "/" + project.strip("/")
+            where.append("(project = ? OR substr(project, -length(?)) = ? "
+                         "OR json_extract(fields, '$.project_dir') = ?)")
+            params += [project, tail, tail, project]
         if session:
-            where.append("(session_id = ? OR session_id LIKE ?)")
-            params += [session, session + "%"]
+            where.append("(session_id = ? OR substr(session_id, 1, length(?)) = ?)")
+            params += [session, session, session]
         if only_archived:
             where.append("archived = 1")
         elif not include_archived:

@@ -63,13 +63,23 @@ class VectorFile:
             name, rows = self.current_name(), self.committed_rows()
         if len(matrix) == 0:
             return rows
-        path = self.path(name)
-        with open(path, "r+b" if path.exists() else "w+b") as f:
-            f.truncate(rows * ROW_BYTES)
-            f.seek(rows * ROW_BYTES)
-            f.write(matrix.tobytes())
+        fd = self._fd(name)
+        os.ftruncate(fd, rows * ROW_BYTES)  # drop rows of an append that never committed
+        os.pwrite(fd, matrix.tobytes(), rows * ROW_BYTES)
         self.store.set_counter("vec_rows", rows + len(matrix))
         return rows
+
+    def _fd(self, name: str) -> int:
+        """A descriptor of matrix file ``name``, kept open by the store between appends."""
+        cached = self.store._cache.get("vectors_fd")
+        if cached and cached[0] == name:
+            return cached[1]
+        if cached:
+            os.close(cached[1])
+        self.dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path(name), os.O_RDWR | os.O_CREAT, 0o644)
+        self.store._cache["vectors_fd"] = (name, fd)
+        return fd
 
     def rebuild(self) -> None:
         """Write every episode's embedding into a new file and point the store at it."""

@@ -61,25 +61,10 @@ from ..episodes import (
     ToolCalled,
     ToolReturned,
 )
+from ..jsonio import loads
 from ..rawstream import Line
 
 __all__ = ["ClaudeCodeAdapter", "ClaudeCodeParser", "KNOWN_TYPES"]
-
-try:
-    import orjson as _orjson
-except ImportError:  # pragma: no cover - orjson is a dependency; json is the fallback
-    _orjson = None
-
-
-def _loads(data: bytes):
-    """Parse one JSON line: orjson (fast), then the standard library for what orjson
-    refuses but JSON producers write (lone surrogate escapes), else ValueError."""
-    if _orjson is not None:
-        try:
-            return _orjson.loads(data)
-        except _orjson.JSONDecodeError:
-            pass
-    return json.loads(data)
 
 NAME = "claude-code"
 
@@ -94,6 +79,7 @@ KNOWN_TYPES = frozenset(
 _TYPE_KEY = b'"type":"'
 _PROGRESS_VALUE = b'progress"'
 _AGENT_PROGRESS = b'"agent_progress"'
+_SNAPSHOT = b'{"type":"file-history-snapshot"'
 
 
 def _is_plain_progress(data: bytes) -> bool:
@@ -236,28 +222,29 @@ def _classify_result(block: dict, record: dict) -> tuple[str | None, str, int | 
     """(failure kind or None, failure text, exit code, the person's rejection feedback)."""
     text = _text_of(block.get("content"))
     is_error = block.get("is_error") is True
-    head = text.lstrip()
-    tur = record.get("toolUseResult")
-    if head.startswith(_REJECTED) or tur == "User rejected tool use":
+    head = text[:256].lstrip()  # every marker is at the start: never copy a big output
+    if head.startswith(_REJECTED) or record.get("toolUseResult") == "User rejected tool use":
         match = _FEEDBACK.search(text)
         feedback = match.group(1).strip() if match else None
         return "rejected", text, None, feedback or None
     if head.startswith(_INTERRUPT):
         return "interrupted", text, None, None
-    match = _TOOL_USE_ERROR.match(text)
-    if match:
-        inner = match.group(1).strip()
+    if head.startswith("<tool_use_error>"):
+        match = _TOOL_USE_ERROR.match(text)
+        inner = match.group(1).strip() if match else text
         if inner.startswith("Sibling tool call errored"):
             return "cancelled", inner, None, None
         return "tool_use_error", inner, None, None
     if head.startswith("Sibling tool call errored") and is_error:
         return "cancelled", head, None, None
-    match = _EXIT.match(head)
-    if match and (is_error or int(match.group(1)) != 0):
-        return "exit_code", head[match.end():], int(match.group(1)), None
+    if head.startswith("Exit code "):
+        full = text.lstrip()
+        match = _EXIT.match(full)
+        if match and (is_error or int(match.group(1)) != 0):
+            return "exit_code", full[match.end():], int(match.group(1)), None
     if is_error:
         return "error", text, None, None
-    return None, text, None, None
+    return None, "", None, None
 
 
 class ClaudeCodeParser:
@@ -320,6 +307,10 @@ class ClaudeCodeParser:
         if data is None:
             self._reject("oversized line")
             return []
+        if data.startswith(_SNAPSHOT):  # file-history-snapshot: nothing for us in it
+            self.s["records"] += 1
+            self.s["transcript_like"] = True
+            return []
         if _is_plain_progress(data):
             self.s["records"] += 1
             self.s["transcript_like"] = True
@@ -330,7 +321,7 @@ class ClaudeCodeParser:
         if len(data) < 8 and not data.strip():
             return []  # blank line
         try:
-            record = _loads(data)
+            record = loads(data)
         except RecursionError:
             self._reject("invalid JSON (nested too deeply)")
             return []
@@ -345,7 +336,7 @@ class ClaudeCodeParser:
             self._reject("no record type")
             return []
         self.s["records"] += 1
-        if any(k in record for k in ("sessionId", "uuid", "messageId", "leafUuid")):
+        if not self.s["transcript_like"] and any(k in record for k in ("sessionId", "uuid", "messageId", "leafUuid")):
             self.s["transcript_like"] = True
         try:
             return self._record(kind, record, line.number)

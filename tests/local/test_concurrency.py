@@ -95,8 +95,9 @@ def test_an_ingest_killed_mid_write_loses_nothing(spotter_copy, tmp_path):
     assert done.returncode == 0, done.stderr
     store = _check_consistent(home)
     assert _snapshot(store) == reference
-    assert not any((home / "tmp").iterdir()) or all(
-        p.stat().st_mtime > time.time() - 3600 for p in (home / "tmp").iterdir())
+    # Large members spill to tmp/; a killed run may leave one, removed after an hour.
+    leftovers = list((home / "tmp").iterdir()) if (home / "tmp").exists() else []
+    assert all(p.stat().st_mtime > time.time() - 3600 for p in leftovers)
 
 
 def test_ctrl_c_during_ingest_exits_130_and_keeps_the_store_whole(spotter_copy, tmp_path):
