@@ -119,7 +119,7 @@ def embed(text: str) -> np.ndarray:
         index, sign = _slot(feature)
         vec[index] += sign * weight
     # math.fsum is exactly rounded: the norm does not depend on a BLAS summation order.
-    norm = math.sqrt(math.fsum(float(x) * float(x) for x in vec))
+    norm = math.sqrt(math.fsum((vec * vec).tolist()))
     if norm > 0.0:
         vec /= norm
     return vec.astype(np.float32)

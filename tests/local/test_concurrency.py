@@ -65,7 +65,8 @@ def test_two_ingests_at_once_neither_corrupt_nor_double_count(spotter_copy, tmp_
     outputs = []
     for proc in procs:
         out, err = proc.communicate(timeout=120)
-        assert proc.returncode == 0, err
+        problems = [f for f in json.loads(out)["files"] if f["status"] not in ("new", "unchanged")] if out else []
+        assert proc.returncode == 0, (proc.returncode, err, problems)
         outputs.append(json.loads(out))
     added: dict = {}
     for data in outputs:
