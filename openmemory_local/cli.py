@@ -1,0 +1,387 @@
+"""The ``openmemory`` command line.
+
+Commands: ``run``, ``ingest``, ``recall``, ``episodes``, ``show``, ``stats``. Every command
+takes ``--home DIR`` (the data folder), ``--json`` (machine-readable output on stdout)
+and ``--now TIME`` (the injected clock, also ``$OPENMEMORY_NOW``).
+
+Exit codes:
+
+====  ==================================================================================
+0     success (lines rejected as bad input and files that are not transcripts are
+      reported, not errors)
+1     an unexpected error (a bug: please report it with the message)
+2     usage error: bad arguments, a bad ``--now``, a query without searchable words, an
+      episode id that does not exist
+3     ingest finished, but some inputs could not be read (missing, unreadable, deleted
+      while read, or the store stayed locked): see the summary; the rest was ingested
+4     the store cannot be used (cannot create the data folder, not a database, written
+      by a newer openmemory)
+130   interrupted (Ctrl-C); nothing half-written is kept
+====  ==================================================================================
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+from datetime import datetime
+from pathlib import Path
+
+from . import __version__
+from .clock import ClockError, resolve_now
+from .config import ConfigError, load_config
+from .store import Store, StoreError
+
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_PARTIAL, EXIT_STORE, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
+
+
+class UsageError(Exception):
+    pass
+
+
+# --- output helpers -------------------------------------------------------------------
+
+
+def _emit_json(value) -> None:
+    json.dump(value, sys.stdout, ensure_ascii=False, indent=2, default=str)
+    sys.stdout.write("\n")
+
+
+def _width() -> int:
+    return max(60, shutil.get_terminal_size((100, 20)).columns)
+
+
+def _clip(text: str, n: int) -> str:
+    text = " ".join((text or "").split())
+    return text if len(text) <= n else text[: max(0, n - 1)] + "\u2026"
+
+
+def _mb(n: int) -> str:
+    return f"{n / 1e6:.1f} MB"
+
+
+class ProgressBar:
+    """A one-line progress bar on stderr, drawn only when stderr is a terminal."""
+
+    def __init__(self, label: str):
+        self.label = label
+        self.enabled = sys.stderr.isatty()
+        self._drawn = False
+
+    def __call__(self, done: int, total: int, done_bytes: int, total_bytes: int, name: str) -> None:
+        if not self.enabled or total == 0:
+            return
+        width = 24
+        frac = done_bytes / total_bytes if total_bytes else done / total
+        filled = int(frac * width)
+        bar = "#" * filled + "." * (width - filled)
+        line = f"\r{self.label} [{bar}] {done}/{total} files {_mb(done_bytes)}/{_mb(total_bytes)} "
+        room = _width() - len(line) - 1
+        line += _clip(Path(name).name, room) if room > 8 else ""
+        sys.stderr.write(line.ljust(_width() - 1)[: _width() - 1])
+        sys.stderr.flush()
+        self._drawn = True
+
+    def close(self) -> None:
+        if self._drawn:
+            sys.stderr.write("\r" + " " * (_width() - 1) + "\r")
+            sys.stderr.flush()
+
+
+# --- commands ---------------------------------------------------------------------------
+
+
+def _open(args) -> Store:
+    config = load_config(args.home)
+    return Store.open(config)
+
+
+def _now(args) -> datetime:
+    return resolve_now(args.now)
+
+
+def _print_ingest(summary: dict, out=None) -> None:
+    out = out or sys.stdout
+    t = summary["totals"]
+    statuses = t["by_status"]
+    read = sum(statuses.get(s, 0) for s in ("new", "grown", "rewritten", "shrank", "rearchived", "rebuilt"))
+    print(f"Read {read} of {t['files']} files: {_mb(t['bytes'])}, {t['lines']:,} lines in "
+          f"{summary['seconds']:.1f} s", file=out)
+    if statuses:
+        print("  files: " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in statuses.items()), file=out)
+    added = t["episodes_added"]
+    changes = ", ".join(f"{k} {v}" for k, v in added.items()) or "none"
+    print(f"  episodes added: {changes}; updated {t['episodes_updated']}, removed {t['episodes_removed']}"
+          + (f", {t['duplicates']} already known from another copy" if t["duplicates"] else ""), file=out)
+    if t["rejected_lines"]:
+        print("  lines rejected: " + ", ".join(f"{k} {v}" for k, v in t["rejected_lines"].items()), file=out)
+    for f in summary["files"]:
+        if f["status"] in ("unreadable", "vanished", "not_found", "busy", "failed", "not_transcript", "not_a_file"):
+            print(f"  {f['status'].replace('_', ' ')}: {f['path']} ({f['reason']})", file=out)
+        elif f["rejected"]:
+            bad = ", ".join(f"{k} {v}" for k, v in f["rejected"].items())
+            print(f"  {f['path']}: skipped {bad}", file=out)
+    for missing in summary.get("missing_sources") or []:
+        print(f"  not found: {missing}", file=out)
+
+
+def cmd_ingest(args) -> int:
+    from .ingest import rebuild_from_archive, ingest
+
+    now = _now(args)
+    with _open(args) as store:
+        bar = ProgressBar("ingesting") if not (args.json or args.quiet) else None
+        try:
+            if args.from_archive:
+                if args.paths:
+                    raise UsageError("--from-archive reads the archive only: give no paths")
+                summary = rebuild_from_archive(store, now=now, progress=bar)
+            else:
+                summary = ingest(store, args.paths or None, now=now, progress=bar)
+        finally:
+            if bar:
+                bar.close()
+        data = summary.to_dict()
+        if args.json:
+            _emit_json(data)
+        elif not args.quiet:
+            if not args.paths and not args.from_archive and not summary.files and summary.missing_sources:
+                print(f"No transcripts found: {', '.join(summary.missing_sources)} does not exist.")
+            else:
+                _print_ingest(data)
+        return EXIT_PARTIAL if summary.problems else EXIT_OK
+
+
+def cmd_run(args) -> int:
+    from .run import run_job
+
+    now = _now(args)
+    with _open(args) as store:
+        bar = ProgressBar("ingesting") if not args.json else None
+        try:
+            report = run_job(store, now, progress=bar)
+        finally:
+            if bar:
+                bar.close()
+        ingest_report = report.get("ingest", {})
+        if args.json:
+            _emit_json(report)
+        else:
+            sources = ingest_report.get("sources", [])
+            if not ingest_report.get("files") and ingest_report.get("missing_sources") == sources:
+                where = ", ".join(sources) or "~/.claude/projects"
+                print(f"No Claude Code transcripts yet: {where} does not exist. Nothing to do; "
+                      f"run this again after some Claude Code sessions.")
+            else:
+                _print_ingest(ingest_report)
+            print(f"Data folder: {store.config.home}")
+        return EXIT_PARTIAL if ingest_report.get("problems") else EXIT_OK
+
+
+def cmd_recall(args) -> int:
+    from .recall import EmptyQuery, recall
+
+    if args.k < 1:
+        raise UsageError("-k must be at least 1")
+    now = _now(args)
+    with _open(args) as store:
+        try:
+            results = recall(store, args.query, args.k, now, kinds=args.kind or None, project=args.project,
+                             touch=not args.no_touch)
+        except EmptyQuery as exc:
+            raise UsageError(str(exc)) from None
+        if args.json:
+            _emit_json({"query": args.query, "now": now.isoformat(), "results": [r.to_dict() for r in results]})
+            return EXIT_OK
+        if not results:
+            print("No memories yet (run `openmemory ingest`)." if not store.stats()["episodes"]["active"]
+                  else "Nothing recalled.")
+            return EXIT_OK
+        width = _width()
+        for rank, r in enumerate(results, 1):
+            e = r.episode
+            head = (f"{rank:>2}. {r.score:.3f}  [{e['kind']}] {e['created'][:10]}  #{e['id']}  "
+                    f"rel {r.relevance:.2f} · rec {r.recency:.2f} · str {r.strength:.2f}")
+            print(head)
+            print("    " + _clip(e["text"], 3 * (width - 6)))
+        return EXIT_OK
+
+
+def cmd_episodes(args) -> int:
+    with _open(args) as store:
+        rows = store.episodes(kind=args.kind, project=args.project, session=args.session,
+                              only_archived=args.archived, limit=args.limit)
+        if args.json:
+            _emit_json(rows)
+            return EXIT_OK
+        width = _width()
+        for e in rows:
+            prefix = f"#{e['id']:<5} {e['kind']:<10} {e['created'][:16].replace('T', ' ')}  {(e['session_id'] or '')[:8]}  "
+            print(prefix + _clip(e["text"], width - len(prefix)))
+        if not rows:
+            print("No episodes match.")
+        return EXIT_OK
+
+
+def cmd_show(args) -> int:
+    from .archive import ArchiveFile
+
+    with _open(args) as store:
+        e = store.episode(args.id)
+        if e is None:
+            raise UsageError(f"no episode #{args.id}")
+        raw = None
+        if args.raw and e["source_path"] and e["source_line"]:
+            raw = _read_line(ArchiveFile(store.config.home, e["source_path"]), e["source_line"])
+        if args.json:
+            _emit_json(dict(e, raw=raw) if args.raw else e)
+            return EXIT_OK
+        print(f"#{e['id']} {e['kind']}  {e['created']}  session {e['session_id']}"
+              + (f"  agent {e['agent_id']}" if e["agent_id"] else ""))
+        print(f"project: {e['project']}")
+        print(f"strength {e['strength']:.2f} · touches {e['touches']} · last touched {e['last_touched']}"
+              + (" · archived" if e["archived"] else ""))
+        print(f"source: {e['source_path']}:{e['source_line']}")
+        print()
+        print(e["text"])
+        print()
+        print(json.dumps(e["fields"], ensure_ascii=False, indent=2))
+        if raw is not None:
+            print()
+            print(raw)
+        return EXIT_OK
+
+
+def _read_line(archive, number: int) -> str | None:
+    import io
+
+    if not archive.exists():
+        return None
+    reader = archive.reader()
+    try:
+        stream = io.BufferedReader(reader, buffer_size=1 << 20)
+        for i, line in enumerate(stream, 1):
+            if i == number:
+                return line.decode("utf-8", "replace").rstrip("\n")
+    finally:
+        reader.close()
+    return None
+
+
+def cmd_stats(args) -> int:
+    with _open(args) as store:
+        s = store.stats()
+        if args.json:
+            _emit_json(s)
+            return EXIT_OK
+        ep = s["episodes"]
+        tr = s["transcripts"]
+        print(f"data folder    {s['home']}")
+        print(f"schema         version {s['schema_version']}, embedding {s['embedding']}")
+        print(f"episodes       {ep['active']} active ("
+              + ", ".join(f"{k} {v}" for k, v in ep["by_kind"].items()) + f"), {ep['archived']} archived")
+        print(f"sessions       {s['sessions']} in {s['projects']} projects")
+        print("transcripts    " + (", ".join(f"{k.replace('_', ' ')} {v}" for k, v in tr["by_status"].items()) or "none"))
+        print(f"read           {_mb(tr['bytes_read'])}, {tr['lines_read']:,} lines, "
+              f"{tr['rejected_lines']} rejected; last ingest {tr['last_ingested'] or 'never'}")
+        print(f"archive        {_mb(s['archive_bytes'])}")
+        print(f"store          {_mb(s['db_bytes'])}, {s['vector_rows']} vector rows")
+        return EXIT_OK
+
+
+# --- parser -----------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--home", metavar="DIR", help="data folder (default: $OPENMEMORY_HOME, "
+                        "else $XDG_DATA_HOME/openmemory, else ~/.local/share/openmemory)")
+    common.add_argument("--json", action="store_true", help="machine-readable output on stdout")
+    common.add_argument("--now", metavar="TIME", help="the current time, ISO 8601 (default: "
+                        "$OPENMEMORY_NOW, else the clock)")
+
+    parser = argparse.ArgumentParser(
+        prog="openmemory",
+        description="Open Memory: keep what surprised a coding agent, and recall it.",
+        epilog="Exit codes: 0 ok, 1 unexpected error, 2 usage, 3 some inputs could not be "
+               "ingested, 4 store unusable, 130 interrupted.",
+    )
+    parser.add_argument("--version", action="version", version=f"openmemory {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+
+    p = sub.add_parser("run", parents=[common], help="the scheduled job: ingest ~/.claude/projects",
+                       description="Ingest the default transcript sources and print what changed.")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("ingest", parents=[common], help="read transcripts into episodes",
+                       description="Archive and ingest transcripts (files or folders; default "
+                       "~/.claude/projects). Incremental: only new bytes are read.")
+    p.add_argument("paths", nargs="*", metavar="PATH", help="transcript files or folders")
+    p.add_argument("--from-archive", action="store_true",
+                   help="rebuild every episode from the archive alone (originals not read)")
+    p.add_argument("-q", "--quiet", action="store_true", help="print nothing on success")
+    p.set_defaults(func=cmd_ingest)
+
+    p = sub.add_parser("recall", parents=[common], help="the memories that best match a query",
+                       description="Score = 0.60 relevance + 0.25 recency + 0.15 strength. "
+                       "Returned memories are touched (use keeps them alive).")
+    p.add_argument("query", help="what to remember, in words")
+    p.add_argument("-k", type=int, default=5, help="how many (default 5)")
+    p.add_argument("--kind", action="append", metavar="KIND",
+                   help="only this kind: session, error, correction (repeatable)")
+    p.add_argument("--project", help="only this project (path, last path part, or Claude Code folder name)")
+    p.add_argument("--no-touch", action="store_true", help="do not record this recall")
+    p.set_defaults(func=cmd_recall)
+
+    p = sub.add_parser("episodes", parents=[common], help="list episodes",
+                       description="List episodes, oldest first.")
+    p.add_argument("--kind", help="session, error or correction")
+    p.add_argument("--project", help="project (path, last path part, or Claude Code folder name)")
+    p.add_argument("--session", help="session id (or a prefix of one)")
+    p.add_argument("--archived", action="store_true", help="list archived episodes instead")
+    p.add_argument("--limit", type=int, help="at most this many")
+    p.set_defaults(func=cmd_episodes)
+
+    p = sub.add_parser("show", parents=[common], help="one episode in full",
+                       description="One episode, its fields, and with --raw its source line from the archive.")
+    p.add_argument("id", type=int)
+    p.add_argument("--raw", action="store_true", help="also print the transcript line it points to")
+    p.set_defaults(func=cmd_show)
+
+    p = sub.add_parser("stats", parents=[common], help="what the store holds")
+    p.set_defaults(func=cmd_stats)
+
+    from .integrations.claude_code import register as register_integrations
+    from .mcp_server import register as register_mcp
+
+    register_mcp(sub, common)  # openmemory mcp
+    register_integrations(sub, common)  # openmemory install / uninstall / hook
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except (UsageError, ClockError, ConfigError) as exc:
+        print(f"openmemory {args.command}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except StoreError as exc:
+        print(f"openmemory {args.command}: {exc}", file=sys.stderr)
+        return EXIT_STORE
+    except KeyboardInterrupt:
+        print(f"\nopenmemory {args.command}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        return EXIT_OK
+    except Exception as exc:  # an unexpected error: say what, exit 1
+        print(f"openmemory {args.command}: unexpected error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,134 @@
+"""Hashed word and bigram embeddings: 256 dimensions, no model, identical everywhere.
+
+The default embedding (``EMBEDDING = "hash-wb-256-v1"``) is feature hashing over the
+words and adjacent-word pairs of a text:
+
+1. The text is NFKC-normalised and lower-cased; tokens are runs of letters and digits
+   (``[^\\W_]+``), so ``git push --set-upstream`` gives ``git push set upstream``.
+2. Each token is lightly stemmed (``fails``/``failed``/``failing`` -> ``fail``, see
+   :func:`stem`), so a question and a transcript meet across inflections.
+3. Features: every token whose unstemmed form is not in ``STOP_WORDS`` (weight 1.0), and
+   every pair of adjacent tokens unless both are stop words (weight 0.5: ``has no`` and
+   ``no upstream`` count, ``of the`` does not).
+4. A feature's bucket and sign come from ``blake2b(feature, digest_size=8)`` (UTF-8),
+   read as a little-endian unsigned 64-bit integer ``h``: bucket ``h % 256``, sign ``+1``
+   if bit 63 of ``h`` is 0 else ``-1``. Python's ``hash()`` is salted per process and is
+   never used.
+5. Weights are summed in float64 in feature order, the vector is divided by its L2 norm
+   (computed with ``math.fsum``, exactly rounded) and cast to float32; a text without
+   features gives the zero vector.
+
+Cosine similarity is then a dot product. Changing any of these rules changes
+``EMBEDDING``; the store records which embedding its vectors use and re-embeds when it
+differs.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import unicodedata
+from functools import lru_cache
+from hashlib import blake2b
+
+import numpy as np
+
+__all__ = ["EMBEDDING", "DIMS", "STOP_WORDS", "tokens", "stem", "features", "embed", "embed_many"]
+
+EMBEDDING = "hash-wb-256-v1"
+DIMS = 256
+_BIGRAM_WEIGHT = 0.5
+
+STOP_WORDS: frozenset[str] = frozenset(
+    """
+    a an the and or but if then so of to in on at by for with from into onto as is are was
+    were be been being am it its this that these those there here i me my we our you your
+    he she they them their his her what which who whom when where why how do does did done
+    has have had having will would shall should can could may might must just also very too
+    than about over under up out off again further once all any both each few more most
+    other some such only own same s t
+    """.split()
+)
+
+_TOKEN = re.compile(r"[^\W_]+")
+
+
+def stem(token: str) -> str:
+    """A small, fixed suffix stripper (part of the embedding's definition).
+
+    ``ies`` -> ``y``; ``ing``/``ed`` removed when at least 3 letters remain (a doubled
+    final consonant is undone: ``stopped`` -> ``stop``); ``es`` removed after s, x, z, ch,
+    sh; a final ``s`` removed unless the word ends in ``ss``/``us``/``is``. Tokens of 3
+    characters or fewer, and tokens with digits, are kept as they are.
+    """
+    if len(token) <= 3 or not token.isalpha():
+        return token
+    if token.endswith("ies") and len(token) > 4:
+        return token[:-3] + "y"
+    for suffix in ("ing", "ed"):
+        if token.endswith(suffix) and len(token) - len(suffix) >= 3:
+            base = token[: -len(suffix)]
+            if len(base) >= 4 and base[-1] == base[-2] and base[-1] not in "lsz":
+                base = base[:-1]
+            return base
+    if token.endswith("es") and token[:-2].endswith(("s", "x", "z", "ch", "sh")):
+        return token[:-2]
+    if token.endswith("s") and not token.endswith(("ss", "us", "is")):
+        return token[:-1]
+    return token
+
+
+def _raw_tokens(text: str) -> list[str]:
+    return _TOKEN.findall(unicodedata.normalize("NFKC", text).lower())
+
+
+def tokens(text: str) -> list[str]:
+    """The stemmed tokens of ``text``, in order."""
+    return [stem(t) for t in _raw_tokens(text)]
+
+
+def features(text: str) -> dict[str, float]:
+    """Feature name -> weight (words, then ``a b`` pairs), before hashing.
+
+    Stop words are recognised before stemming (``does`` is a stop word, ``doe`` is not).
+    """
+    raw = _raw_tokens(text)
+    toks = [stem(t) for t in raw]
+    out: dict[str, float] = {}
+    for word, tok in zip(raw, toks):
+        if word not in STOP_WORDS:
+            out[tok] = out.get(tok, 0.0) + 1.0
+    for (lw, left), (rw, right) in zip(zip(raw, toks), zip(raw[1:], toks[1:])):
+        if lw in STOP_WORDS and rw in STOP_WORDS:
+            continue
+        pair = f"{left} {right}"
+        out[pair] = out.get(pair, 0.0) + _BIGRAM_WEIGHT
+    return out
+
+
+@lru_cache(maxsize=1 << 18)
+def _slot(feature: str) -> tuple[int, float]:
+    h = int.from_bytes(blake2b(feature.encode("utf-8"), digest_size=8).digest(), "little")
+    return h % DIMS, (-1.0 if h >> 63 else 1.0)
+
+
+def embed(text: str) -> np.ndarray:
+    """The L2-normalised ``float32`` vector of ``text`` (shape ``(256,)``)."""
+    vec = np.zeros(DIMS, dtype=np.float64)
+    for feature, weight in features(text).items():
+        index, sign = _slot(feature)
+        vec[index] += sign * weight
+    # math.fsum is exactly rounded: the norm does not depend on a BLAS summation order.
+    norm = math.sqrt(math.fsum((vec * vec).tolist()))
+    if norm > 0.0:
+        vec /= norm
+    return vec.astype(np.float32)
+
+
+def embed_many(texts) -> np.ndarray:
+    """Vectors of several texts as one ``(n, 256)`` ``float32`` matrix."""
+    texts = list(texts)
+    out = np.zeros((len(texts), DIMS), dtype=np.float32)
+    for i, text in enumerate(texts):
+        out[i] = embed(text)
+    return out

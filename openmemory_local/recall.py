@@ -1,0 +1,318 @@
+"""Recall: the memories that best answer a query, scored in one vectorised pass.
+
+    score = 0.60 * relevance + 0.25 * recency + 0.15 * strength
+
+* relevance: cosine similarity of the query's embedding and the memory's
+  (:mod:`openmemory_local.embed`; both are L2-normalised, so a dot product);
+* recency: ``0.5 ** (age / 30 days)``, age measured from ``last_touched`` (0 for a
+  time in the future of ``now``);
+* strength: the memory's strength clipped to [0, 1].
+
+The weights and the half-life are :class:`openmemory_local.config.Config` settings. Only
+active memories (``archived = 0``) are candidates. Recall *touches* what it returns:
+``last_touched = now`` and ``touches + 1``, so use keeps a memory alive (the touch is
+skipped, never waited for, if another process holds the write lock for long).
+
+Python API (what an MCP server calls, in-process)::
+
+    from openmemory_local.recall import recall
+    results = recall(store, "git push fails because the branch has no upstream", k=5, now=now)
+    for r in results:
+        print(r.score, r.relevance, r.recency, r.strength, r.episode["text"])
+
+A :class:`RecallIndex` keeps the embedding matrix memory-mapped and the scoring columns in
+numpy arrays; it refreshes itself incrementally from the store (rows whose ``seq`` moved,
+full reload when ``episode_epoch`` or the matrix file changes), so it is right to keep one
+per store in a long-lived process: :func:`recall` does that for you (``store`` caches it).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from datetime import datetime
+
+import numpy as np
+
+from .clock import DAY, epoch, iso, resolve_now
+from .embed import DIMS, embed
+from .vectors import ROW_BYTES, VectorFile, _size, validate
+
+__all__ = ["recall", "RecallResult", "RecallIndex", "EmptyQuery"]
+
+
+class EmptyQuery(ValueError):
+    """The query has no word that can be searched (only stop words or punctuation)."""
+
+
+@dataclass
+class RecallResult:
+    """One recalled memory: the stored episode (a dict) and its score components."""
+
+    episode: dict
+    score: float
+    relevance: float
+    recency: float
+    strength: float
+
+    @property
+    def id(self) -> int:
+        return self.episode["id"]
+
+    def to_dict(self) -> dict:
+        return {
+            "score": round(self.score, 6),
+            "components": {
+                "relevance": round(self.relevance, 6),
+                "recency": round(self.recency, 6),
+                "strength": round(self.strength, 6),
+            },
+            "episode": self.episode,
+        }
+
+
+class RecallIndex:
+    """Arrays over the store's episodes, indexed by matrix row (``episodes.vec_row``)."""
+
+    def __init__(self, store):
+        self.store = store
+        self.vectors = VectorFile(store)
+        self._file: str | None = None
+        self._epoch: int | None = None
+        self._seq = -1
+        self._rows = 0
+        self.matrix = np.zeros((0, DIMS), dtype=np.float32)
+        self.ids = np.zeros(0, dtype=np.int64)
+        self.touched = np.zeros(0, dtype=np.float64)
+        self.strength = np.zeros(0, dtype=np.float32)
+        self.active = np.zeros(0, dtype=bool)
+        self.kind = np.zeros(0, dtype=np.int16)
+        self.project = np.zeros(0, dtype=np.int32)
+        self._row_of: dict[int, int] = {}
+        self._bias: np.ndarray | None = None
+        self._days = np.zeros(0)
+        self._kinds: dict[str, int] = {}
+        self._projects: dict[str | None, int] = {}
+
+    # --- keeping up with the store -------------------------------------------------------
+
+    def refresh(self) -> None:
+        """Bring the arrays up to date with the store (cheap when nothing changed).
+
+        The matrix file is checked against the store when (re)mapped: a file that is
+        missing, short, or whose sampled rows differ from ``episodes.embedding`` is rebuilt.
+        """
+        for _attempt in range(3):
+            with self.store.read():
+                name = self.store.get_meta("vectors_file") or ""
+                rows = self.store.counter("vec_rows")
+                epoch_ = self.store.counter("episode_epoch")
+                seq = self.store.counter("episode_seq")
+                full = name != self._file or epoch_ != self._epoch or rows < self._rows
+                if not full and seq == self._seq and rows == self._rows:
+                    return
+                if rows and (not name or _size(self.vectors.path(name)) < rows * ROW_BYTES):
+                    broken = True
+                else:
+                    self._load(rows, changed_since=None if full else self._seq)
+                    if name != self._file or rows != self._rows:
+                        self.matrix = self.vectors.map(name, rows) if name else np.zeros((0, DIMS), np.float32)
+                    self._file, self._epoch, self._seq, self._rows = name, epoch_, seq, rows
+                    broken = full and not self._valid()
+            if not broken:
+                return
+            with self.store.write():
+                self.vectors.rebuild()
+            self._file = None
+
+    def _valid(self) -> bool:
+        live = np.flatnonzero(self.ids >= 0)
+        if len(live) == 0:
+            return True
+        picks = {int(live[0]), int(live[-1])}
+        picks.update(int(x) for x in random.sample(list(live), min(6, len(live))))
+        return validate(self.store, self.matrix, [(int(self.ids[r]), r) for r in picks])
+
+    def _grow(self, rows: int) -> None:
+        old = len(self.ids)
+        if rows <= old:
+            return
+        extra = rows - old
+        self.ids = np.concatenate([self.ids, np.full(extra, -1, dtype=np.int64)])
+        self.touched = np.concatenate([self.touched, np.zeros(extra)])
+        self.strength = np.concatenate([self.strength, np.zeros(extra, dtype=np.float32)])
+        self.active = np.concatenate([self.active, np.zeros(extra, dtype=bool)])
+        self.kind = np.concatenate([self.kind, np.zeros(extra, dtype=np.int16)])
+        self.project = np.concatenate([self.project, np.zeros(extra, dtype=np.int32)])
+
+    def _load(self, rows: int, changed_since: int | None) -> None:
+        sql = "SELECT id, vec_row, kind, project, last_touched, strength, archived FROM episodes"
+        if changed_since is None:
+            self.ids = np.full(rows, -1, dtype=np.int64)
+            self.touched = np.zeros(rows, dtype=np.float64)
+            self.strength = np.zeros(rows, dtype=np.float32)
+            self.active = np.zeros(rows, dtype=bool)
+            self.kind = np.zeros(rows, dtype=np.int16)
+            self.project = np.zeros(rows, dtype=np.int32)
+            self._row_of.clear()
+            self._load_all(rows)
+        else:
+            self._grow(rows)
+            for eid, row, kind, project, touched, strength, archived in self.store.conn.execute(
+                sql + " WHERE seq > ?", (changed_since,)
+            ):
+                old = self._row_of.get(eid)
+                if old is not None and old != row:
+                    self.ids[old] = -1
+                    self.active[old] = False
+                if row is None or row >= rows:
+                    self._row_of.pop(eid, None)
+                    continue
+                self._row_of[eid] = row
+                self.ids[row] = eid
+                self.touched[row] = epoch(touched)
+                self.strength[row] = min(max(float(strength), 0.0), 1.0)
+                self.active[row] = not archived
+                self.kind[row] = self._kinds.setdefault(kind, len(self._kinds) + 1)
+                self.project[row] = self._projects.setdefault(project, len(self._projects) + 1)
+        self._bias = None
+
+    def _load_all(self, rows: int) -> None:
+        """A full load, vectorised: SQLite concatenates each column, numpy parses it, so
+        100k memories load without creating a Python object per value."""
+        conn = self.store.conn
+        where = "WHERE vec_row IS NOT NULL AND vec_row < ?"
+        cols = conn.execute(
+            "SELECT group_concat(vec_row), group_concat(id), "
+            "group_concat((julianday(last_touched) - 2440587.5) * 86400.0), "
+            "group_concat(strength), group_concat(archived), "
+            "group_concat(kind, char(31)), group_concat(ifnull(project, ''), char(31)) "
+            f"FROM episodes {where}", (rows,)
+        ).fetchone()
+        if cols[0] is None:
+            return
+        at = _ints(cols[0])
+        ids = _ints(cols[1])
+        self.ids[at] = ids
+        self._row_of.update(zip(ids.tolist(), at.tolist()))
+        self.touched[at] = np.array(cols[2].split(","), dtype=np.float64)
+        self.strength[at] = np.clip(np.array(cols[3].split(","), dtype=np.float32), 0.0, 1.0)
+        self.active[at] = _ints(cols[4]) == 0
+        for text, codes, target in ((cols[5], self._kinds, self.kind), (cols[6], self._projects, self.project)):
+            names = text.split("\x1f")
+            for name in set(names):
+                codes.setdefault(name or None, len(codes) + 1)
+            target[at] = np.array([codes[name or None] for name in names], dtype=target.dtype)
+
+    # --- scoring --------------------------------------------------------------------------
+
+    def search(
+        self,
+        query_vector: np.ndarray,
+        now: datetime,
+        k: int,
+        *,
+        kinds: list[str] | None = None,
+        project: str | None = None,
+    ) -> list[tuple[int, float, float, float, float]]:
+        """Top ``k`` as (episode id, score, relevance, recency, strength), best first."""
+        if self._rows == 0 or k <= 0:
+            return []
+        config = self.store.config
+        if self._bias is None:
+            # strength's share of the score, and -inf for what may not be recalled
+            self._bias = (config.strength_weight * self.strength).astype(np.float32)
+            self._bias[~self.active] = -np.inf
+            self._days = (self.touched / DAY).astype(np.float64)
+        relevance = self.matrix @ query_vector  # float32, one BLAS pass: the bulk of the time
+        age = (epoch(now) / DAY) - self._days
+        np.maximum(age, 0.0, out=age)
+        recency = np.exp2(age.astype(np.float32) / np.float32(-config.recency_half_life_days))
+        score = relevance * np.float32(config.relevance_weight)
+        score += recency * np.float32(config.recency_weight)
+        score += self._bias
+        if kinds:
+            codes = [self._kinds[k_] for k_ in kinds if k_ in self._kinds]
+            score[~np.isin(self.kind, codes)] = -np.inf
+        if project:
+            codes = [code for name, code in self._projects.items() if _project_matches(name, project)]
+            score[~np.isin(self.project, codes)] = -np.inf
+        if len(score) > k:
+            top = np.argpartition(-score, k - 1)[:k]
+        else:
+            top = np.arange(len(score))
+        top = top[np.isfinite(score[top])]
+        top = top[np.lexsort((self.ids[top], -score[top]))]
+        return [
+            (int(self.ids[r]), float(score[r]), float(relevance[r]), float(recency[r]), float(self.strength[r]))
+            for r in top
+        ]
+
+    def note_touched(self, ids: list[int], now: datetime) -> None:
+        t = epoch(now)
+        for eid in ids:
+            row = self._row_of.get(eid)
+            if row is not None:
+                self.touched[row] = max(self.touched[row], t)
+                if self._bias is not None:
+                    self._days[row] = self.touched[row] / DAY
+
+
+def _ints(text: str) -> np.ndarray:
+    return np.array(text.split(","), dtype=np.int64)
+
+
+def _project_matches(name: str | None, wanted: str) -> bool:
+    if not name:
+        return False
+    wanted = wanted.rstrip("/")
+    from .episodes import project_dir
+
+    return name.rstrip("/") == wanted or name.rstrip("/").rsplit("/", 1)[-1] == wanted or project_dir(name) == wanted
+
+
+def index_for(store) -> RecallIndex:
+    """The store's cached :class:`RecallIndex` (created on first use)."""
+    index = store._cache.get("recall_index")
+    if index is None:
+        index = store._cache["recall_index"] = RecallIndex(store)
+    return index
+
+
+def recall(
+    store,
+    query: str,
+    k: int = 5,
+    now: datetime | None = None,
+    *,
+    kinds: list[str] | None = None,
+    project: str | None = None,
+    touch: bool = True,
+) -> list[RecallResult]:
+    """The ``k`` best memories for ``query`` at time ``now``, best first.
+
+    ``kinds`` restricts to episode kinds (``["error"]``), ``project`` to a project
+    (working directory, its last component, or Claude Code folder name). With ``touch``
+    (the default) the returned memories are touched. Raises :class:`EmptyQuery` for a query
+    without searchable words.
+    """
+    now = now or resolve_now()
+    vector = embed(query)
+    if not vector.any():
+        raise EmptyQuery(f"nothing to search for in {query!r}: use some content words")
+    index = index_for(store)
+    index.refresh()
+    hits = index.search(vector, now, k, kinds=kinds, project=project)
+    if not hits:
+        return []
+    ids = [h[0] for h in hits]
+    rows = {e["id"]: e for e in store.episodes(ids=ids, include_archived=True)}
+    results = [
+        RecallResult(rows[eid], score, rel, rec, strength)
+        for eid, score, rel, rec, strength in hits
+        if eid in rows
+    ]
+    if touch and results:
+        if store.touch([r.id for r in results], iso(now), timeout=store.config.touch_timeout):
+            index.note_touched([r.id for r in results], now)
+    return results

@@ -1,0 +1,515 @@
+"""The store: one SQLite file (``<home>/openmemory.db``), WAL mode, forward migrations.
+
+Everything the engine knows above the raw stream lives here, in tables a user can open
+with ``sqlite3`` or Datasette. Every table except ``schema_version``, ``meta`` and
+``counters`` can be recomputed from the archive (``openmemory ingest --from-archive``).
+
+Schema (version 1)
+------------------
+``schema_version(version, description, applied_at)``
+    One row per applied migration. :data:`MIGRATIONS` lists them; opening a store runs
+    the missing ones in order, each in its own transaction. A store whose version is
+    newer than this code knows is refused (:class:`StoreError`), never downgraded.
+
+``meta(key, value)``
+    ``embedding`` (the name of the embedding in ``episodes.embedding``, see
+    :mod:`openmemory_local.embed`), ``vectors_file`` (the current matrix file under
+    ``vectors/``).
+
+``counters(name, value)``
+    ``episode_seq`` (bumped by triggers on every insert or update of an episode: each
+    episode row carries the ``seq`` of its last change, so a cache refreshes only rows
+    with ``seq`` above what it saw), ``episode_epoch`` (bumped on every delete: caches
+    reload) and ``vec_rows`` (committed rows of the vectors file).
+
+``transcripts``
+    One row per raw-stream file: ``path`` (absolute path of the original), ``adapter``,
+    ``status`` (``active``, ``not_transcript``), ``session_id``, ``agent_id`` and
+    ``role`` (``main``, ``subagent``, ``compaction``), ``project`` (working directory),
+    ``size``/``mtime`` at the last read, ``consumed_bytes``/``consumed_lines`` (how far it
+    was read: always the end of a complete line), ``head_hash``/``tail_hash`` (SHA-256 of
+    the first 64 KiB and of the last 4 KiB consumed: a mismatch means earlier bytes
+    changed), ``content_hash`` (SHA-256 chained over the chunks read: ``h = sha256(h_prev
+    + sha256(chunk))``), ``archive_path`` (relative to home) and ``archive_bytes`` (its
+    committed compressed size), ``state`` (the parser's resumable state, JSON),
+    ``digest`` (what this file contributes to its session episode, JSON),
+    ``rejected_lines`` and ``rejects`` (reason -> count, JSON).
+
+``dirty_sessions(session_id)``
+    Sessions whose transcripts changed since their session episode was last merged
+    (written in the transcript's transaction; the episode is re-merged at the end of the
+    run, or by the next run after a crash).
+
+``episodes``
+    One row per episode: ``kind`` (``session``, ``error``, ``correction``; later issues
+    may add kinds), ``key`` (unique per kind: the session id, the tool-call id, the
+    person's message id), ``session_id``, ``agent_id`` (subagent, if any), ``project``,
+    ``text`` (what is embedded and shown), ``fields`` (structured JSON, per kind, see
+    :mod:`openmemory_local.episodes`), ``embedding`` (256 little-endian float32),
+    ``strength`` (starts at 1.0; sleep decays it), ``touches`` (how often recall returned
+    it), ``created`` (when it happened, from the transcript), ``last_touched`` (the later
+    of when it happened and when recall last returned it: decay and recency count from
+    here), ``archived`` (0/1: archived episodes are kept but not recalled),
+    ``transcript_id``, ``source_path`` (the archive file, relative to home) and
+    ``source_line`` (1-based line in it: the archive decompresses to the original's
+    bytes, so the line is the same in both), ``vec_row`` (row in the vectors file),
+    ``seq``, ``ingested``, ``updated``.
+
+Concurrency: SQLite in WAL mode, ``synchronous=NORMAL``; writers use
+:meth:`Store.write` (``BEGIN IMMEDIATE``), so two processes never interleave a
+transcript's changes; readers are never blocked. A ``Store`` (one connection) belongs to
+one thread: open one per thread.
+
+For the passes built on this store (sleep, render, report):
+
+* Add tables with a new :class:`Migration` appended to :data:`MIGRATIONS`.
+* Refer to episodes by ``id``: it survives re-reads of a transcript and
+  ``ingest --from-archive`` (episodes are upserted by ``(kind, key)``).
+* ``strength``, ``archived`` and ``last_touched`` may be updated with plain SQL inside
+  ``store.write()``: the triggers bump ``seq``, and recall's cached index follows. Decay
+  should count from ``last_touched`` (recall renews it); archived episodes stay in the
+  store and out of recall.
+* ``fields`` is JSON: read it with ``json_extract`` in SQL or :func:`loads` in Python.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import sqlite_utils
+
+from .clock import iso
+from .config import Config
+from .embed import EMBEDDING
+from .jsonio import dumps, loads
+
+__all__ = ["Store", "StoreError", "SCHEMA_VERSION", "MIGRATIONS", "dumps", "loads"]
+
+
+class StoreError(RuntimeError):
+    """The store cannot be used (newer schema, not a database, cannot create the folder)."""
+
+
+# --- migrations -------------------------------------------------------------------
+
+_V1 = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT);
+CREATE TABLE counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
+INSERT INTO counters (name, value) VALUES ('episode_seq', 0), ('episode_epoch', 0), ('vec_rows', 0);
+
+CREATE TABLE transcripts (
+    id INTEGER PRIMARY KEY,
+    path TEXT NOT NULL UNIQUE,
+    adapter TEXT NOT NULL,
+    status TEXT NOT NULL DEFAULT 'active',
+    session_id TEXT,
+    agent_id TEXT,
+    role TEXT,
+    project TEXT,
+    size INTEGER NOT NULL DEFAULT 0,
+    mtime REAL,
+    consumed_bytes INTEGER NOT NULL DEFAULT 0,
+    consumed_lines INTEGER NOT NULL DEFAULT 0,
+    head_hash TEXT,
+    tail_hash TEXT,
+    content_hash TEXT,
+    archive_path TEXT,
+    archive_bytes INTEGER NOT NULL DEFAULT 0,
+    state TEXT,
+    digest TEXT,
+    rejected_lines INTEGER NOT NULL DEFAULT 0,
+    rejects TEXT NOT NULL DEFAULT '{}',
+    first_ingested TEXT,
+    last_ingested TEXT
+);
+CREATE INDEX transcripts_session ON transcripts (session_id);
+
+CREATE TABLE dirty_sessions (session_id TEXT PRIMARY KEY);
+
+CREATE TABLE episodes (
+    id INTEGER PRIMARY KEY,
+    kind TEXT NOT NULL,
+    key TEXT NOT NULL,
+    session_id TEXT,
+    agent_id TEXT,
+    project TEXT,
+    text TEXT NOT NULL,
+    fields TEXT NOT NULL DEFAULT '{}',
+    embedding BLOB NOT NULL,
+    strength REAL NOT NULL DEFAULT 1.0,
+    touches INTEGER NOT NULL DEFAULT 0,
+    created TEXT NOT NULL,
+    last_touched TEXT NOT NULL,
+    archived INTEGER NOT NULL DEFAULT 0,
+    transcript_id INTEGER REFERENCES transcripts (id),
+    source_path TEXT,
+    source_line INTEGER,
+    vec_row INTEGER,
+    seq INTEGER NOT NULL DEFAULT 0,
+    ingested TEXT NOT NULL,
+    updated TEXT NOT NULL,
+    UNIQUE (kind, key)
+);
+CREATE INDEX episodes_session ON episodes (session_id);
+CREATE INDEX episodes_project ON episodes (project);
+CREATE INDEX episodes_transcript ON episodes (transcript_id);
+CREATE INDEX episodes_seq ON episodes (seq);
+-- Covers what recall loads, so loading 100k memories never reads their texts and vectors.
+CREATE INDEX episodes_recall ON episodes (vec_row, kind, project, last_touched, strength, archived);
+
+CREATE TRIGGER episodes_seq_insert AFTER INSERT ON episodes BEGIN
+    UPDATE counters SET value = value + 1 WHERE name = 'episode_seq';
+    UPDATE episodes SET seq = (SELECT value FROM counters WHERE name = 'episode_seq')
+        WHERE id = NEW.id;
+END;
+CREATE TRIGGER episodes_seq_update
+AFTER UPDATE OF kind, session_id, agent_id, project, text, fields, embedding, strength,
+    touches, created, last_touched, archived, vec_row ON episodes BEGIN
+    UPDATE counters SET value = value + 1 WHERE name = 'episode_seq';
+    UPDATE episodes SET seq = (SELECT value FROM counters WHERE name = 'episode_seq')
+        WHERE id = NEW.id;
+END;
+CREATE TRIGGER episodes_epoch_delete AFTER DELETE ON episodes BEGIN
+    UPDATE counters SET value = value + 1 WHERE name = 'episode_epoch';
+END;
+"""
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    description: str
+    apply: Callable[[sqlite3.Connection], None]
+
+
+def _sql(script: str) -> Callable[[sqlite3.Connection], None]:
+    def apply(conn: sqlite3.Connection) -> None:
+        # executescript would COMMIT the open transaction; run statement by statement.
+        for statement in _split_sql(script):
+            conn.execute(statement)
+
+    return apply
+
+
+def _split_sql(script: str) -> list[str]:
+    statements, buffer = [], ""
+    for line in script.splitlines(keepends=True):
+        buffer += line
+        if sqlite3.complete_statement(buffer):
+            if buffer.strip():
+                statements.append(buffer.strip())
+            buffer = ""
+    if buffer.strip():
+        statements.append(buffer.strip())
+    return statements
+
+
+#: Forward migrations, in order. A later issue appends ``Migration(2, ...)`` here (for
+#: example the lessons, predictions, vetoes and reports tables); never edit a released one.
+MIGRATIONS: list[Migration] = [
+    Migration(1, "transcripts, episodes, counters, meta", _sql(_V1)),
+]
+SCHEMA_VERSION = MIGRATIONS[-1].version
+
+
+class Store:
+    """An open store. Create with :meth:`Store.open`; close with :meth:`close` (or ``with``).
+
+    ``store.db`` is the :class:`sqlite_utils.Database` (for queries and introspection);
+    ``store.conn`` is its connection, in autocommit mode: writes go through
+    :meth:`write`, which holds SQLite's write lock for the whole block.
+    """
+
+    def __init__(self, config: Config, conn: sqlite3.Connection):
+        self.config = config
+        self.conn = conn
+        self.db = sqlite_utils.Database(conn)
+        self._cache: dict[str, Any] = {}
+
+    # --- opening ------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, config: Config, *, create: bool = True) -> "Store":
+        """Open (and create, and migrate) the store of ``config.home``."""
+        home = config.home
+        if not home.exists():
+            if not create:
+                raise StoreError(f"no Open Memory data folder at {home}")
+            try:
+                home.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StoreError(f"cannot create the data folder {home}: {exc.strerror}") from exc
+        elif not home.is_dir():
+            raise StoreError(f"{home} is not a folder")
+        try:
+            conn = sqlite3.connect(
+                str(config.db_path),
+                timeout=config.busy_timeout,
+                isolation_level=None,
+                check_same_thread=False,
+            )
+            store = cls(config, conn)
+            store._prepare()
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"cannot open the store {config.db_path}: {exc}") from exc
+        return store
+
+    def _prepare(self) -> None:
+        conn = self.conn
+        conn.execute(f"PRAGMA busy_timeout = {int(self.config.busy_timeout * 1000)}")
+        mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
+        if mode != "wal":
+            self.db.enable_wal()
+        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute("PRAGMA foreign_keys = ON")
+        self.migrate()
+
+    def migrate(self) -> list[int]:
+        """Apply the missing migrations; return the versions applied."""
+        applied: list[int] = []
+        with self.write():
+            self.conn.execute(
+                "CREATE TABLE IF NOT EXISTS schema_version ("
+                "version INTEGER PRIMARY KEY, description TEXT NOT NULL, applied_at TEXT NOT NULL)"
+            )
+            current = self.schema_version()
+            if current > SCHEMA_VERSION:
+                raise StoreError(
+                    f"{self.config.db_path} has schema version {current}, newer than this "
+                    f"openmemory knows ({SCHEMA_VERSION}): upgrade openmemory"
+                )
+            from datetime import datetime, timezone
+
+            for migration in MIGRATIONS:
+                if migration.version <= current:
+                    continue
+                migration.apply(self.conn)
+                self.conn.execute(
+                    "INSERT INTO schema_version (version, description, applied_at) VALUES (?, ?, ?)",
+                    (migration.version, migration.description, iso(datetime.now(timezone.utc))),
+                )
+                applied.append(migration.version)
+            if applied and self.get_meta("embedding") is None:
+                self.set_meta("embedding", EMBEDDING)
+        return applied
+
+    def schema_version(self) -> int:
+        row = self.conn.execute("SELECT MAX(version) FROM schema_version").fetchone()
+        return int(row[0] or 0)
+
+    def close(self) -> None:
+        cached = self._cache.pop("vectors_fd", None)
+        if cached:
+            os.close(cached[1])
+        self.conn.close()
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # --- transactions -------------------------------------------------------------
+
+    @contextmanager
+    def write(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction (``BEGIN IMMEDIATE``): all or nothing, one writer at a time.
+
+        Nested use joins the outer transaction.
+        """
+        if self.conn.in_transaction:
+            yield self.conn
+            return
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield self.conn
+        except BaseException:
+            if self.conn.in_transaction:
+                self.conn.execute("ROLLBACK")
+            raise
+        else:
+            self.conn.execute("COMMIT")
+
+    @contextmanager
+    def read(self) -> Iterator[sqlite3.Connection]:
+        """A read transaction: every query inside sees the same snapshot."""
+        if self.conn.in_transaction:
+            yield self.conn
+            return
+        self.conn.execute("BEGIN")
+        try:
+            yield self.conn
+        finally:
+            if self.conn.in_transaction:
+                self.conn.execute("COMMIT")
+
+    # --- meta and counters ----------------------------------------------------------
+
+    def get_meta(self, key: str, default: str | None = None) -> str | None:
+        row = self.conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return row[0] if row else default
+
+    def set_meta(self, key: str, value: str) -> None:
+        self.conn.execute(
+            "INSERT INTO meta (key, value) VALUES (?, ?) "
+            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            (key, value),
+        )
+
+    def counter(self, name: str) -> int:
+        row = self.conn.execute("SELECT value FROM counters WHERE name = ?", (name,)).fetchone()
+        return int(row[0]) if row else 0
+
+    def set_counter(self, name: str, value: int) -> None:
+        self.conn.execute(
+            "INSERT INTO counters (name, value) VALUES (?, ?) "
+            "ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+            (name, value),
+        )
+
+    # --- episodes -----------------------------------------------------------------
+
+    def episode(self, episode_id: int) -> dict | None:
+        """One episode as a dict (``fields`` decoded, ``embedding`` left out), or None."""
+        row = self.conn.execute(
+            f"SELECT {_EPISODE_COLUMNS} FROM episodes WHERE id = ?", (episode_id,)
+        ).fetchone()
+        return _episode_row(row) if row else None
+
+    def episodes(
+        self,
+        *,
+        kind: str | None = None,
+        project: str | None = None,
+        session: str | None = None,
+        include_archived: bool = False,
+        only_archived: bool = False,
+        ids: list[int] | None = None,
+        limit: int | None = None,
+        order: str = "created",
+    ) -> list[dict]:
+        """Episodes matching the filters, oldest first (``order='created'``) or by id.
+
+        ``project`` matches the working directory exactly, its last path component, or
+        its Claude Code folder name (``-home-me-app``); ``session`` matches a session id or
+        a prefix of one.
+        """
+        where, params = [], []
+        if kind:
+            where.append("kind = ?")
+            params.append(kind)
+        if project:
+            tail = "/" + project.strip("/")
+            where.append("(project = ? OR substr(project, -length(?)) = ? "
+                         "OR json_extract(fields, '$.project_dir') = ?)")
+            params += [project, tail, tail, project]
+        if session:
+            where.append("(session_id = ? OR substr(session_id, 1, length(?)) = ?)")
+            params += [session, session, session]
+        if only_archived:
+            where.append("archived = 1")
+        elif not include_archived:
+            where.append("archived = 0")
+        if ids is not None:
+            if not ids:
+                return []
+            where.append(f"id IN ({','.join('?' * len(ids))})")
+            params += list(ids)
+        sql = f"SELECT {_EPISODE_COLUMNS} FROM episodes"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY created, id" if order == "created" else " ORDER BY id"
+        if limit:
+            sql += f" LIMIT {int(limit)}"
+        return [_episode_row(row) for row in self.conn.execute(sql, params)]
+
+    def touch(self, ids: list[int], now_iso: str, *, timeout: float | None = None) -> bool:
+        """Record that recall returned these episodes: ``last_touched = now``, ``touches + 1``.
+
+        ``last_touched`` never moves backwards (a simulated past ``now`` leaves it). Returns
+        False, changing nothing, if the write lock could not be had within ``timeout``.
+        """
+        if not ids:
+            return True
+        placeholders = ",".join("?" * len(ids))
+        if timeout is not None:
+            self.conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
+        try:
+            with self.write():
+                self.conn.execute(
+                    f"UPDATE episodes SET touches = touches + 1, "
+                    f"last_touched = MAX(last_touched, ?) WHERE id IN ({placeholders})",
+                    [now_iso, *ids],
+                )
+        except sqlite3.OperationalError as exc:
+            if "locked" in str(exc) or "busy" in str(exc):
+                return False
+            raise
+        finally:
+            if timeout is not None:
+                self.conn.execute(f"PRAGMA busy_timeout = {int(self.config.busy_timeout * 1000)}")
+        return True
+
+    def stats(self) -> dict:
+        """Counts for ``openmemory stats``."""
+        c = self.conn
+        kinds = {k: n for k, n in c.execute(
+            "SELECT kind, COUNT(*) FROM episodes WHERE archived = 0 GROUP BY kind ORDER BY kind")}
+        archived = c.execute("SELECT COUNT(*) FROM episodes WHERE archived = 1").fetchone()[0]
+        statuses = {s: n for s, n in c.execute(
+            "SELECT status, COUNT(*) FROM transcripts GROUP BY status ORDER BY status")}
+        row = c.execute(
+            "SELECT COUNT(*), COALESCE(SUM(consumed_bytes), 0), COALESCE(SUM(consumed_lines), 0), "
+            "COALESCE(SUM(archive_bytes), 0), COALESCE(SUM(rejected_lines), 0), MAX(last_ingested) "
+            "FROM transcripts WHERE status = 'active'"
+        ).fetchone()
+        sessions = c.execute(
+            "SELECT COUNT(DISTINCT session_id) FROM transcripts WHERE status = 'active'"
+        ).fetchone()[0]
+        projects = c.execute(
+            "SELECT COUNT(DISTINCT project) FROM episodes WHERE kind = 'session'"
+        ).fetchone()[0]
+        return {
+            "home": str(self.config.home),
+            "schema_version": self.schema_version(),
+            "embedding": self.get_meta("embedding"),
+            "episodes": {"active": sum(kinds.values()), "by_kind": kinds, "archived": archived},
+            "sessions": sessions,
+            "projects": projects,
+            "transcripts": {
+                "by_status": statuses,
+                "bytes_read": row[1],
+                "lines_read": row[2],
+                "rejected_lines": row[4],
+                "last_ingested": row[5],
+            },
+            "archive_bytes": row[3],
+            "vector_rows": self.counter("vec_rows"),
+            "db_bytes": _size(self.config.db_path) + _size(Path(str(self.config.db_path) + "-wal")),
+        }
+
+
+_EPISODE_COLUMNS = (
+    "id, kind, key, session_id, agent_id, project, text, fields, strength, touches, created, "
+    "last_touched, archived, transcript_id, source_path, source_line, vec_row, ingested, updated"
+)
+
+
+def _episode_row(row) -> dict:
+    keys = [k.strip() for k in _EPISODE_COLUMNS.split(",")]
+    out = dict(zip(keys, row))
+    out["fields"] = loads(out["fields"], {})
+    out["archived"] = bool(out["archived"])
+    return out
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
