@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import random
 import sys
 from pathlib import Path
@@ -25,7 +24,9 @@ from nacl.signing import SigningKey
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
 
+from generate_vectors import emit, render  # noqa: E402
 from openmemory_node import wire  # noqa: E402
 from openmemory_node.commons import Commons, CommonsConfig  # noqa: E402
 from openmemory_node.reconcile import (  # noqa: E402
@@ -201,27 +202,12 @@ def sync_vectors() -> dict[str, Any]:
     }
 
 
-def render(data: dict[str, Any]) -> str:
-    return json.dumps(data, indent=1, ensure_ascii=False) + "\n"
-
-
 def main() -> int:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--check", action="store_true")
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="compare with the files instead of writing them")
     args = parser.parse_args()
     files = {"commons.json": render(commons_vectors()), "sync.json": render(sync_vectors())}
-    stale = []
-    for name, text in files.items():
-        path = VECTORS / name
-        if args.check:
-            if not path.exists() or path.read_text(encoding="utf-8") != text:
-                stale.append(name)
-        else:
-            path.write_text(text, encoding="utf-8")
-    if stale:
-        print(f"stale: {', '.join(stale)} (run python spec/generate_commons_vectors.py)", file=sys.stderr)
-        return 1
-    return 0
+    return emit(files, args.check, "spec/generate_commons_vectors.py")
 
 
 if __name__ == "__main__":
