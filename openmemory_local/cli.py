@@ -544,6 +544,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("stats", parents=[common], help="what the store holds")
     p.set_defaults(func=cmd_stats)
+
+    from .integrations.claude_code import register as register_integrations
+    from .mcp_server import register as register_mcp
+
+    register_mcp(sub, common)  # openmemory mcp
+    register_integrations(sub, common)  # openmemory install / uninstall / hook
     return parser
 
 

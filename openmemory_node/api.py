@@ -9,7 +9,8 @@
     POST /v1/records              {cbor: hex}: a record signed elsewhere: validate, store, publish
     POST /v1/fetch                {id, peer?}: ask peers (or one, by peer id or multiaddr) for a record
 
-Part 2 adds attest, revoke and trust endpoints with ``api.route(...)`` the same way.
+Part 2's endpoints (attest, revoke, trust, vouch, sync, peers) are in
+:mod:`openmemory_node.api_commons`.
 """
 
 from __future__ import annotations
@@ -63,6 +64,16 @@ def _ingest_response(daemon: "Daemon", outcome: Any, data: bytes) -> tuple[int, 
     return 201, {"published": "queued", "duplicate": False, **record_view(row)}
 
 
+def _commons_summary(daemon: "Daemon") -> dict[str, Any] | None:
+    if daemon.commons is None:
+        return None
+    machine = daemon.commons.machine
+    cfg = machine.config
+    return {"policy": cfg.policy, "threshold": cfg.threshold, "fade_window": cfg.fade_window,
+            "trust_list": len(cfg.trust), "trusted": len(machine.trusted),
+            "revokers": len(cfg.revokers), "local_revocations": len(cfg.local_revocations)}
+
+
 def install_v1(api: HttpServer, daemon: "Daemon") -> None:
     @api.route("GET", "/v1/node")
     async def node(req: Request) -> tuple[int, Any]:
@@ -106,6 +117,8 @@ def install_v1(api: HttpServer, daemon: "Daemon") -> None:
             },
             "rejections": daemon.store.rejections(),
             "fetch": {"served": daemon.fetch.served},
+            "commons": _commons_summary(daemon),
+            "sync": {k: v for k, v in daemon.sync.status().items() if k != "last"},
             "reconnect": {"dials": daemon.reconnector.dials,
                           "failures": daemon.reconnector.dial_failures},
         }

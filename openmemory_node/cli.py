@@ -7,6 +7,13 @@
     openmemory-node [--home DIR] show ID [--json]
     openmemory-node [--home DIR] publish --text TEXT --kind KIND [--strength X] [--derived-from ID]... [--json]
     openmemory-node [--home DIR] fetch ID [--peer PEER_ID] [--json]
+    openmemory-node [--home DIR] attest ID (--confirmed | --failed) [--met-before] [--sessions N]
+                    [--matched M] [--window-days D] [--json]
+    openmemory-node [--home DIR] revoke ID [--reason TEXT] [--code CODE] [--local | --undo] [--json]
+    openmemory-node [--home DIR] trust | revokers  [list | add KEY [--note T] | remove KEY] [--json]
+    openmemory-node [--home DIR] vouch KEY [--json]
+    openmemory-node [--home DIR] sync [--peer PEER_ID] [--json]
+    openmemory-node [--home DIR] peers [list | add MULTIADDR | block PEER_ID | unblock PEER_ID] [--json]
 
 Exit codes: 0 done; 1 error; 2 bad usage; 3 no daemon running on this data folder;
 4 not found; 5 refused (the record is invalid: the message says why).
@@ -23,6 +30,7 @@ from typing import Any, NoReturn
 
 from . import config as config_mod
 from .client import ApiError, ApiUnavailable, Client
+from .wire.limits import REASON_CODES
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_NO_DAEMON, EXIT_NOT_FOUND, EXIT_REFUSED = 0, 1, 2, 3, 4, 5
 
@@ -61,7 +69,7 @@ def _call(client: Client, method: str, path: str, body: Any = None) -> Any:
     except ApiUnavailable as exc:
         raise CliError(str(exc), EXIT_NO_DAEMON) from None
     except ApiError as exc:
-        code = {404: EXIT_NOT_FOUND, 422: EXIT_REFUSED}.get(exc.status, EXIT_ERROR)
+        code = {400: EXIT_USAGE, 404: EXIT_NOT_FOUND, 422: EXIT_REFUSED}.get(exc.status, EXIT_ERROR)
         raise CliError(f"{exc.code}: {exc.message}", code) from None
 
 
@@ -208,6 +216,24 @@ def _shown_as_json(args: argparse.Namespace, data: Any) -> bool:
 
 
 def cmd_peers(args: argparse.Namespace) -> int:
+    action = args.action or "list"
+    if action != "list":
+        if not args.target:
+            raise CliError(f"peers {action} needs a {'MULTIADDR' if action == 'add' else 'PEER_ID'}",
+                           EXIT_USAGE)
+        if action == "add":
+            data = _call(_client(args), "POST", "/v1/peers", {"addr": args.target})
+            message = (f"{data['peer_id']}  " + ("connected" if data["connected"] else
+                       f"added, not connected yet ({data['error']}); the node keeps dialling it"))
+        elif action == "block":
+            data = _call(_client(args), "POST", f"/v1/peers/{args.target}/block")
+            message = f"{data['peer_id']}  blocked: disconnected, never dialled, ignored"
+        else:
+            data = _call(_client(args), "DELETE", f"/v1/peers/{args.target}/block")
+            message = f"{data['peer_id']}  unblocked"
+        if not _shown_as_json(args, data):
+            print(message)
+        return EXIT_OK
     data = _call(_client(args), "GET", "/v1/peers")
     if _shown_as_json(args, data):
         return EXIT_OK
@@ -242,6 +268,15 @@ def cmd_status(args: argparse.Namespace) -> int:
     print(f"received   {ing['accepted']} accepted, {ing['duplicates']} duplicates")
     for code, row in sorted(data["rejections"].items()):
         print(f"refused    {code}: {row['count']} (last from {row['last_peer'] or 'local'})")
+    c = data.get("commons")
+    if c:
+        print(f"commons    policy {c['policy']}, N = {c['threshold']}, {c['trusted']} trusted keys "
+              f"({c['trust_list']} listed), {c['revokers']} revokers, "
+              f"{c['local_revocations']} local revocations")
+    sy = data.get("sync")
+    if sy:
+        print(f"sync       every {sy['interval']:g} s; {sy['initiated']} sessions run, {sy['served']} served, "
+              f"{sy['received']} records received, {sy['bytes_sent'] + sy['bytes_received']} bytes")
     return EXIT_OK
 
 
@@ -261,10 +296,20 @@ def _records_offline(args: argparse.Namespace) -> Any:
                 idb = wire.parse_id(args.id)
             except wire.WireError as exc:
                 raise CliError(exc.message, EXIT_USAGE) from None
-            row = store.get_by_idb(idb)
-            if row is None:
+            from .api_commons import commons_view
+            from .status import CommonsStatus
+
+            from .identity import IdentityError, load as load_identity
+
+            try:
+                own: bytes | None = load_identity(home).public_key
+            except IdentityError:
+                own = None
+            machine = CommonsStatus(_load_config(args).commons, store, own).load()
+            view = commons_view(machine, store, idb.hex())
+            if view.get("status") == "absent" and not view["chain"]["children"]:
                 raise CliError(f"not-found: no record {args.id} here", EXIT_NOT_FOUND)
-            return record_view(row)
+            return view
         rows = store.list(type=args.type, kind=args.kind, status=args.status, limit=args.limit)
         return {"records": [record_view(r) for r in rows]}
     finally:
@@ -304,7 +349,7 @@ def cmd_records(args: argparse.Namespace) -> int:
         text = _text_of(v)
         if len(text) > 70:
             text = text[:67] + "..."
-        print(f"{v['id'][:16]}  {v['type']:<11} {(v['kind'] or '-'):<11} {v['status']:<10} "
+        print(f"{v['id'][:16]}  {v['type']:<11} {(v['kind'] or '-'):<11} {v['status']:<11} "
               f"{_when(v['arrived'])}  {text}")
     if not data["records"]:
         print("no records", file=sys.stderr)
@@ -312,11 +357,87 @@ def cmd_records(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    data = _via_api_or_store(args, f"/v1/records/{args.id}")
+    data = _via_api_or_store(args, f"/v1/commons/{args.id}")
     if _shown_as_json(args, data):
         return EXIT_OK
-    _print_record(data)
+    if data.get("type"):
+        _print_record(data)
+    else:
+        print(f"id          {data['id']}")
+        print("status      absent: not held here, but named by records that are")
+    _print_commons(data)
     return EXIT_OK
+
+
+def _short(rid: str | None) -> str:
+    return (rid or "-")[:16] + "…"
+
+
+def _why_revoked(cause: dict[str, Any] | None) -> str:
+    if not cause:
+        return ""
+    if cause["by"] == "local":
+        return "revoked locally by this node's operator"
+    if cause["by"] == "revocation":
+        return f"revocation {_short(cause['revocation'])}"
+    root = cause.get("root") or {}
+    while root.get("by") == "ancestor":
+        root = root.get("root") or {}
+    return f"derived from {_short(cause['ancestor'])}, revoked ({_why_revoked(root)})"
+
+
+def _print_commons(v: dict[str, Any]) -> None:
+    c = v.get("commons")
+    if c and "group" in c:  # a lesson
+        if c.get("revoked_because"):
+            print(f"revoked     {_why_revoked(c['revoked_because'])}")
+        g = c["group"]
+        head = "this one" if g["head"] == v["id"] else _short(g["head"])
+        print(f"group       {len(g['members'])} member(s), head {head}, group status {g['status']}")
+        votes, tally = c["votes"], c["tally"]
+        refused = ", ".join(f"{n} {why}" for why, n in sorted(votes["refused"].items()))
+        print(f"votes       {votes['total']} cast, {votes['counted']} counted under `{c['policy']}` "
+              f"(N = {c['threshold']})" + (f"; not counted: {refused}" if refused else ""))
+        print(f"tally       {tally['confirmers']} confirming keys; in the last "
+              f"{tally['fade_window'] / 86400:g} days: {tally['confirmed_in_window']} confirmed, "
+              f"{tally['failed_in_window']} failed")
+        for step in g["history"]:
+            arrow = f"{step['from']} -> {step['to']}" if step["from"] else step["to"]
+            print(f"history     {_when(step['at'])}  {arrow}  ({_short(step['cause'])})")
+        for vote in votes["shown"][-10:]:
+            kind = "corroboration" if vote["corroboration"] else vote["verdict"]
+            state = "counted" if vote["counted"] else f"not counted: {vote['reason']}"
+            print(f"  vote      {_short(vote['id'])} {kind:<13} by {vote['signer'][:16]}…  {state}")
+        for rev in c["revocations"]:
+            print(f"  revoked   by {_short(rev['id'])} ({rev['reason_code']}): {rev['effect']}, {rev['why']}")
+    elif c:
+        detail = ", ".join(f"{k} {_short(val) if isinstance(val, str) and len(val) == 68 else val}"
+                           for k, val in c.items() if k != "status" and val is not None)
+        print(f"commons     {c['status']}" + (f": {detail}" if detail else ""))
+    chain = v.get("chain") or {}
+    if chain.get("parents") or chain.get("children"):
+        print("provenance chain")
+        if chain.get("parents"):
+            print("  derived from")
+            _print_tree(chain["parents"], "parents", "  ")
+        text = (v.get("record") or {}).get("text", "")
+        print(f"  ● {_short(v['id'])}  {v.get('status', ''):<10} {text[:60]}")
+        if chain.get("children"):
+            print("  derived into")
+            _print_tree(chain["children"], "children", "  ")
+
+
+def _print_tree(nodes: list[dict[str, Any]], key: str, indent: str) -> None:
+    for i, node in enumerate(nodes):
+        last = i == len(nodes) - 1
+        text = node.get("text") or ""
+        if node.get("truncated"):
+            text = "(more not shown)"
+        elif node.get("repeated"):
+            text = "(shown above)"
+        print(f"{indent}{'└─' if last else '├─'} {_short(node['id'])}  {node.get('status', ''):<10} "
+              f"{text[:60]}")
+        _print_tree(node.get(key) or [], key, indent + ("   " if last else "│  "))
 
 
 def _print_record(v: dict[str, Any]) -> None:
@@ -355,6 +476,100 @@ def cmd_fetch(args: argparse.Namespace) -> int:
         print(f"found (from {data['fetched']['from']})")
         _print_record(data)
     return EXIT_OK
+
+
+def cmd_attest(args: argparse.Namespace) -> int:
+    body: dict[str, Any] = {"id": args.id, "verdict": "confirmed" if args.confirmed else "failed",
+                            "met_before": args.met_before}
+    if args.sessions is not None or args.matched is not None or args.window_days is not None:
+        sessions = args.sessions if args.sessions is not None else 1
+        matched = args.matched if args.matched is not None else (1 if args.confirmed else 0)
+        window = round((args.window_days if args.window_days is not None else 14) * 86400)
+        body["evidence"] = {"sessions": sessions, "matched": matched, "window": window}
+    data = _call(_client(args), "POST", "/v1/attest", body)
+    if not _shown_as_json(args, data):
+        lesson = data.get("lesson") or {}
+        state = "already known" if data.get("duplicate") else f"{data['status']}, published (queued)"
+        print(f"{data['id']}  {state}")
+        print(f"lesson {args.id[:16]}…  now {lesson.get('status')}")
+    return EXIT_OK
+
+
+def cmd_revoke(args: argparse.Namespace) -> int:
+    if args.undo:
+        data = _call(_client(args), "DELETE", f"/v1/revoke/{args.id}")
+        if not _shown_as_json(args, data):
+            print(f"{data['id']}  local revocation lifted; now {data['status']}")
+        return EXIT_OK
+    body: dict[str, Any] = {"id": args.id, "reason": args.reason or "", "local": args.local}
+    if args.code:
+        body["reason_code"] = args.code
+    data = _call(_client(args), "POST", "/v1/revoke", body)
+    if _shown_as_json(args, data):
+        return EXIT_OK
+    if args.local:
+        print(f"{data['id']}  revoked here only (never published); now {data['status']}, "
+              f"{data['changed']} statuses changed")
+        return EXIT_OK
+    effect = data.get("effect") or {}
+    print(f"{data['id']}  revocation {effect.get('status')} here ({effect.get('reason')}), published (queued)")
+    print(f"target {args.id[:16]}…  now {data.get('target_status')}")
+    if effect.get("status") == "no-effect":
+        print("note: no effect here: this node is neither the author nor in its own revokers list; "
+              "the revocation takes effect where its key is a revoker (--local revokes here)",
+              file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_keys(args: argparse.Namespace) -> int:
+    name = args.command  # "trust" or "revokers"
+    action = args.action or "list"
+    client = _client(args)
+    if action == "list":
+        data = _call(client, "GET", f"/v1/{name}")
+    elif not args.key:
+        raise CliError(f"{name} {action} needs a KEY (64 hex digits or a peer id)", EXIT_USAGE)
+    elif action == "add":
+        data = _call(client, "POST", f"/v1/{name}", {"key": args.key, "note": args.note or ""})
+    else:
+        data = _call(client, "DELETE", f"/v1/{name}/{args.key}")
+    if _shown_as_json(args, data):
+        return EXIT_OK
+    if action != "list":
+        done = {"add": "added" if data.get("added") else "already listed", "remove": "removed"}[action]
+        print(f"{data['key']}  {done}; {data['changed']} statuses changed")
+    for row in data[name]:
+        note = f"  {row['note']}" if row.get("note") else ""
+        print(f"{row['key']}  {row['peer_id']}  ({row['source']}){note}")
+    if not data[name]:
+        print(f"no keys in the {name} list", file=sys.stderr)
+    for key in data.get("vouched", ()):
+        print(f"{key}  (vouched for by a trusted key)")
+    return EXIT_OK
+
+
+def cmd_vouch(args: argparse.Namespace) -> int:
+    data = _call(_client(args), "POST", "/v1/vouch", {"key": args.key})
+    if not _shown_as_json(args, data):
+        print(f"{data['id']}  vouch {data['status']} here, published (queued)")
+    return EXIT_OK
+
+
+def cmd_sync(args: argparse.Namespace) -> int:
+    body = {"peer": args.peer} if args.peer else {}
+    data = _call(_client(args), "POST", "/v1/sync", body)
+    if _shown_as_json(args, data):
+        return EXIT_OK
+    if not data["sessions"]:
+        print("no peer connected", file=sys.stderr)
+    failed = False
+    for r in data["sessions"]:
+        need = sum(r["need"].values())
+        print(f"{r['peer']}  {r['outcome']}: {r['received']} received of {need} missing, "
+              f"{r['bytes_sent'] + r['bytes_received']} bytes, {r['seconds']} s"
+              + (f" ({r['detail']})" if r["detail"] else ""))
+        failed = failed or r["outcome"] not in ("done", "partial")
+    return EXIT_ERROR if failed else EXIT_OK
 
 
 def cmd_config(args: argparse.Namespace) -> int:
@@ -403,7 +618,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--log-format", choices=["text", "json"])
     p = command("id", "print the peer id and listen addresses", cmd_id)
     p.add_argument("-q", "--quiet", action="store_true", help="print the peer id only")
-    command("peers", "list connected and known peers, with scores", cmd_peers)
+    p = command("peers", "list peers (default), add one, or block and unblock one", cmd_peers)
+    p.add_argument("action", nargs="?", choices=["list", "add", "block", "unblock"])
+    p.add_argument("target", nargs="?", help="a multiaddr ending in /p2p/<peer id> (add), or a peer id")
     command("status", "counts of records, peers, gossip and refusals", cmd_status)
     command("config", "print the effective configuration (defaults filled in)", cmd_config)
     p = command("records", "list stored records, newest first", cmd_records)
@@ -422,6 +639,36 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("fetch", "ask peers for a record by id", cmd_fetch)
     p.add_argument("id")
     p.add_argument("--peer", help="ask only this peer id")
+    p = command("attest", "sign an attestation: did the lesson predict what your sessions met?", cmd_attest)
+    p.add_argument("id", help="the lesson's id")
+    verdict = p.add_mutually_exclusive_group(required=True)
+    verdict.add_argument("--confirmed", action="store_true", help="its prediction held")
+    verdict.add_argument("--failed", action="store_true", help="its prediction failed")
+    p.add_argument("--met-before", action="store_true",
+                   help="you had met the surprise before you received the lesson (then your vote "
+                   "is not independent, and the built-in policies do not count it)")
+    p.add_argument("--sessions", type=int, help="sessions in the window (default 1)")
+    p.add_argument("--matched", type=int, help="sessions that met the prediction (default 1 if confirmed)")
+    p.add_argument("--window-days", type=float, help="the evidence window, in days (default 14)")
+    p = command("revoke", "revoke a record by id (with what derives from it), everywhere or here only",
+                cmd_revoke)
+    p.add_argument("id")
+    p.add_argument("--reason", help="why, for people: an observation, never an instruction")
+    p.add_argument("--code", choices=list(REASON_CODES),
+                   help="why, for machines (default incorrect)")
+    scope = p.add_mutually_exclusive_group()
+    scope.add_argument("--local", action="store_true", help="revoke here only: nothing is signed or published")
+    scope.add_argument("--undo", action="store_true", help="lift a local revocation")
+    for name, what in (("trust", "keys whose attestations the trusted policy counts"),
+                       ("revokers", "keys whose revocations apply on this node")):
+        p = command(name, f"list, add or remove {what}", cmd_keys)
+        p.add_argument("action", nargs="?", choices=["list", "add", "remove"])
+        p.add_argument("key", nargs="?", help="64 hex digits or a peer id")
+        p.add_argument("--note", help="a note kept beside the key")
+    p = command("vouch", "sign a vouch for a key (a trusted voucher makes it trusted)", cmd_vouch)
+    p.add_argument("key", help="64 hex digits or a peer id")
+    p = command("sync", "run an anti-entropy session now, with every connected peer or one", cmd_sync)
+    p.add_argument("--peer", help="only this peer id")
     return parser
 
 

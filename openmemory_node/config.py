@@ -89,6 +89,32 @@ class FetchSection:
 
 
 @dataclass
+class CommonsSection:
+    policy: str = "trusted"  # independence policy: "trusted" or "open" (PROTOCOL.md)
+    threshold: int = 3  # N: counted confirmations that make a candidate common
+    fade_window: int = 30 * 86400  # seconds: failures vs confirmations within it fade a lesson
+    trust: list[str] = field(default_factory=list)  # keys (hex or peer id) whose votes count
+    revokers: list[str] = field(default_factory=list)  # keys whose revocations apply here
+    trust_self: bool = True  # this node's own key is in its trust list
+
+
+@dataclass
+class SyncSection:
+    interval: float = 30.0  # seconds between anti-entropy sessions with each connected peer
+    connect_delay: float = 0.5  # a session starts this long after a peer connects
+    session_timeout: float = 120.0  # a whole session, reconciliation and transfer
+    frame_timeout: float = 10.0  # one message
+    max_rounds: int = 64  # reconciliation rounds per record type per session
+    max_records: int = 20000  # records pulled (client) or served (server) per session
+    max_message_bytes: int = 60000  # largest reconciliation message sent
+    max_receive_bytes: int = 131072  # largest message accepted
+    max_inbound_sessions: int = 16  # sessions served at once
+    max_outbound_sessions: int = 4  # sessions run at once
+    session_rate: float = 0.2  # sessions per second served to one peer
+    session_burst: float = 6.0
+
+
+@dataclass
 class Config:
     node: NodeSection = field(default_factory=NodeSection)
     api: ApiSection = field(default_factory=ApiSection)
@@ -96,6 +122,8 @@ class Config:
     gossip: GossipSection = field(default_factory=GossipSection)
     reconnect: ReconnectSection = field(default_factory=ReconnectSection)
     fetch: FetchSection = field(default_factory=FetchSection)
+    commons: CommonsSection = field(default_factory=CommonsSection)
+    sync: SyncSection = field(default_factory=SyncSection)
     limits: Limits = field(default_factory=Limits)
 
     def api_host_port(self) -> tuple[str, int]:
@@ -112,6 +140,8 @@ _SECTION_TYPES = {
     "gossip": GossipSection,
     "reconnect": ReconnectSection,
     "fetch": FetchSection,
+    "commons": CommonsSection,
+    "sync": SyncSection,
     "limits": Limits,
 }
 
@@ -179,6 +209,30 @@ def validate(config: Config) -> None:
         raise ConfigError("[gossip] needs 0 < degree_low <= degree <= degree_high")
     if g.heartbeat_interval < 1:
         raise ConfigError("[gossip] heartbeat_interval is a whole number of seconds >= 1")
+    c = config.commons
+    from .commons import POLICIES
+
+    if c.policy not in POLICIES:
+        raise ConfigError(f"[commons] policy must be one of {', '.join(POLICIES)}, not {c.policy!r}")
+    if c.threshold < 1 or c.fade_window < 1:
+        raise ConfigError("[commons] threshold and fade_window must be at least 1")
+    from .identity import parse_public_key
+
+    for name in ("trust", "revokers"):
+        for text in getattr(c, name):
+            try:
+                parse_public_key(text)
+            except ValueError as exc:
+                raise ConfigError(f"[commons] {name}: {exc}") from None
+    sy = config.sync
+    for name in ("interval", "session_timeout", "frame_timeout", "session_rate", "session_burst"):
+        if getattr(sy, name) <= 0:
+            raise ConfigError(f"[sync] {name} must be positive")
+    for name in ("max_rounds", "max_records", "max_inbound_sessions", "max_outbound_sessions"):
+        if getattr(sy, name) < 1:
+            raise ConfigError(f"[sync] {name} must be at least 1")
+    if not 4096 <= sy.max_message_bytes <= sy.max_receive_bytes:
+        raise ConfigError("[sync] needs 4096 <= max_message_bytes <= max_receive_bytes")
     lim = config.limits
     if lim.ungraylist_penalty > lim.graylist_penalty:
         raise ConfigError("[limits] ungraylist_penalty must not exceed graylist_penalty")
@@ -221,6 +275,10 @@ _COMMENTS = {
     "gossip": "GossipSub mesh parameters (heartbeat in whole seconds)",
     "reconnect": "re-dialling known and bootstrap peers with exponential backoff (seconds)",
     "fetch": "the /openmemory/fetch/1.0.0 stream protocol",
+    "commons": "the commons state machine: independence policy, threshold N, fade window (s), "
+               "trusted keys and revokers (hex public keys or peer ids; `trust` and `revokers` "
+               "commands add more at run time)",
+    "sync": "the /openmemory/sync/1.0.0 anti-entropy protocol (seconds, counts, bytes)",
     "limits": "admission policy: sizes, clock skew, rate limits (per second), scoring penalties",
 }
 

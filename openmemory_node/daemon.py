@@ -17,6 +17,13 @@ Extending the node (what part 2 plugs in, before :meth:`Daemon.run`):
   :class:`openmemory_node.status.StatusRules`; hooks on accepted records:
   ``daemon.ingest.on_accept_hooks``;
 * a new record type gets its topic (``/openmemory/1/<type>``) from ``gossip.RECORD_TYPES``.
+
+Part 2 plugs in this way: :class:`openmemory_node.status.CommonsStatus` (the commons state
+machine, rebuilt from the store at start and when the operator changes trust, revokers or
+local revocations) is the default status rules; :class:`openmemory_node.sync.Sync` is the
+second stream protocol (a session with each peer when it connects, then every
+``[sync] interval``); :mod:`openmemory_node.api_commons` adds the attest, revoke, trust,
+vouch, sync and peer-management endpoints.
 """
 
 from __future__ import annotations
@@ -45,11 +52,16 @@ from .ingest import Ingest
 from .log import event
 from .policy import NodePolicy
 from .reconnect import ReconnectPlan, Reconnector, transport_addr
-from .status import ArrivalStatus, StatusRules
+from .status import CommonsStatus, StatusRules
 from .store import Store
 from .streams import StreamProtocol
+from .sync import Sync
 
 log = logging.getLogger(__name__)
+
+#: Revocations received by sync and created within this many seconds are gossiped on.
+RELAY_SYNCED_WITHIN = 86400.0
+
 
 class DaemonError(Exception):
     pass
@@ -116,27 +128,37 @@ class Daemon:
         self.started_at = clock()
         self.store = Store.open(self.home, clock)
         self.policy = NodePolicy(config.limits)
+        self.policy.blocked = set(self.store.blocked_peers())
+        self.commons: CommonsStatus | None = None
+        if status_rules is None:  # built from the store in run(), once the home is locked
+            self.commons = CommonsStatus(config.commons, self.store, self.identity.public_key)
+            status_rules = self.commons
         self.ingest = Ingest(
             self.store, self.policy, clock=clock,
-            status_rules=status_rules or ArrivalStatus(), on_graylist=self._on_graylist,
+            status_rules=status_rules, on_graylist=self._on_graylist,
         )
         self.host = build_host(self.identity, config.node.listen)
         self.peer_id = self.host.get_id().to_base58()
         self.gossip = Gossip(self.host, self.ingest, config.gossip,
                              author=self.identity.public_key, clock=clock)
         self.fetch = Fetch(self.host, self.ingest, config.fetch, clock)
-        #: Stream protocols served by this node; part 2 appends its sync protocol here.
-        self.protocols: list[StreamProtocol] = [self.fetch]
+        self.sync = Sync(self.host, self.ingest, config.sync, clock, connected=self.connected_ids)
+        self.ingest.on_accept_hooks.append(self._relay_synced_revocation)
+        #: Stream protocols served by this node.
+        self.protocols: list[StreamProtocol] = [self.fetch, self.sync]
         rc = config.reconnect
         self.plan = ReconnectPlan(backoff_initial=rc.backoff_initial, backoff_max=rc.backoff_max)
         self.reconnector = Reconnector(
-            self.host, self.plan, rc, clock=clock, excluded=self._graylisted_ids,
+            self.host, self.plan, rc, clock=clock, excluded=self._excluded_ids,
             on_forget=self.store.forget_peer,
         )
         self.api = HttpServer(self.token)
         from .api import install_v1
 
+        from .api_commons import install_commons
+
         install_v1(self.api, self)
+        install_commons(self.api, self)
         self.api_address: tuple[str, int] | None = None
         self._nursery: trio.Nursery | None = None
         self._lock_fd: int | None = None
@@ -147,8 +169,28 @@ class Daemon:
     def _graylisted_ids(self) -> set[str]:
         return set(self.policy.ledger.graylisted(self.clock()))
 
+    def _excluded_ids(self) -> set[str]:
+        """Peers not to dial nor keep: graylisted ones and those the operator blocked."""
+        return self._graylisted_ids() | self.policy.blocked
+
+    def connected_ids(self) -> list[str]:
+        return [p.to_base58() for p in self.host.get_connected_peers()]
+
+    def block(self, peer: str) -> None:
+        """Cut a peer off (the operator's decision): ignore it, disconnect, never dial it."""
+        self.policy.blocked.add(peer)
+        self._cut_off(peer)
+
+    def unblock(self, peer: str) -> None:
+        self.policy.blocked.discard(peer)
+        self._release_recovered()
+
     def _on_graylist(self, peer: str) -> None:
         """Called by the ingest when a peer's penalty crosses the graylist threshold."""
+        self._cut_off(peer)
+
+    def _cut_off(self, peer: str) -> None:
+        """Out of the pubsub router (blacklisted) and disconnected."""
         from libp2p.peer.id import ID
 
         pid = ID.from_base58(peer)
@@ -168,11 +210,22 @@ class Daemon:
 
     def _release_recovered(self) -> None:
         """Lift the pubsub blacklist of peers whose penalty decayed below the threshold."""
-        graylisted = self._graylisted_ids()
+        excluded = self._excluded_ids()
         for pid in list(self.gossip.pubsub.blacklisted_peers):
-            if pid.to_base58() not in graylisted:
+            if pid.to_base58() not in excluded:
                 self.gossip.pubsub.remove_from_blacklist(pid)
                 event(log, logging.INFO, "peer released from graylist", peer=pid.to_base58())
+
+    def _relay_synced_revocation(self, record: Any, via: str, peer: str | None) -> None:
+        """A recent revocation that reached us by sync (gossip missed it: we were offline, or
+        on the other side of a partition) is gossiped on, so that our side of the network has
+        it at once rather than at its next sync. Older ones, and other records, wait for sync:
+        after a long absence they may be many, and would hold up our own publishing."""
+        if (via == "sync" and record.record_type == "revocation"
+                and record.created >= self.clock() - RELAY_SYNCED_WITHIN):
+            from . import wire
+
+            self.gossip.publish(record.id, record.record_type, wire.encode(record))
 
     def add_bootstrap(self, addrs: list[str]) -> None:
         for addr in addrs:
@@ -220,11 +273,12 @@ class Daemon:
     def _connected(self, conn: Any) -> None:
         pid = conn.muxed_conn.peer_id
         peer = pid.to_base58()
-        if self.policy.ledger.is_graylisted(peer, self.clock()):
+        if self.policy.ledger.is_graylisted(peer, self.clock()) or peer in self.policy.blocked:
             if self._nursery is not None:
                 self._nursery.start_soon(self._disconnect, pid)
             return
         self.plan.succeeded(peer, self.clock())
+        self.sync.peer_connected(peer)
         if peer not in self._announced:
             self._announced.add(peer)
             direction = str(getattr(conn, "direction", "")).split(".")[-1].lower()
@@ -237,6 +291,7 @@ class Daemon:
         if peer in {p.to_base58() for p in self.host.get_connected_peers()}:
             return
         self.plan.disconnected(peer, self.clock())
+        self.sync.peer_disconnected(peer)
         self.store.peer_event(peer, connected=False)
         if peer in self._announced:
             self._announced.discard(peer)
@@ -290,6 +345,10 @@ class Daemon:
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         self._take_lock()
         try:
+            if self.commons is not None:
+                changed = self.commons.rebuild()  # the configuration may have changed while stopped
+                if changed:
+                    event(log, logging.INFO, "statuses recomputed", changed=changed)
             for peer in self.store.known_peers():
                 self.plan.add(peer["peer_id"], peer["addrs"], bootstrap=peer["source"] == "bootstrap")
             self.add_bootstrap(self.config.node.bootstrap)

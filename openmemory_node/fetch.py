@@ -32,7 +32,7 @@ from . import wire
 from .config import FetchSection
 from .ingest import Ingest, Outcome
 from .log import event
-from .policy import FETCH_BAD_REQUEST, FETCH_MISMATCH, GRAYLISTED, Action
+from .policy import BLOCKED, FETCH_BAD_REQUEST, FETCH_MISMATCH, GRAYLISTED, Action
 from .streams import FrameError, close_quietly, frame, read_exact, read_frame
 
 log = logging.getLogger(__name__)
@@ -73,7 +73,7 @@ class Fetch:
     # -- server ---------------------------------------------------------------------------
     async def handle(self, stream: Any, peer: str) -> None:
         policy = self.ingest.policy
-        if policy.ledger.is_graylisted(peer, self.clock()):
+        if policy.ledger.is_graylisted(peer, self.clock()) or peer in policy.blocked:
             await close_quietly(stream, reset=True)
             return
         try:
@@ -108,7 +108,7 @@ class Fetch:
             refused = policy.admit_fetch(peer, self.clock())
             if refused is not None:
                 self.ingest.charge(peer, refused)
-                if refused.code != GRAYLISTED:
+                if refused.code not in (GRAYLISTED, BLOCKED):
                     await _write(stream, bytes([RATE_LIMITED]))
                 return
             data = self.ingest.store.data_by_idb(request)

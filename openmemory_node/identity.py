@@ -71,6 +71,40 @@ def peer_id_of(public_key: bytes) -> str:
     return _base58(b"\x00" + bytes([len(protobuf)]) + protobuf)
 
 
+def _unbase58(text: str) -> bytes:
+    number = 0
+    for char in text:
+        digit = _B58.find(char)
+        if digit < 0:
+            raise ValueError(f"{char!r} is not a base58 character")
+        number = number * 58 + digit
+    body = number.to_bytes((number.bit_length() + 7) // 8, "big") if number else b""
+    return b"\0" * (len(text) - len(text.lstrip("1"))) + body
+
+
+_PEER_ID_HEAD = b"\x00\x24\x08\x01\x12\x20"  # identity multihash of an Ed25519 PublicKey
+
+
+def parse_public_key(text: str) -> bytes:
+    """An Ed25519 public key from its 64 hex digits or from a peer id (12D3KooW...) that
+    inlines it; ValueError otherwise. No libp2p import (the CLI stays quick)."""
+    if not isinstance(text, str):
+        raise ValueError("a key is text: 64 hex digits or a peer id")
+    text = text.strip()
+    if len(text) == 64:
+        try:
+            return bytes.fromhex(text)
+        except ValueError:
+            pass
+    try:
+        raw = _unbase58(text)
+    except ValueError:
+        raw = b""
+    if len(raw) == len(_PEER_ID_HEAD) + 32 and raw.startswith(_PEER_ID_HEAD):
+        return raw[len(_PEER_ID_HEAD):]
+    raise ValueError(f"{text[:70]!r} is neither 64 hex digits nor an Ed25519 peer id")
+
+
 def public_key_of_peer(peer_id: str) -> bytes | None:
     """The Ed25519 public key inlined in a peer id, or None if it is not one."""
     from libp2p.peer.id import ID

@@ -81,6 +81,7 @@ WRONG_TOPIC = "wrong-topic"  # a record on another type's topic, or several topi
 FETCH_MISMATCH = "id"  # a fetch answered with another record (the wire format's code)
 FETCH_BAD_REQUEST = "fetch-bad-request"
 FETCH_RATE = "fetch-rate-limited"
+BLOCKED = "blocked"  # the operator blocked the peer (openmemory-node peers block)
 
 #: How a wire validation error (openmemory_node.wire.ERROR_CODES) is treated. Codes not
 #: listed (size, encoding, type, schema, id, observation, signature) are REJECTed.
@@ -308,6 +309,8 @@ class NodePolicy:
         self.peer_rate = RateLimiter(lim.peer_rate, lim.peer_burst, lim.max_tracked_keys)
         self.author_rate = RateLimiter(lim.author_rate, lim.author_burst, lim.max_tracked_keys)
         self.fetch_rate = RateLimiter(lim.fetch_rate, lim.fetch_burst, lim.max_tracked_keys)
+        #: Peers the operator blocked: ignored like graylisted ones, whatever their score.
+        self.blocked: set[Hashable] = set()
 
     # -- messages -------------------------------------------------------------------------
     def admit_message(
@@ -317,6 +320,8 @@ class NodePolicy:
         """Cheap checks before decoding. None means: go on and validate.
 
         ``solicited`` messages (answers to our own requests) skip the rate limit."""
+        if forwarder in self.blocked:
+            return Verdict(Action.IGNORE, BLOCKED, "the operator blocked this peer")
         if self.ledger.is_graylisted(forwarder, now):
             return Verdict(Action.IGNORE, GRAYLISTED, "sending peer is graylisted")
         if not solicited and not self.peer_rate.take(forwarder, now):
@@ -349,6 +354,8 @@ class NodePolicy:
 
     # -- fetch ----------------------------------------------------------------------------
     def admit_fetch(self, peer: Hashable, now: float) -> Verdict | None:
+        if peer in self.blocked:
+            return Verdict(Action.IGNORE, BLOCKED, "the operator blocked this peer")
         if self.ledger.is_graylisted(peer, now):
             return Verdict(Action.IGNORE, GRAYLISTED, "requesting peer is graylisted")
         if not self.fetch_rate.take(peer, now):

@@ -18,6 +18,13 @@ Tables (inspect them with ``sqlite-utils`` or ``sqlite3``):
     known peers, their addresses, where we learned them and when we last saw them.
 ``rejections``
     one row per refusal code: how many, when last, from whom, why.
+``commons_keys``
+    keys the operator added at run time to the trust list (``role`` = ``trust``) or the
+    revokers list (``revoker``), beside those in config.toml.
+``local_revocations``
+    the operator's local revocations: applied here, never published.
+``blocked_peers``
+    peers the operator cut off: never dialled, disconnected on sight.
 
 Schema changes go in :data:`MIGRATIONS` (append only); ``PRAGMA user_version`` says how
 many have run.
@@ -67,8 +74,17 @@ def _m1(db: sqlite_utils.Database) -> None:
     )
 
 
+def _m2(db: sqlite_utils.Database) -> None:
+    """Part 2: the operator's commons settings that change at run time."""
+    db["commons_keys"].create(  # role: "trust" or "revoker"
+        {"key": str, "role": str, "added": float, "note": str}, pk=("key", "role"),
+    )
+    db["local_revocations"].create({"id": str, "reason": str, "at": float}, pk="id")
+    db["blocked_peers"].create({"peer_id": str, "at": float, "note": str}, pk="peer_id")
+
+
 #: Append-only list of schema migrations; entry i takes the schema from version i to i+1.
-MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_m1]
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_m1, _m2]
 
 
 @dataclass(frozen=True)
@@ -199,6 +215,24 @@ class Store:
         args.append(int(limit))
         return [_row(r) for r in self.conn.execute(sql, args)]
 
+    def scan(self, batch: int = 2000) -> Iterable[tuple[str, str, bytes, str]]:
+        """Every record as (id, type, data, status), in arrival order, read in batches."""
+        last = 0
+        while True:
+            rows = self.conn.execute(
+                "SELECT rowid, id, type, data, status FROM records WHERE rowid>? ORDER BY rowid LIMIT ?",
+                (last, batch),
+            ).fetchall()
+            if not rows:
+                return
+            for rowid, id_, type_, data, status in rows:
+                yield id_, type_, bytes(data), status
+            last = rows[-1][0]
+
+    def ids_by_type(self) -> Iterable[tuple[bytes, str]]:
+        for idb, type_ in self.conn.execute("SELECT idb, type FROM records"):
+            yield bytes(idb), type_
+
     def ids(self) -> list[str]:
         return [r[0] for r in self.conn.execute("SELECT id FROM records ORDER BY id")]
 
@@ -277,6 +311,48 @@ class Store:
             row["code"]: {k: row[k] for k in ("count", "last_at", "last_peer", "last_detail")}
             for row in self.db["rejections"].rows
         }
+
+    # -- commons settings -----------------------------------------------------------------
+    def commons_keys(self, role: str) -> list[dict[str, Any]]:
+        return [dict(r) for r in self.db["commons_keys"].rows_where("role=?", [role], order_by="added")]
+
+    def add_commons_key(self, key: str, role: str, note: str = "") -> bool:
+        cur = self.conn.execute(
+            "INSERT OR IGNORE INTO commons_keys (key, role, added, note) VALUES (?,?,?,?)",
+            (key, role, self.clock(), note),
+        )
+        return cur.rowcount == 1
+
+    def remove_commons_key(self, key: str, role: str) -> bool:
+        cur = self.conn.execute("DELETE FROM commons_keys WHERE key=? AND role=?", (key, role))
+        return cur.rowcount == 1
+
+    def local_revocations(self) -> dict[str, dict[str, Any]]:
+        return {r["id"]: {"reason": r["reason"], "at": r["at"]}
+                for r in self.db["local_revocations"].rows_where(order_by="at")}
+
+    def add_local_revocation(self, id: str, reason: str) -> bool:
+        cur = self.conn.execute(
+            "INSERT OR IGNORE INTO local_revocations (id, reason, at) VALUES (?,?,?)",
+            (id, reason, self.clock()),
+        )
+        return cur.rowcount == 1
+
+    def remove_local_revocation(self, id: str) -> bool:
+        return self.conn.execute("DELETE FROM local_revocations WHERE id=?", (id,)).rowcount == 1
+
+    def blocked_peers(self) -> dict[str, dict[str, Any]]:
+        return {r["peer_id"]: {"at": r["at"], "note": r["note"]} for r in self.db["blocked_peers"].rows}
+
+    def block_peer(self, peer_id: str, note: str = "") -> bool:
+        cur = self.conn.execute(
+            "INSERT OR IGNORE INTO blocked_peers (peer_id, at, note) VALUES (?,?,?)",
+            (peer_id, self.clock(), note),
+        )
+        return cur.rowcount == 1
+
+    def unblock_peer(self, peer_id: str) -> bool:
+        return self.conn.execute("DELETE FROM blocked_peers WHERE peer_id=?", (peer_id,)).rowcount == 1
 
     # -- peers ----------------------------------------------------------------------------
     def remember_peer(self, peer_id: str, addrs: list[str], source: str) -> None:

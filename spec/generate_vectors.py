@@ -621,19 +621,24 @@ def main() -> int:
     args = parser.parse_args()
     files = {name: render(obj) for name, obj in build().items()}
     files["worked-example.txt"] = worked_example()
+    return emit(files, args.check, "spec/generate_vectors.py")
+
+
+def emit(files: dict[str, str], check: bool, script: str) -> int:
+    """Write ``files`` into spec/vectors/, or with ``check`` report those that differ."""
     stale = []
     for name, text in files.items():
         path = VECTORS / name
-        if args.check:
+        if check:
             if not path.exists() or path.read_text(encoding="utf-8") != text:
                 stale.append(name)
         else:
             VECTORS.mkdir(exist_ok=True)
             path.write_text(text, encoding="utf-8")
     if stale:
-        print("out of date: " + ", ".join(stale) + " (run python spec/generate_vectors.py)", file=sys.stderr)
+        print("out of date: " + ", ".join(stale) + f" (run python {script})", file=sys.stderr)
         return 1
-    print(("up to date: " if args.check else "wrote: ") + ", ".join(files))
+    print(("up to date: " if check else "wrote: ") + ", ".join(files))
     return 0
 
 

@@ -88,6 +88,19 @@ class Node:
             path.write_text(_merge_toml(path.read_text(), self.extra_config))
         return self
 
+    def configure(self, extra: str) -> "Node":
+        """Overlay ``[section] key = value`` lines onto config.toml (the node must be stopped
+        to take them)."""
+        path = self.home / "config.toml"
+        path.write_text(_merge_toml(path.read_text(), extra))
+        return self
+
+    @property
+    def public_key(self) -> str:
+        from openmemory_node.identity import load
+
+        return load(self.home).public_key.hex()
+
     def start(self, wait: bool = True) -> "Node":
         assert self.proc is None or self.proc.poll() is not None, "already running"
         try:
@@ -137,6 +150,24 @@ class Node:
 
     def publish(self, text: str, kind: str = "correction", **extra: Any) -> dict:
         return self.post("/v1/lessons", {"text": text, "kind": kind, **extra})
+
+    def records(self) -> dict[str, dict]:
+        """Every stored record (id -> its view), all pages."""
+        out: dict[str, dict] = {}
+        before = None
+        while True:
+            page = self.get("/v1/records?limit=1000" + (f"&before={before}" if before else ""))
+            out.update((r["id"], r) for r in page["records"])
+            if len(page["records"]) < 1000:
+                return out
+            before = page["next_before"]
+
+    def statuses(self) -> dict[str, str]:
+        return {rid: r["status"] for rid, r in self.records().items()}
+
+    def status_of(self, record_id: str) -> str | None:
+        view = self.has(record_id)
+        return view["status"] if view else None
 
     def mesh(self, topic: str = "/openmemory/1/lesson") -> int:
         return self.status()["gossip"]["mesh"].get(topic, 0)

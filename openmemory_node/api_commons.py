@@ -1,0 +1,319 @@
+"""The local API, version 1, part 2: the commons (attest, revoke, trust, vouch), sync, peers.
+
+    POST   /v1/attest                {id, verdict, met_before?, evidence?}: sign, store, publish
+    POST   /v1/revoke                {id, reason_code?, reason?, local?}: sign and publish, or
+                                     (local) revoke here only
+    DELETE /v1/revoke/{id}           lift a local revocation
+    GET    /v1/revocations/local     the local revocations
+    GET    /v1/commons/{id}          a record with its commons status explained and its chain
+    GET    /v1/trust                 trusted keys (config.toml and run-time), and the vouched
+    POST   /v1/trust                 {key, note?}; DELETE /v1/trust/{key}
+    GET    /v1/revokers              likewise for the revokers list
+    POST   /v1/revokers              {key, note?}; DELETE /v1/revokers/{key}
+    POST   /v1/vouch                 {key}: sign a vouch for a key, store, publish
+    GET    /v1/sync                  sync counters and the last session with each peer
+    POST   /v1/sync                  {peer?}: a sync session now, with one peer or every one
+    POST   /v1/peers                 {addr}: a peer to keep connected (dialled now)
+    POST   /v1/peers/{peer}/block    cut a peer off; DELETE the same path lifts it
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from . import wire
+from .api import _ingest_response, _record_id, record_view
+from .commons import CONFIRMED, FAILED, Commons
+from .host import peer_info
+from .httpserver import HttpError, HttpServer, Request
+from .identity import parse_public_key, peer_id_of
+from .reconnect import transport_addr
+from .store import Store
+
+if TYPE_CHECKING:
+    from .daemon import Daemon
+
+DEFAULT_EVIDENCE_WINDOW = 14 * 86400
+ROLES = {"trust": "trust", "revokers": "revoker"}
+
+
+def _fields(body: dict[str, Any], allowed: set[str]) -> None:
+    unknown = set(body) - allowed
+    if unknown:
+        raise HttpError(400, "bad-request", f"unknown fields: {', '.join(sorted(unknown))}")
+
+
+def _key(value: Any) -> bytes:
+    try:
+        return parse_public_key(value)
+    except ValueError as exc:
+        raise HttpError(400, "bad-key", str(exc)) from None
+
+
+def _commons(daemon: "Daemon") -> Any:
+    if daemon.commons is None:
+        raise HttpError(409, "no-commons", "this node runs without the commons state machine")
+    return daemon.commons
+
+
+def commons_view(machine: Commons, store: Store, rid: str) -> dict[str, Any]:
+    """A record, why it has its status, and its provenance chain with each record's text."""
+    row = store.get(rid)
+    view = record_view(row) if row is not None else {"id": rid, "status": "absent"}
+    if rid in machine:
+        view["commons"] = machine.explain(rid)
+    view["chain"] = _with_texts(store, machine.chain(rid))
+    return view
+
+
+def _with_texts(store: Store, node: dict[str, Any]) -> dict[str, Any]:
+    row = store.get(node["id"])
+    if row is not None:
+        node["type"] = row.type
+        try:
+            record = wire.decode(row.data)
+            node["text"] = getattr(record, "text", None)
+        except wire.WireError:
+            node["text"] = None
+    for name in ("parents", "children"):
+        for child in node.get(name, ()):
+            _with_texts(store, child)
+    return node
+
+
+def install_commons(api: HttpServer, daemon: "Daemon") -> None:
+    def sign_and_ingest(record: Any) -> tuple[int, Any]:
+        data = wire.encode(record)
+        outcome = daemon.ingest.accept(data, peer=None, via="local")
+        return _ingest_response(daemon, outcome, data)
+
+    def now() -> int:
+        return int(daemon.clock())
+
+    # -- attest ------------------------------------------------------------------------------
+    @api.route("POST", "/v1/attest")
+    async def attest(req: Request) -> tuple[int, Any]:
+        body = req.json_object()
+        _fields(body, {"id", "verdict", "met_before", "evidence"})
+        idb = _record_id(body.get("id"))
+        verdict = body.get("verdict")
+        if verdict not in (CONFIRMED, FAILED):
+            raise HttpError(400, "bad-request", "verdict is \"confirmed\" or \"failed\"")
+        met_before = body.get("met_before", False)
+        if not isinstance(met_before, bool):
+            raise HttpError(400, "bad-request", "met_before is true or false")
+        row = daemon.store.get_by_idb(idb)
+        if row is None:
+            raise HttpError(404, "not-found", f"no lesson {idb.hex()} here (fetch it first)")
+        if row.type != "lesson":
+            raise HttpError(422, "not-a-lesson", f"{idb.hex()} is a {row.type}; attest lessons")
+        evidence = body.get("evidence") or {
+            "sessions": 1, "matched": 1 if verdict == CONFIRMED else 0, "window": DEFAULT_EVIDENCE_WINDOW}
+        try:
+            record = wire.new_attestation(daemon.identity.signing_key, lesson_id=idb, verdict=verdict,
+                                          met_before=met_before, evidence=evidence, created=now())
+        except (wire.WireError, TypeError, KeyError) as exc:
+            raise HttpError(422, getattr(exc, "code", "schema"), str(exc)) from None
+        status, view = sign_and_ingest(record)
+        view["lesson"] = _commons(daemon).machine.explain(idb.hex())
+        return status, view
+
+    # -- revoke ------------------------------------------------------------------------------
+    @api.route("POST", "/v1/revoke")
+    async def revoke(req: Request) -> tuple[int, Any]:
+        body = req.json_object()
+        _fields(body, {"id", "reason_code", "reason", "local"})
+        idb = _record_id(body.get("id"))
+        reason = body.get("reason", "")
+        code = body.get("reason_code", "incorrect")
+        if not isinstance(reason, str) or not isinstance(code, str):
+            raise HttpError(400, "bad-request", "reason and reason_code are strings")
+        rid = idb.hex()
+        if body.get("local", False) is True:
+            rules = _commons(daemon)
+            added = daemon.store.add_local_revocation(rid, reason)
+            changed = rules.rebuild()
+            return (201 if added else 200), {
+                "local": True, "id": rid, "added": added, "changed": changed,
+                "status": rules.machine.status(rid) or "absent (revoked if it arrives)",
+            }
+        try:
+            record = wire.new_revocation(daemon.identity.signing_key, target=idb, reason_code=code,
+                                         reason=reason, created=now())
+        except wire.WireError as exc:
+            raise HttpError(422, exc.code, exc.message) from None
+        status, view = sign_and_ingest(record)
+        machine = _commons(daemon).machine
+        view["effect"] = machine.explain(record.id)
+        view["target_status"] = machine.status(rid) or "absent"
+        return status, view
+
+    @api.route("DELETE", "/v1/revoke/{id}")
+    async def unrevoke(req: Request) -> tuple[int, Any]:
+        rid = _record_id(req.params["id"]).hex()
+        if not daemon.store.remove_local_revocation(rid):
+            raise HttpError(404, "not-found", f"no local revocation of {rid} (a published revocation is final)")
+        changed = _commons(daemon).rebuild()
+        return 200, {"id": rid, "lifted": True, "changed": changed,
+                     "status": _commons(daemon).machine.status(rid) or "absent"}
+
+    @api.route("GET", "/v1/revocations/local")
+    async def local_revocations(req: Request) -> tuple[int, Any]:
+        machine = _commons(daemon).machine
+        return 200, {"local_revocations": [
+            {"id": rid, **info, "status": machine.status(rid) or "absent"}
+            for rid, info in daemon.store.local_revocations().items()]}
+
+    # -- status and chain -------------------------------------------------------------------
+    @api.route("GET", "/v1/commons/{id}")
+    async def commons(req: Request) -> tuple[int, Any]:
+        rid = _record_id(req.params["id"]).hex()
+        view = commons_view(_commons(daemon).machine, daemon.store, rid)
+        if view.get("status") == "absent" and not view["chain"]["children"]:
+            raise HttpError(404, "not-found", f"no record {rid} here (POST /v1/fetch asks peers)")
+        return 200, view
+
+    # -- trust and revokers -----------------------------------------------------------------
+    def key_list(name: str) -> dict[str, Any]:
+        role = ROLES[name]
+        configured = getattr(daemon.config.commons, name)
+        rows = [{"key": parse_public_key(k).hex(), "source": "config", "note": ""} for k in configured]
+        rows += [{"key": r["key"], "source": "store", "note": r["note"], "added": r["added"]}
+                 for r in daemon.store.commons_keys(role)]
+        if name == "trust" and daemon.config.commons.trust_self:
+            rows.insert(0, {"key": daemon.identity.public_key.hex(), "source": "self", "note": ""})
+        for row in rows:
+            row["peer_id"] = peer_id_of(bytes.fromhex(row["key"]))
+        out: dict[str, Any] = {name: rows}
+        if name == "trust":
+            machine = _commons(daemon).machine
+            listed = {r["key"] for r in rows}
+            out["vouched"] = sorted({k.hex() for k in machine.trusted} - listed)
+            out["policy"] = machine.policy.name
+        return out
+
+    def install_key_list(name: str) -> None:
+        role = ROLES[name]
+
+        @api.route("GET", f"/v1/{name}")
+        async def listing(req: Request) -> tuple[int, Any]:
+            return 200, key_list(name)
+
+        @api.route("POST", f"/v1/{name}")
+        async def add(req: Request) -> tuple[int, Any]:
+            body = req.json_object()
+            _fields(body, {"key", "note"})
+            key = _key(body.get("key"))
+            note = body.get("note", "")
+            if not isinstance(note, str):
+                raise HttpError(400, "bad-request", "note is a string")
+            added = daemon.store.add_commons_key(key.hex(), role, note[:200])
+            changed = _commons(daemon).rebuild() if added else 0
+            return (201 if added else 200), {"key": key.hex(), "added": added, "changed": changed,
+                                             **key_list(name)}
+
+        @api.route("DELETE", f"/v1/{name}/{{key}}")
+        async def remove(req: Request) -> tuple[int, Any]:
+            key = _key(req.params["key"])
+            if name == "trust" and daemon.config.commons.trust_self and key == daemon.identity.public_key:
+                raise HttpError(409, "in-config", "this node's own key: set [commons] trust_self = false")
+            if key.hex() in {parse_public_key(k).hex() for k in getattr(daemon.config.commons, name)}:
+                raise HttpError(409, "in-config", f"{key.hex()} is listed in config.toml [commons] {name}: "
+                                "remove it there and restart")
+            if not daemon.store.remove_commons_key(key.hex(), role):
+                raise HttpError(404, "not-found", f"{key.hex()} is not in the {name} list")
+            changed = _commons(daemon).rebuild()
+            return 200, {"key": key.hex(), "removed": True, "changed": changed, **key_list(name)}
+
+    install_key_list("trust")
+    install_key_list("revokers")
+
+    @api.route("POST", "/v1/vouch")
+    async def vouch(req: Request) -> tuple[int, Any]:
+        body = req.json_object()
+        _fields(body, {"key"})
+        key = _key(body.get("key"))
+        try:
+            record = wire.new_vouch(daemon.identity.signing_key, subject=key, created=now())
+        except wire.WireError as exc:
+            raise HttpError(422, exc.code, exc.message) from None
+        return sign_and_ingest(record)
+
+    # -- sync --------------------------------------------------------------------------------
+    @api.route("GET", "/v1/sync")
+    async def sync_status(req: Request) -> tuple[int, Any]:
+        return 200, daemon.sync.status()
+
+    @api.route("POST", "/v1/sync")
+    async def sync_now(req: Request) -> tuple[int, Any]:
+        body = req.json_object() if req.body else {}
+        _fields(body, {"peer"})
+        connected = daemon.connected_ids()
+        peers = connected
+        if body.get("peer"):
+            if body["peer"] not in connected:
+                raise HttpError(404, "not-connected", f"{body['peer']} is not connected")
+            peers = [body["peer"]]
+        reports: list[Any] = []
+
+        async def one(peer: str) -> None:
+            reports.append((await daemon.sync.session(peer)).as_dict())
+
+        async with trio.open_nursery() as nursery:
+            for peer in peers:
+                nursery.start_soon(one, peer)
+        return 200, {"sessions": sorted(reports, key=lambda r: r["peer"])}
+
+    # -- peers -------------------------------------------------------------------------------
+    @api.route("POST", "/v1/peers")
+    async def add_peer(req: Request) -> tuple[int, Any]:
+        body = req.json_object()
+        _fields(body, {"addr"})
+        addr = body.get("addr")
+        try:
+            info = peer_info(addr if isinstance(addr, str) else "")
+        except ValueError as exc:
+            raise HttpError(400, "bad-addr", str(exc)) from None
+        peer = info.peer_id.to_base58()
+        if peer == daemon.peer_id:
+            raise HttpError(400, "bad-addr", "that is this node")
+        addrs = [transport_addr(str(a)) for a in info.addrs]
+        daemon.plan.add(peer, addrs)
+        daemon.store.remember_peer(peer, addrs, "manual")
+        error = None
+        try:
+            with trio.fail_after(daemon.config.reconnect.dial_timeout):
+                await daemon.host.connect(info)
+        except Exception as exc:  # kept: the reconnect loop goes on trying
+            error = f"{type(exc).__name__}: {exc}"[:200]
+        return 200, {"peer_id": peer, "addrs": addrs, "connected": peer in daemon.connected_ids(),
+                     "error": error}
+
+    def peer_param(req: Request) -> str:
+        from libp2p.peer.id import ID
+
+        peer = req.params["peer"]
+        try:
+            ID.from_base58(peer)
+        except Exception:
+            raise HttpError(400, "bad-peer", f"{peer[:80]!r} is not a peer id") from None
+        if peer == daemon.peer_id:
+            raise HttpError(400, "bad-peer", "that is this node")
+        return peer
+
+    @api.route("POST", "/v1/peers/{peer}/block")
+    async def block(req: Request) -> tuple[int, Any]:
+        peer = peer_param(req)
+        added = daemon.store.block_peer(peer)
+        daemon.block(peer)
+        return (201 if added else 200), {"peer_id": peer, "blocked": True}
+
+    @api.route("DELETE", "/v1/peers/{peer}/block")
+    async def unblock(req: Request) -> tuple[int, Any]:
+        peer = peer_param(req)
+        if not daemon.store.unblock_peer(peer):
+            raise HttpError(404, "not-found", f"{peer} is not blocked")
+        daemon.unblock(peer)
+        return 200, {"peer_id": peer, "blocked": False}

@@ -1,0 +1,462 @@
+"""``/openmemory/sync/1.0.0``: anti-entropy between two peers, so that what gossip dropped, or
+what a node missed while it was offline, reaches it anyway.
+
+The initiator opens a stream and, for each record type in priority order (revocations, then
+vouches, lessons, attestations), reconciles its id set with the responder's
+(:mod:`openmemory_node.reconcile`: range fingerprints over sorted ids), then pulls the records
+it lacks, validates each through the ingest pipeline (``via="sync"``, solicited: no rate
+limits, every other check) and stores it, before it goes on to the next type. So a node that
+was offline for days gets the revocations first, and a lesson arriving after its revocation
+is revoked on arrival. Each node pulls only what it asked for; nothing is pushed.
+
+Frames are unsigned-varint length-prefixed (as fetch's), each starting with a kind byte:
+
+    client -> server   0x01 RECONCILE  type(1 byte) message      (reconcile.py's format)
+                       0x02 WANT       varint n (1..64), n ids (34 bytes each)
+    server -> client   0x01 RECONCILE  type message              (the answer)
+                       0x03 RECORD     record bytes              one frame per id wanted,
+                       0x04 NOT_FOUND                            in order
+                       0x05 BUSY       (then the server closes: over its limits, not an error)
+                       0x06 ERROR      (then the server closes: the client broke the protocol)
+
+Type codes: 0 revocation, 1 vouch, 2 lesson, 3 attestation. The client ends the session by
+closing its side.
+
+Limits and penalties (PROTOCOL.md, "Sync"): a message at most ``max_receive_bytes``; a frame
+within ``frame_timeout``; ``max_rounds`` reconciliation rounds per type; at most
+``max_records`` records pulled or served per session; the whole session within
+``session_timeout``; ``max_inbound_sessions`` served at once, ``session_rate`` sessions per
+second per peer. A malformed message costs the sender ``invalid_penalty``; so does a record
+announced and then not delivered, or not the record asked for (a lie); a session over its
+rate costs ``rate_penalty``.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import trio
+from libp2p.custom_types import TProtocol
+from libp2p.peer.id import ID
+
+from .config import SyncSection
+from .ingest import Ingest
+from .log import event
+from .policy import FETCH_MISMATCH, Action, RateLimiter, Verdict
+from .reconcile import ID_BYTES, IdSet, Params, Reconciler, SyncError, decode_varint, encode_varint
+from .streams import FrameError, close_quietly, frame, read_frame
+
+log = logging.getLogger(__name__)
+
+PROTOCOL_ID = "/openmemory/sync/1.0.0"
+TYPE_ORDER = ("revocation", "vouch", "lesson", "attestation")  # the order of a session
+TYPE_CODES = {t: i for i, t in enumerate(TYPE_ORDER)}
+RECONCILE, WANT, RECORD, NOT_FOUND, BUSY, ERROR = 1, 2, 3, 4, 5, 6
+MAX_WANT = 64
+
+# Penalty codes (PROTOCOL.md, "Sync").
+SYNC_BAD_MESSAGE = "sync-bad-message"
+SYNC_LIE = "sync-lie"
+SYNC_RATE = "sync-rate-limited"
+SYNC_ROUNDS = "sync-too-many-rounds"
+
+#: How long a record refused on arrival (other than for clock skew) is not asked for again.
+REFUSED_TTL = 3600.0
+REFUSED_MAX = 10_000
+
+
+class SyncAbort(Exception):
+    """The session ends early (the reason is in the message)."""
+
+
+class SyncIndex:
+    """The node's record ids, one sorted :class:`IdSet` per type, kept current by the
+    ingest's on-accept hook."""
+
+    def __init__(self) -> None:
+        self.sets: dict[str, IdSet] = {t: IdSet() for t in TYPE_ORDER}
+
+    @classmethod
+    def from_store(cls, store: Any) -> "SyncIndex":
+        index = cls()
+        grouped: dict[str, list[bytes]] = {t: [] for t in TYPE_ORDER}
+        for idb, type_ in store.ids_by_type():
+            if type_ in grouped:
+                grouped[type_].append(idb)
+        index.sets = {t: IdSet(ids) for t, ids in grouped.items()}
+        return index
+
+    def on_accept(self, record: Any, via: str, peer: str | None) -> None:
+        self.sets[record.record_type].add(record.id_bytes)
+
+    def __len__(self) -> int:
+        return sum(len(s) for s in self.sets.values())
+
+
+@dataclass
+class SessionReport:
+    peer: str
+    started: float
+    ended: float = 0.0
+    outcome: str = "running"  # done, partial, busy, failed, unsupported, aborted
+    detail: str = ""
+    rounds: dict[str, int] = field(default_factory=dict)
+    need: dict[str, int] = field(default_factory=dict)
+    received: int = 0  # records accepted into the store
+    duplicates: int = 0
+    refused: int = 0
+    bytes_sent: int = 0
+    bytes_received: int = 0
+    reconcile_bytes: int = 0  # the reconciliation messages, both ways
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "peer": self.peer, "started": self.started, "ended": self.ended,
+            "seconds": round(self.ended - self.started, 3) if self.ended else None,
+            "outcome": self.outcome, "detail": self.detail, "rounds": self.rounds, "need": self.need,
+            "received": self.received, "duplicates": self.duplicates, "refused": self.refused,
+            "bytes_sent": self.bytes_sent, "bytes_received": self.bytes_received,
+            "reconcile_bytes": self.reconcile_bytes,
+        }
+
+
+class _Counted:
+    """A stream wrapper that counts bytes both ways for the session report."""
+
+    def __init__(self, stream: Any, report: SessionReport):
+        self.stream = stream
+        self.report = report
+
+    async def read(self, n: int | None = None) -> bytes:
+        data = await self.stream.read(n)
+        self.report.bytes_received += len(data)
+        return data
+
+    async def write(self, data: bytes) -> None:
+        await self.stream.write(data)
+        self.report.bytes_sent += len(data)
+
+
+class Sync:
+    protocol_id = PROTOCOL_ID
+
+    def __init__(
+        self, host: Any, ingest: Ingest, settings: SyncSection, clock: Callable[[], float],
+        *, connected: Callable[[], list[str]], rng: random.Random | None = None,
+    ):
+        self.host = host
+        self.ingest = ingest
+        self.settings = settings
+        self.clock = clock
+        self.connected = connected
+        self.rng = rng or random.Random()
+        self.index = SyncIndex.from_store(ingest.store)
+        ingest.on_accept_hooks.append(self.index.on_accept)
+        self.params = Params(max_message_bytes=settings.max_message_bytes,
+                             max_ranges=max(64, settings.max_receive_bytes // 16))
+        self._inbound = trio.Semaphore(settings.max_inbound_sessions)
+        self._outbound = trio.Semaphore(settings.max_outbound_sessions)
+        self._rate = RateLimiter(settings.session_rate, settings.session_burst,
+                                 ingest.policy.limits.max_tracked_keys)
+        self._next: dict[str, float] = {}  # peer -> when its next session is due
+        self._running: set[str] = set()
+        self._refused: OrderedDict[bytes, float] = OrderedDict()
+        self.last: dict[str, SessionReport] = {}
+        self.stats = {"initiated": 0, "completed": 0, "failed": 0, "served": 0, "refused_sessions": 0,
+                      "received": 0, "bytes_sent": 0, "bytes_received": 0, "served_records": 0}
+        self._wake = trio.Event()
+
+    # -- scheduling ---------------------------------------------------------------------------
+    def peer_connected(self, peer: str) -> None:
+        """A session with a peer shortly after it connects (either direction)."""
+        self._next[peer] = min(self._next.get(peer, float("inf")),
+                               self.clock() + self.settings.connect_delay)
+        self._wake.set()
+
+    def peer_disconnected(self, peer: str) -> None:
+        self._next.pop(peer, None)
+
+    def _jittered(self) -> float:
+        return self.settings.interval * self.rng.uniform(0.9, 1.1)
+
+    async def run(self) -> None:
+        async with trio.open_nursery() as nursery:
+            while True:
+                now = self.clock()
+                for peer in self.connected():
+                    due = self._next.setdefault(peer, now + self._jittered())
+                    if due <= now and peer not in self._running:
+                        self._next[peer] = now + self._jittered()
+                        self._running.add(peer)
+                        nursery.start_soon(self._scheduled, peer)
+                self._wake = trio.Event()
+                with trio.move_on_after(0.25):
+                    await self._wake.wait()
+
+    async def _scheduled(self, peer: str) -> None:
+        try:
+            async with self._outbound:
+                report = await self.session(peer)
+            if report.outcome == "partial":  # more to pull (max_records): go on soon
+                self._next[peer] = self.clock() + self.settings.connect_delay
+        finally:
+            self._running.discard(peer)
+
+    # -- client -------------------------------------------------------------------------------
+    async def session(self, peer: str) -> SessionReport:
+        """Reconcile every record type with ``peer`` and pull what we lack."""
+        report = SessionReport(peer, self.clock())
+        self.stats["initiated"] += 1
+        s = self.settings
+        stream = None
+        try:
+            with trio.fail_after(s.session_timeout):
+                try:
+                    raw = await self.host.new_stream(ID.from_base58(peer), [TProtocol(PROTOCOL_ID)])
+                except Exception as exc:
+                    report.outcome, report.detail = "unsupported", f"{type(exc).__name__}: {exc}"[:200]
+                    return report
+                stream = _Counted(raw, report)
+                budget = s.max_records
+                for type_ in TYPE_ORDER:
+                    got = await self._session_type(stream, peer, type_, budget, report)
+                    budget -= got
+                    if budget <= 0:
+                        report.outcome = "partial"
+                        report.detail = f"pulled max_records={s.max_records}; the rest next session"
+                        break
+                else:
+                    report.outcome = "done"
+        except trio.TooSlowError:
+            report.outcome, report.detail = "partial", f"session_timeout {s.session_timeout:g} s"
+        except SyncAbort as exc:
+            report.outcome, report.detail = "aborted", str(exc)
+        except FrameError as exc:
+            report.outcome, report.detail = "failed", str(exc)
+        finally:
+            if stream is not None:
+                await close_quietly(stream.stream)
+            report.ended = self.clock()
+            self.last[peer] = report
+            self.stats["completed" if report.outcome == "done" else "failed"] += 1
+            self.stats["received"] += report.received
+            self.stats["bytes_sent"] += report.bytes_sent
+            self.stats["bytes_received"] += report.bytes_received
+            level = logging.INFO if report.received or report.outcome not in ("done", "unsupported") \
+                else logging.DEBUG
+            event(log, level, "sync session", peer=peer, outcome=report.outcome,
+                  received=report.received, need=sum(report.need.values()),
+                  bytes=report.bytes_sent + report.bytes_received, detail=report.detail[:120])
+        return report
+
+    async def _session_type(self, stream: _Counted, peer: str, type_: str, budget: int,
+                            report: SessionReport) -> int:
+        s = self.settings
+        code = TYPE_CODES[type_]
+        reconciler = Reconciler(self.index.sets[type_], self.params, max_need=budget)
+        message: bytes | None = reconciler.initiate()
+        while message is not None:
+            if reconciler.rounds > s.max_rounds:
+                self._charge(peer, SYNC_ROUNDS, f"{type_} not reconciled in {s.max_rounds} rounds",
+                             self.ingest.policy.limits.rate_penalty)
+                raise SyncAbort(f"{type_}: more than {s.max_rounds} rounds")
+            payload = bytes([RECONCILE, code]) + message
+            await _write(stream, frame(payload))
+            answer = await self._read(stream, peer)
+            if answer[:2] != bytes([RECONCILE, code]):
+                self._bad(peer, f"expected a RECONCILE answer for {type_}, got kind {answer[0]}")
+            report.reconcile_bytes += len(payload) + len(answer)
+            try:
+                message = reconciler.reply(answer[2:])
+            except SyncError as exc:
+                self._bad(peer, f"{type_}: {exc}")
+        report.rounds[type_] = reconciler.rounds
+        now = self.clock()
+        wanted = [i for i in reconciler.need if not self._recently_refused(i, now)]
+        report.need[type_] = len(wanted)
+        for start in range(0, len(wanted), MAX_WANT):
+            batch = wanted[start:start + MAX_WANT]
+            await _write(stream, frame(bytes([WANT]) + encode_varint(len(batch)) + b"".join(batch)))
+            for idb in batch:
+                answer = await self._read(stream, peer)
+                kind = answer[0]
+                if kind == NOT_FOUND:
+                    self._lie(peer, f"announced {idb.hex()} then answered NOT_FOUND")
+                if kind != RECORD:
+                    self._bad(peer, f"expected RECORD or NOT_FOUND, got kind {kind}")
+                self._receive(peer, idb, answer[1:], type_, report)
+        return len(wanted)
+
+    def _receive(self, peer: str, idb: bytes, data: bytes, type_: str, report: SessionReport) -> None:
+        from . import wire
+
+        if wire.record_id(data) != idb:
+            self.ingest.charge(peer, self.ingest.policy.bad_input(
+                FETCH_MISMATCH, "answered a sync WANT with another record"))
+            raise SyncAbort("a record that is not the one asked for")
+        outcome = self.ingest.accept(data, peer=peer, via="sync", expect_type=type_, solicited=True)
+        action = outcome.verdict.action
+        if action is Action.ACCEPT:
+            report.received += 1
+        elif action is Action.DUPLICATE:
+            report.duplicates += 1
+        else:
+            report.refused += 1
+            if outcome.verdict.code != "clock-skew":
+                self._refused[idb] = self.clock()
+                while len(self._refused) > REFUSED_MAX:
+                    self._refused.popitem(last=False)
+            if action is Action.REJECT:
+                raise SyncAbort(f"the peer sent an invalid record ({outcome.verdict.code})")
+
+    def _recently_refused(self, idb: bytes, now: float) -> bool:
+        at = self._refused.get(idb)
+        if at is None:
+            return False
+        if now - at > REFUSED_TTL:
+            del self._refused[idb]
+            return False
+        return True
+
+    async def _read(self, stream: Any, peer: str) -> bytes:
+        s = self.settings
+        data = await read_frame(stream, s.max_receive_bytes, s.frame_timeout)
+        if data is None:
+            raise SyncAbort("the peer closed the stream")
+        if not data:
+            self._bad(peer, "an empty frame")
+        if data[0] == BUSY:
+            raise SyncAbort("the peer is busy")
+        if data[0] == ERROR:
+            raise SyncAbort("the peer says we broke the protocol")
+        return data
+
+    def _charge(self, peer: str, code: str, detail: str, penalty: float) -> None:
+        self.ingest.charge(peer, Verdict(Action.REJECT, code, detail, penalty))
+
+    def _bad(self, peer: str, detail: str) -> None:
+        self.ingest.charge(peer, self.ingest.policy.bad_input(SYNC_BAD_MESSAGE, detail))
+        raise SyncAbort(detail)
+
+    def _lie(self, peer: str, detail: str) -> None:
+        self.ingest.charge(peer, self.ingest.policy.bad_input(SYNC_LIE, detail))
+        raise SyncAbort(detail)
+
+    # -- server ------------------------------------------------------------------------------
+    async def handle(self, raw: Any, peer: str) -> None:
+        policy = self.ingest.policy
+        now = self.clock()
+        if policy.ledger.is_graylisted(peer, now) or peer in policy.blocked:
+            await close_quietly(raw, reset=True)
+            return
+        report = SessionReport(peer, now)
+        stream = _Counted(raw, report)
+        if not self._rate.take(peer, now):
+            self._charge(peer, SYNC_RATE, "sync sessions faster than the limit",
+                         policy.limits.rate_penalty)
+            self.stats["refused_sessions"] += 1
+            await _try_write(stream, frame(bytes([BUSY])))
+            await close_quietly(raw)
+            return
+        try:
+            self._inbound.acquire_nowait()
+        except trio.WouldBlock:
+            self.stats["refused_sessions"] += 1
+            await _try_write(stream, frame(bytes([BUSY])))
+            await close_quietly(raw)
+            return
+        self.stats["served"] += 1
+        try:
+            with trio.move_on_after(self.settings.session_timeout):
+                await self._serve(stream, peer)
+        except (FrameError, SyncAbort) as exc:
+            event(log, logging.DEBUG, "sync stream ended", peer=peer, reason=str(exc))
+        finally:
+            self._inbound.release()
+            await close_quietly(raw)
+
+    async def _serve(self, stream: _Counted, peer: str) -> None:
+        s = self.settings
+        rounds = {t: 0 for t in TYPE_ORDER}
+        served = 0
+        while True:
+            try:
+                data = await read_frame(stream, s.max_receive_bytes, s.frame_timeout)
+            except FrameError as exc:
+                if "exceeds maximum" in str(exc):
+                    await self._refuse(stream, peer, f"a frame over {s.max_receive_bytes} bytes")
+                raise
+            if data is None:
+                return
+            kind = data[0] if data else -1
+            if kind == RECONCILE and len(data) >= 2 and data[1] < len(TYPE_ORDER):
+                type_ = TYPE_ORDER[data[1]]
+                rounds[type_] += 1
+                if rounds[type_] > s.max_rounds:
+                    self._charge(peer, SYNC_ROUNDS, f"{type_}: more than {s.max_rounds} rounds",
+                                 self.ingest.policy.limits.rate_penalty)
+                    await _try_write(stream, frame(bytes([BUSY])))
+                    return
+                try:
+                    answer = Reconciler(self.index.sets[type_], self.params).respond(data[2:])
+                except SyncError as exc:
+                    await self._refuse(stream, peer, f"{type_}: {exc}")
+                    return
+                await _write(stream, frame(bytes([RECONCILE, data[1]]) + answer))
+            elif kind == WANT:
+                try:
+                    count, pos = decode_varint(data, 1, limit=MAX_WANT)
+                except SyncError as exc:
+                    await self._refuse(stream, peer, f"WANT: {exc}")
+                    return
+                if count < 1 or len(data) != pos + count * ID_BYTES:
+                    await self._refuse(stream, peer, "WANT: a count that does not match its ids")
+                    return
+                if served + count > s.max_records:
+                    await _try_write(stream, frame(bytes([BUSY])))
+                    return
+                for k in range(count):
+                    idb = data[pos + k * ID_BYTES:pos + (k + 1) * ID_BYTES]
+                    record = self.ingest.store.data_by_idb(idb)
+                    if record is None:
+                        await _write(stream, frame(bytes([NOT_FOUND])))
+                    else:
+                        await _write(stream, frame(bytes([RECORD]) + record))
+                served += count
+                self.stats["served_records"] += count
+            else:
+                await self._refuse(stream, peer, f"an unknown frame kind {kind}")
+                return
+
+    async def _refuse(self, stream: _Counted, peer: str, detail: str) -> None:
+        self.ingest.charge(peer, self.ingest.policy.bad_input(SYNC_BAD_MESSAGE, detail))
+        await _try_write(stream, frame(bytes([ERROR])))
+
+    # -- views -------------------------------------------------------------------------------
+    def status(self) -> dict[str, Any]:
+        return {
+            **self.stats,
+            "ids": {t: len(s) for t, s in self.index.sets.items()},
+            "interval": self.settings.interval,
+            "running": sorted(self._running),
+            "last": {peer: r.as_dict() for peer, r in sorted(self.last.items())},
+        }
+
+
+async def _write(stream: Any, data: bytes) -> None:
+    try:
+        await stream.write(data)
+    except Exception as exc:
+        raise FrameError(f"write failed: {type(exc).__name__}") from None
+
+
+async def _try_write(stream: Any, data: bytes) -> None:
+    try:
+        await _write(stream, data)
+    except FrameError:
+        pass
+

@@ -1,0 +1,214 @@
+#!/usr/bin/env python3
+"""Generate the commons and sync test vectors: spec/vectors/commons.json and sync.json.
+
+    python spec/generate_commons_vectors.py           # write them
+    python spec/generate_commons_vectors.py --check   # exit 1 if they differ from what this makes
+
+commons.json: scenarios, each a configuration, records (CBOR hex, in one arrival order: any
+order must give the same result) and the status every record must get (PROTOCOL.md, "Commons
+state machine"). sync.json: fingerprints of id sets, encoded reconciliation messages, and one
+reconciliation between two sets as this implementation runs it (PROTOCOL.md, "Sync").
+Deterministic: fixed seeds, fixed times, deterministic Ed25519.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import random
+import sys
+from pathlib import Path
+from typing import Any
+
+from nacl.signing import SigningKey
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
+
+from generate_vectors import emit, render  # noqa: E402
+from openmemory_node import wire  # noqa: E402
+from openmemory_node.commons import Commons, CommonsConfig  # noqa: E402
+from openmemory_node.reconcile import (  # noqa: E402
+    FINGERPRINT, IDLIST, INFINITY, MISSING, SKIP, IdSet, Params, Range, Reconciler, encode_message,
+    fingerprint,
+)
+
+VECTORS = HERE / "vectors"
+T0 = 1_760_000_000
+DAY = 86_400
+
+
+def key(name: str) -> SigningKey:
+    return SigningKey(hashlib.sha256(b"openmemory/commons-vectors/" + name.encode()).digest())
+
+
+def pub(name: str) -> str:
+    return bytes(key(name).verify_key).hex()
+
+
+def lesson(author: str, text: str, created: int = T0, parents: tuple = (), kind: str = "correction"):
+    return wire.new_lesson(key(author), text=text, kind=kind, strength=1000, provenance=bytes(32),
+                           derived_from=[p.id for p in parents], created=created)
+
+
+def attest(attester: str, target, verdict: str = "confirmed", created: int = T0 + 60, met_before: bool = False):
+    return wire.new_attestation(key(attester), lesson_id=target.id, verdict=verdict, met_before=met_before,
+                                evidence={"sessions": 3, "matched": 1 if verdict == "confirmed" else 0,
+                                          "window": 7 * DAY}, created=created)
+
+
+def revoke(signer: str, target, created: int = T0 + 600, code: str = "incorrect"):
+    return wire.new_revocation(key(signer), target=target.id if hasattr(target, "id") else target,
+                               reason_code=code, reason="", created=created)
+
+
+def vouch(voucher: str, subject: str, created: int = T0):
+    return wire.new_vouch(key(voucher), subject=pub(subject), created=created)
+
+
+TEXT = "The user corrected the agent for using pip; this project uses uv."
+CHILD = "The agent ran pip install twice; the project has a uv.lock file."
+GRANDCHILD = "The uv lock file was regenerated after the agent ran pip install."
+
+
+def scenarios() -> list[tuple[str, str, dict[str, Any], list]]:
+    out = []
+    L = lesson("author", TEXT)
+    votes = [attest(f"v{i}", L, created=T0 + 60 * (i + 1)) for i in range(3)]
+    out.append(("promotion", "three independent confirming keys under open, N = 3: common",
+                {"policy": "open"}, [L, *votes]))
+    out.append(("not-independent", "the author's own vote, a met_before vote and one key three "
+                "times: one independent key, a candidate", {"policy": "open"},
+                [L, attest("author", L), attest("v0", L, met_before=True),
+                 *[attest("v1", L, created=T0 + 100 + i) for i in range(3)]]))
+    sybils = [attest(f"sybil{i}", L, created=T0 + 60 + i) for i in range(20)]
+    out.append(("sybil-flood", "twenty fresh keys under trusted: nothing counted",
+                {"trust": [pub("v0"), pub("v1")]}, [L, *sybils]))
+    v = vouch("v0", "v2")
+    out.append(("vouched", "two trusted keys and one vouched for by a trusted key: common",
+                {"trust": [pub("v0"), pub("v1")]}, [L, *votes, v, vouch("v2", "v3"), attest("v3", L, created=T0 + 900)]))
+    out.append(("vouch-withdrawn", "the voucher revokes its vouch: its subject's vote goes",
+                {"trust": [pub("v0"), pub("v1")]}, [L, *votes, v, revoke("v0", v)]))
+    fade = [attest(f"v{i}", L, created=T0 + DAY + i) for i in range(3)]
+    fade += [attest("v3", L, "failed", created=T0 + 2 * DAY), attest("v4", L, "failed", created=T0 + 20 * DAY)]
+    out.append(("faded", "failures outweigh confirmations within a 10-day window",
+                {"policy": "open", "fade_window": 10 * DAY}, [L, *fade]))
+    out.append(("faded-and-back", "two keys confirm again: common again",
+                {"policy": "open", "fade_window": 10 * DAY},
+                [L, *fade, attest("v0", L, created=T0 + 21 * DAY), attest("v1", L, created=T0 + 21 * DAY + 5)]))
+    C = lesson("v0", CHILD, parents=(L,))
+    G = lesson("v1", GRANDCHILD, parents=(C,))
+    out.append(("revocation-closure", "the author revokes: the lesson, its child and a grandchild "
+                "that arrives later are revoked; a stranger's revocation has no effect",
+                {"policy": "open"}, [L, C, revoke("author", L), G, revoke("stranger", C)]))
+    missing = lesson("author", "The build failed because the cache directory was read-only.", kind="error")
+    orphan = lesson("v0", "The cache directory was read-only on the shared runner.", kind="error",
+                    parents=(missing,))
+    out.append(("revoker-before-target", "a revoker's revocation of an id not held: effective, and "
+                "what derives from that id is revoked; the author's of another absent lesson: pending",
+                {"policy": "open", "revokers": [pub("guardian")]},
+                [revoke("guardian", missing), orphan, revoke("author", L)]))
+    out.append(("local-revocation", "an operator's local revocation: the lesson and its child",
+                {"policy": "open", "local_revocations": [L.id]}, [L, C]))
+    twin = lesson("v5", "the user corrected the agent for using pip;  this project uses UV", created=T0 + 100)
+    out.append(("corroboration", "the same observation by another author is one group: its author "
+                "cannot vote for it, votes on either member count for both; revoking one member "
+                "leaves the other", {"policy": "open"},
+                [L, twin, attest("v5", L), attest("v0", L, created=T0 + 200), attest("v1", twin, created=T0 + 300),
+                 attest("v2", twin, created=T0 + 400), revoke("author", L)]))
+    rev = revoke("author", L)
+    out.append(("final", "a revocation of a revocation has no effect; an attester withdraws its vote",
+                {"policy": "open"}, [L, *votes, rev, revoke("author", rev), revoke("v0", votes[0], code="withdrawn")]))
+    out.append(("pending", "attestations before their lesson: pending", {"policy": "open"}, votes))
+    return out
+
+
+def commons_vectors() -> dict[str, Any]:
+    vectors = []
+    for name, description, cfg, records in scenarios():
+        config = CommonsConfig(
+            policy=cfg.get("policy", "trusted"), threshold=cfg.get("threshold", 3),
+            fade_window=cfg.get("fade_window", 30 * DAY),
+            trust=frozenset(bytes.fromhex(k) for k in cfg.get("trust", ())),
+            revokers=frozenset(bytes.fromhex(k) for k in cfg.get("revokers", ())),
+            local_revocations=frozenset(cfg.get("local_revocations", ())),
+        )
+        machine = Commons(config)
+        for r in records:
+            machine.add(r)
+        shuffled = list(records)
+        random.Random(name).shuffle(shuffled)
+        other = Commons(config)
+        for r in shuffled:
+            other.add(r)
+        assert other.statuses() == machine.statuses(), name
+        vectors.append({
+            "name": name, "description": description,
+            "config": {"policy": config.policy, "threshold": config.threshold,
+                       "fade_window": config.fade_window, "trust": sorted(k.hex() for k in config.trust),
+                       "revokers": sorted(k.hex() for k in config.revokers),
+                       "local_revocations": sorted(config.local_revocations)},
+            "records": [wire.encode(r).hex() for r in records],
+            "statuses": dict(sorted(machine.statuses().items())),
+        })
+    return {"description": "Commons state machine scenarios (PROTOCOL.md, 'Commons state machine'): for "
+            "each, feed the records (valid; in any order) to a machine with the config; every record must "
+            "get its status. No clock is involved.", "vectors": vectors}
+
+
+def ids(tag: str, n: int) -> list[bytes]:
+    return [b"\x12\x20" + hashlib.sha256(f"{tag}{i}".encode()).digest() for i in range(n)]
+
+
+def sync_vectors() -> dict[str, Any]:
+    fingerprints = []
+    for n in (0, 1, 3, 100):
+        s = ids("fp", n)
+        fingerprints.append({"ids": [i.hex() for i in s], "fingerprint": fingerprint(s).hex()})
+    sample = sorted(ids("msg", 3))
+    messages = [
+        {"ranges": [{"bound": "end", "mode": "fingerprint", "fingerprint": fingerprint(sample).hex()}]},
+        {"ranges": [{"bound": "end", "mode": "idlist", "ids": [i.hex() for i in sample]}]},
+        {"ranges": [{"bound": sample[1][:3].hex(), "mode": "skip"},
+                    {"bound": "end", "mode": "missing", "ids": [sample[2].hex()]}]},
+    ]
+    for m in messages:
+        ranges = [Range(INFINITY if r["bound"] == "end" else bytes.fromhex(r["bound"]),
+                        {"skip": SKIP, "fingerprint": FINGERPRINT, "idlist": IDLIST, "missing": MISSING}[r["mode"]],
+                        bytes.fromhex(r.get("fingerprint", "")), tuple(bytes.fromhex(i) for i in r.get("ids", ())))
+                  for r in m["ranges"]]
+        m["hex"] = encode_message(ranges).hex()
+    shared = ids("shared", 200)
+    mine, theirs = shared + ids("mine", 3), shared + ids("theirs", 4)
+    me, other = Reconciler(IdSet(mine), Params()), Reconciler(IdSet(theirs), Params())
+    transcript = []
+    message = me.initiate()
+    while message is not None:
+        answer = other.respond(message)
+        transcript.append({"initiator": message.hex(), "responder": answer.hex()})
+        message = me.reply(answer)
+    assert sorted(me.need) == sorted(ids("theirs", 4))
+    return {
+        "description": "Sync (PROTOCOL.md, 'Sync'): fingerprints of id sets; reconciliation messages "
+        "with their encoding; one reconciliation between two sets as this implementation runs it "
+        "(branching 16, leaves of 16 ids). The fingerprints and the message format are normative; "
+        "the transcript shows one correct run (another implementation may split ranges elsewhere "
+        "and still interoperate: check that your responder's answers lead to the same need).",
+        "fingerprints": fingerprints, "messages": messages,
+        "reconciliation": {"initiator_ids": [i.hex() for i in sorted(mine)],
+                           "responder_ids": [i.hex() for i in sorted(theirs)],
+                           "transcript": transcript, "need": sorted(i.hex() for i in me.need)},
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="compare with the files instead of writing them")
+    args = parser.parse_args()
+    files = {"commons.json": render(commons_vectors()), "sync.json": render(sync_vectors())}
+    return emit(files, args.check, "spec/generate_commons_vectors.py")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,187 @@
+"""/openmemory/sync/1.0.0 between node processes and in-test libp2p hosts: repair, limits, lies."""
+
+from __future__ import annotations
+
+import time
+from contextlib import asynccontextmanager
+
+import multiaddr
+import nacl.signing
+import pytest
+import trio
+from libp2p.custom_types import TProtocol
+from libp2p.peer.id import ID
+
+from openmemory_node import wire
+from openmemory_node.config import SyncSection
+from openmemory_node.host import build_host, peer_info
+from openmemory_node.identity import Identity
+from openmemory_node.ingest import Ingest
+from openmemory_node.policy import NodePolicy
+from openmemory_node.reconcile import IDLIST, INFINITY, MISSING, SKIP, Range, encode_message
+from openmemory_node.store import Store
+from openmemory_node.streams import frame, read_frame
+from openmemory_node.sync import BUSY, ERROR, NOT_FOUND, PROTOCOL_ID, RECONCILE, WANT, Sync
+
+from .harness import wait_until
+
+pytestmark = pytest.mark.slow
+
+SYNC = TProtocol(PROTOCOL_ID)
+
+
+@asynccontextmanager
+async def libp2p_host(handler=None):
+    host = build_host(Identity(nacl.signing.SigningKey.generate()), ["/ip4/127.0.0.1/tcp/0"])
+    if handler is not None:
+        host.set_stream_handler(SYNC, handler)
+    try:
+        async with host.run([multiaddr.Multiaddr("/ip4/127.0.0.1/tcp/0")]):
+            yield host
+    finally:
+        with trio.CancelScope(shield=True), trio.move_on_after(2):
+            await host.close()
+
+
+@asynccontextmanager
+async def facing_a_node(cluster):
+    """A node process x, and an in-test host connected to it: (x, host, x's peer ID)."""
+    x = cluster.node("x")
+    x.init()
+    await thread(x.start)
+    async with libp2p_host() as host:
+        await host.connect(peer_info(x.multiaddr))
+        yield x, host, ID.from_base58(x.peer_id)
+
+
+async def thread(fn, *args):
+    return await trio.to_thread.run_sync(fn, *args)
+
+
+def peer_row(node, peer_id):
+    return next((p for p in node.get("/v1/peers")["peers"] if p["peer_id"] == peer_id), None)
+
+
+def lesson_bytes(text: str) -> bytes:
+    return wire.encode(wire.new_lesson(nacl.signing.SigningKey.generate(), text=text, kind="error",
+                                       strength=1000, provenance=bytes(32), created=int(time.time())))
+
+
+def test_sync_repairs_a_record_that_gossip_never_delivered(cluster):
+    x = cluster.node("x")
+    x.init()
+    # A record x accepted but never forwarded (as when gossip drops a message on the way):
+    # stored directly, not queued for publication.
+    data = lesson_bytes("The release build failed because the signing key had expired.")
+    record = wire.decode(data)
+    store = Store.open(x.home)
+    store.add(id=record.id, idb=record.id_bytes, type="lesson", kind="error",
+              author=record.signer.hex(), created=record.created, data=data, via="gossip",
+              from_peer="12D3KooWGone", status="candidate")
+    store.close()
+    x.start()
+    y = cluster.node("y")
+    y.init([x.multiaddr])
+    y.start()
+    view = wait_until(lambda: y.has(record.id), 10, 0.1, "the record on y")
+    assert view["via"] == "sync" and view["from_peer"] == x.peer_id
+    assert x.status()["gossip"]["published"] == 0  # it did not travel by gossip
+
+
+async def test_sessions_run_on_connect_and_then_every_interval():
+    started: list[float] = []
+
+    class NoStreams:
+        async def new_stream(self, peer, protocols):
+            started.append(time.monotonic())
+            raise ConnectionError("no such protocol")
+
+    class FakeStore:
+        def ids_by_type(self):
+            return iter(())
+
+    ingest = Ingest.__new__(Ingest)
+    ingest.store, ingest.policy, ingest.on_accept_hooks = FakeStore(), NodePolicy(), []
+    peer = "12D3KooWPjU1x5EAvo3jcwFkmp6jBh5L9wDXRutJYiobGVAssjf8"
+    sync = Sync(NoStreams(), ingest, SyncSection(interval=0.4, connect_delay=0.05), time.time,
+                connected=lambda: [peer])
+    with trio.move_on_after(1.5):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(sync.run)
+            await trio.sleep(0.1)
+            sync.peer_connected(peer)  # a connection makes a session due at once
+    assert len(started) >= 3  # on connect, then every ~0.4 s
+    assert sync.last[peer].outcome == "unsupported" and sync.stats["failed"] >= 3
+
+
+async def test_garbage_and_oversized_messages_are_refused_and_penalised(cluster):
+    async with facing_a_node(cluster) as (x, host, pid):
+        me = host.get_id().to_base58()
+        stream = await host.new_stream(pid, [SYNC])
+        await stream.write(frame(bytes([RECONCILE, 0]) + b"\x07garbage"))
+        assert (await read_frame(stream, 1024, 5)) == bytes([ERROR])
+        stream = await host.new_stream(pid, [SYNC])
+        await stream.write(frame(bytes([RECONCILE, 2]) + bytes(200_000)))
+        assert (await read_frame(stream, 1024, 5)) == bytes([ERROR])
+        stream = await host.new_stream(pid, [SYNC])
+        await stream.write(frame(bytes([WANT, 0])))  # a WANT of nothing
+        assert (await read_frame(stream, 1024, 5)) == bytes([ERROR])
+        row = await thread(peer_row, x, me)
+        assert row["penalty"] == pytest.approx(30, abs=0.5)
+        refused = (await thread(x.status))["rejections"]
+        assert refused["sync-bad-message"]["count"] == 3
+
+
+async def test_a_flood_of_sessions_gets_busy_and_a_small_penalty(cluster):
+    async with facing_a_node(cluster) as (x, host, pid):
+        answers = []
+        for _ in range(9):
+            stream = await host.new_stream(pid, [SYNC])
+            await stream.write(frame(bytes([RECONCILE, 2]) + encode_message([Range(INFINITY, IDLIST)])))
+            answers.append((await read_frame(stream, 100_000, 5))[0])
+            await stream.close()
+        assert answers[:6] == [RECONCILE] * 6  # the burst
+        assert answers[6:] == [BUSY] * 3
+        row = await thread(peer_row, x, host.get_id().to_base58())
+        assert row["penalty"] == pytest.approx(3, abs=0.2) and not row["graylisted"]
+
+
+async def test_a_peer_that_announces_records_it_does_not_have_is_penalised(cluster):
+    x = cluster.node("x")
+    x.init()
+    await thread(x.start)
+    fake = b"\x12\x20" + bytes(range(32))
+    wanted: list[bytes] = []
+
+    async def liar(stream):
+        try:
+            while True:
+                data = await read_frame(stream, 200_000, 5)
+                if data is None:
+                    return
+                if data[0] == RECONCILE:
+                    if data[1] == 0:  # revocations: "you lack this one"
+                        answer = encode_message([Range(INFINITY, MISSING, ids=(fake,))])
+                    else:
+                        answer = encode_message([Range(INFINITY, SKIP)])
+                    await stream.write(frame(bytes([RECONCILE, data[1]]) + answer))
+                elif data[0] == WANT:
+                    wanted.append(data[2:])
+                    await stream.write(frame(bytes([NOT_FOUND])))
+        finally:
+            await stream.close()
+
+    async with libp2p_host(liar) as host:
+        await host.connect(peer_info(x.multiaddr))  # x syncs with whoever connects
+        me = host.get_id().to_base58()
+
+        def lied() -> bool:
+            return (x.status()["rejections"].get("sync-lie") or {}).get("count") == 1
+
+        await thread(lambda: wait_until(lied, 10, 0.1, "x catching the lie"))
+        assert wanted == [fake]
+        row = await thread(peer_row, x, me)
+        assert row["penalty"] == pytest.approx(10, abs=0.5)
+        last = await thread(lambda: wait_until(lambda: x.get("/v1/sync")["last"].get(me), 5, 0.05,
+                                               "x ending the session"))
+        assert last["outcome"] == "aborted" and "NOT_FOUND" in last["detail"]
