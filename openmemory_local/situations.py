@@ -14,7 +14,8 @@ names, hashes, numbers and paths with ids do not keep the same thing apart:
   directory, read``;
 * any other failed tool call: the tool and the failure;
 * a rejection or interrupt by the person: the tool, its command, and what happened;
-* a correction: ``corrected: <the person's words> after: <the agent's last action>``.
+* a correction: ``<the person's words> | <the agent's last action>`` (no fixed words of
+  ours: two unrelated corrections must not look alike because both are corrections).
 
 *Facets* of an episode (:func:`facets`): the situations it shows, each a short text. A
 session episode has one per program it ran (``git push``), one per simple shell command
@@ -84,7 +85,7 @@ def signature(ep: dict) -> str:
         said = normalise(fields.get("message") or ep.get("text") or "", cwd=cwd, branch=branch)
         action = fields.get("agent_action") or {}
         did = _action_text(action, cwd, branch)
-        return f"corrected: {said}" + (f" after: {did}" if did else "")
+        return f"{said} | {did}" if did else said
     sub = subject(ep)
     failure = fields.get("failure")
     if failure in ("rejected", "interrupted"):
