@@ -130,6 +130,15 @@ def test_one_correction_is_a_lesson_on_its_own(store):
                               'after it ran `pip install`.')
 
 
+def test_corrections_are_alike_by_what_was_said_and_done_not_by_being_corrections(store):
+    add(store, correction("c1", "s1", 0, said="no", action="git push --force"),
+        correction("c2", "s2", 0, said="no", action="rm -rf build"),
+        correction("c3", "s3", 0, said="no, this project uses uv, not pip"),
+        correction("c4", "s4", 0, said="no, we use uv here, not pip"))
+    learn(store, at(0, 23))
+    assert sorted(l["seen"] for l in lessons(store)) == [1, 1, 2]
+
+
 def test_a_surprise_joins_the_lesson_it_resembles(store, now):
     add(store, error("e1", "s1", 0), error("e2", "s2", 0))
     learn(store, at(0, 23))
