@@ -294,12 +294,12 @@ def cmd_lessons(args) -> int:
                 flags.append("vetoed")
             record = r["record"]
             print(f"#{r['id']:<4} {r['kind']:<10} strength {r['strength']:.2f}  seen {r['seen']} "
-                  f"({r['sessions']} sessions)  last {(r['last_seen'] or '')[:10]}  predictions "
+                  f"({r['sessions']} session{'s' if r['sessions'] != 1 else ''})  last {(r['last_seen'] or '')[:10]}  predictions "
                   f"{record['confirmed']} confirmed, {record['failed']} failed"
                   + (f"  [{', '.join(flags)}]" if flags else ""))
             print("      " + _clip(r["text"] or r["rule_text"], 2 * (width - 8)))
             if r["prediction"]:
-                print(f"      open prediction (since {r['prediction_made'][:10]}): " + _clip(r["prediction"], width - 40))
+                print(f"      open prediction (since {r['prediction_made'][:10]}): " + _clip(r["prediction"], 2 * width))
         return EXIT_OK
 
 
