@@ -133,7 +133,8 @@ def main() -> None:
         previous = row
     if agreement:
         print(f"\ngroups at {args.agreement_size:,} new episodes, candidates vs exhaustive: "
-              f"{agreement['same_group']:,} of {agreement['surprises']:,} surprises (history included) in the same group "
+              f"{agreement['same_group']:,} of {agreement['surprises']:,} surprises (history included) "
+              f"in the same group "
               f"({100 * agreement['agreement']:.2f}%); sleep {agreement['candidates_seconds']:.2f} s vs "
               f"{agreement['exhaustive_seconds']:.2f} s exhaustive")
     target = next((r for r in rows if r["n"] >= 10_000), None)

@@ -293,13 +293,15 @@ def cmd_lessons(args) -> int:
             if r["vetoed"]:
                 flags.append("vetoed")
             record = r["record"]
+            sessions = f"{r['sessions']} session{'s' if r['sessions'] != 1 else ''}"
             print(f"#{r['id']:<4} {r['kind']:<10} strength {r['strength']:.2f}  seen {r['seen']} "
-                  f"({r['sessions']} session{'s' if r['sessions'] != 1 else ''})  last {(r['last_seen'] or '')[:10]}  predictions "
+                  f"({sessions})  last {(r['last_seen'] or '')[:10]}  predictions "
                   f"{record['confirmed']} confirmed, {record['failed']} failed"
                   + (f"  [{', '.join(flags)}]" if flags else ""))
             print("      " + _clip(r["text"] or r["rule_text"], 2 * (width - 8)))
             if r["prediction"]:
-                print(f"      open prediction (since {r['prediction_made'][:10]}): " + _clip(r["prediction"], 2 * width))
+                print(f"      open prediction (since {r['prediction_made'][:10]}): "
+                      + _clip(r["prediction"], 2 * width))
         return EXIT_OK
 
 

@@ -505,6 +505,6 @@ def _write_index(store, target: _Target, real: Path, now_iso: str, out: dict, re
     with store.write():
         conn.execute(
             "INSERT INTO rendered_files (path, memory_dir, lesson_id, role, sha256, pending_sha256, state, written) "
-            "VALUES (?, ?, NULL, 'index', ?, NULL, 'ours', ?) ON CONFLICT (path) DO UPDATE SET sha256 = excluded.sha256, "
-            "state = 'ours', written = excluded.written", (str(index), target.key, _sha(new), now_iso))
+            "VALUES (?, ?, NULL, 'index', ?, NULL, 'ours', ?) ON CONFLICT (path) DO UPDATE SET "
+            "sha256 = excluded.sha256, state = 'ours', written = excluded.written", (str(index), target.key, _sha(new), now_iso))
     out["index"] = "created" if created else "written"

@@ -108,7 +108,8 @@ def make_report(store, now: datetime) -> dict | None:
         data["file"] = f"reports/{name}"
         markdown = report_markdown(data)
         store.conn.execute(
-            "INSERT INTO reports (id, made, first_event, last_event, file, data, markdown) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO reports (id, made, first_event, last_event, file, data, markdown) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
             (report_id, now_iso, data["first_event"], data["last_event"], data["file"], dumps(data), markdown))
     _write_file(store.config.reports_dir / name, markdown)
     data["markdown"] = markdown

@@ -652,7 +652,9 @@ def predict(store, now: datetime) -> dict:
             "AND p.state = 'open') ORDER BY id", (config.predict_min_strength,)).fetchall()
         for lesson_id, fam, details_json in rows:
             details = loads(details_json, {})
-            programs = _recent_heads(store, details.get("projects") or []) if details.get("kind") == "correction" else ()
+            programs = ()
+            if details.get("kind") == "correction":
+                programs = _recent_heads(store, details.get("projects") or [])
             expected = probes(details, details.get("signature") or "", programs)
             text = prediction_text(details, fam, lesson_id)
             pid = conn.execute(

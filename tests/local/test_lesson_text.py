@@ -78,9 +78,9 @@ def test_prediction_texts_are_observations():
               {"kind": "correction", "action_label": "`pip install`"},
               details("x", anchor="priv/static/assets", subject={"tool": "Bash", "heads": ["git add", "git commit"]})):
         check_observation(prediction_text(d, "/home/me/src/app-worktrees/*", 1))
-    assert prediction_text(details("x", anchor="priv/static/assets",
-                                   subject={"tool": "Bash", "heads": ["git add", "git commit"]}),
-                           "/home/me/app", 1) == "A coming session in app will run `git add` or `git commit` on priv/static/assets."
+    assets = details("x", anchor="priv/static/assets", subject={"tool": "Bash", "heads": ["git add", "git commit"]})
+    assert prediction_text(assets, "/home/me/app", 1) == (
+        "A coming session in app will run `git add` or `git commit` on priv/static/assets.")
 
 
 # --- the model's answers ---------------------------------------------------------------------------
@@ -133,8 +133,8 @@ class FakeOpenAI:
                         "good": "`git push` failed in 2 sessions because the branch had no upstream branch yet.",
                         "instruction": "Always run `git push -u origin HEAD` so that the upstream branch is set.",
                     }.get(fake.mode, "")
-                    payload = json.dumps({"id": "x", "object": "chat.completion", "choices": [
-                        {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}]}).encode()
+                    choice = {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
+                    payload = json.dumps({"id": "x", "object": "chat.completion", "choices": [choice]}).encode()
                 try:
                     self.send_response(200)
                     self.send_header("Content-Type", "application/json")

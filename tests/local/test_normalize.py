@@ -45,7 +45,8 @@ def test_the_same_failure_on_two_branches_is_one_surprise():
             "tool": "Bash", "command": f"cd {cwd} && git push 2>&1", "failure": "exit_code",
             "first_line": f"fatal: The current branch {branch} has no upstream branch.", "branch": branch}})
 
-    assert sig("spotter-gqc") == sig("spotter-a0y") == "git push: fatal: The current branch {branch} has no upstream branch."
+    expected = "git push: fatal: The current branch {branch} has no upstream branch."
+    assert sig("spotter-gqc") == sig("spotter-a0y") == expected
     assert float(embed(sig("fix-login")) @ embed(sig("feat-two"))) == pytest.approx(1.0, abs=1e-6)
 
 
