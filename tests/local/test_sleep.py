@@ -337,7 +337,7 @@ def test_a_sleep_killed_midway_leaves_the_store_as_before_or_as_after(tmp_path):
 
     home = tmp_path / "home"
     with Store.open(Config(home=home)) as store:
-        episodes = Workload(seed=3).episodes(6000, at(0), 3)
+        episodes = Workload(seed=3).episodes(4000, at(0), 3)
         add_episodes(store, episodes, now=at(3))
     before = _state(home / "openmemory.db")
     reference = tmp_path / "reference"
@@ -351,7 +351,7 @@ def test_a_sleep_killed_midway_leaves_the_store_as_before_or_as_after(tmp_path):
     after = _state(reference / "openmemory.db")
     assert after != before
     seen = set()
-    for delay in (0.05, 0.4, 0.8):
+    for delay in (0.05, 0.3, 0.6):
         victim = tmp_path / f"kill-{delay}"
         shutil.copytree(home, victim)
         proc = subprocess.Popen([*cli, "--home", str(victim)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
