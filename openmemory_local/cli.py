@@ -1,8 +1,9 @@
 """The ``openmemory`` command line.
 
-Commands: ``run``, ``ingest``, ``recall``, ``episodes``, ``show``, ``stats``. Every command
-takes ``--home DIR`` (the data folder), ``--json`` (machine-readable output on stdout)
-and ``--now TIME`` (the injected clock, also ``$OPENMEMORY_NOW``).
+Commands: ``run``, ``ingest``, ``sleep``, ``render``, ``lessons``, ``veto``, ``unveto``,
+``report``, ``recall``, ``episodes``, ``show``, ``stats``. Every command takes ``--home DIR``
+(the data folder), ``--json`` (machine-readable output on stdout) and ``--now TIME`` (the
+injected clock, also ``$OPENMEMORY_NOW``).
 
 Exit codes:
 
@@ -11,11 +12,13 @@ Exit codes:
       reported, not errors)
 1     an unexpected error (a bug: please report it with the message)
 2     usage error: bad arguments, a bad ``--now``, a query without searchable words, an
-      episode id that does not exist
+      episode or lesson id that does not exist, nowhere to render
 3     ingest finished, but some inputs could not be read (missing, unreadable, deleted
       while read, or the store stayed locked): see the summary; the rest was ingested
 4     the store cannot be used (cannot create the data folder, not a database, written
       by a newer openmemory)
+5     busy: another sleep or render is running on this data folder; nothing was changed
+      by this one (``run``: the ingest before it was done)
 130   interrupted (Ctrl-C); nothing half-written is kept
 ====  ==================================================================================
 """
@@ -32,9 +35,10 @@ from pathlib import Path
 from . import __version__
 from .clock import ClockError, resolve_now
 from .config import ConfigError, load_config
+from .sleep import SleepBusy
 from .store import Store, StoreError
 
-EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_PARTIAL, EXIT_STORE, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_PARTIAL, EXIT_STORE, EXIT_BUSY, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 5, 130
 
 
 class UsageError(Exception):
@@ -172,12 +176,170 @@ def cmd_run(args) -> int:
             sources = ingest_report.get("sources", [])
             if not ingest_report.get("files") and ingest_report.get("missing_sources") == sources:
                 where = ", ".join(sources) or "~/.claude/projects"
-                print(f"No Claude Code transcripts yet: {where} does not exist. Nothing to do; "
+                print(f"No Claude Code transcripts yet: {where} does not exist. Nothing to ingest; "
                       f"run this again after some Claude Code sessions.")
             else:
                 _print_ingest(ingest_report)
+            _print_sleep(report.get("sleep", {}))
+            _print_render(report.get("render", {}))
+            made = (report.get("report") or {}).get("report")
+            if made:
+                print()
+                print(made["markdown"].rstrip())
+                print()
+                print(f"Report: {store.config.home / made['file']}")
+            else:
+                print("Nothing new since the last report (`openmemory report` shows it).")
             print(f"Data folder: {store.config.home}")
         return EXIT_PARTIAL if ingest_report.get("problems") else EXIT_OK
+
+
+def _print_sleep(result: dict, out=None) -> None:
+    if not result:
+        return
+    learn, verify, decay = result.get("learn", {}), result.get("verify", {}), result.get("decay", {})
+    print(f"Slept at {result['now']}: {learn.get('surprises', 0)} new surprises, "
+          f"{len(learn.get('learned', []))} lessons learned, {len(learn.get('strengthened', []))} strengthened, "
+          f"{len(verify.get('confirmed', []))} predictions confirmed, {len(verify.get('failed', []))} failed, "
+          f"{len(result.get('predict', {}).get('made', []))} made, {decay.get('episodes_archived', 0)} episodes "
+          f"archived ({result.get('seconds', 0):.2f} s)" + ("" if result.get("changed") else "; nothing changed"),
+          file=out)
+
+
+def _print_render(result: dict, out=None) -> None:
+    if not result:
+        return
+    for target in result.get("targets", []):
+        changes = []
+        if target["written"]:
+            changes.append(f"{len(target['written'])} written")
+        if target["removed"]:
+            changes.append(f"{len(target['removed'])} removed")
+        if target["left_alone"]:
+            changes.append(f"{len(target['left_alone'])} left alone")
+        if target["index"] not in ("unchanged", "none"):
+            changes.append(f"MEMORY.md {target['index']}")
+        print(f"Rendered {len(target['lessons'])} lessons into {target['memory_dir']}: "
+              + (", ".join(changes) or "unchanged"), file=out)
+    for lesson_id in result.get("vetoed", []):
+        print(f"  lesson {lesson_id} vetoed: its file was deleted", file=out)
+    for path in result.get("edited", []):
+        print(f"  {path}: edited by its owner, left alone from now on", file=out)
+    for line in result.get("problems", []) + result.get("skipped", []):
+        print(f"  {line}", file=out)
+
+
+def cmd_sleep(args) -> int:
+    from .report import make_report
+    from .sleep import sleep
+
+    now = _now(args)
+    with _open(args) as store:
+        result = sleep(store, now).to_dict()
+        made = make_report(store, now) if not args.no_report else None
+        if args.json:
+            _emit_json({"sleep": result, "report": made})
+        else:
+            _print_sleep(result)
+            if made:
+                print()
+                print(made["markdown"].rstrip())
+        return EXIT_OK
+
+
+def cmd_render(args) -> int:
+    from .render import RenderError, render
+
+    now = _now(args)
+    with _open(args) as store:
+        try:
+            result = render(store, now, memory_dir=args.memory_dir, project=args.project)
+        except RenderError as exc:
+            raise UsageError(str(exc)) from None
+        if args.json:
+            _emit_json(result.to_dict())
+        else:
+            if not result.targets:
+                print("Nothing to render: no lessons yet for any project with a Claude Code folder.")
+            _print_render(result.to_dict())
+        return EXIT_OK
+
+
+def cmd_lessons(args) -> int:
+    from .lessons import lesson_rows, lessons_for_project
+
+    with _open(args) as store:
+        if args.all:
+            states = ("active", "archived", "forming")
+        elif args.forming:
+            states = ("forming",)
+        else:
+            states = ("active",)
+        rows = lesson_rows(store, states=states, include_vetoed=args.all or args.vetoed)
+        if args.vetoed:
+            rows = [r for r in rows if r["vetoed"]]
+        if args.project:
+            wanted = {r["id"] for r in (lessons_for_project(store, str(Path(args.project).absolute())) or [])}
+            rows = [r for r in rows if r["id"] in wanted]
+        if args.json:
+            _emit_json(rows)
+            return EXIT_OK
+        if not rows:
+            print("No lessons yet (`openmemory run` makes them from recurring surprises)." if not (
+                args.all or args.forming or args.vetoed or args.project) else "No lessons match.")
+        width = _width()
+        for r in rows:
+            flags = [r["state"]] if r["state"] != "active" else []
+            if r["vetoed"]:
+                flags.append("vetoed")
+            record = r["record"]
+            sessions = f"{r['sessions']} session{'s' if r['sessions'] != 1 else ''}"
+            print(f"#{r['id']:<4} {r['kind']:<10} strength {r['strength']:.2f}  seen {r['seen']} "
+                  f"({sessions})  last {(r['last_seen'] or '')[:10]}  predictions "
+                  f"{record['confirmed']} confirmed, {record['failed']} failed"
+                  + (f"  [{', '.join(flags)}]" if flags else ""))
+            print("      " + _clip(r["text"] or r["rule_text"], 2 * (width - 8)))
+            if r["prediction"]:
+                print(f"      open prediction (since {r['prediction_made'][:10]}): "
+                      + _clip(r["prediction"], 2 * width))
+        return EXIT_OK
+
+
+def cmd_veto(args) -> int:
+    from .lessons import LessonNotFound, unveto, veto
+
+    now = _now(args)
+    with _open(args) as store:
+        try:
+            changed = (unveto if args.command == "unveto" else veto)(store, args.id, now)
+        except LessonNotFound as exc:
+            raise UsageError(str(exc)) from None
+        word = "unvetoed" if args.command == "unveto" else "vetoed"
+        if args.json:
+            _emit_json({"lesson": args.id, word: changed})
+        elif changed:
+            print(f"Lesson {args.id} {word}; the next render "
+                  + ("writes it again." if word == "unvetoed" else "removes its files (those not edited)."))
+        else:
+            print(f"Lesson {args.id} was already {word if word == 'vetoed' else 'not vetoed'}.")
+        return EXIT_OK
+
+
+def cmd_report(args) -> int:
+    from .report import latest_report_data
+
+    with _open(args) as store:
+        data = latest_report_data(store)
+        if args.json:
+            _emit_json(data)
+            return EXIT_OK
+        if data is None:
+            print("No morning report yet: `openmemory run` writes one after a sleep that changed something.")
+            return EXIT_OK
+        print(data["markdown"].rstrip())
+        print()
+        print(f"Report: {store.config.home / data['file']}")
+        return EXIT_OK
 
 
 def cmd_recall(args) -> int:
@@ -306,15 +468,46 @@ def build_parser() -> argparse.ArgumentParser:
         prog="openmemory",
         description="Open Memory: keep what surprised a coding agent, and recall it.",
         epilog="Exit codes: 0 ok, 1 unexpected error, 2 usage, 3 some inputs could not be "
-               "ingested, 4 store unusable, 130 interrupted.",
+               "ingested, 4 store unusable, 5 busy (another sleep or render), 130 interrupted.",
     )
     parser.add_argument("--version", action="version", version=f"openmemory {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
 
-    p = sub.add_parser("run", parents=[common], help="the scheduled job: ingest ~/.claude/projects",
-                       description="Ingest the default transcript sources and print what changed.")
+    p = sub.add_parser("run", parents=[common], help="the nightly job: ingest, sleep, render, report",
+                       description="Ingest ~/.claude/projects, sleep (decay, lessons, verify, predict), render "
+                       "the lessons into each project's memory folder, and print the morning report.")
     p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("sleep", parents=[common], help="consolidate: decay, lessons, verify, predict",
+                       description="Run the four sleep passes at --now (one transaction), then write the "
+                       "morning report of what changed.")
+    p.add_argument("--no-report", action="store_true", help="do not write a report (its events wait for the next)")
+    p.set_defaults(func=cmd_sleep)
+
+    p = sub.add_parser("render", parents=[common], help="write the lessons into the agent's memory folders",
+                       description="Write each project's lessons into its Claude Code memory folder "
+                       "(~/.claude/projects/<project>/memory/), or into --memory-dir.")
+    p.add_argument("--memory-dir", metavar="DIR", help="render into this folder instead")
+    p.add_argument("--project", help="only this project (its working directory)")
+    p.set_defaults(func=cmd_render)
+
+    p = sub.add_parser("lessons", parents=[common], help="list lessons",
+                       description="Lessons, strongest first, with strength, seen count, open prediction and "
+                       "prediction record.")
+    p.add_argument("--project", help="only the lessons of this project (a working directory)")
+    p.add_argument("--all", action="store_true", help="also archived, vetoed and forming ones")
+    p.add_argument("--forming", action="store_true", help="only groups not yet lessons (a failure seen in one session)")
+    p.add_argument("--vetoed", action="store_true", help="only vetoed lessons")
+    p.set_defaults(func=cmd_lessons)
+
+    for name, text in (("veto", "never render this lesson again"), ("unveto", "undo a veto")):
+        p = sub.add_parser(name, parents=[common], help=text, description=text.capitalize() + ".")
+        p.add_argument("id", type=int, help="the lesson's id (see `openmemory lessons`)")
+        p.set_defaults(func=cmd_veto)
+
+    p = sub.add_parser("report", parents=[common], help="show the latest morning report")
+    p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("ingest", parents=[common], help="read transcripts into episodes",
                        description="Archive and ingest transcripts (files or folders; default "
@@ -373,6 +566,9 @@ def main(argv: list[str] | None = None) -> int:
     except StoreError as exc:
         print(f"openmemory {args.command}: {exc}", file=sys.stderr)
         return EXIT_STORE
+    except SleepBusy as exc:
+        print(f"openmemory {args.command}: {exc}; try again when it is done", file=sys.stderr)
+        return EXIT_BUSY
     except KeyboardInterrupt:
         print(f"\nopenmemory {args.command}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

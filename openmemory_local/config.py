@@ -16,11 +16,16 @@ Its layout::
                               the transcript's absolute path (…/<session>.jsonl.gz)
       tmp/                    large archive members being written (removed after use)
 
-Claude Code transcripts are found under ``$CLAUDE_CONFIG_DIR/projects`` when that
-variable is set (Claude Code's own setting), else ``~/.claude/projects``.
+      sleep.lock              held while a sleep or a render runs (empty; never removed)
+      reports/<time>.md       the morning reports, one per sleep that changed something
 
-All tunables live in :class:`Config`; later passes (sleep, render) add theirs here so a
-single object describes a run. A few can be set from the environment (see ``ENV_*``).
+Claude Code's folder is ``$CLAUDE_CONFIG_DIR`` when that variable is set (Claude Code's own
+setting), else ``~/.claude``. Transcripts are found under its ``projects/``; lessons are
+rendered into ``projects/<project folder>/memory/`` (see :mod:`openmemory_local.render`).
+
+All tunables live in :class:`Config`, including every threshold and window of sleep and
+render, so a single object describes a run. A few can be set from the environment (see
+``ENV_*``).
 """
 
 from __future__ import annotations
@@ -34,13 +39,20 @@ __all__ = [
     "ConfigError",
     "ENV_HOME",
     "ENV_MAX_LINE_BYTES",
+    "ENV_LESSON_MODEL_URL",
+    "ENV_LESSON_MODEL",
+    "ENV_LESSON_MODEL_KEY",
     "resolve_home",
+    "claude_config_dir",
     "default_sources",
     "load_config",
 ]
 
 ENV_HOME = "OPENMEMORY_HOME"
 ENV_MAX_LINE_BYTES = "OPENMEMORY_MAX_LINE_BYTES"
+ENV_LESSON_MODEL_URL = "OPENMEMORY_LESSON_MODEL_URL"
+ENV_LESSON_MODEL = "OPENMEMORY_LESSON_MODEL"
+ENV_LESSON_MODEL_KEY = "OPENMEMORY_LESSON_MODEL_KEY"
 DB_NAME = "openmemory.db"
 
 
@@ -88,9 +100,87 @@ class Config:
     #: … and at least this many rows are stale.
     vector_garbage_min: int = 4096
 
+    # --- sleep: decay (openmemory_local.sleep.decay) ---------------------------------
+    #: An episode's strength halves every this many days without a touch (counted from
+    #: ``last_touched``, in whole UTC days); a lesson's, from its last reinforcement.
+    decay_half_life_days: float = 45.0
+    #: Below this strength an episode is archived (kept, never deleted, no longer recalled
+    #: nor consolidated) and a lesson is archived (no longer rendered nor predicting).
+    archive_below: float = 0.15
+
+    # --- sleep: lessons (openmemory_local.sleep.learn) ------------------------------
+    #: A surprise joins the lesson (or forming group) whose centroid it resembles at
+    #: least this much (cosine of the normalised signatures' embeddings) …
+    lesson_join_cosine: float = 0.55
+    #: … a failed tool call becomes a lesson once the same failure happened in this many
+    #: sessions (a retry loop inside one session is one encounter) …
+    error_min_sessions: int = 2
+    #: … and a correction by the person is a lesson on its own.
+    correction_min_sessions: int = 1
+    #: Strength of a new lesson (plus ``lesson_join_strength`` for each session beyond
+    #: the minimum that it already has).
+    lesson_initial_strength: float = 1.0
+    #: Added when a surprise from a session not yet in the lesson joins it (``seen`` grows
+    #: by one for every surprise that joins, whatever its session).
+    lesson_join_strength: float = 0.5
+    #: Strength never grows beyond this, so a lesson that stops predicting can still fade.
+    lesson_max_strength: float = 5.0
+    #: The failure kinds of error episodes that are surprises. ``cancelled`` (a call
+    #: cancelled because a parallel call failed) is a consequence, not a surprise.
+    surprise_failures: tuple[str, ...] = (
+        "error", "exit_code", "tool_use_error", "hook", "rejected", "interrupted",
+    )
+    #: Groups of one (kind, project family) are compared exhaustively up to this many;
+    #: beyond, candidates come from an inverted index over the signatures' features:
+    #: the ``cluster_prefix_features`` rarest features of the surprise, skipping
+    #: features shared by more than ``cluster_posting_cap`` groups, and at most
+    #: ``cluster_candidates`` groups (those sharing most features) are scored.
+    cluster_exhaustive_max: int = 256
+    cluster_prefix_features: int = 12
+    cluster_posting_cap: int = 500
+    cluster_candidates: int = 64
+
+    # --- sleep: verify and predict (openmemory_local.sleep.verify/predict) ------------
+    #: A prediction is confirmed by an episode created after it was made, in the lesson's
+    #: project family, one of whose facets (a command it ran, a file it touched, the
+    #: failure itself) resembles the prediction's situation at least this much …
+    verify_cosine: float = 0.5
+    #: … and fails when nothing matched this many days after it was made.
+    prediction_window_days: float = 14.0
+    confirm_strength: float = 0.5
+    fail_strength: float = 0.5
+    #: Lessons at least this strong (and not vetoed) make a prediction when none is open.
+    predict_min_strength: float = 1.0
+
+    # --- lesson texts (openmemory_local.lesson_text) --------------------------------
+    #: An OpenAI-compatible endpoint (``http://127.0.0.1:8080/v1``) of a local model
+    #: that rephrases lessons; None (the default) keeps the deterministic texts. Its
+    #: output must pass the observation check, else the deterministic text is kept.
+    lesson_model_url: str | None = None
+    lesson_model_name: str = "local"
+    lesson_model_key: str | None = None
+    #: Seconds per request, and in total per sleep, given to the model.
+    lesson_model_timeout: float = 20.0
+    lesson_model_budget: float = 120.0
+
+    # --- render (openmemory_local.render) ------------------------------------------
+    #: Claude Code's folder (``$CLAUDE_CONFIG_DIR``, else ``~/.claude``); None renders
+    #: nowhere unless a memory folder is given (``openmemory render --memory-dir``).
+    claude_dir: Path | None = None
+    #: Lessons weaker than this are not rendered (they are fading) …
+    render_min_strength: float = 0.5
+    #: … and at most this many per project, strongest first.
+    render_max_lessons: int = 30
+    #: Claude Code reads the first 200 lines or 25 KB of MEMORY.md: the whole file, the
+    #: owner's text included, is kept within both.
+    memory_index_max_lines: int = 200
+    memory_index_max_bytes: int = 25_000
+
     def __post_init__(self) -> None:
         object.__setattr__(self, "home", Path(self.home).expanduser())
         object.__setattr__(self, "sources", tuple(Path(p).expanduser() for p in self.sources))
+        if self.claude_dir is not None:
+            object.__setattr__(self, "claude_dir", Path(self.claude_dir).expanduser())
 
     @property
     def db_path(self) -> Path:
@@ -107,6 +197,14 @@ class Config:
     @property
     def tmp_dir(self) -> Path:
         return self.home / "tmp"
+
+    @property
+    def reports_dir(self) -> Path:
+        return self.home / "reports"
+
+    @property
+    def lock_path(self) -> Path:
+        return self.home / "sleep.lock"
 
     def with_(self, **changes) -> "Config":
         """A copy with some settings changed."""
@@ -126,12 +224,17 @@ def resolve_home(home_option: str | os.PathLike | None = None, environ=None) -> 
     return Path(env.get("HOME") or Path.home()) / ".local" / "share" / "openmemory"
 
 
-def default_sources(environ=None) -> tuple[Path, ...]:
-    """Claude Code's transcript root: ``$CLAUDE_CONFIG_DIR/projects`` or ``~/.claude/projects``."""
+def claude_config_dir(environ=None) -> Path:
+    """Claude Code's folder: ``$CLAUDE_CONFIG_DIR``, else ``~/.claude``."""
     env = os.environ if environ is None else environ
     if env.get("CLAUDE_CONFIG_DIR"):
-        return (Path(env["CLAUDE_CONFIG_DIR"]).expanduser() / "projects",)
-    return (Path(env.get("HOME") or Path.home()) / ".claude" / "projects",)
+        return Path(env["CLAUDE_CONFIG_DIR"]).expanduser()
+    return Path(env.get("HOME") or Path.home()) / ".claude"
+
+
+def default_sources(environ=None) -> tuple[Path, ...]:
+    """Claude Code's transcript root: ``$CLAUDE_CONFIG_DIR/projects`` or ``~/.claude/projects``."""
+    return (claude_config_dir(environ) / "projects",)
 
 
 def _env_int(env, name: str, default: int | None, allow_zero: bool = False) -> int | None:
@@ -154,5 +257,9 @@ def load_config(home_option: str | os.PathLike | None = None, environ=None, **ov
         home=resolve_home(home_option, env),
         sources=default_sources(env),
         max_line_bytes=_env_int(env, ENV_MAX_LINE_BYTES, Config.max_line_bytes),
+        claude_dir=claude_config_dir(env),
+        lesson_model_url=env.get(ENV_LESSON_MODEL_URL) or None,
+        lesson_model_name=env.get(ENV_LESSON_MODEL) or Config.lesson_model_name,
+        lesson_model_key=env.get(ENV_LESSON_MODEL_KEY) or None,
     )
     return replace(config, **overrides) if overrides else config

@@ -33,7 +33,7 @@ from hashlib import blake2b
 
 import numpy as np
 
-__all__ = ["EMBEDDING", "DIMS", "STOP_WORDS", "tokens", "stem", "features", "embed", "embed_many"]
+__all__ = ["EMBEDDING", "DIMS", "STOP_WORDS", "tokens", "stem", "features", "embed", "embed_features", "feature_cosine", "embed_many"]
 
 EMBEDDING = "hash-wb-256-v1"
 DIMS = 256
@@ -114,8 +114,13 @@ def _slot(feature: str) -> tuple[int, float]:
 
 def embed(text: str) -> np.ndarray:
     """The L2-normalised ``float32`` vector of ``text`` (shape ``(256,)``)."""
+    return embed_features(features(text))
+
+
+def embed_features(feats: dict[str, float]) -> np.ndarray:
+    """The vector of a :func:`features` dict (what :func:`embed` does after step 3)."""
     vec = np.zeros(DIMS, dtype=np.float64)
-    for feature, weight in features(text).items():
+    for feature, weight in feats.items():
         index, sign = _slot(feature)
         vec[index] += sign * weight
     # math.fsum is exactly rounded: the norm does not depend on a BLAS summation order.
@@ -123,6 +128,22 @@ def embed(text: str) -> np.ndarray:
     if norm > 0.0:
         vec /= norm
     return vec.astype(np.float32)
+
+
+def feature_cosine(a: dict[str, float], b: dict[str, float]) -> float:
+    """The cosine of two :func:`features` dicts, exactly (before hashing: no collisions).
+
+    The hashed embedding approximates this; for short texts (a command, ``git push``)
+    two or three colliding features can make unrelated texts look alike, so sleep's
+    verify pass, which compares such short texts, uses this instead.
+    """
+    if len(a) > len(b):
+        a, b = b, a
+    dot = math.fsum(w * b[f] for f, w in a.items() if f in b)
+    if dot == 0.0:
+        return 0.0
+    norm = math.sqrt(math.fsum(w * w for w in a.values())) * math.sqrt(math.fsum(w * w for w in b.values()))
+    return dot / norm
 
 
 def embed_many(texts) -> np.ndarray:

@@ -313,13 +313,19 @@ def _provenance(memory: dict[str, Any]) -> str:
 
 
 def project_lessons(store, project: Path) -> list[dict[str, Any]] | None:
-    """The current lessons for ``project``, strongest first; None while no sleep made any."""
-    return None
+    """The current lessons for ``project``, strongest first; None while no sleep made any
+    (:func:`openmemory_local.lessons.lessons_for_project`)."""
+    from .lessons import lessons_for_project
+
+    return lessons_for_project(store, str(project))
 
 
 def latest_report(home: Path) -> tuple[Path, str] | None:
-    """The latest morning report (its file and Markdown text), or None."""
-    return None
+    """The latest morning report (its file and Markdown text), or None
+    (:func:`openmemory_local.report.latest_report`)."""
+    from .report import latest_report as latest
+
+    return latest(home)
 
 
 # --- the MCP adapter ------------------------------------------------------------------------

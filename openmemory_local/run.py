@@ -1,9 +1,15 @@
 """``openmemory run``: the job a user schedules (nightly, or from a hook).
 
 A run is a list of steps, each a function ``(store, now, report) -> dict`` whose result is
-stored under its name in the run's report (later steps can read earlier ones). Today the
-job ingests the default transcript sources; the sleep, render and morning-report passes
-of the next issue append their steps to :data:`STEPS`.
+stored under its name in the run's report (later steps can read earlier ones):
+
+1. ``ingest``: the default transcript sources (Claude Code's ``projects`` folder);
+2. ``sleep``: decay, lessons, verify, predict (:mod:`openmemory_local.sleep`);
+3. ``render``: the lessons into the projects' memory folders (:mod:`openmemory_local.render`);
+4. ``report``: the morning report of what changed (:mod:`openmemory_local.report`).
+
+A run with nothing new changes nothing on disk: ingest opens no unchanged file, sleep and
+render write only what changed, and no events means no report.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ from typing import Callable
 from .ingest import ingest
 from .store import Store
 
-__all__ = ["Step", "STEPS", "run_job", "ingest_step"]
+__all__ = ["Step", "STEPS", "run_job", "ingest_step", "sleep_step", "render_step", "report_step"]
 
 
 @dataclass(frozen=True)
@@ -32,8 +38,36 @@ def ingest_step(store: Store, now: datetime, report: dict) -> dict:
     return out
 
 
+def sleep_step(store: Store, now: datetime, report: dict) -> dict:
+    from .sleep import sleep
+
+    return sleep(store, now).to_dict()
+
+
+def render_step(store: Store, now: datetime, report: dict) -> dict:
+    """Render into Claude Code's memory folders (nothing when no Claude Code folder is known)."""
+    from .render import render
+
+    if store.config.claude_dir is None:
+        return {"targets": [], "vetoed": [], "edited": [], "problems": [], "skipped": ["no Claude Code folder"],
+                "changed": False}
+    return render(store, now).to_dict()
+
+
+def report_step(store: Store, now: datetime, report: dict) -> dict:
+    """The morning report of the events since the last one; ``{"report": None}`` if none."""
+    from .report import make_report
+
+    return {"report": make_report(store, now)}
+
+
 #: The steps of ``openmemory run``, in order.
-STEPS: list[Step] = [Step("ingest", ingest_step)]
+STEPS: list[Step] = [
+    Step("ingest", ingest_step),
+    Step("sleep", sleep_step),
+    Step("render", render_step),
+    Step("report", report_step),
+]
 
 
 def run_job(store: Store, now: datetime, steps: list[Step] | None = None, progress=None) -> dict:

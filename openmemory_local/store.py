@@ -55,6 +55,52 @@ Schema (version 1)
     bytes, so the line is the same in both), ``vec_row`` (row in the vectors file),
     ``seq``, ``ingested``, ``updated``.
 
+Schema (version 2: sleep, render and the morning report)
+---------------------------------------------------------
+``lessons``
+    One row per group of resembling surprises (:mod:`openmemory_local.sleep`):
+    ``state`` (``forming``: not yet a lesson, waiting for the failure to repeat in
+    another session; ``active``; ``archived``: faded below ``Config.archive_below``),
+    ``kind`` (``error``, ``correction``), ``family`` (the project family, see
+    :mod:`openmemory_local.normalize`), ``text`` (the observation, as rendered),
+    ``text_source`` (``rule``: the deterministic text; ``model``: rephrased by the local
+    model), ``rule_text`` (the deterministic text), ``signature`` (the normalised
+    signature of its first surprise), ``centroid`` (sum of its members' signature
+    embeddings, 256 float32), ``strength``, ``seen`` (surprises joined), ``sessions``
+    (distinct sessions among them), ``first_seen``/``last_seen``, ``formed``,
+    ``learned`` (when it became a lesson), ``reinforced`` (last join from a new session
+    or confirmation: lesson decay counts from here), ``archived_at``, ``vetoed_at``
+    (set: the owner vetoed it; it still absorbs its surprises but is never rendered nor
+    predicts), ``file_name`` (its file in memory folders), ``details`` (JSON: subject,
+    failure messages, branches, paths, projects, ...).
+
+``lesson_members(episode_id, lesson_id, session_id, created, signature, joined)``
+    Which surprise is in which lesson (an episode is in at most one).
+
+``predictions``
+    ``lesson_id``, ``made``, ``text`` (the situation a coming session will meet),
+    ``probes`` (JSON: what is matched), ``family``, ``state`` (``open``, ``confirmed``,
+    ``failed``, ``withdrawn`` when its lesson was archived or vetoed), ``resolved``,
+    ``episode_id``/``similarity``/``facet`` (what confirmed it).
+
+``events(id, at, kind, lesson_id, prediction_id, detail)``
+    What sleep, render and veto changed: ``learned``, ``strengthened``, ``confirmed``,
+    ``failed``, ``archived``, ``episodes_archived``, ``predicted``, ``vetoed``,
+    ``unvetoed``, ``edited``, ``revived``. The morning report covers the events since the
+    previous report.
+
+``reports(id, made, first_event, last_event, file, data, markdown)``
+    One per morning report (its Markdown is also a file under ``reports/``).
+
+``rendered_files(path, memory_dir, lesson_id, role, sha256, pending_sha256, state, written)``
+    Every file Open Memory wrote into a memory folder (``role``: ``lesson`` or
+    ``index`` for the managed section of ``MEMORY.md``) and the SHA-256 of what it
+    wrote: a lesson file whose bytes differ was edited by its owner and is left alone; a
+    lesson file that is gone was deleted by its owner: a veto.
+
+``meta`` gains ``decayed_until`` (the start of the last UTC day decay was applied up to)
+and ``last_sleep`` (the last sleep that changed something).
+
 Concurrency: SQLite in WAL mode, ``synchronous=NORMAL``; writers use
 :meth:`Store.write` (``BEGIN IMMEDIATE``), so two processes never interleave a
 transcript's changes; readers are never blocked. A ``Store`` (one connection) belongs to
@@ -209,10 +255,98 @@ def _split_sql(script: str) -> list[str]:
     return statements
 
 
-#: Forward migrations, in order. A later issue appends ``Migration(2, ...)`` here (for
-#: example the lessons, predictions, vetoes and reports tables); never edit a released one.
+_V2 = """
+CREATE INDEX episodes_created ON episodes (created);
+
+CREATE TABLE lessons (
+    id INTEGER PRIMARY KEY,
+    state TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    family TEXT NOT NULL,
+    text TEXT NOT NULL,
+    text_source TEXT NOT NULL DEFAULT 'rule',
+    rule_text TEXT NOT NULL,
+    signature TEXT NOT NULL,
+    centroid BLOB NOT NULL,
+    strength REAL NOT NULL DEFAULT 0,
+    seen INTEGER NOT NULL DEFAULT 0,
+    sessions INTEGER NOT NULL DEFAULT 0,
+    first_seen TEXT,
+    last_seen TEXT,
+    formed TEXT NOT NULL,
+    learned TEXT,
+    reinforced TEXT,
+    archived_at TEXT,
+    vetoed_at TEXT,
+    file_name TEXT,
+    details TEXT NOT NULL DEFAULT '{}',
+    updated TEXT NOT NULL
+);
+CREATE INDEX lessons_state ON lessons (state);
+
+CREATE TABLE lesson_members (
+    episode_id INTEGER PRIMARY KEY REFERENCES episodes (id) ON DELETE CASCADE,
+    lesson_id INTEGER NOT NULL REFERENCES lessons (id) ON DELETE CASCADE,
+    session_id TEXT,
+    created TEXT NOT NULL,
+    signature TEXT NOT NULL,
+    joined TEXT NOT NULL
+);
+CREATE INDEX lesson_members_lesson ON lesson_members (lesson_id, session_id);
+
+CREATE TABLE predictions (
+    id INTEGER PRIMARY KEY,
+    lesson_id INTEGER NOT NULL REFERENCES lessons (id) ON DELETE CASCADE,
+    made TEXT NOT NULL,
+    text TEXT NOT NULL,
+    probes TEXT NOT NULL,
+    family TEXT NOT NULL,
+    state TEXT NOT NULL DEFAULT 'open',
+    resolved TEXT,
+    episode_id INTEGER REFERENCES episodes (id) ON DELETE SET NULL,
+    similarity REAL,
+    facet TEXT
+);
+CREATE INDEX predictions_lesson ON predictions (lesson_id, state);
+CREATE INDEX predictions_state ON predictions (state);
+
+CREATE TABLE events (
+    id INTEGER PRIMARY KEY,
+    at TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    lesson_id INTEGER,
+    prediction_id INTEGER,
+    detail TEXT NOT NULL DEFAULT '{}'
+);
+
+CREATE TABLE reports (
+    id INTEGER PRIMARY KEY,
+    made TEXT NOT NULL,
+    first_event INTEGER NOT NULL,
+    last_event INTEGER NOT NULL,
+    file TEXT NOT NULL,
+    data TEXT NOT NULL,
+    markdown TEXT NOT NULL
+);
+
+CREATE TABLE rendered_files (
+    path TEXT PRIMARY KEY,
+    memory_dir TEXT NOT NULL,
+    lesson_id INTEGER,
+    role TEXT NOT NULL,
+    sha256 TEXT,
+    pending_sha256 TEXT,
+    state TEXT NOT NULL,
+    written TEXT NOT NULL
+);
+CREATE INDEX rendered_files_dir ON rendered_files (memory_dir);
+CREATE INDEX rendered_files_lesson ON rendered_files (lesson_id);
+"""
+
+#: Forward migrations, in order; never edit a released one.
 MIGRATIONS: list[Migration] = [
     Migration(1, "transcripts, episodes, counters, meta", _sql(_V1)),
+    Migration(2, "lessons, lesson_members, predictions, events, reports, rendered_files", _sql(_V2)),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1].version
 
@@ -262,12 +396,29 @@ class Store:
     def _prepare(self) -> None:
         conn = self.conn
         conn.execute(f"PRAGMA busy_timeout = {int(self.config.busy_timeout * 1000)}")
-        mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
-        if mode != "wal":
-            self.db.enable_wal()
+        self._enable_wal()
         conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute("PRAGMA foreign_keys = ON")
         self.migrate()
+
+    def _enable_wal(self) -> None:
+        """Switch a new database to WAL mode. Two processes creating the store at once
+        race for it: SQLite answers "locked" to the loser without waiting, so retry (the
+        winner's switch then shows) until ``busy_timeout``."""
+        import time
+
+        deadline = time.monotonic() + self.config.busy_timeout
+        delay = 0.005
+        while True:
+            try:
+                if self.conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                    self.db.enable_wal()
+                return
+            except sqlite3.OperationalError as exc:
+                if ("locked" not in str(exc) and "busy" not in str(exc)) or time.monotonic() > deadline:
+                    raise
+                time.sleep(delay)
+                delay = min(delay * 2, 0.2)
 
     def migrate(self) -> list[int]:
         """Apply the missing migrations; return the versions applied."""

@@ -161,3 +161,27 @@ async def test_lessons_default_to_the_project_the_agent_works_in(spotter_home, t
         assert other.structured_content["project"] == str(tmp_path)
     for line in _prose(_text(result)):
         assert observation_violation(line) is None, line
+
+
+async def test_lessons_and_the_report_after_a_sleep(spotter, tmp_path):
+    """The real transcripts, ingested and slept on: the agent in a worktree of the project
+    (even a new one) gets its lessons, strongest first, and the morning report."""
+    home = tmp_path / "data"
+    for command in (["ingest", str(spotter), "-q"], ["sleep", "--now", "2026-02-12T23:59:59Z"]):
+        subprocess.run([str(OPENMEMORY), *command, "--home", str(home)], check=True, capture_output=True,
+                       timeout=300)
+    worktree = "/home/USER/projects/spotter-worktrees/spotter-new"
+    async with _server(home) as client:
+        result = await client.call_tool("lessons", {"project": worktree})
+        assert not result.is_error, _text(result)
+        lessons = result.structured_content["lessons"]
+        assert any("`git push` failed in 3 sessions" in lesson["text"] for lesson in lessons)
+        assert [lesson["strength"] for lesson in lessons] == sorted((l["strength"] for l in lessons), reverse=True)
+        assert "open prediction: A coming session in spotter-worktrees/* will run `git push`." in _text(result)
+        none = await client.call_tool("lessons", {"project": str(tmp_path)})
+        assert none.structured_content["lessons"] == []
+        report = await client.call_tool("report", {})
+        assert not report.is_error and "# Open Memory: morning report" in _text(report)
+        assert report.structured_content["path"].startswith(str(home / "reports"))
+    for line in _prose(_text(result)) + _prose(_text(report)):
+        assert observation_violation(line) is None, line

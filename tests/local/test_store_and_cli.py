@@ -66,10 +66,11 @@ def test_clock():
 
 
 def test_a_new_store(store, config):
-    assert store.schema_version() == SCHEMA_VERSION == 1
+    assert store.schema_version() == SCHEMA_VERSION == len(store_module.MIGRATIONS)
     assert store.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     tables = set(store.db.table_names())
-    assert {"schema_version", "meta", "counters", "transcripts", "episodes"} <= tables
+    assert {"schema_version", "meta", "counters", "transcripts", "episodes", "lessons", "lesson_members",
+            "predictions", "events", "reports", "rendered_files"} <= tables
     assert store.get_meta("embedding") == "hash-wb-256-v1"
     assert config.db_path.exists()
 
@@ -78,30 +79,30 @@ def test_reopening_does_not_migrate_again(config):
     Store.open(config).close()
     with Store.open(config) as again:
         assert again.migrate() == []
-        assert again.conn.execute("SELECT COUNT(*) FROM schema_version").fetchone()[0] == 1
+        assert again.conn.execute("SELECT COUNT(*) FROM schema_version").fetchone()[0] == SCHEMA_VERSION
 
 
 def test_a_forward_migration_runs_once(config, monkeypatch):
     Store.open(config).close()
-    extra = Migration(2, "lessons", store_module._sql("CREATE TABLE lessons (id INTEGER PRIMARY KEY, text TEXT);"))
+    extra = Migration(SCHEMA_VERSION + 1, "extra", store_module._sql("CREATE TABLE extra (id INTEGER PRIMARY KEY, text TEXT);"))
     monkeypatch.setattr(store_module, "MIGRATIONS", [*store_module.MIGRATIONS, extra])
-    monkeypatch.setattr(store_module, "SCHEMA_VERSION", 2)
+    monkeypatch.setattr(store_module, "SCHEMA_VERSION", SCHEMA_VERSION + 1)
     with Store.open(config) as s:
-        assert s.schema_version() == 2 and "lessons" in s.db.table_names()
+        assert s.schema_version() == SCHEMA_VERSION + 1 and "extra" in s.db.table_names()
     with Store.open(config) as s:
         assert s.migrate() == []
 
 
 def test_a_failed_migration_changes_nothing(config, monkeypatch):
     Store.open(config).close()
-    bad = Migration(2, "broken", store_module._sql("CREATE TABLE half (x);\nTHIS IS NOT SQL;"))
+    bad = Migration(SCHEMA_VERSION + 1, "broken", store_module._sql("CREATE TABLE half (x);\nTHIS IS NOT SQL;"))
     monkeypatch.setattr(store_module, "MIGRATIONS", [*store_module.MIGRATIONS, bad])
-    monkeypatch.setattr(store_module, "SCHEMA_VERSION", 2)
+    monkeypatch.setattr(store_module, "SCHEMA_VERSION", SCHEMA_VERSION + 1)
     with pytest.raises(StoreError):
         Store.open(config)
     monkeypatch.undo()
     with Store.open(config) as s:
-        assert s.schema_version() == 1 and "half" not in s.db.table_names()
+        assert s.schema_version() == SCHEMA_VERSION and "half" not in s.db.table_names()
 
 
 def test_a_store_from_a_newer_version_is_refused(config, tmp_path, capsys):

@@ -1,0 +1,139 @@
+"""The index sleep uses to find the lesson a surprise resembles, without comparing all pairs.
+
+Groups (lessons, and groups still forming) live under a key: (kind, project family). A
+surprise is only ever compared with the groups of its key. :meth:`GroupIndex.find`:
+
+1. *Exact*: a group that already holds this very signature takes it (a repeat of the
+   same failure, after normalisation: the common case, one dictionary lookup).
+2. *Exhaustive*, while the key has at most ``Config.cluster_exhaustive_max`` groups:
+   the cosine with every group's centroid, in one matrix-vector product.
+3. *Candidates*, beyond that: an inverted index maps each feature of the groups'
+   signatures (words and word pairs, :func:`openmemory_local.embed.features`) to the
+   groups that have it. The surprise's ``cluster_prefix_features`` rarest features
+   (those shared by at most ``cluster_posting_cap`` groups) name the candidate groups;
+   the ``cluster_candidates`` sharing most features with it are scored exactly. A group
+   whose centroid resembles the surprise (cosine >= 0.55) shares words with it, and
+   rare words are what set similar failures apart from the rest, so the miss rate is
+   small (``benchmarks/sleep.py`` measures it against the exhaustive search); the work
+   per surprise is bounded, so a sleep grows as n log n (the sort by time), not n².
+
+The best group wins if its cosine reaches ``Config.lesson_join_cosine``; ties go to the
+older group. Pure numpy and dictionaries: no store, no clock.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Hashable, Iterable
+
+import numpy as np
+
+from .embed import DIMS
+
+__all__ = ["GroupIndex"]
+
+_MAX_INDEXED_SIGNATURES = 8
+
+
+class GroupIndex:
+    def __init__(self, *, exhaustive_max: int = 256, prefix: int = 12, posting_cap: int = 2000,
+                 candidates: int = 64):
+        self.exhaustive_max = exhaustive_max
+        self.prefix = prefix
+        self.posting_cap = posting_cap
+        self.candidates = candidates
+        self._sums = np.zeros((64, DIMS), dtype=np.float64)
+        self._n = 0
+        self._row: dict[int, int] = {}
+        self._gid: list[int] = []
+        self._by_key: dict[Hashable, list[int]] = {}
+        self._exact: dict[tuple[Hashable, str], int] = {}
+        self._postings: dict[tuple[Hashable, str], list[int]] = {}
+        self._indexed: dict[int, int] = {}  # gid -> signatures indexed so far
+        self._features: dict[int, set[str]] = {}
+
+    def __len__(self) -> int:
+        return self._n
+
+    # --- building ---------------------------------------------------------------------
+
+    def add(self, gid: int, key: Hashable, vector_sum: np.ndarray, signatures: Iterable[tuple[str, dict]] = ()) -> None:
+        """A group with the sum of its members' vectors and its distinct signatures
+        (each with its feature dict)."""
+        if self._n == len(self._sums):
+            self._sums = np.concatenate([self._sums, np.zeros_like(self._sums)])
+        row = self._n
+        self._n += 1
+        self._sums[row] = vector_sum
+        self._row[gid] = row
+        self._gid.append(gid)
+        self._by_key.setdefault(key, []).append(gid)
+        self._indexed[gid] = 0
+        self._features[gid] = set()
+        for sig, feats in signatures:
+            self._index_signature(gid, key, sig, feats)
+
+    def _index_signature(self, gid: int, key: Hashable, sig: str, feats: dict) -> None:
+        self._exact.setdefault((key, sig), gid)
+        if self._indexed[gid] >= _MAX_INDEXED_SIGNATURES:
+            return
+        self._indexed[gid] += 1
+        mine = self._features[gid]
+        for feature in feats:
+            if feature not in mine:
+                mine.add(feature)
+                self._postings.setdefault((key, feature), []).append(gid)
+
+    def join(self, gid: int, key: Hashable, sig: str, feats: dict, vector: np.ndarray) -> None:
+        """Add a member to a group: its vector to the centroid, its signature to the index."""
+        self._sums[self._row[gid]] += vector
+        self._index_signature(gid, key, sig, feats)
+
+    # --- finding ------------------------------------------------------------------------
+
+    def exact(self, key: Hashable, sig: str) -> int | None:
+        return self._exact.get((key, sig))
+
+    def find(self, key: Hashable, sig: str, feats: dict, vector: np.ndarray,
+             threshold: float) -> tuple[int | None, float]:
+        """The group this surprise joins and its cosine, or ``(None, best cosine)``."""
+        gid = self._exact.get((key, sig))
+        if gid is not None:
+            return gid, 1.0
+        groups = self._by_key.get(key)
+        if not groups:
+            return None, 0.0
+        if len(groups) <= self.exhaustive_max:
+            candidates = groups
+        else:
+            candidates = self._candidates(key, feats)
+            if not candidates:
+                return None, 0.0
+        rows = np.fromiter((self._row[g] for g in candidates), dtype=np.int64, count=len(candidates))
+        sums = self._sums[rows]
+        norms = np.sqrt(np.einsum("ij,ij->i", sums, sums))
+        norms[norms == 0] = 1.0
+        cos = (sums @ vector.astype(np.float64)) / norms
+        best = int(np.argmax(cos))  # first maximum: the oldest group on ties
+        if cos[best] >= threshold:
+            return candidates[best], float(cos[best])
+        return None, float(cos[best])
+
+    def _candidates(self, key: Hashable, feats: dict) -> list[int]:
+        lists = []
+        for feature in feats:
+            posting = self._postings.get((key, feature))
+            if posting and len(posting) <= self.posting_cap:
+                lists.append(posting)
+        if not lists:
+            return []
+        lists.sort(key=len)
+        counts: Counter = Counter()
+        for posting in lists[: self.prefix]:
+            counts.update(posting)
+        if len(counts) > self.candidates:
+            # most shared features first; among equals, the first met (deterministic)
+            chosen = [g for g, _ in counts.most_common(self.candidates)]
+        else:
+            chosen = list(counts)
+        return sorted(chosen, key=self._row.__getitem__)

@@ -1,0 +1,285 @@
+"""Lesson and prediction texts: observations, never instructions.
+
+Every text made here passes :func:`openmemory_local.observation.check_observation` (safety
+rule 1; the same check the commons runs): a text that would fail it is never stored.
+
+Deterministic texts (the default), built from a lesson's episodes (its ``details``, see
+:mod:`openmemory_local.sleep`):
+
+* a failed command: ```git push` failed in 3 sessions, on branches a, b and c: "fatal:
+  The current branch c has no upstream branch."`` (the most common failure message, by
+  sessions, quoted as it was; ``(and 2 other messages)`` when the lesson gathers several);
+* a rejection: ```mix phx.server` was rejected by the person in 2 sessions.``;
+* a correction: ``The person corrected the agent, saying "no, this project uses uv", after
+  it ran `pip install`.``
+
+A quoted failure or correction may itself contain an imperative sentence ("Please use
+offset and limit ..."), which the check rejects. Quotes are therefore tried in steps: the
+whole quote (clipped), its first sentence, its first clause, and no quote at all; the first
+text that passes the check is kept. A last fixed phrasing always passes.
+
+Optionally a local model rephrases active lessons (:func:`rephrase`): set
+``Config.lesson_model_url`` (``$OPENMEMORY_LESSON_MODEL_URL``) to an OpenAI-compatible
+endpoint (``http://127.0.0.1:8080/v1``; ``/chat/completions`` is appended). Its answer is
+used only if it is one sentence of 20 to 300 characters, passes the observation check and
+shares at least two content words with the deterministic text; otherwise (an error, a
+timeout, garbage, an instruction) the deterministic text stays. The model runs after the
+sleep's transaction has committed, so a slow model never holds the store's write lock.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+import urllib.error
+import urllib.request
+from datetime import datetime
+
+from .clock import iso
+from .embed import STOP_WORDS, _raw_tokens
+from .jsonio import dumps, loads
+from .normalize import family_label
+from .observation import is_observation
+
+__all__ = [
+    "lesson_text",
+    "prediction_text",
+    "quote_steps",
+    "safe_text",
+    "ask_model",
+    "accept_model_text",
+    "rephrase",
+    "clip",
+]
+
+_QUOTE_MAX = 200
+_SENTENCE_END = re.compile(r"[.!?;:](?=\s|$)|\n")
+_ANY_END = re.compile(r"[.!?;:\n]")
+
+
+def clip(text: str, n: int) -> str:
+    text = " ".join((text or "").split())
+    return text if len(text) <= n else text[: n - 1].rstrip() + "\u2026"
+
+
+def quote_steps(text: str) -> list[str]:
+    """The quote, then shorter and shorter safe forms of it, then nothing."""
+    text = " ".join((text or "").replace('"', "'").split())
+    steps = []
+    if text:
+        steps.append(clip(text, _QUOTE_MAX))
+        first = _SENTENCE_END.search(text)
+        if first and first.start() > 0:
+            steps.append(clip(text[: first.start()], _QUOTE_MAX))
+        clause = _ANY_END.search(text)
+        if clause and clause.start() > 0:
+            steps.append(clip(text[: clause.start()], _QUOTE_MAX))
+    steps.append("")
+    return list(dict.fromkeys(steps))
+
+
+def safe_text(candidates: list[str], fallback: str) -> str:
+    """The first candidate that is an observation, else ``fallback`` (which must be one)."""
+    for text in candidates:
+        if text and is_observation(text):
+            return text
+    if not is_observation(fallback):  # pragma: no cover - the fallbacks are fixed, safe texts
+        raise AssertionError(f"fallback text is not an observation: {fallback!r}")
+    return fallback
+
+
+def _and(items: list[str]) -> str:
+    if len(items) <= 1:
+        return "".join(items)
+    return ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def _list(items: list[str], limit: int = 3) -> str:
+    shown = items[:limit]
+    more = len(items) - len(shown)
+    if more > 0:
+        return ", ".join(shown) + f" and {more} more"
+    return _and(shown)
+
+
+def _label(subject: dict, joiner: str = "and") -> str:
+    heads = subject.get("heads") or []
+    if heads:
+        items = [f"`{h}`" for h in heads[:3]]
+        return _and(items) if joiner == "and" else " or ".join(items)
+    tool = subject.get("tool") or "a tool"
+    if tool.startswith("hook:"):
+        return f"the {tool[5:]} hook"
+    return f"`{tool}`"
+
+
+def _sessions(n: int) -> str:
+    return f"in {n} session{'s' if n != 1 else ''}"
+
+
+def lesson_text(details: dict, lesson_id: int) -> str:
+    """The deterministic observation of a lesson (see the module docstring)."""
+    if details.get("kind") == "correction":
+        return _correction_text(details, lesson_id)
+    subject = details.get("subject") or {}
+    label = _label(subject)
+    n = int(details.get("sessions") or 1)
+    context = ""
+    branches = [b for b in details.get("branches") or [] if b]
+    paths = [p for p in details.get("paths") or [] if p]
+    if len(branches) > 1:
+        context = f", on branches {_list(branches)}"
+    elif paths and not subject.get("heads"):
+        context = f", on {_list(paths)}"
+    messages = details.get("messages") or []
+    failure = details.get("failure")
+    if failure in ("rejected", "interrupted"):
+        verb = "was rejected by the person" if failure == "rejected" else "was interrupted by the person"
+        candidates = [f"{label} {verb} {_sessions(n)}{context}."]
+    else:
+        others = len(messages) - 1
+        tail = f" (and {others} other message{'s' if others != 1 else ''})" if others > 0 else ""
+        head = f"{label} failed {_sessions(n)}{context}"
+        message = messages[0]["text"] if messages else ""
+        candidates = [f'{head}: "{q}"{tail}' if q else f"{head}{tail}." for q in quote_steps(message)]
+        candidates.append(f"A failure of {label} recurred {_sessions(n)}.")
+    return safe_text(candidates, f"A failed tool call recurred {_sessions(n)} (lesson {lesson_id}).")
+
+
+def _correction_text(details: dict, lesson_id: int) -> str:
+    n = int(details.get("sessions") or 1)
+    where = f" {_sessions(n)}" if n > 1 else ""
+    action = details.get("action_label")
+    after = f", after it ran {action}" if action else ""
+    candidates = [
+        f'The person corrected the agent{where}, saying "{q}"{after}.' if q
+        else f"The person corrected the agent{where}{after}."
+        for q in quote_steps(details.get("said") or "")
+    ]
+    return safe_text(candidates, f"The person corrected the agent{where} (lesson {lesson_id}).")
+
+
+def prediction_text(details: dict, family: str, lesson_id: int) -> str:
+    """The situation the lesson's prediction expects, as an observation of the future."""
+    where = family_label(family)
+    subject = details.get("subject") or {}
+    anchor = details.get("anchor")
+    candidates = []
+    if details.get("kind") == "correction":
+        action = details.get("action_label")
+        if action:
+            candidates.append(f"A coming session in {where} will meet the situation the person corrected "
+                              f"(the agent running {action}).")
+        candidates.append(f"A coming session in {where} will meet the situation the person corrected.")
+    elif subject.get("heads"):
+        on = f" on {anchor}" if anchor else ""
+        candidates.append(f"A coming session in {where} will run {_label(subject, 'or')}{on}.")
+    else:
+        candidates.append(f"A coming session in {where} will see {_label(subject)} fail the same way.")
+    return safe_text(candidates, f"A coming session in {where} will meet the situation of lesson {lesson_id}.")
+
+
+# --- the optional local model ------------------------------------------------------------
+
+_SYSTEM = (
+    "You rewrite notes about a coding agent's past sessions. Reply with exactly one sentence in the "
+    "past or present tense that states what happened, as an observation. It is not advice: no "
+    "imperatives, no 'should', no words addressed to a reader. Keep commands in backticks and keep "
+    "quoted error messages exact."
+)
+
+
+def _content_words(text: str) -> set[str]:
+    return {w for w in _raw_tokens(text) if w not in STOP_WORDS and len(w) > 2}
+
+
+def accept_model_text(answer, basis: str) -> str | None:
+    """The model's answer if it may replace ``basis`` (see the module docstring), else None."""
+    if not isinstance(answer, str):
+        return None
+    text = " ".join(answer.split()).strip().strip('"').strip()
+    if not 20 <= len(text) <= 300 or "\n" in answer.strip() or text.startswith(("#", "-", "*", "```")):
+        return None
+    if not is_observation(text):
+        return None
+    if len(_content_words(text) & _content_words(basis)) < 2:
+        return None
+    return text
+
+
+def ask_model(url: str, model: str, basis: str, facts: dict, *, timeout: float,
+              key: str | None = None) -> str | None:
+    """One chat completion from an OpenAI-compatible endpoint; None on any failure."""
+    if not url.startswith(("http://", "https://")):
+        return None
+    endpoint = url.rstrip("/")
+    if not endpoint.endswith("/chat/completions"):
+        endpoint += "/chat/completions"
+    body = {
+        "model": model,
+        "temperature": 0,
+        "max_tokens": 160,
+        "messages": [
+            {"role": "system", "content": _SYSTEM},
+            {"role": "user", "content": "Note: " + basis + "\nFacts (JSON): " + json.dumps(facts, ensure_ascii=False)},
+        ],
+    }
+    headers = {"Content-Type": "application/json"}
+    if key:
+        headers["Authorization"] = f"Bearer {key}"
+    request = urllib.request.Request(endpoint, data=json.dumps(body).encode(), headers=headers, method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            raw = response.read(64 * 1024 + 1)
+        if len(raw) > 64 * 1024:
+            return None
+        data = json.loads(raw.decode("utf-8"))
+        return data["choices"][0]["message"]["content"]
+    except (OSError, urllib.error.URLError, ValueError, KeyError, IndexError, TypeError, UnicodeDecodeError):
+        return None
+
+
+def rephrase(store, now: datetime) -> dict:
+    """Ask the configured model to rephrase lessons whose deterministic text it has not seen.
+
+    Runs outside any transaction; each accepted text is written in its own short one, and
+    only if the lesson's deterministic text did not change meanwhile. Returns counts.
+    """
+    config = store.config
+    out = {"asked": 0, "accepted": 0, "rejected": 0}
+    if not config.lesson_model_url:
+        return out
+    rows = store.conn.execute(
+        "SELECT id, rule_text, details FROM lessons WHERE state = 'active' AND vetoed_at IS NULL "
+        "AND text_source = 'rule' ORDER BY strength DESC, id"
+    ).fetchall()
+    deadline = time.monotonic() + config.lesson_model_budget
+    for lesson_id, basis, details_json in rows:
+        details = loads(details_json, {})
+        if details.get("model_tried") == basis:
+            continue
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        facts = {k: details.get(k) for k in ("kind", "sessions", "seen", "branches", "paths") if details.get(k)}
+        facts["messages"] = [m.get("text") for m in (details.get("messages") or [])[:3]]
+        answer = ask_model(config.lesson_model_url, config.lesson_model_name, basis, facts,
+                           timeout=min(config.lesson_model_timeout, left), key=config.lesson_model_key)
+        out["asked"] += 1
+        text = accept_model_text(answer, basis)
+        details["model_tried"] = basis
+        with store.write():
+            current = store.conn.execute("SELECT rule_text, text_source FROM lessons WHERE id = ?",
+                                         (lesson_id,)).fetchone()
+            if current is None or current[0] != basis or current[1] != "rule":
+                continue
+            if text is None:
+                out["rejected"] += 1
+                store.conn.execute("UPDATE lessons SET details = ? WHERE id = ?", (dumps(details), lesson_id))
+            else:
+                out["accepted"] += 1
+                store.conn.execute(
+                    "UPDATE lessons SET text = ?, text_source = 'model', details = ?, updated = ? WHERE id = ?",
+                    (text, dumps(details), iso(now), lesson_id))
+    return out

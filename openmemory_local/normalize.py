@@ -1,0 +1,229 @@
+"""Volatile tokens out, so that the same surprise on two branches is one surprise.
+
+Sleep compares surprises (and predictions with what later sessions did) by the cosine of
+their hashed embeddings (:mod:`openmemory_local.embed`). Before embedding, a text is
+*normalised*: what changes from one occurrence of the same failure to the next is
+replaced by a placeholder word, in this order:
+
+==========================  =======================================================
+what                        becomes
+==========================  =======================================================
+the session's working       removed (``/home/me/app/lib/x.ex`` -> ``lib/x.ex``), also in
+directory, and its Claude   its Claude Code folder form (``-home-me-app``) and in
+Code folder name            sibling worktrees of the same family (see :func:`family`)
+the session's branch name   ``{branch}`` (as a whole token: ``spotter-gqc``)
+UUIDs                       ``{id}``
+ISO timestamps, clock       ``{time}``
+times
+hexadecimal hashes (7+      ``{hash}`` (``bd0afab``, ``3f9c2e1d...``)
+characters, letters and
+digits)
+numbers (with a decimal     ``{num}`` (``806.5KB`` -> ``{num}``; seeds, ports, line
+part or a short unit)       numbers, exit codes, sizes, durations)
+path components that still  ``{id}`` (``tmpab12cd`` -> ``{id}``)
+hold a digit
+==========================  =======================================================
+
+White space is collapsed. The result is meant for comparison (and shown in
+``openmemory lessons --json`` as the lesson's signature); lesson texts quote the real
+failure, not its normalised form.
+
+A *project family* groups the working directories that are one project: git worktrees
+named after their branch (``~/src/app-worktrees/feature-x`` on branch ``feature-x``)
+belong to the family ``~/src/app-worktrees/*``; any other directory is its own family.
+Lessons form inside one family (a correction in one project says nothing about
+another) and render into every project folder of their family.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+__all__ = [
+    "normalise",
+    "family",
+    "family_matches",
+    "family_label",
+    "command_segments",
+    "path_like",
+]
+
+_UUID = re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b")
+_ISO_TIME = re.compile(
+    r"\b\d{4}-\d{2}-\d{2}(?:[T ]\d{1,2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?\b"
+)
+_CLOCK = re.compile(r"\b\d{1,2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?\b")
+_HEX = re.compile(r"\b(?=[0-9a-fA-F]*[0-9])(?=[0-9a-fA-F]*[a-fA-F])[0-9a-fA-F]{7,64}\b")
+_NUMBER = re.compile(r"(?<![A-Za-z0-9_])\d+(?:[.,]\d+)*(?:[A-Za-z]{1,3})?(?![A-Za-z0-9_])")
+_PATH_TOKEN = re.compile(r"[^\s'\"`()\[\]{}<>,;|&=]*/[^\s'\"`()\[\]{}<>,;|&=]*")
+_DIGIT = re.compile(r"\d")
+_SPACE = re.compile(r"\s+")
+_PLACEHOLDER = re.compile(r"\{(?:id|time|hash|num|branch)\}")
+
+
+@lru_cache(maxsize=256)
+def _family_re(fam: str) -> re.Pattern:
+    """Any worktree of a ``.../*`` family, with the slash after it."""
+    return re.compile(re.escape(fam[:-2]) + r"/[^/\s'\"`]+(?:/|(?![\w.-]))")
+
+
+@lru_cache(maxsize=4096)
+def _branch_re(branch: str) -> re.Pattern | None:
+    names = {branch}
+    if "/" in branch:
+        names.add(branch.rsplit("/", 1)[-1])
+    names = sorted((n for n in names if len(n) >= 2), key=len, reverse=True)
+    if not names:
+        return None
+    return re.compile(r"(?<![\w.-])(?:" + "|".join(re.escape(n) for n in names) + r")(?![\w-])")
+
+
+def _strip_dir(text: str, root: str) -> str:
+    """Remove ``root`` (followed by ``/`` or the end of a path) from ``text``."""
+    out, start = [], 0
+    while True:
+        at = text.find(root, start)
+        if at < 0:
+            break
+        end = at + len(root)
+        if end < len(text) and text[end] == "/":
+            out.append(text[start:at])
+            start = end + 1
+        elif end >= len(text) or not (text[end].isalnum() or text[end] in "_.-"):
+            out.append(text[start:at])
+            start = end
+        else:
+            out.append(text[start:end])
+            start = end
+    out.append(text[start:])
+    return "".join(out)
+
+
+def _path_ids(match: re.Match) -> str:
+    token = match.group(0)
+    if not _DIGIT.search(token):
+        return token
+    parts = token.split("/")
+    for i, part in enumerate(parts):
+        if _DIGIT.search(_PLACEHOLDER.sub("", part)):
+            stem, dot, ext = part.rpartition(".")
+            keep_ext = dot and stem and ext.isalpha() and len(ext) <= 5
+            parts[i] = "{id}" + (("." + ext) if keep_ext else "")
+    return "/".join(parts)
+
+
+def normalise(text: str, *, cwd: str | None = None, branch: str | None = None) -> str:
+    """``text`` with its volatile tokens replaced (see the module docstring)."""
+    if not text:
+        return ""
+    if cwd and cwd.strip("/"):
+        root = cwd.rstrip("/")
+        fam = family(root, branch)
+        if fam and fam.endswith("/*") and fam[:-2] in text:
+            text = _family_re(fam).sub("", text)
+        if root in text:
+            text = _strip_dir(text, root)
+        dashed = re.sub(r"[^A-Za-z0-9]", "-", root)
+        if dashed in text:
+            text = _strip_dir(text, dashed)
+    if branch and branch != "HEAD" and branch.rsplit("/", 1)[-1] in text:
+        branch_re = _branch_re(branch)
+        if branch_re is not None:
+            text = branch_re.sub("{branch}", text)
+    text = _UUID.sub("{id}", text)
+    text = _ISO_TIME.sub("{time}", text)
+    text = _CLOCK.sub("{time}", text)
+    text = _HEX.sub("{hash}", text)
+    text = _NUMBER.sub("{num}", text)
+    if "/" in text:
+        text = _PATH_TOKEN.sub(_path_ids, text)
+    return _SPACE.sub(" ", text).strip()
+
+
+# --- project families -------------------------------------------------------------------
+
+
+def family(cwd: str | None, branch: str | None = None) -> str | None:
+    """The project family of a working directory (see the module docstring).
+
+    A path component equal to the branch name (or to its last ``/`` part) becomes ``*``:
+    ``/src/app-worktrees/feature-x`` on ``feature-x`` -> ``/src/app-worktrees/*``.
+    """
+    if not cwd:
+        return None
+    root = cwd.rstrip("/") or "/"
+    if not branch:
+        return root
+    names = {branch, branch.rsplit("/", 1)[-1]}
+    parts = root.split("/")
+    # only the last component: a worktree folder named after its branch
+    if len(parts) > 2 and parts[-1] in names:
+        parts[-1] = "*"
+    return "/".join(parts)
+
+
+def family_matches(fam: str | None, path: str | None) -> bool:
+    """Whether ``path`` (a working directory, or a folder inside one) belongs to ``fam``."""
+    if not fam or not path:
+        return False
+    path = path.rstrip("/") or "/"
+    if fam.endswith("/*"):
+        base = fam[:-2]
+        if not path.startswith(base + "/"):
+            return False
+        rest = path[len(base) + 1:]
+        return bool(rest) and rest.split("/", 1)[0] not in ("", ".", "..")
+    return path == fam or path.startswith(fam.rstrip("/") + "/")
+
+
+def family_label(fam: str | None) -> str:
+    """A short name for a family, for texts: its last one or two path components."""
+    if not fam:
+        return "an unknown project"
+    parts = [p for p in fam.split("/") if p]
+    if not parts:
+        return "/"
+    if parts[-1] == "*" and len(parts) >= 2:
+        return parts[-2] + "/*"
+    return parts[-1]
+
+
+# --- shell commands -------------------------------------------------------------------------
+
+_QUOTED = re.compile(r"\"(?:\\.|[^\"\\])*\"?|'[^']*'?|\$\((?:[^()]|\([^()]*\))*\)")
+_HEREDOC = re.compile(r"<<-?\s*['\"]?(\w+)['\"]?.*", re.S)
+_REDIRECT = re.compile(r"(?:^|\s)(?:\d?>>?&?\d?|&>|<)\s*(?:/dev/null|&?\d|\S+)?")
+_SEPARATOR = re.compile(r"&&|\|\||[;|\n]")
+
+
+def command_segments(command: str) -> list[str]:
+    """The simple commands of a shell line: quoted strings, heredocs and redirections
+    removed (a commit message says nothing about the situation), split on ``&&``,
+    ``||``, ``;``, ``|`` and new lines; ``cd`` and output filters dropped."""
+    if not command:
+        return []
+    text = _HEREDOC.sub("", command[:4000])
+    text = _QUOTED.sub(" ", text)
+    out = []
+    for segment in _SEPARATOR.split(text):
+        segment = _REDIRECT.sub(" ", segment)
+        words = segment.split()
+        while words and "=" in words[0] and not words[0].startswith("-"):
+            words = words[1:]
+        if not words:
+            continue
+        prog = words[0].rsplit("/", 1)[-1]
+        if prog in ("cd", "echo", "true", "false", "head", "tail", "wc", "sort", "cat", "tee", "xargs",
+                    "printf", "sleep", "less", "source", "."):
+            continue
+        out.append(" ".join(words))
+    return out
+
+
+def path_like(word: str) -> bool:
+    """A word that names a file or folder (has a ``/``, or a short file extension)."""
+    if "/" in word:
+        return True
+    stem, dot, ext = word.rpartition(".")
+    return bool(dot and stem and ext.isalpha() and 1 <= len(ext) <= 5 and not word.startswith("-"))

@@ -1,0 +1,510 @@
+"""Render lessons into the agent's memory folder, touching nothing of the owner's.
+
+Claude Code reads, at the start of each session, ``MEMORY.md`` in the project's memory
+folder: ``<claude dir>/projects/<project folder>/memory/``, where ``<claude dir>`` is
+``$CLAUDE_CONFIG_DIR`` or ``~/.claude`` and ``<project folder>`` is the working directory
+with every character that is not a letter or digit replaced by ``-``. Only the first 200
+lines or 25 KB of ``MEMORY.md`` are loaded; the other files of the folder are read when
+the agent needs them.
+
+What Open Memory writes there::
+
+    memory/
+      MEMORY.md                   the owner's file; Open Memory owns only the section
+                                  between <!-- openmemory:begin --> and
+                                  <!-- openmemory:end -->: one line per lesson, strongest
+                                  first, as many as fit in 200 lines and 25,000 bytes
+                                  counting everything outside the section
+      openmemory-lesson-7.md      one file per lesson: front matter (name, description,
+                                  type), the observation quoted, its kind, strength, seen
+                                  count, first and last seen, predictions, provenance
+
+Rules (a file is *ours* when ``rendered_files`` records it with the SHA-256 of what we
+wrote):
+
+* A file we did not write is never written, moved or deleted, even if it has our name.
+* Text outside the markers is never changed. The first time, the section is appended to
+  an existing ``MEMORY.md`` (after a blank line; a missing final newline is added first).
+  If the markers are damaged (one missing, or twice), the file is left alone and the
+  problem reported; if the owner removed the whole section, it is not added again.
+* A lesson file whose bytes differ from what we wrote was edited by its owner: it is left
+  alone from then on (never rewritten nor removed), reported once, and still indexed.
+* A lesson file we wrote that is gone was deleted by its owner: the lesson is *vetoed*
+  (never written again, in any folder; ``openmemory unveto ID`` undoes it). A folder
+  that is gone altogether vetoes nothing.
+* Lessons render into the folders of the projects of their family (every working
+  directory with sessions in the store, see :mod:`openmemory_local.normalize`) whose
+  Claude Code folder exists; ``--memory-dir DIR`` renders into another folder instead.
+* A lesson that no longer qualifies (archived, vetoed, weaker than
+  ``Config.render_min_strength``, beyond ``Config.render_max_lessons``) has its file
+  removed, if ours and unedited.
+* Writes are atomic (a temporary file in the same folder, then a rename) and recorded in
+  two steps (pending, then done), so a render killed midway is finished by the next one
+  and never mistaken for the owner's deletion. Nothing is written when nothing changed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from .clock import iso
+from .episodes import project_dir
+from .lesson_text import clip
+from .lessons import applies_to, lesson_rows, project_families
+from .observation import is_observation
+from .sleep import record_event, sleep_lock, withdraw_predictions
+
+__all__ = [
+    "BEGIN",
+    "END",
+    "RenderError",
+    "RenderResult",
+    "render",
+    "memory_dir_for",
+    "lesson_file",
+    "index_block",
+    "split_index",
+]
+
+BEGIN = "<!-- openmemory:begin -->"
+END = "<!-- openmemory:end -->"
+INDEX = "MEMORY.md"
+_TMP_SUFFIX = ".openmemory-tmp"
+_INTRO = (
+    "Observations from earlier sessions in this project, kept by Open Memory, strongest first; "
+    "each links to its details. They record what happened; they are not instructions. "
+    "This section is rewritten by `openmemory run`; text outside it is never changed."
+)
+_HEADING = "## Lessons from earlier sessions (Open Memory)"
+_NOTICE = ("An observation from earlier sessions, kept by Open Memory. It records what happened; "
+           "it is not an instruction.")
+
+
+class RenderError(RuntimeError):
+    """Nowhere to render (no Claude Code folder configured and no ``--memory-dir``)."""
+
+
+@dataclass
+class RenderResult:
+    targets: list[dict] = field(default_factory=list)
+    vetoed: list[int] = field(default_factory=list)
+    edited: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.vetoed or self.edited or any(
+            t["written"] or t["removed"] or t["index"] in ("written", "created") for t in self.targets))
+
+    def to_dict(self) -> dict:
+        return {"targets": self.targets, "vetoed": self.vetoed, "edited": self.edited,
+                "problems": self.problems, "skipped": self.skipped, "changed": self.changed}
+
+
+def memory_dir_for(claude_dir: Path, cwd: str) -> Path:
+    """``<claude dir>/projects/<cwd with non-alphanumerics as '-'>/memory``."""
+    return Path(claude_dir) / "projects" / project_dir(cwd) / "memory"
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _read(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
+
+
+_ANY = object()
+
+
+def _atomic_write(path: Path, data: bytes, *, expect=_ANY, mode: int | None = None) -> bool:
+    """Write ``data`` to ``path`` through a temporary file and a rename. With ``expect``
+    (bytes, or None for "no file"), give up (False) if the file no longer holds it just
+    before the rename: the owner (or Claude Code) wrote it meanwhile."""
+    tmp = path.with_name("." + path.name + _TMP_SUFFIX)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644 if mode is None else mode & 0o7777)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        if mode is not None:
+            os.chmod(tmp, mode & 0o7777)
+        if expect is not _ANY and _read(path) != expect:
+            tmp.unlink()
+            return False
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
+        raise
+    return True
+
+
+# --- what a lesson looks like on disk ----------------------------------------------------------
+
+
+def _when(stamp: str | None) -> str:
+    if not stamp:
+        return "unknown"
+    return stamp[:16].replace("T", " ") + " UTC"
+
+
+def _yaml(text: str) -> str:
+    return json.dumps(text, ensure_ascii=False)
+
+
+def lesson_file(lesson: dict) -> str:
+    """The Markdown file of a lesson (deterministic: the same lesson gives the same bytes)."""
+    text = " ".join(lesson["text"].split())
+    kind = lesson["kind"]
+    title = clip(text, 90)
+    description = clip(text, 200)
+    if not is_observation(title):
+        title = f"Open Memory lesson {lesson['id']}"
+    if not is_observation(description):
+        description = f"Open Memory lesson {lesson['id']} ({kind})"
+    record = lesson["record"]
+    if lesson.get("prediction"):
+        prediction = (f"{record['confirmed']} confirmed, {record['failed']} failed; open since "
+                      f"{_when(lesson['prediction_made'])}: \"{lesson['prediction']}\"")
+    else:
+        prediction = f"{record['confirmed']} confirmed, {record['failed']} failed; none open"
+    what = ("a failed tool call that repeated across sessions" if kind == "error"
+            else "a correction by the person")
+    lines = [
+        "---",
+        f"name: {_yaml(title)}",
+        f"description: {_yaml(description)}",
+        f"type: {'feedback' if kind == 'correction' else 'project'}",
+        "---",
+        "",
+        f"> {text}",
+        "",
+        _NOTICE,
+        "",
+        f"- kind: {kind} ({what})",
+        f"- strength: {lesson['strength']:.2f}",
+        f"- seen: {lesson['seen']} time{'s' if lesson['seen'] != 1 else ''}, in {lesson['sessions']} "
+        f"session{'s' if lesson['sessions'] != 1 else ''}",
+        f"- first seen: {_when(lesson['first_seen'])}",
+        f"- last seen: {_when(lesson['last_seen'])}",
+        f"- predictions: {prediction}",
+        f"- provenance: Open Memory lesson {lesson['id']} (`openmemory lessons --json`), learned from:",
+    ]
+    for ep in lesson["episodes"]:
+        source = f"{ep['source_path']} line {ep['source_line']}" if ep.get("source_path") else "no transcript"
+        lines.append(f"  - episode #{ep['id']}, {_when(ep['created'])}, session {(ep['session_id'] or '?')[:8]}, "
+                     f"{source}")
+    more = int(lesson["seen"]) - len(lesson["episodes"])
+    if more > 0:
+        lines.append(f"  - and {more} more")
+    return "\n".join(lines) + "\n"
+
+
+def _index_line(lesson: dict) -> str:
+    title = clip(" ".join(lesson["text"].split()), 160).replace("[", "\\[").replace("]", "\\]")
+    line = (f"- [{title}]({lesson['file_name']}) \u00b7 strength {lesson['strength']:.1f} "
+            f"\u00b7 seen {lesson['seen']}")
+    if is_observation(line):
+        return line
+    return f"- [Open Memory lesson {lesson['id']}]({lesson['file_name']}) \u00b7 strength {lesson['strength']:.1f}"
+
+
+def _lines(text: str) -> int:
+    if not text:
+        return 0
+    return text.count("\n") + (0 if text.endswith("\n") else 1)
+
+
+def index_block(lessons: list[dict], outside: str, config) -> tuple[str, int]:
+    """The managed section (markers included, no final newline) for ``lessons`` (ranked),
+    within the budget left by ``outside``; and how many lessons it lists."""
+    head = [BEGIN, _HEADING, "", _INTRO, ""]
+    tail = [END]
+    room_lines = config.memory_index_max_lines - _lines(outside) - len(head) - len(tail) - 1
+    room_bytes = config.memory_index_max_bytes - len(outside.encode()) - len("\n".join(head + tail).encode()) - 2
+    body = []
+    for lesson in lessons:
+        line = _index_line(lesson)
+        cost = len(line.encode()) + 1
+        if len(body) + 1 > room_lines or cost > room_bytes:
+            break
+        body.append(line)
+        room_bytes -= cost
+    if not lessons:
+        body = ["No lessons at the moment."]
+    elif len(body) < len(lessons):
+        note = (f"{len(lessons) - len(body)} more lesson(s) not listed: MEMORY.md has no room left within "
+                f"Claude Code's {config.memory_index_max_lines} lines and {config.memory_index_max_bytes} bytes.")
+        if len(body) + 1 > room_lines or len(note.encode()) + 1 > room_bytes:
+            body = body[:-1] if body else body
+        body.append(note)
+    return "\n".join(head + body + tail), len([b for b in body if b.startswith("- [")])
+
+
+def split_index(text: str) -> tuple[str, str, str] | None | str:
+    """``(before, block, after)`` of a MEMORY.md, None without markers, "damaged" if they
+    are not exactly one begin marker followed by one end marker."""
+    begins, ends = text.count(BEGIN), text.count(END)
+    if begins == 0 and ends == 0:
+        return None
+    if begins != 1 or ends != 1:
+        return "damaged"
+    b = text.index(BEGIN)
+    e = text.index(END) + len(END)
+    if e <= b:
+        return "damaged"
+    return text[:b], text[b:e], text[e:]
+
+
+# --- the render ------------------------------------------------------------------------------
+
+
+@dataclass
+class _Target:
+    memory_dir: Path
+    key: str  # real path of the memory folder
+    project: str | None
+    lessons: list[dict]
+    exists_parent: bool = True
+
+
+def _targets(store, lessons: list[dict], memory_dir: Path | None, project: str | None,
+             result: RenderResult) -> list[_Target]:
+    if memory_dir is not None:
+        chosen = [lesson for lesson in lessons if project is None
+                  or applies_to(lesson["family"], lesson["projects"], project)]
+        return [_Target(memory_dir, os.path.realpath(memory_dir), project, chosen)]
+    claude_dir = store.config.claude_dir
+    if claude_dir is None:
+        raise RenderError("no Claude Code folder configured: give --memory-dir DIR")
+    out = []
+    for cwd, families in project_families(store).items():
+        if project is not None and cwd.rstrip("/") != project.rstrip("/"):
+            continue
+        chosen = [lesson for lesson in lessons if lesson["family"] in families or cwd in lesson["projects"]]
+        folder = memory_dir_for(claude_dir, cwd)
+        has_records = store.conn.execute("SELECT 1 FROM rendered_files WHERE memory_dir = ? LIMIT 1",
+                                         (os.path.realpath(folder),)).fetchone() is not None
+        if not chosen and not has_records:
+            continue
+        if not folder.parent.is_dir():
+            result.skipped.append(f"{cwd}: no Claude Code folder {folder.parent}")
+            continue
+        out.append(_Target(folder, os.path.realpath(folder), cwd, chosen))
+    return out
+
+
+def render(store, now: datetime, *, memory_dir: str | os.PathLike | None = None, project: str | None = None,
+           lock: bool = True) -> RenderResult:
+    """Render the current lessons (see the module docstring)."""
+    result = RenderResult()
+    holder = sleep_lock(store.config) if lock else _nothing()
+    with holder:
+        _render(store, now, Path(memory_dir).expanduser().absolute() if memory_dir else None, project, result)
+    return result
+
+
+class _nothing:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
+
+
+def _render(store, now: datetime, memory_dir: Path | None, project: str | None, result: RenderResult) -> None:
+    config = store.config
+    now_iso = iso(now)
+    all_lessons = lesson_rows(store, include_vetoed=True)
+    targets = _targets(store, all_lessons, memory_dir, project, result)
+    # 1. what the owner did since the last render, in every folder first (a veto anywhere
+    #    removes the lesson everywhere)
+    with store.write():
+        for target in targets:
+            _observe(store, target, now_iso, result)
+    vetoed = {lid for (lid,) in store.conn.execute("SELECT id FROM lessons WHERE vetoed_at IS NOT NULL")}
+    for target in targets:
+        ranked = [lesson for lesson in target.lessons if lesson["id"] not in vetoed and not lesson["vetoed"]
+                  and lesson["strength"] >= config.render_min_strength]
+        target.lessons = ranked[: config.render_max_lessons]
+        result.targets.append(_write_target(store, target, now_iso, result))
+
+
+def _observe(store, target: _Target, now_iso: str, result: RenderResult) -> None:
+    conn = store.conn
+    folder = target.memory_dir
+    if not folder.is_dir():
+        # a folder gone altogether vetoes nothing: forget what we wrote there, render anew
+        conn.execute("DELETE FROM rendered_files WHERE memory_dir = ?", (target.key,))
+        return
+    for leftover in folder.glob("." + "*" + _TMP_SUFFIX):
+        try:
+            leftover.unlink()
+        except OSError:
+            pass
+    for path, lesson_id, role, sha, pending, state in conn.execute(
+        "SELECT path, lesson_id, role, sha256, pending_sha256, state FROM rendered_files WHERE memory_dir = ? "
+        "ORDER BY path", (target.key,)).fetchall():
+        if role != "lesson":
+            continue
+        data = _read(Path(path))
+        if state == "removing":
+            if data is not None and _sha(data) in (sha, pending):
+                Path(path).unlink()
+            conn.execute("DELETE FROM rendered_files WHERE path = ?", (path,))
+        elif data is None:
+            conn.execute("DELETE FROM rendered_files WHERE path = ?", (path,))
+            if sha is None:
+                continue  # a first write that was interrupted: not the owner's doing
+            row = conn.execute("SELECT vetoed_at FROM lessons WHERE id = ?", (lesson_id,)).fetchone()
+            if row is not None and row[0] is None:
+                conn.execute("UPDATE lessons SET vetoed_at = ?, updated = ? WHERE id = ?",
+                             (now_iso, now_iso, lesson_id))
+                withdraw_predictions(store, lesson_id, now_iso)
+                record_event(store, now_iso, "vetoed", lesson_id, why="its file was deleted", path=path)
+                result.vetoed.append(lesson_id)
+        else:
+            digest = _sha(data)
+            if digest in (sha, pending):
+                if pending is not None or state != "ours" or digest != sha:
+                    conn.execute("UPDATE rendered_files SET sha256 = ?, pending_sha256 = NULL, state = 'ours' "
+                                 "WHERE path = ?", (digest, path))
+            elif state != "edited":
+                conn.execute("UPDATE rendered_files SET state = 'edited', pending_sha256 = NULL WHERE path = ?",
+                             (path,))
+                record_event(store, now_iso, "edited", lesson_id, path=path)
+                result.edited.append(path)
+
+
+def _write_target(store, target: _Target, now_iso: str, result: RenderResult) -> dict:
+    conn = store.conn
+    folder = target.memory_dir
+    out = {"memory_dir": str(folder), "project": target.project, "lessons": [l["id"] for l in target.lessons],
+           "written": [], "unchanged": [], "removed": [], "left_alone": [], "index": "unchanged", "listed": 0}
+    records = {path: (lesson_id, sha, state) for path, lesson_id, sha, state in conn.execute(
+        "SELECT path, lesson_id, sha256, state FROM rendered_files WHERE memory_dir = ? AND role = 'lesson'",
+        (target.key,))}
+    if not target.lessons and not records and not folder.is_dir():
+        out["index"] = "none"
+        return out
+    folder.mkdir(parents=True, exist_ok=True)
+    real = Path(target.key)
+    # plan the lesson files
+    writes, removals = [], []
+    wanted = set()
+    for lesson in target.lessons:
+        path = str(real / lesson["file_name"])
+        wanted.add(path)
+        data = lesson_file(lesson).encode()
+        known = records.get(path)
+        if known is not None and known[2] == "edited":
+            out["left_alone"].append(path)
+            continue
+        current = _read(Path(path))
+        if known is None and current is not None:
+            result.problems.append(f"{path}: a file with this name exists and is not Open Memory's: left alone")
+            out["left_alone"].append(path)
+            continue
+        if current == data and known is not None:
+            out["unchanged"].append(path)
+            continue
+        writes.append((path, lesson["id"], data))
+    for path, (lesson_id, sha, state) in records.items():
+        if path not in wanted and state == "ours":
+            removals.append((path, lesson_id, sha))
+    # 1. record what we are about to do, 2. do it, 3. record that it is done
+    if writes or removals:
+        with store.write():
+            for path, lesson_id, data in writes:
+                conn.execute(
+                    "INSERT INTO rendered_files (path, memory_dir, lesson_id, role, sha256, pending_sha256, state, "
+                    "written) VALUES (?, ?, ?, 'lesson', NULL, ?, 'ours', ?) ON CONFLICT (path) DO UPDATE SET "
+                    "pending_sha256 = excluded.pending_sha256", (path, target.key, lesson_id, _sha(data), now_iso))
+            for path, _, _ in removals:
+                conn.execute("UPDATE rendered_files SET state = 'removing' WHERE path = ?", (path,))
+        for path, lesson_id, data in writes:
+            _atomic_write(Path(path), data)
+            out["written"].append(path)
+        for path, _, sha in removals:
+            data = _read(Path(path))
+            if data is not None and _sha(data) == sha:
+                Path(path).unlink()
+            out["removed"].append(path)
+        with store.write():
+            for path, lesson_id, data in writes:
+                conn.execute("UPDATE rendered_files SET sha256 = ?, pending_sha256 = NULL, written = ? WHERE path = ?",
+                             (_sha(data), now_iso, path))
+            for path, _, _ in removals:
+                conn.execute("DELETE FROM rendered_files WHERE path = ?", (path,))
+    _write_index(store, target, real, now_iso, out, result)
+    return out
+
+
+def _write_index(store, target: _Target, real: Path, now_iso: str, out: dict, result: RenderResult) -> None:
+    conn = store.conn
+    index = Path(os.path.realpath(real / INDEX))
+    record = conn.execute("SELECT state FROM rendered_files WHERE path = ? AND role = 'index'",
+                          (str(index),)).fetchone()
+    original = _read(index)
+    text = original.decode("utf-8", "surrogateescape") if original is not None else ""
+    parts = split_index(text)
+    if parts == "damaged":
+        result.problems.append(f"{index}: the Open Memory markers are damaged (each must appear once, "
+                               f"begin before end): left alone")
+        out["index"] = "damaged"
+        return
+    if parts is None:
+        if record is not None:
+            if record[0] != "removed":
+                with store.write():
+                    conn.execute("UPDATE rendered_files SET state = 'removed' WHERE path = ?", (str(index),))
+                    record_event(store, now_iso, "index_removed", path=str(index))
+            out["index"] = "removed by the owner"
+            return
+        if not target.lessons:
+            out["index"] = "none"
+            return
+        before = text
+        if before and not before.endswith("\n"):
+            before += "\n"
+        if before:
+            before += "\n"
+        after = "\n"
+        created = True
+    else:
+        before, _, after = parts
+        created = False
+    block, listed = index_block(target.lessons, before + after, store.config)
+    out["listed"] = listed
+    new = (before + block + after).encode("utf-8", "surrogateescape")
+    if new == original:
+        if record is None:  # our section, written by a render killed before it could record it
+            with store.write():
+                conn.execute("INSERT INTO rendered_files (path, memory_dir, lesson_id, role, sha256, state, written) "
+                             "VALUES (?, ?, NULL, 'index', ?, 'ours', ?)", (str(index), target.key, _sha(new), now_iso))
+        return
+    mode = os.stat(index).st_mode if original is not None else None
+    if not _atomic_write(index, new, expect=original, mode=mode):
+        result.problems.append(f"{index}: changed while being rendered: left for the next run")
+        out["index"] = "busy"
+        return
+    # recorded after the write: a render killed in between finds the markers and manages them
+    with store.write():
+        conn.execute(
+            "INSERT INTO rendered_files (path, memory_dir, lesson_id, role, sha256, pending_sha256, state, written) "
+            "VALUES (?, ?, NULL, 'index', ?, NULL, 'ours', ?) ON CONFLICT (path) DO UPDATE SET "
+            "sha256 = excluded.sha256, state = 'ours', written = excluded.written", (str(index), target.key, _sha(new), now_iso))
+    out["index"] = "created" if created else "written"

@@ -1,0 +1,232 @@
+"""What a surprise is, and what situation a session met: the texts sleep compares.
+
+Three kinds of text, all normalised (:mod:`openmemory_local.normalize`) so that branch
+names, hashes, numbers and paths with ids do not keep the same thing apart:
+
+*Signature* of a surprise (:func:`signature`), what lessons cluster on:
+
+* a failed shell command: its programs and the failure's first meaningful line,
+  ``git push: fatal: The current branch {branch} has no upstream branch.`` (the
+  command's arguments, file lists and commit messages are left out: they differ every
+  time while the failure is the same);
+* a failed call of a file tool (Read, Edit, Write, ...): the tool, the path relative to
+  the project and the failure, ``Read test/support: EISDIR: illegal operation on a
+  directory, read``;
+* any other failed tool call: the tool and the failure;
+* a rejection or interrupt by the person: the tool, its command, and what happened;
+* a correction: ``<the person's words> | <the agent's last action>`` (no fixed words of
+  ours: two unrelated corrections must not look alike because both are corrections).
+
+*Facets* of an episode (:func:`facets`): the situations it shows, each a short text. A
+session episode has one per program it ran (``git push``), one per simple shell command
+(``git add priv/static/assets/app.css``), one per file it read or edited
+(``Edit lib/app.ex``); an error episode has its signature and the commands of its call; a
+correction its signature and the action it corrected.
+
+*Probes* of a lesson (:func:`probes`): the situation its prediction expects. Each probe is
+``{"text": ..., "require": ...}``: a facet matches when its cosine with ``text`` reaches
+``Config.verify_cosine``, it shares a word with ``text``, and it contains ``require`` (a
+path the lesson is about), if any. A shell-command lesson expects each of its programs to
+run again (``git push``), anchored on the path its failure names when there is one
+(``git add priv/static/assets``); a file-tool lesson expects its tool on the folder its
+failures share, if any; a correction expects the action it corrected, and the programs
+it names (``uses uv, not pip`` -> ``uv``, ``pip``). So a prediction is confirmed when a
+later session meets the situation, even if the lesson helped it avoid the failure. Every
+lesson also expects its own signature (the failure itself recurring).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Iterable
+
+from .episodes import command_heads
+from .normalize import command_segments, normalise, path_like
+
+__all__ = ["FILE_TOOLS", "signature", "subject", "facets", "probes", "probe_matches", "rel_path"]
+
+#: Tools whose ``command`` field is a file or folder path.
+FILE_TOOLS = frozenset({"Read", "Edit", "MultiEdit", "Write", "NotebookEdit", "NotebookRead", "LS"})
+_FACET_WORDS = 12
+_MAX_FACETS = 200
+
+
+def _ctx(ep: dict) -> tuple[str | None, str | None]:
+    fields = ep.get("fields") or {}
+    return ep.get("project") or fields.get("cwd"), fields.get("branch")
+
+
+def rel_path(path: str, cwd: str | None, branch: str | None) -> str:
+    """A path as signatures show it: normalised, relative to the project, ``.`` for the project."""
+    out = normalise(path, cwd=cwd, branch=branch)
+    return out or "."
+
+
+def subject(ep: dict) -> dict:
+    """What failed: ``{"tool", "heads", "path"}`` (heads: the programs of a shell command)."""
+    fields = ep.get("fields") or {}
+    tool = fields.get("tool") or "unknown"
+    cwd, branch = _ctx(ep)
+    command = fields.get("command") or ""
+    heads: list[str] = []
+    path = None
+    if tool == "Bash" and command:
+        heads = list(dict.fromkeys(command_heads(command)))
+    elif tool in FILE_TOOLS and command:
+        path = rel_path(command, cwd, branch)
+    return {"tool": tool, "heads": heads, "path": path}
+
+
+def signature(ep: dict) -> str:
+    """The normalised signature of a surprise (an error or correction episode)."""
+    fields = ep.get("fields") or {}
+    cwd, branch = _ctx(ep)
+    if ep["kind"] == "correction":
+        said = normalise(fields.get("message") or ep.get("text") or "", cwd=cwd, branch=branch)
+        action = fields.get("agent_action") or {}
+        did = _action_text(action, cwd, branch)
+        return f"{said} | {did}" if did else said
+    sub = subject(ep)
+    failure = fields.get("failure")
+    if failure in ("rejected", "interrupted"):
+        what = " && ".join(sub["heads"]) or sub["path"] or _clip_words(
+            normalise(fields.get("command") or "", cwd=cwd, branch=branch), _FACET_WORDS)
+        return f"{sub['tool']} {what}: {failure} by the person".replace("  ", " ")
+    line = normalise(fields.get("first_line") or "", cwd=cwd, branch=branch)
+    if sub["heads"]:
+        head = " && ".join(sub["heads"])
+    elif sub["path"]:
+        head = f"{sub['tool']} {sub['path']}"
+    else:
+        head = sub["tool"]
+    return f"{head}: {line}" if line else head
+
+
+def _action_text(action: dict, cwd, branch) -> str:
+    if not action:
+        return ""
+    tool = action.get("tool") or ""
+    command = action.get("command") or ""
+    if tool == "Bash":
+        heads = list(dict.fromkeys(command_heads(command)))
+        return " && ".join(heads)
+    if tool in FILE_TOOLS and command:
+        return f"{tool} {rel_path(command, cwd, branch)}"
+    return tool
+
+
+def _clip_words(text: str, n: int) -> str:
+    words = text.split()
+    return " ".join(words[:n])
+
+
+def _command_facets(command: str, cwd, branch) -> list[str]:
+    out = []
+    for segment in command_segments(command):
+        segment = normalise(segment, cwd=cwd, branch=branch)
+        words = segment.split()
+        if not words:
+            continue
+        out.append(_clip_words(segment, _FACET_WORDS))
+        head = " ".join(words[:2]) if len(words) > 1 and not words[1].startswith("-") else words[0]
+        # one facet per path argument, so a long `git add a b c` still shows `git add c`
+        paths = [w for w in words[1:] if path_like(w)]
+        if len(paths) > 1:
+            out.extend(f"{head} {p}" for p in paths[:20])
+    return out
+
+
+def facets(ep: dict) -> list[str]:
+    """The situations an episode shows (distinct, at most 200; see the module docstring)."""
+    fields = ep.get("fields") or {}
+    cwd, branch = _ctx(ep)
+    out: list[str] = []
+    kind = ep["kind"]
+    if kind == "session":
+        out.extend((fields.get("commands") or {}).keys())
+        for line in fields.get("command_lines") or []:
+            out.extend(_command_facets(line, cwd, branch))
+        for path in fields.get("files_edited") or []:
+            out.append(f"Edit {rel_path(path, cwd, branch)}")
+        for path in fields.get("files_read") or []:
+            out.append(f"Read {rel_path(path, cwd, branch)}")
+    elif kind == "error":
+        out.append(signature(ep))
+        sub = subject(ep)
+        if sub["tool"] == "Bash":
+            out.extend(sub["heads"])
+            out.extend(_command_facets(fields.get("command") or "", cwd, branch))
+        elif sub["path"]:
+            out.append(f"{sub['tool']} {sub['path']}")
+    elif kind == "correction":
+        out.append(signature(ep))
+        action = _action_text(fields.get("agent_action") or {}, cwd, branch)
+        if action:
+            out.append(action)
+    return list(dict.fromkeys(f for f in out if f))[:_MAX_FACETS]
+
+
+def _common_dir(paths: Iterable[str]) -> str | None:
+    parts = [p.split("/") for p in paths if p and p != "."]
+    if not parts:
+        return None
+    common = []
+    for level in zip(*parts):
+        if len(set(level)) != 1:
+            break
+        common.append(level[0])
+    out = "/".join(common)
+    return out or None
+
+
+def named_programs(message: str, heads: Iterable[str]) -> list[str]:
+    """The programs (or program and subcommand) among ``heads`` that ``message`` names:
+    ``"no, this project uses uv, not pip"`` with heads ``uv sync``, ``pip install`` ->
+    ``uv``, ``pip``; ``"don't git rebase here"`` with ``git rebase`` -> ``git rebase``."""
+    words = set(re.findall(r"[\w.+-]+", message.lower()))
+    out = []
+    for head in heads:
+        parts = head.lower().split()
+        if not parts or parts[0] not in words:
+            continue
+        out.append(head if all(p in words for p in parts) else parts[0])
+    return list(dict.fromkeys(out))
+
+
+def probes(details: dict, signature_text: str, programs: Iterable[str] = ()) -> list[dict]:
+    """The situation a lesson's prediction expects (see the module docstring).
+
+    ``programs``: command heads run in the project's recent sessions; a correction that
+    names one of them (``uses uv, not pip``) also expects it to be run again.
+    """
+    out: list[dict] = []
+    kind = details.get("kind")
+    subj = details.get("subject") or {}
+    if kind == "error":
+        heads = subj.get("heads") or []
+        anchor = details.get("anchor")
+        for head in heads:
+            out.append({"text": f"{head} {anchor}" if anchor else head, "require": anchor})
+        if not heads and subj.get("tool") in FILE_TOOLS:
+            common = _common_dir(details.get("paths") or [])
+            if common:
+                out.append({"text": f"{subj['tool']} {common}", "require": common})
+    elif kind == "correction":
+        action = details.get("action")
+        if action:
+            out.append({"text": action, "require": None})
+        for program in named_programs(details.get("said") or "", programs):
+            out.append({"text": program, "require": None})
+    out.append({"text": signature_text, "require": None})
+    seen, unique = set(), []
+    for probe in out:
+        if probe["text"] and probe["text"] not in seen:
+            seen.add(probe["text"])
+            unique.append(probe)
+    return unique
+
+
+def probe_matches(probe: dict, facet: str) -> bool:
+    """The ``require`` part of a probe (the cosine part is computed in bulk by verify)."""
+    need = probe.get("require")
+    return not need or need in facet

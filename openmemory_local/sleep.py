@@ -1,0 +1,666 @@
+"""Sleep: decay, lessons, verify, predict. Four passes, each a function of (store, now).
+
+Rules (every number is a :class:`openmemory_local.config.Config` field):
+
+``decay(store, now)``
+    Strength halves every ``decay_half_life_days`` (45) without a touch. Decay is applied
+    in whole UTC days: up to the start of ``now``'s day, from the later of an episode's
+    ``last_touched`` and the point the previous decay reached (``meta.decayed_until``);
+    any number of sleeps within one day decay once. An episode below ``archive_below``
+    (0.15) is archived: kept, never deleted, no longer recalled nor consolidated
+    (``openmemory episodes --archived``). Lessons decay the same way from their last
+    reinforcement and are archived below the same threshold (their open prediction is
+    withdrawn). A group still forming whose surprises are all archived is dropped.
+
+``learn(store, now)``
+    Surprises (error episodes of the failure kinds in ``surprise_failures``, and
+    corrections) created up to ``now`` and not yet in a group are taken in time order. Each
+    is reduced to its normalised signature (:mod:`openmemory_local.situations`) and joins
+    the group of its kind and project family whose centroid it resembles most, if the
+    cosine reaches ``lesson_join_cosine`` (0.55); else it starts a new group
+    (:mod:`openmemory_local.cluster` finds the group without comparing all pairs). A group
+    is a lesson once its surprises come from ``error_min_sessions`` (2) sessions for
+    failures (a failure must repeat: retries inside one session are one encounter) or
+    ``correction_min_sessions`` (1) for corrections (one correction is a lesson). A new
+    lesson starts at ``lesson_initial_strength`` (1.0), plus ``lesson_join_strength``
+    (0.5) per session beyond the minimum; afterwards every surprise that joins adds 1 to
+    ``seen``, and ``lesson_join_strength`` to strength when it comes from a session not yet
+    in the lesson. Strength is capped at ``lesson_max_strength`` (5). A vetoed or archived
+    lesson still absorbs the surprises that resemble it (a veto is never undone by the
+    same failure coming back under a new id); an archived one that a new session meets
+    again is revived.
+
+``verify(store, now)``
+    Each open prediction is compared with the episodes of its lesson's project family
+    created after it was made (and up to ``now``): their facets (the commands a session
+    ran, the files it touched, the failure itself) against the prediction's probes. A
+    facet whose cosine reaches ``verify_cosine`` (0.5) confirms it: the lesson gains
+    ``confirm_strength`` (0.5). A prediction still unmatched ``prediction_window_days``
+    (14) after it was made fails: the lesson loses ``fail_strength`` (0.5).
+
+``predict(store, now)``
+    Each active, unvetoed lesson with strength >= ``predict_min_strength`` (1) and no
+    open prediction makes one: the situation a coming session in its project family will
+    meet (:func:`openmemory_local.situations.probes`), so that it can be confirmed even
+    when the lesson helped the agent avoid the failure.
+
+:func:`sleep` runs the four passes in one transaction (a sleep killed midway leaves the
+store as it was before), holding ``<home>/sleep.lock`` so two sleeps never run at once
+(the second gets :class:`SleepBusy` at once rather than waiting), then asks the optional
+local model to rephrase new lessons (:func:`openmemory_local.lesson_text.rephrase`).
+Everything a pass changes is also an *event* (table ``events``), from which the morning
+report is written. A sleep with nothing to do writes nothing.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Iterator
+
+import numpy as np
+
+from .clock import DAY, epoch, iso
+from .cluster import GroupIndex
+from .embed import DIMS, embed_features, feature_cosine, features
+from .jsonio import dumps, loads
+from .lesson_text import lesson_text, prediction_text, rephrase
+from .normalize import family, normalise, path_like
+from .situations import facets, probe_matches, probes, signature, subject
+
+__all__ = [
+    "SleepBusy",
+    "SleepResult",
+    "sleep",
+    "sleep_lock",
+    "decay",
+    "learn",
+    "verify",
+    "predict",
+    "record_event",
+    "withdraw_predictions",
+]
+
+UNKNOWN_FAMILY = "(unknown project)"
+
+
+class SleepBusy(RuntimeError):
+    """Another sleep (or render) holds the data folder's lock."""
+
+
+@dataclass
+class SleepResult:
+    now: str
+    changed: bool = False
+    seconds: float = 0.0
+    decay: dict = field(default_factory=dict)
+    learn: dict = field(default_factory=dict)
+    verify: dict = field(default_factory=dict)
+    predict: dict = field(default_factory=dict)
+    phrase: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return {
+            "now": self.now,
+            "changed": self.changed,
+            "seconds": round(self.seconds, 3),
+            "decay": self.decay,
+            "learn": self.learn,
+            "verify": self.verify,
+            "predict": self.predict,
+            "phrase": self.phrase,
+        }
+
+
+# --- the lock -------------------------------------------------------------------------------
+
+
+@contextmanager
+def sleep_lock(config) -> Iterator[None]:
+    """Hold ``<home>/sleep.lock`` (an advisory ``flock``; the file stays, empty), or raise
+    :class:`SleepBusy` at once. Released when the process ends, however it ends."""
+    import fcntl
+
+    config.home.mkdir(parents=True, exist_ok=True)
+    fd = os.open(config.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                raise SleepBusy(f"another sleep or render is running on {config.home}") from None
+            raise
+        try:
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+# --- helpers ----------------------------------------------------------------------------------
+
+
+def record_event(store, at: str, kind: str, lesson_id: int | None = None, prediction_id: int | None = None,
+                 **detail) -> None:
+    store.conn.execute(
+        "INSERT INTO events (at, kind, lesson_id, prediction_id, detail) VALUES (?, ?, ?, ?, ?)",
+        (at, kind, lesson_id, prediction_id, dumps(detail)),
+    )
+
+
+def withdraw_predictions(store, lesson_id: int, at: str) -> int:
+    """Close a lesson's open prediction without counting it (its lesson was archived or vetoed)."""
+    return store.conn.execute(
+        "UPDATE predictions SET state = 'withdrawn', resolved = ? WHERE lesson_id = ? AND state = 'open'",
+        (at, lesson_id),
+    ).rowcount
+
+
+def _day_start(now: datetime) -> datetime:
+    now = now.astimezone(timezone.utc)
+    return now.replace(hour=0, minute=0, second=0, microsecond=0)
+
+
+def _ep_family(project: str | None, fields: dict) -> str:
+    return family(project or fields.get("cwd"), fields.get("branch")) or UNKNOWN_FAMILY
+
+
+def _vec_blob(vec: np.ndarray) -> bytes:
+    return np.asarray(vec, dtype="<f4").tobytes()
+
+
+def _blob_vec(blob: bytes | None) -> np.ndarray:
+    if not blob:
+        return np.zeros(DIMS, dtype=np.float64)
+    return np.frombuffer(blob, dtype="<f4").astype(np.float64)
+
+
+def _cap(config, value: float) -> float:
+    return min(config.lesson_max_strength, max(0.0, value))
+
+
+# --- the sleep ----------------------------------------------------------------------------------
+
+
+def sleep(store, now: datetime, *, lock: bool = True) -> SleepResult:
+    """Run the four passes at ``now`` (one transaction), then the optional rephrasing."""
+    started = time.perf_counter()
+    result = SleepResult(now=iso(now))
+    holder = sleep_lock(store.config) if lock else _nothing()
+    with holder:
+        with store.write():
+            before = store.conn.total_changes
+            result.decay = decay(store, now)
+            result.learn = learn(store, now)
+            result.verify = verify(store, now)
+            result.predict = predict(store, now)
+            result.changed = store.conn.total_changes != before
+            if result.changed:
+                store.set_meta("last_sleep", iso(now))
+        result.phrase = rephrase(store, now)
+        if result.phrase.get("accepted"):
+            result.changed = True
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+@contextmanager
+def _nothing() -> Iterator[None]:
+    yield
+
+
+# --- decay -------------------------------------------------------------------------------------
+
+
+def decay(store, now: datetime) -> dict:
+    """Halve strengths every ``decay_half_life_days`` without a touch; archive the weak."""
+    config = store.config
+    conn = store.conn
+    day = iso(_day_start(now))
+    now_iso = iso(now)
+    out = {"until": day, "episodes_decayed": 0, "episodes_archived": 0, "lessons_decayed": 0,
+           "lessons_archived": [], "groups_dropped": 0}
+    with store.write():
+        previous = store.get_meta("decayed_until")
+        if previous and previous >= day:
+            return out
+        half_life = float(config.decay_half_life_days)
+        conn.create_function("om_half", 1, lambda days: 0.5 ** (max(days or 0.0, 0.0) / half_life),
+                             deterministic=True)
+        floor = previous or ""
+        out["episodes_decayed"] = conn.execute(
+            "UPDATE episodes SET strength = strength * om_half(julianday(?) - julianday(MAX(last_touched, ?))) "
+            "WHERE archived = 0 AND strength > 0 AND MAX(last_touched, ?) < ?",
+            (day, floor, floor, day),
+        ).rowcount
+        archived = [row[0] for row in conn.execute(
+            "SELECT id FROM episodes WHERE archived = 0 AND strength < ? ORDER BY id", (config.archive_below,))]
+        if archived:
+            conn.execute("UPDATE episodes SET archived = 1 WHERE archived = 0 AND strength < ?",
+                         (config.archive_below,))
+            out["episodes_archived"] = len(archived)
+            record_event(store, now_iso, "episodes_archived", count=len(archived), ids=archived[:50])
+        out["lessons_decayed"] = conn.execute(
+            "UPDATE lessons SET strength = strength * om_half(julianday(?) - julianday(MAX(reinforced, ?))) "
+            "WHERE state = 'active' AND strength > 0 AND MAX(reinforced, ?) < ?",
+            (day, floor, floor, day),
+        ).rowcount
+        for lesson_id, strength in conn.execute(
+            "SELECT id, strength FROM lessons WHERE state = 'active' AND strength < ? ORDER BY id",
+            (config.archive_below,)).fetchall():
+            _archive_lesson(store, lesson_id, now_iso, strength, "faded")
+            out["lessons_archived"].append(lesson_id)
+        out["groups_dropped"] = conn.execute(
+            "DELETE FROM lessons WHERE state = 'forming' AND NOT EXISTS (SELECT 1 FROM lesson_members m "
+            "JOIN episodes e ON e.id = m.episode_id WHERE m.lesson_id = lessons.id AND e.archived = 0)"
+        ).rowcount
+        store.set_meta("decayed_until", day)
+    return out
+
+
+def _archive_lesson(store, lesson_id: int, now_iso: str, strength: float, why: str) -> None:
+    store.conn.execute("UPDATE lessons SET state = 'archived', archived_at = ?, updated = ? WHERE id = ?",
+                       (now_iso, now_iso, lesson_id))
+    withdraw_predictions(store, lesson_id, now_iso)
+    record_event(store, now_iso, "archived", lesson_id, strength=round(strength, 4), why=why)
+
+
+# --- lessons -------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Group:
+    id: int
+    state: str
+    kind: str
+    family: str
+    strength: float
+    reinforced: str | None
+    vetoed: bool
+    sessions_before: set | None = None  # loaded when first touched in this sleep
+    joined: list = field(default_factory=list)  # (episode created, session id) of new members
+
+
+def _surprise_sql(config) -> tuple[str, list]:
+    kinds = list(config.surprise_failures)
+    marks = ",".join("?" * len(kinds))
+    sql = (
+        "SELECT e.id, e.kind, e.session_id, e.project, e.created, e.fields, e.text FROM episodes e "
+        "LEFT JOIN lesson_members m ON m.episode_id = e.id "
+        "WHERE m.episode_id IS NULL AND e.archived = 0 AND e.created <= ? AND "
+        f"(e.kind = 'correction' OR (e.kind = 'error' AND json_extract(e.fields, '$.failure') IN ({marks}))) "
+        "ORDER BY e.created, e.id"
+    )
+    return sql, kinds
+
+
+def _load_index(store) -> tuple[GroupIndex, dict[int, _Group]]:
+    config = store.config
+    index = GroupIndex(exhaustive_max=config.cluster_exhaustive_max, prefix=config.cluster_prefix_features,
+                       posting_cap=config.cluster_posting_cap, candidates=config.cluster_candidates)
+    groups: dict[int, _Group] = {}
+    signatures: dict[int, list[str]] = {}
+    for lesson_id, sig in store.conn.execute(
+        "SELECT lesson_id, signature FROM lesson_members GROUP BY lesson_id, signature "
+        "ORDER BY lesson_id, MIN(created), signature"
+    ):
+        signatures.setdefault(lesson_id, []).append(sig)
+    for gid, state, kind, fam, strength, reinforced, vetoed, centroid in store.conn.execute(
+        "SELECT id, state, kind, family, strength, reinforced, vetoed_at IS NOT NULL, centroid FROM lessons ORDER BY id"
+    ):
+        groups[gid] = _Group(gid, state, kind, fam, strength, reinforced, bool(vetoed))
+        sigs = signatures.get(gid, [])
+        index.add(gid, (kind, fam), _blob_vec(centroid),
+                  ((s, features(s) if i < 8 else {}) for i, s in enumerate(sigs)))
+    return index, groups
+
+
+def learn(store, now: datetime) -> dict:
+    """Surprises join the lesson they resemble, or cluster among themselves (see the module doc)."""
+    config = store.config
+    conn = store.conn
+    now_iso = iso(now)
+    out = {"surprises": 0, "joined": 0, "new_groups": 0, "learned": [], "strengthened": [], "revived": []}
+    with store.write():
+        sql, params = _surprise_sql(config)
+        rows = conn.execute(sql, [now_iso, *params]).fetchall()
+        if not rows:
+            return out
+        out["surprises"] = len(rows)
+        index, groups = _load_index(store)
+        members = []
+        for eid, kind, session_id, project, created, fields_json, text in rows:
+            ep = {"id": eid, "kind": kind, "project": project, "fields": loads(fields_json, {}), "text": text}
+            sig = signature(ep)
+            feats = features(sig)
+            vec = embed_features(feats)
+            key = (kind, _ep_family(project, ep["fields"]))
+            gid, _cos = index.find(key, sig, feats, vec, config.lesson_join_cosine)
+            if gid is None:
+                gid = conn.execute(
+                    "INSERT INTO lessons (state, kind, family, text, rule_text, signature, centroid, formed, updated) "
+                    "VALUES ('forming', ?, ?, '', '', ?, ?, ?, ?)",
+                    (kind, key[1], sig, _vec_blob(np.zeros(DIMS)), now_iso, now_iso),
+                ).lastrowid
+                index.add(gid, key, np.zeros(DIMS))
+                groups[gid] = _Group(gid, "forming", kind, key[1], 0.0, None, False, sessions_before=set())
+                out["new_groups"] += 1
+            else:
+                out["joined"] += 1
+            group = groups[gid]
+            if group.sessions_before is None:
+                group.sessions_before = {s for (s,) in conn.execute(
+                    "SELECT DISTINCT session_id FROM lesson_members WHERE lesson_id = ?", (gid,))}
+            index.join(gid, key, sig, feats, vec)
+            group.joined.append((created, session_id or f"episode:{eid}"))
+            members.append((eid, gid, session_id or f"episode:{eid}", created, sig, now_iso))
+        conn.executemany(
+            "INSERT INTO lesson_members (episode_id, lesson_id, session_id, created, signature, joined) "
+            "VALUES (?, ?, ?, ?, ?, ?)", members)
+        for group in groups.values():
+            if group.joined:
+                conn.execute("UPDATE lessons SET centroid = ? WHERE id = ?",
+                             (_vec_blob(index._sums[index._row[group.id]]), group.id))
+                _settle(store, group, now_iso, out)
+    return out
+
+
+def _min_sessions(config, kind: str) -> int:
+    return config.correction_min_sessions if kind == "correction" else config.error_min_sessions
+
+
+def _settle(store, group: _Group, now_iso: str, out: dict) -> None:
+    """Recount a group that gained members; make it a lesson, or strengthen or revive it."""
+    config = store.config
+    conn = store.conn
+    seen, sessions, first, last = conn.execute(
+        "SELECT COUNT(*), COUNT(DISTINCT session_id), MIN(created), MAX(created) FROM lesson_members "
+        "WHERE lesson_id = ?", (group.id,)).fetchone()
+    details = _details(store, group, seen, sessions)
+    rule = lesson_text(details, group.id)
+    new_sessions = {s for _, s in group.joined} - (group.sessions_before or set())
+    latest = max(c for c, _ in group.joined)
+    state, strength, reinforced = group.state, group.strength, group.reinforced
+    sets = {"seen": seen, "sessions": sessions, "first_seen": first, "last_seen": last,
+            "details": dumps(details), "rule_text": rule, "signature": details["signature"], "updated": now_iso}
+    if state == "forming":
+        if sessions >= _min_sessions(config, group.kind):
+            state = "active"
+            strength = _cap(config, config.lesson_initial_strength
+                            + config.lesson_join_strength * (sessions - _min_sessions(config, group.kind)))
+            reinforced = latest
+            sets.update(state=state, strength=strength, learned=now_iso, reinforced=reinforced,
+                        file_name=f"openmemory-lesson-{group.id}.md")
+            out["learned"].append(group.id)
+            record_event(store, now_iso, "learned", group.id, strength=strength, seen=seen, sessions=sessions,
+                         text=rule)
+    elif new_sessions:
+        to = _cap(config, strength + config.lesson_join_strength * len(new_sessions))
+        reinforced = max(filter(None, [reinforced, latest]))
+        sets.update(strength=to, reinforced=reinforced)
+        if state == "archived" and to >= config.archive_below:
+            sets.update(state="active", archived_at=None)
+            out["revived"].append(group.id)
+            record_event(store, now_iso, "revived", group.id, strength=to, sessions=sorted(new_sessions))
+        if to > strength:
+            out["strengthened"].append(group.id)
+            record_event(store, now_iso, "strengthened", group.id, before=round(strength, 4), after=round(to, 4),
+                         joined=len(group.joined), new_sessions=len(new_sessions), why="recurred")
+    row = conn.execute("SELECT text_source, rule_text FROM lessons WHERE id = ?", (group.id,)).fetchone()
+    if row[0] == "rule" or row[1] != rule:
+        sets.update(text=rule, text_source="rule")
+    assignments = ", ".join(f"{k} = ?" for k in sets)
+    conn.execute(f"UPDATE lessons SET {assignments} WHERE id = ?", [*sets.values(), group.id])
+
+
+_DETAIL_MEMBERS = 500
+
+
+def _details(store, group: _Group, seen: int, sessions: int) -> dict:
+    """What the lesson's texts and probes are built from, out of its (latest 500) members."""
+    rows = store.conn.execute(
+        "SELECT m.session_id, m.created, m.signature, e.project, e.fields FROM lesson_members m "
+        "JOIN episodes e ON e.id = m.episode_id WHERE m.lesson_id = ? ORDER BY m.created DESC, m.episode_id DESC "
+        "LIMIT ?", (group.id, _DETAIL_MEMBERS)).fetchall()
+    rows.reverse()  # oldest first
+    details: dict = {"kind": group.kind, "seen": seen, "sessions": sessions}
+    branches, paths, projects = [], [], []
+    by_sig: dict[str, dict] = {}
+    failures: dict[str, int] = {}
+    subjects: dict[str, dict] = {}
+    latest_fields, latest_project = {}, None
+    for session_id, created, sig, project, fields_json in rows:
+        fields = loads(fields_json, {})
+        latest_fields, latest_project = fields, project
+        ep = {"kind": group.kind, "project": project, "fields": fields}
+        if fields.get("branch") and fields["branch"] not in branches:
+            branches.append(fields["branch"])
+        cwd = project or fields.get("cwd")
+        if cwd and cwd not in projects:
+            projects.append(cwd)
+        entry = by_sig.setdefault(sig, {"sig": sig, "sessions": set(), "count": 0, "text": "", "last": ""})
+        entry["sessions"].add(session_id)
+        entry["count"] += 1
+        entry["last"] = created
+        if group.kind == "error":
+            failures[fields.get("failure") or "error"] = failures.get(fields.get("failure") or "error", 0) + 1
+            entry["text"] = fields.get("first_line") or ""
+            sub = subject(ep)
+            subjects.setdefault(sig, sub)
+            if sub["path"] and sub["path"] not in paths:
+                paths.append(sub["path"])
+    # most sessions first, then most often, then most recent
+    ranked = sorted(by_sig.values(), key=lambda e: e["last"], reverse=True)
+    ranked.sort(key=lambda e: (-len(e["sessions"]), -e["count"]))
+    top = ranked[0]
+    details["signature"] = top["sig"]
+    details["branches"] = branches
+    details["projects"] = projects
+    if group.kind == "error":
+        details["failure"] = max(failures, key=lambda k: (failures[k], k)) if failures else "error"
+        details["subject"] = subjects.get(top["sig"]) or {}
+        details["paths"] = paths
+        messages, seen_norm = [], set()
+        for entry in ranked:
+            norm = entry["sig"].split(": ", 1)[-1]
+            if norm in seen_norm:
+                continue
+            seen_norm.add(norm)
+            messages.append({"text": entry["text"], "sessions": len(entry["sessions"]), "count": entry["count"]})
+        details["messages"] = messages[:10]
+        details["anchor"] = _anchor(store, group.id, top)
+    else:
+        fields = latest_fields
+        details["said"] = fields.get("message") or ""
+        action = fields.get("agent_action") or {}
+        if action:
+            details["action"] = _action_norm(action, latest_project, fields)
+            details["action_label"] = _action_label(action)
+        details["statement"] = fields.get("agent_statement")
+    return details
+
+
+def _action_norm(action: dict, project, fields) -> str:
+    from .situations import _action_text
+
+    return _action_text(action, project or fields.get("cwd"), fields.get("branch"))
+
+
+def _action_label(action: dict) -> str | None:
+    from .episodes import command_heads
+
+    tool = action.get("tool") or ""
+    command = action.get("command") or ""
+    if tool == "Bash" and command:
+        heads = list(dict.fromkeys(command_heads(command)))[:3]
+        return ", ".join(f"`{h}`" for h in heads) or None
+    return f"`{tool}`" if tool else None
+
+
+def _anchor(store, gid: int, top: dict) -> str | None:
+    """A path that the failure message names and that the failing commands touched."""
+    norm = top["sig"].split(": ", 1)[-1]
+    candidates = [w.strip(".,:;'\"()[]") for w in norm.split()]
+    candidates = [w for w in candidates if "/" in w and path_like(w) and "{" not in w]
+    if not candidates:
+        return None
+    for (fields_json, project) in store.conn.execute(
+        "SELECT e.fields, e.project FROM lesson_members m JOIN episodes e ON e.id = m.episode_id "
+        "WHERE m.lesson_id = ? ORDER BY m.created DESC LIMIT 20", (gid,)):
+        fields = loads(fields_json, {})
+        command = normalise(fields.get("command") or "", cwd=project or fields.get("cwd"), branch=fields.get("branch"))
+        for word in candidates:
+            if word in command:
+                return word
+    return None
+
+
+# --- verify ---------------------------------------------------------------------------------------
+
+
+def verify(store, now: datetime) -> dict:
+    """Confirm open predictions that later episodes met; fail those unmet for the window."""
+    config = store.config
+    conn = store.conn
+    now_iso = iso(now)
+    out = {"open": 0, "episodes": 0, "confirmed": [], "failed": []}
+    with store.write():
+        preds = conn.execute(
+            "SELECT p.id, p.lesson_id, p.made, p.probes, p.family FROM predictions p WHERE p.state = 'open' "
+            "ORDER BY p.id").fetchall()
+        if not preds:
+            return out
+        out["open"] = len(preds)
+        since = min(p[2] for p in preds)
+        by_family: dict[str, list[int]] = {}
+        for i, p in enumerate(preds):
+            by_family.setdefault(p[4], []).append(i)
+        episodes = conn.execute(
+            "SELECT id, kind, project, created, fields FROM episodes WHERE created > ? AND created <= ? "
+            "ORDER BY created, id", (since, now_iso)).fetchall()
+        out["episodes"] = len(episodes)
+        matches = _match(config, preds, by_family, episodes)
+        window = config.prediction_window_days * DAY
+        for i, (pid, lesson_id, made, _probes, _fam) in enumerate(preds):
+            found = matches.get(i)
+            if found is not None:
+                eid, created, facet, sim = found
+                before, after = _adjust(store, lesson_id, config.confirm_strength, reinforce=created)
+                conn.execute(
+                    "UPDATE predictions SET state = 'confirmed', resolved = ?, episode_id = ?, similarity = ?, "
+                    "facet = ? WHERE id = ?", (now_iso, eid, round(sim, 6), facet, pid))
+                record_event(store, now_iso, "confirmed", lesson_id, pid, episode=eid, facet=facet,
+                             similarity=round(sim, 4), before=round(before, 4), after=round(after, 4))
+                out["confirmed"].append(pid)
+            elif epoch(now) - epoch(made) >= window:
+                before, after = _adjust(store, lesson_id, -config.fail_strength)
+                conn.execute("UPDATE predictions SET state = 'failed', resolved = ? WHERE id = ?", (now_iso, pid))
+                record_event(store, now_iso, "failed", lesson_id, pid, before=round(before, 4),
+                             after=round(after, 4), days=round((epoch(now) - epoch(made)) / DAY, 1))
+                out["failed"].append(pid)
+                if after < config.archive_below:
+                    _archive_lesson(store, lesson_id, now_iso, after, "predictions failed")
+    return out
+
+
+def _adjust(store, lesson_id: int, delta: float, reinforce: str | None = None) -> tuple[float, float]:
+    row = store.conn.execute("SELECT strength, reinforced FROM lessons WHERE id = ?", (lesson_id,)).fetchone()
+    before = float(row[0])
+    after = _cap(store.config, before + delta)
+    reinforced = max(filter(None, [row[1], reinforce])) if reinforce else row[1]
+    store.conn.execute("UPDATE lessons SET strength = ?, reinforced = ? WHERE id = ?", (after, reinforced, lesson_id))
+    return before, after
+
+
+def _match(config, preds, by_family: dict[str, list[int]], episodes) -> dict[int, tuple]:
+    """For each prediction (by position), the first later episode of its family with a facet
+    that matches one of its probes: (episode id, created, facet, similarity).
+
+    Facets and probes are short texts (``git push``), compared by the exact cosine of their
+    features (:func:`openmemory_local.embed.feature_cosine`): no hashing collision can make
+    ``mix deps.get`` resemble ``git push``.
+    """
+    threshold = config.verify_cosine
+    parsed = [loads(p[3], []) for p in preds]
+    plan: dict[str, tuple] = {}
+    for fam, positions in by_family.items():
+        probe_rows = [(i, probe, features(probe["text"])) for i in positions for probe in parsed[i]]
+        postings: dict[str, list[int]] = {}  # feature -> probes (rows) that have it
+        for k, (_, _, feats) in enumerate(probe_rows):
+            for feature in feats:
+                postings.setdefault(feature, []).append(k)
+        plan[fam] = (probe_rows, postings)
+    found: dict[int, tuple] = {}
+    cache: dict[str, dict] = {}
+    pending = {i for positions in by_family.values() for i in positions}
+    for eid, kind, project, created, fields_json in episodes:
+        if not pending:
+            break
+        fields = loads(fields_json, {})
+        entry = plan.get(_ep_family(project, fields))
+        if entry is None:
+            continue
+        probe_rows, postings = entry
+        for facet in facets({"id": eid, "kind": kind, "project": project, "fields": fields}):
+            feats = cache.get(facet)
+            if feats is None:
+                feats = cache[facet] = features(facet)
+            # only probes that share a feature with the facet can reach the threshold
+            shared = sorted({k for feature in feats for k in postings.get(feature, ())})
+            for k in shared:
+                i, probe, probe_feats = probe_rows[k]
+                if i not in pending or created <= preds[i][2] or not probe_matches(probe, facet):
+                    continue
+                sim = feature_cosine(probe_feats, feats)
+                if sim >= threshold:
+                    found[i] = (eid, created, facet, sim)
+                    pending.discard(i)
+    return found
+
+
+# --- predict ---------------------------------------------------------------------------------------
+
+
+def _recent_heads(store, projects: list[str], sessions: int = 200) -> list[str]:
+    """The command heads run in the last ``sessions`` sessions of these projects."""
+    if not projects:
+        return []
+    marks = ",".join("?" * len(projects))
+    heads: dict[str, None] = {}
+    for (commands,) in store.conn.execute(
+        f"SELECT json_extract(fields, '$.commands') FROM episodes WHERE kind = 'session' AND project IN ({marks}) "
+        "ORDER BY created DESC LIMIT ?", [*projects, sessions]):
+        heads.update(dict.fromkeys(loads(commands, {}) or {}))
+    return sorted(heads)
+
+
+def predict(store, now: datetime) -> dict:
+    """Every strong enough lesson without an open prediction makes one."""
+    config = store.config
+    conn = store.conn
+    now_iso = iso(now)
+    out = {"made": []}
+    with store.write():
+        rows = conn.execute(
+            "SELECT id, family, details FROM lessons l WHERE state = 'active' AND vetoed_at IS NULL "
+            "AND strength >= ? AND NOT EXISTS (SELECT 1 FROM predictions p WHERE p.lesson_id = l.id "
+            "AND p.state = 'open') ORDER BY id", (config.predict_min_strength,)).fetchall()
+        for lesson_id, fam, details_json in rows:
+            details = loads(details_json, {})
+            programs = ()
+            if details.get("kind") == "correction":
+                programs = _recent_heads(store, details.get("projects") or [])
+            expected = probes(details, details.get("signature") or "", programs)
+            text = prediction_text(details, fam, lesson_id)
+            pid = conn.execute(
+                "INSERT INTO predictions (lesson_id, made, text, probes, family) VALUES (?, ?, ?, ?, ?)",
+                (lesson_id, now_iso, text, dumps(expected), fam)).lastrowid
+            record_event(store, now_iso, "predicted", lesson_id, pid, text=text)
+            out["made"].append(pid)
+    return out
+

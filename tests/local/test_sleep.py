@@ -1,0 +1,370 @@
+"""The four sleep passes, one by one, with an injected clock; the lock; a sleep killed midway."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from openmemory_local.clock import iso
+from openmemory_local.config import Config
+from openmemory_local.episodes import Episode
+from openmemory_local.ingest import add_episodes
+from openmemory_local.lessons import lesson_rows, veto
+from openmemory_local.observation import is_observation
+from openmemory_local.recall import recall
+from openmemory_local.sleep import SleepBusy, decay, learn, predict, sleep, sleep_lock, verify
+from openmemory_local.store import Store
+
+D0 = datetime(2026, 3, 2, tzinfo=timezone.utc)  # a Monday, midnight UTC
+APP = "/home/me/app"
+WT = "/home/me/src/shop-worktrees"
+REPO = Path(__file__).resolve().parents[2]
+
+
+def at(day: float, hour: float = 10) -> datetime:
+    return D0 + timedelta(days=day, hours=hour)
+
+
+def error(key, session, day, *, cwd=APP, branch="main", command="git push 2>&1",
+          first=None, failure="exit_code", tool="Bash", hour=10) -> Episode:
+    first = first if first is not None else f"fatal: The current branch {branch} has no upstream branch."
+    fields = {"tool": tool, "command": command, "description": "", "failure": failure, "exit_code": 128,
+              "first_line": first, "output": first, "call_id": key, "cwd": cwd, "branch": branch}
+    return Episode("error", key, f"{tool} `{command}` failed: {first}", fields, session, None, cwd,
+                   iso(at(day, hour)), 1)
+
+
+def correction(key, session, day, said="no, this project uses uv, not pip", *, cwd=APP, branch="main",
+               action="pip install requests") -> Episode:
+    fields = {"message": said, "opening": "no", "agent_statement": "I'll install it with pip.",
+              "agent_action": {"tool": "Bash", "command": action, "line": 3}, "cwd": cwd, "branch": branch}
+    return Episode("correction", key, f'The person corrected the agent: "{said}".', fields, session, None, cwd,
+                   iso(at(day)), 1)
+
+
+def session(key, day, commands, *, cwd=APP, branch="main", lines=None, hour=9) -> Episode:
+    fields = {"commands": {c: 1 for c in commands}, "command_lines": lines or list(commands), "files_edited": [],
+              "files_read": [], "cwd": cwd, "branch": branch}
+    return Episode("session", key, f"Session in {cwd} ran {', '.join(commands)}.", fields, key, None, cwd,
+                   iso(at(day, hour)), 1)
+
+
+def add(store, *episodes, day=0):
+    add_episodes(store, list(episodes), now=at(day, 23))
+
+
+def lessons(store, **kw):
+    return lesson_rows(store, states=("active", "archived", "forming"), **kw)
+
+
+def strength(store, eid):
+    return store.conn.execute("SELECT strength FROM episodes WHERE key = ?", (eid,)).fetchone()[0]
+
+
+# --- decay ------------------------------------------------------------------------------------
+
+
+def test_decay_halves_every_45_days_counted_in_whole_days(store):
+    add(store, session("s1", 0, ["ls"], hour=0))
+    decay(store, at(45, 15))  # up to the start of day 45: exactly 45 days after the touch
+    assert strength(store, "s1") == pytest.approx(0.5)
+    decay(store, at(45, 23))  # the same day again: nothing more
+    assert strength(store, "s1") == pytest.approx(0.5)
+    decay(store, at(46, 1))
+    assert strength(store, "s1") == pytest.approx(0.5 * 0.5 ** (1 / 45))
+
+
+def test_decay_archives_below_the_threshold_and_never_deletes(store):
+    add(store, session("old", 0, ["ls"], hour=0), session("new", 120, ["ls"], hour=0))
+    result = decay(store, at(125))  # 0.5 ** (125 / 45) = 0.146 < 0.15
+    assert result["episodes_archived"] == 1
+    row = store.conn.execute("SELECT archived, strength FROM episodes WHERE key = 'old'").fetchone()
+    assert row[0] == 1 and row[1] < 0.15
+    assert [e["key"] for e in store.episodes()] == ["new"]
+    assert [e["key"] for e in store.episodes(only_archived=True)] == ["old"]
+    event = store.conn.execute("SELECT detail FROM events WHERE kind = 'episodes_archived'").fetchone()
+    assert json.loads(event[0])["count"] == 1
+
+
+def test_recall_keeps_a_memory_alive(store):
+    add(store, session("used", 0, ["git push"], hour=0), session("unused", 0, ["git push"], hour=0))
+    recall(store, "Session in /home/me/app ran git push", k=1, now=at(30))
+    used_key = store.conn.execute("SELECT key FROM episodes WHERE touches = 1").fetchone()[0]
+    decay(store, at(45))
+    other = "unused" if used_key == "used" else "used"
+    assert strength(store, used_key) > strength(store, other)
+
+
+# --- lessons ----------------------------------------------------------------------------------
+
+
+def test_an_error_is_a_lesson_once_it_repeats_in_another_session(store):
+    add(store, error("e1", "s1", 0), error("e2", "s1", 0, hour=11))
+    out = learn(store, at(0, 23))
+    assert out["learned"] == [] and len(lessons(store)) == 1 and lessons(store)[0]["state"] == "forming"
+    add(store, error("e3", "s2", 1, branch="fix-login", cwd=APP), day=1)
+    out = learn(store, at(1, 23))
+    [lesson] = lessons(store)
+    assert out["learned"] == [lesson["id"]]
+    assert (lesson["state"], lesson["strength"], lesson["seen"], lesson["sessions"]) == ("active", 1.0, 3, 2)
+    assert lesson["text"].startswith("`git push` failed in 2 sessions, on branches main and fix-login: ")
+    assert is_observation(lesson["text"])
+
+
+def test_one_correction_is_a_lesson_on_its_own(store):
+    add(store, correction("c1", "s1", 0))
+    learn(store, at(0, 23))
+    [lesson] = lessons(store)
+    assert lesson["state"] == "active" and lesson["kind"] == "correction" and lesson["strength"] == 1.0
+    assert lesson["text"] == ('The person corrected the agent, saying "no, this project uses uv, not pip", '
+                              'after it ran `pip install`.')
+
+
+def test_corrections_are_alike_by_what_was_said_and_done_not_by_being_corrections(store):
+    add(store, correction("c1", "s1", 0, said="no", action="git push --force"),
+        correction("c2", "s2", 0, said="no", action="rm -rf build"),
+        correction("c3", "s3", 0, said="no, this project uses uv, not pip"),
+        correction("c4", "s4", 0, said="no, we use uv here, not pip"))
+    learn(store, at(0, 23))
+    assert sorted(l["seen"] for l in lessons(store)) == [1, 1, 2]
+
+
+def test_a_surprise_joins_the_lesson_it_resembles(store, now):
+    add(store, error("e1", "s1", 0), error("e2", "s2", 0))
+    learn(store, at(0, 23))
+    add(store, error("e3", "s3", 1, branch="feature-y"), error("e4", "s3", 1, hour=12, branch="feature-y"), day=1)
+    out = learn(store, at(1, 23))
+    [lesson] = lessons(store)
+    assert out["strengthened"] == [lesson["id"]]
+    # +1 seen for each surprise, +0.5 strength for the one new session (a retry is one encounter)
+    assert (lesson["strength"], lesson["seen"], lesson["sessions"]) == (1.5, 4, 3)
+    event = store.conn.execute("SELECT detail FROM events WHERE kind = 'strengthened'").fetchone()
+    assert json.loads(event[0])["after"] == 1.5
+
+
+def test_strength_is_capped(store):
+    add(store, *[error(f"e{i}", f"s{i}", 0) for i in range(20)])
+    learn(store, at(0, 23))
+    assert lessons(store)[0]["strength"] == Config(home="/x").lesson_max_strength == 5.0
+
+
+def test_unlike_failures_other_kinds_and_other_projects_stay_apart(store):
+    add(store,
+        error("a1", "s1", 0), error("a2", "s2", 0),  # git push, /home/me/app
+        error("b1", "s1", 0, command="mix test", first="** (RuntimeError) no :secret_key_base configuration found"),
+        error("b2", "s2", 0, command="mix test", first="** (RuntimeError) no :secret_key_base configuration found"),
+        error("c1", "s3", 0, cwd="/home/me/other"), error("c2", "s4", 0, cwd="/home/me/other"),
+        correction("k1", "s1", 0, said="no, git push needs the upstream branch"))
+    learn(store, at(0, 23))
+    got = sorted((l["kind"], l["family"], l["seen"]) for l in lessons(store))
+    assert got == [("correction", APP, 1), ("error", APP, 2), ("error", APP, 2), ("error", "/home/me/other", 2)]
+
+
+def test_worktrees_of_one_project_are_one_family(store):
+    add(store, error("e1", "s1", 0, cwd=f"{WT}/spotter-gqc", branch="spotter-gqc"),
+        error("e2", "s2", 0, cwd=f"{WT}/spotter-fum", branch="spotter-fum"))
+    learn(store, at(0, 23))
+    [lesson] = lessons(store)
+    assert lesson["state"] == "active" and lesson["family"] == f"{WT}/*"
+
+
+def test_calls_cancelled_by_a_parallel_failure_are_not_surprises(store):
+    add(store, error("e1", "s1", 0, failure="cancelled", first="cancelled: a parallel tool call failed"),
+        error("e2", "s2", 0, failure="cancelled", first="cancelled: a parallel tool call failed"))
+    assert learn(store, at(0, 23))["surprises"] == 0
+    assert lessons(store) == []
+
+
+def test_a_vetoed_lesson_absorbs_its_recurrences(store):
+    add(store, error("e1", "s1", 0), error("e2", "s2", 0))
+    learn(store, at(0, 23))
+    [lesson] = lessons(store)
+    assert veto(store, lesson["id"], at(1))
+    add(store, error("e3", "s3", 2), day=2)
+    learn(store, at(2, 23))
+    [again] = lessons(store)  # no second lesson for the same failure
+    assert again["id"] == lesson["id"] and again["vetoed"] and again["seen"] == 3
+
+
+def test_surprises_after_now_wait(store):
+    add(store, error("e1", "s1", 0), error("e2", "s2", 5))
+    assert learn(store, at(1))["surprises"] == 1
+
+
+# --- verify and predict -------------------------------------------------------------------------
+
+
+def _git_push_lesson(store) -> int:
+    add(store, error("e1", "s1", 0), error("e2", "s2", 1), day=1)
+    learn(store, at(1, 23))
+    made = predict(store, at(1, 23))["made"]
+    assert len(made) == 1
+    return lessons(store)[0]["id"]
+
+
+def test_predict_makes_one_prediction_per_strong_lesson(store):
+    lid = _git_push_lesson(store)
+    row = store.conn.execute("SELECT lesson_id, text, probes, state FROM predictions").fetchone()
+    assert row[0] == lid and row[3] == "open"
+    assert row[1] == "A coming session in app will run `git push`."
+    assert {"text": "git push", "require": None} in json.loads(row[2])
+    assert predict(store, at(2))["made"] == []  # one open prediction at a time
+
+
+def test_weak_and_vetoed_lessons_make_no_prediction(store):
+    add(store, error("e1", "s1", 0), error("e2", "s2", 0), correction("c1", "s1", 0))
+    learn(store, at(0, 23))
+    by_kind = {l["kind"]: l["id"] for l in lessons(store)}
+    store.conn.execute("UPDATE lessons SET strength = 0.9 WHERE id = ?", (by_kind["correction"],))
+    veto(store, by_kind["error"], at(0, 23))
+    assert predict(store, at(0, 23))["made"] == []
+
+
+def test_a_prediction_is_confirmed_by_the_situation_even_without_the_failure(store):
+    lid = _git_push_lesson(store)
+    add(store, session("later", 3, ["mix test", "git push"], lines=["git push -u origin main"]), day=3)
+    out = verify(store, at(3, 23))
+    assert len(out["confirmed"]) == 1
+    pred = store.conn.execute("SELECT state, facet, similarity, episode_id FROM predictions").fetchone()
+    assert pred[0] == "confirmed" and pred[1] == "git push" and pred[2] == 1.0
+    assert pred[3] == store.conn.execute("SELECT id FROM episodes WHERE key = 'later'").fetchone()[0]
+    assert lessons(store)[0]["strength"] == pytest.approx(1.5)
+
+
+def test_the_failure_itself_confirms_too(store):
+    _git_push_lesson(store)
+    add(store, error("e9", "s9", 4), day=4)
+    assert len(verify(store, at(4, 23))["confirmed"]) == 1
+
+
+def test_what_does_not_confirm(store):
+    _git_push_lesson(store)
+    add(store,
+        session("before", 1, ["git push"], hour=20),                    # before the prediction was made
+        session("elsewhere", 3, ["git push"], cwd="/home/me/other"),    # another project
+        session("unlike", 3, ["mix deps.get", "git status", "git pull"]),  # shares words, not the situation
+        session("future", 30, ["git push"]), day=3)                    # after now
+    assert verify(store, at(3, 23))["confirmed"] == []
+
+
+def test_an_unmet_prediction_fails_after_14_days_not_before(store):
+    lid = _git_push_lesson(store)  # made at day 1, 23:00
+    assert verify(store, at(15, 22))["failed"] == []  # 13.96 days
+    out = verify(store, at(15, 23))
+    assert len(out["failed"]) == 1
+    assert lessons(store)[0]["strength"] == pytest.approx(0.5)
+    assert store.conn.execute("SELECT state FROM predictions").fetchone()[0] == "failed"
+    event = store.conn.execute("SELECT lesson_id, detail FROM events WHERE kind = 'failed'").fetchone()
+    assert event[0] == lid and json.loads(event[1])["after"] == 0.5
+
+
+def test_a_failed_prediction_can_archive_a_weak_lesson(store):
+    _git_push_lesson(store)
+    store.conn.execute("UPDATE lessons SET strength = 0.6")
+    verify(store, at(16))
+    assert lessons(store)[0]["state"] == "archived"
+
+
+# --- the whole sleep -----------------------------------------------------------------------------
+
+
+def test_a_second_sleep_with_nothing_new_changes_nothing(store):
+    add(store, error("e1", "s1", 0), error("e2", "s2", 0), correction("c1", "s3", 0))
+    first = sleep(store, at(0, 23))
+    assert first.changed and first.learn["learned"] and first.predict["made"]
+    before = store.conn.total_changes
+    second = sleep(store, at(0, 23, ) + timedelta(minutes=30))
+    assert not second.changed and store.conn.total_changes == before
+    assert all(l["prediction"] for l in lessons(store) if l["strength"] >= 1)
+
+
+def test_two_sleeps_never_run_at_once(store):
+    with sleep_lock(store.config):
+        with pytest.raises(SleepBusy):
+            sleep(store, at(0))
+        env = dict(os.environ, OPENMEMORY_HOME=str(store.config.home))
+        out = subprocess.run([sys.executable, "-m", "openmemory_local.cli", "sleep", "--now", "2026-03-02"],
+                             capture_output=True, text=True, env=env, timeout=60)
+        assert out.returncode == 5 and "another sleep" in out.stderr
+    sleep(store, at(0))  # free again
+
+
+def _state(db: Path) -> str:
+    """Everything sleep writes, as one comparable text."""
+    conn = sqlite3.connect(db)
+    try:
+        parts = []
+        for table, order in (("lessons", "id"), ("lesson_members", "episode_id"), ("predictions", "id"),
+                             ("events", "id"), ("meta", "key")):
+            parts.append(json.dumps(conn.execute(f"SELECT * FROM {table} ORDER BY {order}").fetchall(), default=str))
+        parts.append(json.dumps(conn.execute("SELECT id, strength, archived FROM episodes ORDER BY id").fetchall()))
+        return "\n".join(parts)
+    finally:
+        conn.close()
+
+
+def _wait_until_sleeping(lock: Path, proc: subprocess.Popen) -> None:
+    """Until the sleep holds its lock (it is running), or the process ended."""
+    import fcntl
+
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and proc.poll() is None:
+        if lock.exists():
+            fd = os.open(lock, os.O_RDWR)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            except BlockingIOError:
+                return
+            finally:
+                os.close(fd)
+        time.sleep(0.005)
+
+
+def test_a_sleep_killed_midway_leaves_the_store_as_before_or_as_after(tmp_path):
+    sys.path.insert(0, str(REPO))
+    from simulations.workload import Workload
+
+    home = tmp_path / "home"
+    with Store.open(Config(home=home)) as store:
+        episodes = Workload(seed=3).episodes(4000, at(0), 3)
+        add_episodes(store, episodes, now=at(3))
+    before = _state(home / "openmemory.db")
+    reference = tmp_path / "reference"
+    shutil.copytree(home, reference)
+    env = dict(os.environ, OPENMEMORY_NOW=iso(at(3, 23)))
+    cli = [sys.executable, "-m", "openmemory_local.cli", "sleep", "--no-report", "--json"]
+    started = time.perf_counter()
+    done = subprocess.run([*cli, "--home", str(reference)], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    print(f"a whole sleep in a subprocess: {time.perf_counter() - started:.2f} s")
+    after = _state(reference / "openmemory.db")
+    assert after != before
+    seen = set()
+    for delay in (0.05, 0.3, 0.6):
+        victim = tmp_path / f"kill-{delay}"
+        shutil.copytree(home, victim)
+        proc = subprocess.Popen([*cli, "--home", str(victim)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                env=env)
+        _wait_until_sleeping(victim / "sleep.lock", proc)
+        time.sleep(delay)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=60)
+        state = _state(victim / "openmemory.db")
+        assert state in (before, after), f"killed after {delay} s: the store is neither as before nor as after"
+        if state == before and "before" not in seen:
+            with Store.open(Config(home=victim)) as store:  # and the next sleep does the whole job
+                sleep(store, at(3, 23))
+            assert _state(victim / "openmemory.db") == after
+        seen.add("before" if state == before else "after")
+    assert "before" in seen  # at least one kill landed mid-sleep
