@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import shutil
 import sys
 import tempfile
@@ -29,41 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from openmemory_local.config import Config  # noqa: E402
 from openmemory_local.ingest import ingest  # noqa: E402
 from openmemory_local.store import Store  # noqa: E402
-
-UUID = re.compile(rb"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
-
-
-def replicate(source: Path, target: Path, megabytes: int) -> tuple[int, int]:
-    files = sorted(p for p in source.rglob("*.jsonl"))
-    session_ids = sorted({p.name[:36].encode() for p in source.glob("*.jsonl") if UUID.fullmatch(p.name[:36].encode())}
-                         | {p.parent.parent.name.encode() for p in source.glob("*/subagents/*.jsonl")})
-    contents = {p: p.read_bytes() for p in files}
-    for data in contents.values():
-        for line in data.splitlines()[:3]:
-            try:
-                sid = json.loads(line).get("sessionId")
-            except ValueError:
-                continue
-            if sid:
-                session_ids.append(sid.encode())
-    session_ids = sorted(set(session_ids))
-    total, copies = 0, 0
-    while total < megabytes * 1_000_000:
-        prefix = b"%08x" % (0xC0000000 + copies)
-        for path, data in contents.items():
-            for sid in session_ids:
-                data = data.replace(sid, prefix + sid[8:])
-            data = data.replace(b'"toolu_', b'"toolu_c%04d' % copies)
-            rel = str(path.relative_to(source))
-            for sid in session_ids:
-                rel = rel.replace(sid.decode(), (prefix + sid[8:]).decode())
-            out = target / f"-home-user-project-{copies:03d}" / rel
-            out.parent.mkdir(parents=True, exist_ok=True)
-            out.write_bytes(data)
-            total += len(data)
-        copies += 1
-    return total, copies
-
+from simulations.transcripts import replicate  # noqa: E402
 
 def baseline(root: Path) -> tuple[float, int, int]:
     started = time.perf_counter()

@@ -14,6 +14,7 @@ from pathlib import Path
 from openmemory_local.config import Config
 from openmemory_local.ingest import ingest
 from openmemory_local.store import Store
+from simulations.transcripts import replicate
 
 from .test_real_transcripts import _snapshot
 
@@ -21,11 +22,11 @@ CLI = [sys.executable, "-m", "openmemory_local.cli"]
 NOW = "2026-03-01T09:00:00Z"
 
 
-def _check_consistent(home: Path) -> Store:
+def _check_consistent(home: Path, files: int = 17) -> Store:
     """Every transcript read to its end, its archive exactly its bytes, no stray members."""
     store = Store.open(Config(home=home))
     rows = store.conn.execute("SELECT path, consumed_bytes, archive_path, archive_bytes FROM transcripts").fetchall()
-    assert len(rows) == 17
+    assert len(rows) == files
     for path, consumed, rel, archive_bytes in rows:
         original = Path(path).read_bytes()
         assert consumed == len(original), path
@@ -77,10 +78,15 @@ def test_two_ingests_at_once_neither_corrupt_nor_double_count(spotter_copy, tmp_
     assert _snapshot(store) == _reference(spotter_copy, tmp_path)
 
 
-def test_an_ingest_killed_mid_write_loses_nothing(spotter_copy, tmp_path):
-    reference = _reference(spotter_copy, tmp_path)
+def test_an_ingest_killed_mid_write_loses_nothing(spotter, tmp_path):
+    # Three distinct copies of the real transcripts (51 files), so that every kill lands
+    # while the ingest runs, however loaded the machine.
+    source = tmp_path / "projects"
+    replicate(spotter, source, 3 * 13.0)
+    files = len(list(source.rglob("*.jsonl")))
+    reference = _reference(source, tmp_path)
     home = tmp_path / "home"
-    args = [*CLI, "ingest", str(spotter_copy), "--home", str(home), "-q", "--now", NOW]
+    args = [*CLI, "ingest", str(source), "--home", str(home), "-q", "--now", NOW]
     killed_at = []
     for target in (2, 7, 12):
         proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -91,19 +97,25 @@ def test_an_ingest_killed_mid_write_loses_nothing(spotter_copy, tmp_path):
         proc.wait(timeout=30)
         killed_at.append(_transcripts(home))
     # Each kill landed while transcripts were still being written.
-    assert all(n < 17 for n in killed_at), killed_at
+    assert all(n < files for n in killed_at), killed_at
     done = subprocess.run(args, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    store = _check_consistent(home)
+    store = _check_consistent(home, files)
     assert _snapshot(store) == reference
     # Large members spill to tmp/; a killed run may leave one, removed after an hour.
     leftovers = list((home / "tmp").iterdir()) if (home / "tmp").exists() else []
     assert all(p.stat().st_mtime > time.time() - 3600 for p in leftovers)
 
 
-def test_ctrl_c_during_ingest_exits_130_and_keeps_the_store_whole(spotter_copy, tmp_path):
+def test_ctrl_c_during_ingest_exits_130_and_keeps_the_store_whole(spotter, tmp_path):
+    # Five distinct copies of the real transcripts (85 files): an ingest long enough that
+    # the interrupt, sent once 5 files are in, lands while it runs, however loaded the machine.
+    source = tmp_path / "projects"
+    _, copies = replicate(spotter, source, 5 * 13.0)
+    files = len(list(source.rglob("*.jsonl")))
+    assert copies >= 5 and files >= 85
     home = tmp_path / "home"
-    args = [*CLI, "ingest", str(spotter_copy), "--home", str(home), "-q", "--now", NOW]
+    args = [*CLI, "ingest", str(source), "--home", str(home), "-q", "--now", NOW]
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
     while _transcripts(home) < 5 and proc.poll() is None and time.monotonic() < deadline:
@@ -112,6 +124,6 @@ def test_ctrl_c_during_ingest_exits_130_and_keeps_the_store_whole(spotter_copy, 
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 130, err
     assert "interrupted" in err and "Traceback" not in err
-    assert _transcripts(home) < 17
+    assert _transcripts(home) < files
     subprocess.run(args, check=True, timeout=120)
-    _check_consistent(home)
+    _check_consistent(home, files)
