@@ -19,6 +19,9 @@ Exit codes:
       by a newer openmemory)
 5     busy: another sleep or render is running on this data folder; nothing was changed
       by this one (``run``: the ingest before it was done)
+6     ``install``/``uninstall``: a settings file does not parse; nothing was changed
+7     ``install``/``uninstall``: a conflict (an entry we did not put there, or one edited
+      since install): see the message
 130   interrupted (Ctrl-C); nothing half-written is kept
 ====  ==================================================================================
 """
@@ -217,8 +220,13 @@ def _print_render(result: dict, out=None) -> None:
             changes.append(f"{len(target['removed'])} removed")
         if target["left_alone"]:
             changes.append(f"{len(target['left_alone'])} left alone")
-        if target["index"] not in ("unchanged", "none"):
-            changes.append(f"MEMORY.md {target['index']}")
+        index = target["index"]
+        if index == "created":
+            changes.append("Open Memory's section added to MEMORY.md")
+        elif index == "written":
+            changes.append("Open Memory's section of MEMORY.md updated")
+        elif index not in ("unchanged", "none"):
+            changes.append(f"MEMORY.md {index}")
         print(f"Rendered {len(target['lessons'])} lessons into {target['memory_dir']}: "
               + (", ".join(changes) or "unchanged"), file=out)
     for lesson_id in result.get("vetoed", []):
@@ -468,7 +476,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="openmemory",
         description="Open Memory: keep what surprised a coding agent, and recall it.",
         epilog="Exit codes: 0 ok, 1 unexpected error, 2 usage, 3 some inputs could not be "
-               "ingested, 4 store unusable, 5 busy (another sleep or render), 130 interrupted.",
+               "ingested, 4 store unusable, 5 busy (another sleep or render), 6 a settings file does "
+               "not parse (install), 7 a conflict (install), 130 interrupted.",
     )
     parser.add_argument("--version", action="version", version=f"openmemory {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")

@@ -67,8 +67,8 @@ __all__ = [
 
 EXIT_OK = 0
 EXIT_ERROR = 1  # a step failed (a command, a file we could not write)
-EXIT_MALFORMED = 5  # a settings file does not parse: nothing was changed
-EXIT_CONFLICT = 6  # something in the way that we did not put there, or changed since: see the message
+EXIT_MALFORMED = 6  # a settings file does not parse: nothing was changed
+EXIT_CONFLICT = 7  # something in the way that we did not put there, or changed since: see the message
 
 SERVER_NAME = "openmemory"
 HOOK_MODULE = "openmemory_local.integrations.session_end"

@@ -76,7 +76,7 @@ def test_render_into_another_folder(home, capsys, tmp_path):
     assert code == 0 and data["targets"][0]["index"] == "created"
     assert (target / "MEMORY.md").exists() and len(list(target.glob("openmemory-lesson-*.md"))) == 2
     code, out, _ = run(capsys, "render", "--memory-dir", str(target), "--project", "/elsewhere")
-    assert "0 lessons" in out and "MEMORY.md written" in out
+    assert "0 lessons" in out and "section of MEMORY.md updated" in out
     assert not list(target.glob("openmemory-lesson-*.md"))
     # into Claude Code's folder: the project's folder does not exist here
     code, out, _ = run(capsys, "render")
