@@ -557,7 +557,7 @@ function pyIgnoreCaseFold(text) {
 const ADDRESSED_REGEXES = ADDRESSED_PATTERNS.map((p) => pyRegex(`(?<![\\w])${p}`));
 const DECORATION_REGEX = pyRegex(DECORATION_PATTERN);
 const SENTENCE_SPLIT = /[.!?;:\n]+/u;
-const WORD_REGEX = /[a-z]+(?:'[a-z]+)?/g;
+const WORD_REGEX = /[a-z]+(?:'[a-z]+)?/;
 
 function observationViolation(text) {
   const T = text.normalize("NFKC").replace(/[\u2018\u2019]/g, "'");
@@ -576,10 +576,9 @@ function observationViolation(text) {
     const m = DECORATION_REGEX.exec(sentence);
     const rest = sentence.slice(m ? m[0].length : 0).toLowerCase();
     if (rest.startsWith("`")) continue;
-    const words = [...rest].slice(0, 80).join("").match(WORD_REGEX) || [];
-    if (words.length === 0) continue;
-    if (words[0] === "please" && words.length >= 2) return { rule: "imperative-opening", matched: sentence.trim() };
-    if (IMPERATIVE_OPENINGS.includes(words[0])) return { rule: "imperative-opening", matched: sentence.trim() };
+    const first = WORD_REGEX.exec([...rest].slice(0, 80).join(""));
+    if (first === null) continue;
+    if (IMPERATIVE_OPENINGS.includes(first[0])) return { rule: "imperative-opening", matched: sentence.trim() };
   }
   return null;
 }
