@@ -1,0 +1,1241 @@
+#!/usr/bin/env node
+// An independent verifier of the Open Memory test vectors, written from PROTOCOL.md alone.
+//
+// Node.js 20, no dependencies: node:crypto for SHA-256 and Ed25519, everything else (strict
+// CBOR, the record schema, the observation rule, content identity, the commons state machine,
+// sync fingerprints and reconciliation) is written here from the specification's wording.
+//
+//   node spec/js/verify.mjs [--vectors DIR] [--protocol FILE] [--verbose]
+//
+// Prints one line per vector file ("valid.json: 123 passed, 0 failed"), then a total line, and
+// exits 0 only when every check passed and every vector file was found.
+
+import crypto from "node:crypto";
+import fs from "node:fs";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+
+const HERE = path.dirname(fileURLToPath(import.meta.url));
+
+// ----------------------------------------------------------------------------------------
+// Bytes
+
+const hex = (b) => Buffer.from(b).toString("hex");
+const unhex = (s) => {
+  if (typeof s !== "string" || !/^(?:[0-9a-f]{2})*$/.test(s)) throw new Error(`not lower-case hex: ${s}`);
+  return Buffer.from(s, "hex");
+};
+const sha256 = (...parts) => {
+  const h = crypto.createHash("sha256");
+  for (const p of parts) h.update(p);
+  return h.digest();
+};
+const compareBytes = (a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b));
+const utf8 = (s) => Buffer.from(s, "utf8");
+
+function varint(n) {
+  // unsigned LEB128 (the multiformats unsigned-varint), minimal
+  const out = [];
+  let v = BigInt(n);
+  do {
+    let byte = Number(v & 0x7fn);
+    v >>= 7n;
+    if (v > 0n) byte |= 0x80;
+    out.push(byte);
+  } while (v > 0n);
+  return Buffer.from(out);
+}
+
+function readVarint(buf, pos) {
+  // returns [value, newPos]; strict: minimal encoding, at most 9 bytes
+  let value = 0n;
+  let shift = 0n;
+  const start = pos;
+  for (;;) {
+    if (pos >= buf.length) throw new SyncError("truncated varint");
+    const byte = buf[pos++];
+    value |= BigInt(byte & 0x7f) << shift;
+    shift += 7n;
+    if ((byte & 0x80) === 0) {
+      if (byte === 0 && pos - start > 1) throw new SyncError("varint not minimal");
+      break;
+    }
+    if (pos - start >= 9) throw new SyncError("varint too long");
+  }
+  if (value > BigInt(Number.MAX_SAFE_INTEGER)) throw new SyncError("varint too big");
+  return [Number(value), pos];
+}
+
+// ----------------------------------------------------------------------------------------
+// Errors
+
+class WireError extends Error {
+  constructor(code, message) {
+    super(`${code}: ${message}`);
+    this.code = code;
+  }
+}
+const fail = (code, message) => {
+  throw new WireError(code, message);
+};
+
+// ----------------------------------------------------------------------------------------
+// Strict deterministic CBOR (PROTOCOL.md "Encoding")
+//
+// Decoded values: unsigned and negative integers are BigInt, byte strings Buffer, text strings
+// string, arrays Array, maps CborMap (entries in wire order), false/true boolean.
+
+class CborMap {
+  constructor(entries = []) {
+    this.entries = entries; // [[key, value], ...]
+  }
+  get(key) {
+    for (const [k, v] of this.entries) if (k === key) return v;
+    return undefined;
+  }
+  has(key) {
+    return this.entries.some(([k]) => k === key);
+  }
+  keys() {
+    return this.entries.map(([k]) => k);
+  }
+  without(key) {
+    return new CborMap(this.entries.filter(([k]) => k !== key));
+  }
+}
+
+const MAX_DEPTH = 2;
+const utf8Strict = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
+
+function cborDecode(buf) {
+  let pos = 0;
+  const enc = (m) => fail("encoding", m);
+
+  function head() {
+    if (pos >= buf.length) enc("truncated: a head is missing");
+    const ib = buf[pos++];
+    const major = ib >> 5;
+    const ai = ib & 0x1f;
+    if (ai < 24) return [major, ai, BigInt(ai)];
+    if (ai >= 28 && ai <= 30) enc(`reserved additional information ${ai}`);
+    if (ai === 31) enc(major === 7 ? "break byte" : "indefinite length");
+    const n = 1 << (ai - 24); // 1, 2, 4, 8 bytes
+    if (major === 7) enc(ai === 24 ? "simple value" : "floating-point number");
+    if (pos + n > buf.length) enc("truncated: a head's argument is cut");
+    let arg = 0n;
+    for (let i = 0; i < n; i++) arg = (arg << 8n) | BigInt(buf[pos++]);
+    const minimum = [24n, 0x100n, 0x10000n, 0x100000000n][ai - 24];
+    if (arg < minimum) enc(`non-shortest head (argument ${arg} in ${n} byte(s))`);
+    return [major, ai, arg];
+  }
+
+  function length(arg, perItem) {
+    // a length must fit in what is left of the input (each item takes at least one byte)
+    const left = BigInt(buf.length - pos);
+    if (arg * BigInt(perItem) > left) enc(`length ${arg} beyond the input`);
+    return Number(arg);
+  }
+
+  function item(depth) {
+    const [major, ai, arg] = head();
+    switch (major) {
+      case 0:
+        return arg;
+      case 1:
+        return -1n - arg;
+      case 2: {
+        const n = length(arg, 1);
+        const b = Buffer.from(buf.subarray(pos, pos + n));
+        pos += n;
+        return b;
+      }
+      case 3: {
+        const n = length(arg, 1);
+        const b = buf.subarray(pos, pos + n);
+        pos += n;
+        try {
+          return utf8Strict.decode(b);
+        } catch {
+          return enc("text string is not valid UTF-8");
+        }
+      }
+      case 4: {
+        if (depth + 1 > MAX_DEPTH) enc(`containers nested deeper than ${MAX_DEPTH}`);
+        const n = length(arg, 1);
+        const out = [];
+        for (let i = 0; i < n; i++) out.push(item(depth + 1));
+        return out;
+      }
+      case 5: {
+        if (depth + 1 > MAX_DEPTH) enc(`containers nested deeper than ${MAX_DEPTH}`);
+        const n = length(arg, 2);
+        const entries = [];
+        let previous = null;
+        for (let i = 0; i < n; i++) {
+          const start = pos;
+          const key = item(depth + 1);
+          const keyBytes = buf.subarray(start, pos);
+          if (previous !== null) {
+            const c = compareBytes(previous, keyBytes);
+            if (c === 0) enc("duplicate map key");
+            if (c > 0) enc("map keys not in bytewise order of their encoding");
+          }
+          previous = keyBytes;
+          entries.push([key, item(depth + 1)]);
+        }
+        return new CborMap(entries);
+      }
+      case 6:
+        return enc("tag");
+      case 7:
+        if (ai === 20) return false;
+        if (ai === 21) return true;
+        return enc(ai === 22 ? "null" : ai === 23 ? "undefined" : "simple value");
+    }
+    return enc("unreachable");
+  }
+
+  const value = item(0);
+  if (pos !== buf.length) enc(`${buf.length - pos} byte(s) after the data item`);
+  return value;
+}
+
+function cborHead(major, n) {
+  n = BigInt(n);
+  const ib = major << 5;
+  if (n < 24n) return Buffer.from([ib | Number(n)]);
+  for (const [ai, size] of [[24, 1], [25, 2], [26, 4], [27, 8]]) {
+    if (n < 1n << BigInt(8 * size)) {
+      const b = Buffer.alloc(1 + size);
+      b[0] = ib | ai;
+      for (let i = size; i >= 1; i--) {
+        b[i] = Number(n & 0xffn);
+        n >>= 8n;
+      }
+      return b;
+    }
+  }
+  throw new Error("integer too big for CBOR");
+}
+
+function cborEncode(v) {
+  if (typeof v === "bigint") return v >= 0n ? cborHead(0, v) : cborHead(1, -1n - v);
+  if (typeof v === "boolean") return Buffer.from([v ? 0xf5 : 0xf4]);
+  if (typeof v === "string") {
+    const b = utf8(v);
+    return Buffer.concat([cborHead(3, b.length), b]);
+  }
+  if (Buffer.isBuffer(v) || v instanceof Uint8Array) return Buffer.concat([cborHead(2, v.length), Buffer.from(v)]);
+  if (Array.isArray(v)) return Buffer.concat([cborHead(4, v.length), ...v.map(cborEncode)]);
+  if (v instanceof CborMap) {
+    const pairs = v.entries.map(([k, x]) => [cborEncode(k), cborEncode(x)]);
+    pairs.sort((a, b) => compareBytes(a[0], b[0])); // deterministic: bytewise order of encoded keys
+    return Buffer.concat([cborHead(5, pairs.length), ...pairs.flat()]);
+  }
+  throw new Error(`cannot encode ${typeof v}`);
+}
+
+// ----------------------------------------------------------------------------------------
+// Record schema (PROTOCOL.md "Common fields" .. "Vouch", "Text fields", "Limits")
+
+const MAX_RECORD = 2048;
+const MAX_CREATED = 2n ** 53n - 1n;
+const TYPES = ["lesson", "attestation", "revocation", "vouch"];
+const DOMAINS = Object.fromEntries(TYPES.map((t) => [t, Buffer.concat([utf8(`openmemory/${t}/v1`), Buffer.from([0])])]));
+const COMMON_FIELDS = ["version", "type", "signer", "created", "signature"];
+// JSON form order: id, version, type, the type's fields in PROTOCOL.md's table order, then signer,
+// created, signature (what the vectors show; see the JS README).
+const TYPE_FIELDS = {
+  lesson: ["text", "kind", "strength", "provenance", "derived_from"],
+  attestation: ["lesson_id", "verdict", "met_before", "evidence"],
+  revocation: ["target", "reason_code", "reason"],
+  vouch: ["subject"],
+};
+const EVIDENCE_FIELDS = ["sessions", "matched", "window"];
+const VERDICTS = ["confirmed", "failed"];
+const REASON_CODES = ["incorrect", "harmful", "instruction", "private", "spam", "withdrawn", "other"];
+
+// The forbidden code points, copied from PROTOCOL.md's list (checked against it at run time).
+const FORBIDDEN_TEXT = `0000..001F  007F..009F  00AD  034F  061C  115F..1160  17B4..17B5  180B..180F  200B..200F
+2028..202E  2060..206F  3164  FDD0..FDEF  FE00..FE0F  FEFF  FFA0  FFF0..FFFB  FFFE..FFFF
+1BCA0..1BCA3  1D173..1D17A  E0000..E0FFF  1FFFE..1FFFF  2FFFE..2FFFF  3FFFE..3FFFF
+4FFFE..4FFFF  5FFFE..5FFFF  6FFFE..6FFFF  7FFFE..7FFFF  8FFFE..8FFFF  9FFFE..9FFFF
+AFFFE..AFFFF  BFFFE..BFFFF  CFFFE..CFFFF  DFFFE..DFFFF  EFFFE..EFFFF  FFFFE..FFFFF
+10FFFE..10FFFF`;
+// Unicode White_Space, copied from PROTOCOL.md "Content identity" (checked at run time).
+const WHITE_SPACE_TEXT = `0009 000A 000B 000C 000D 0020 0085 00A0 1680 2000 2001 2002 2003 2004 2005 2006 2007 2008
+2009 200A 2028 2029 202F 205F 3000`;
+
+const parseRanges = (text) =>
+  text
+    .trim()
+    .split(/\s+/)
+    .map((r) => r.split("..").map((h) => parseInt(h, 16)))
+    .map(([a, b]) => [a, b ?? a]);
+const FORBIDDEN = parseRanges(FORBIDDEN_TEXT);
+const WHITE_SPACE = new Set(parseRanges(WHITE_SPACE_TEXT).map(([a]) => a));
+const isForbidden = (cp) => FORBIDDEN.some(([a, b]) => cp >= a && cp <= b);
+
+function checkText(name, s, minBytes, maxBytes) {
+  if (typeof s !== "string") fail("schema", `${name} is not a text string`);
+  const n = utf8(s).length;
+  if (n < minBytes || n > maxBytes) fail("schema", `${name} is ${n} bytes, not ${minBytes} to ${maxBytes}`);
+  for (const ch of s) {
+    const cp = ch.codePointAt(0);
+    if (isForbidden(cp)) fail("schema", `${name} holds the forbidden code point U+${cp.toString(16).toUpperCase().padStart(4, "0")}`);
+  }
+}
+
+const isUint = (v, max) => typeof v === "bigint" && v >= 0n && v <= BigInt(max);
+const isBytes = (v, n) => Buffer.isBuffer(v) && v.length === n;
+const isRecordId = (v) => isBytes(v, 34) && v[0] === 0x12 && v[1] === 0x20;
+
+function checkFieldSet(map, expected, what) {
+  for (const k of map.keys()) {
+    if (typeof k !== "string") fail("schema", `${what} has a key that is not a text string`);
+    if (!expected.includes(k)) fail("schema", `${what} has an unknown field ${JSON.stringify(k)}`);
+  }
+  for (const k of expected) if (!map.has(k)) fail("schema", `${what} lacks the field ${JSON.stringify(k)}`);
+}
+
+// Steps 3 to 5 of PROTOCOL.md "Validation", on a decoded value.
+function checkRecord(rec) {
+  // 3. version (a non-map, a missing or non-integer version: schema)
+  if (!(rec instanceof CborMap)) fail("schema", "the record is not a map");
+  const version = rec.get("version");
+  if (typeof version !== "bigint") fail("schema", "version missing or not an integer");
+  if (version !== 1n) fail("version", `version ${version}`);
+  // 4. type (missing or not text: schema)
+  const type = rec.get("type");
+  if (typeof type !== "string") fail("schema", "type missing or not a text string");
+  if (!TYPES.includes(type)) fail("type", `unknown record type ${JSON.stringify(type)}`);
+  // 5. schema
+  checkFieldSet(rec, [...COMMON_FIELDS, ...TYPE_FIELDS[type]], type);
+  const signer = rec.get("signer");
+  if (!isBytes(signer, 32)) fail("schema", "signer is not 32 bytes");
+  if (!isUint(rec.get("created"), MAX_CREATED)) fail("schema", "created is not an integer in 0..2^53-1");
+  if (!isBytes(rec.get("signature"), 64)) fail("schema", "signature is not 64 bytes");
+  if (type === "lesson") {
+    const text = rec.get("text");
+    checkText("text", text, 1, 512);
+    if (![...text].some((ch) => !WHITE_SPACE.has(ch.codePointAt(0)))) fail("schema", "text is only white space");
+    const kind = rec.get("kind");
+    if (typeof kind !== "string" || !/^[a-z][a-z0-9-]{0,23}$/.test(kind)) fail("schema", "kind does not match [a-z][a-z0-9-]{0,23}");
+    if (!isUint(rec.get("strength"), 1000000)) fail("schema", "strength is not an integer in 0..1000000");
+    if (!isBytes(rec.get("provenance"), 32)) fail("schema", "provenance is not 32 bytes");
+    const parents = rec.get("derived_from");
+    if (!Array.isArray(parents) || parents.length > 16) fail("schema", "derived_from is not an array of 0 to 16 ids");
+    parents.forEach((p, i) => {
+      if (!isRecordId(p)) fail("schema", "a derived_from entry is not a record id");
+      if (i > 0 && compareBytes(parents[i - 1], p) >= 0) fail("schema", "derived_from is not strictly ascending");
+    });
+  } else if (type === "attestation") {
+    if (!isRecordId(rec.get("lesson_id"))) fail("schema", "lesson_id is not a record id");
+    const verdict = rec.get("verdict");
+    if (!VERDICTS.includes(verdict)) fail("schema", "unknown verdict");
+    if (typeof rec.get("met_before") !== "boolean") fail("schema", "met_before is not a boolean");
+    const ev = rec.get("evidence");
+    if (!(ev instanceof CborMap)) fail("schema", "evidence is not a map");
+    checkFieldSet(ev, EVIDENCE_FIELDS, "evidence");
+    const sessions = ev.get("sessions");
+    const matched = ev.get("matched");
+    if (!isUint(sessions, 1000000)) fail("schema", "evidence.sessions out of limits");
+    if (!isUint(matched, 1000000) || matched > sessions) fail("schema", "evidence.matched out of limits or over sessions");
+    const window = ev.get("window");
+    if (!isUint(window, 31622400) || window < 1n) fail("schema", "evidence.window out of limits");
+    if (verdict === "confirmed" && matched < 1n) fail("schema", "a confirmed attestation with matched 0");
+  } else if (type === "revocation") {
+    if (!isRecordId(rec.get("target"))) fail("schema", "target is not a record id");
+    if (!REASON_CODES.includes(rec.get("reason_code"))) fail("schema", "unknown reason_code");
+    checkText("reason", rec.get("reason"), 0, 280);
+  } else if (type === "vouch") {
+    const subject = rec.get("subject");
+    if (!isBytes(subject, 32)) fail("schema", "subject is not 32 bytes");
+    if (subject.equals(signer)) fail("schema", "a key vouching for itself");
+  }
+  return type;
+}
+
+const recordId = (bytes) => Buffer.concat([Buffer.from([0x12, 0x20]), sha256(bytes)]);
+const signingMessage = (rec) => Buffer.concat([DOMAINS[rec.get("type")], cborEncode(rec.without("signature"))]);
+
+// decode = steps 1 to 5
+function decodeRecord(bytes) {
+  if (bytes.length === 0 || bytes.length > MAX_RECORD) fail("size", `${bytes.length} bytes`);
+  const rec = cborDecode(bytes);
+  // belt and braces: the decoder enforces every determinism rule, so this must hold
+  if (!cborEncode(rec).equals(bytes)) fail("encoding", "not the deterministic encoding of what it decodes to");
+  checkRecord(rec);
+  return rec;
+}
+
+// validate = steps 1 to 9
+function validateRecord(bytes, { now, maxSkew, expectId = null }) {
+  const rec = decodeRecord(bytes);
+  const id = recordId(bytes);
+  if (expectId !== null && !id.equals(expectId)) fail("id", `record ${hex(id)} is not ${hex(expectId)}`);
+  const created = rec.get("created");
+  if (created > BigInt(now) + BigInt(maxSkew)) fail("clock-skew", `created ${created - BigInt(now)} s after now`);
+  const type = rec.get("type");
+  const texts = type === "lesson" ? [rec.get("text")] : type === "revocation" ? [rec.get("reason")] : [];
+  for (const t of texts) {
+    if (t === "") continue;
+    const v = observationViolation(t);
+    if (v) fail("observation", `${v.rule}: ${JSON.stringify(v.matched)}`);
+  }
+  const message = signingMessage(rec);
+  if (!ed25519VerifyStrict(rec.get("signer"), message, rec.get("signature"))) fail("signature", "the signature does not verify");
+  return { rec, id, message };
+}
+
+// ----------------------------------------------------------------------------------------
+// Ed25519, strict (PROTOCOL.md "Signatures"): node:crypto does the cofactorless equation;
+// the checks libsodium adds (S < L, canonical key, no small-order key or R) are done here.
+
+const P = 2n ** 255n - 19n;
+const L = 2n ** 252n + 27742317777372353535851937790883648493n;
+const mod = (a, m = P) => ((a % m) + m) % m;
+const powmod = (b, e, m = P) => {
+  let r = 1n;
+  b = mod(b, m);
+  while (e > 0n) {
+    if (e & 1n) r = (r * b) % m;
+    b = (b * b) % m;
+    e >>= 1n;
+  }
+  return r;
+};
+const inv = (a) => powmod(a, P - 2n);
+const D = mod(-121665n * inv(121666n));
+const SQRT_M1 = powmod(2n, (P - 1n) / 4n);
+const leInt = (b) => {
+  let n = 0n;
+  for (let i = b.length - 1; i >= 0; i--) n = (n << 8n) | BigInt(b[i]);
+  return n;
+};
+const leBytes = (n, len) => {
+  const out = Buffer.alloc(len);
+  for (let i = 0; i < len; i++) {
+    out[i] = Number(n & 0xffn);
+    n >>= 8n;
+  }
+  return out;
+};
+
+// RFC 8032 5.1.3 decoding; null when the bytes are not the canonical encoding of a point
+function decodePoint(bytes) {
+  const n = leInt(bytes);
+  const y = n & ((1n << 255n) - 1n);
+  const sign = n >> 255n;
+  if (y >= P) return null;
+  const u = mod(y * y - 1n);
+  const v = mod(D * y * y + 1n);
+  let x = mod(u * powmod(v, 3n) * powmod(u * powmod(v, 7n), (P - 5n) / 8n));
+  const vx2 = mod(v * x * x);
+  if (vx2 === mod(-u)) x = mod(x * SQRT_M1);
+  else if (vx2 !== u) return null;
+  if (x === 0n && sign === 1n) return null;
+  if ((x & 1n) !== sign) x = P - x;
+  return [x, y, 1n, mod(x * y)];
+}
+
+function pointDouble([X, Y, Z, T]) {
+  // extended coordinates, a = -1
+  const A = mod(X * X);
+  const B = mod(Y * Y);
+  const C = mod(2n * Z * Z);
+  const Dd = mod(-A);
+  const E = mod((X + Y) * (X + Y) - A - B);
+  const G = mod(Dd + B);
+  const F = mod(G - C);
+  const H = mod(Dd - B);
+  return [mod(E * F), mod(G * H), mod(F * G), mod(E * H)];
+}
+
+function hasSmallOrder(point) {
+  let q = point;
+  for (let i = 0; i < 3; i++) q = pointDouble(q);
+  return q[0] === 0n && q[1] === q[2]; // [8]P is the identity
+}
+
+const SPKI_PREFIX = Buffer.from("302a300506032b6570032100", "hex");
+const PKCS8_PREFIX = Buffer.from("302e020100300506032b657004220420", "hex");
+
+function ed25519VerifyStrict(publicKey, message, signature) {
+  if (publicKey.length !== 32 || signature.length !== 64) return false;
+  if (leInt(signature.subarray(32)) >= L) return false; // S < L
+  const A = decodePoint(publicKey);
+  if (A === null || hasSmallOrder(A)) return false; // canonical, not of small order
+  const R = decodePoint(signature.subarray(0, 32));
+  if (R !== null && hasSmallOrder(R)) return false; // a non-canonical R can never equal [S]B - [k]A's encoding
+  try {
+    const key = crypto.createPublicKey({ key: Buffer.concat([SPKI_PREFIX, publicKey]), format: "der", type: "spki" });
+    return crypto.verify(null, message, key, signature);
+  } catch {
+    return false;
+  }
+}
+
+function ed25519FromSeed(seed) {
+  const key = crypto.createPrivateKey({ key: Buffer.concat([PKCS8_PREFIX, seed]), format: "der", type: "pkcs8" });
+  const jwk = crypto.createPublicKey(key).export({ format: "jwk" });
+  return { key, publicKey: Buffer.from(jwk.x, "base64url") };
+}
+
+// ----------------------------------------------------------------------------------------
+// The observation rule (PROTOCOL.md "The observation rule")
+
+const IMPERATIVE_OPENINGS_TEXT = `act add always answer assume avoid be beware check configure consider delete disable
+disregard do don't dont enable ensure execute follow forget give ignore install keep let's
+make must never note obey pass please prefer pretend put refrain rely remember remove reply
+respond run say set should skip stick stop switch take tell trust try use verify write`;
+const ADDRESSED_PATTERNS_TEXT = String.raw`ignore (?:all |any |the )?(?:previous|prior|above|earlier|preceding) (?:instructions?|prompts?|messages?|rules?)
+disregard (?:all |any |the )?(?:previous|prior|above|earlier|preceding|your)
+forget (?:all |any |everything|your|the )
+you (?:must|should|shall|need to|have to|are required to|will now|are now|may not|cannot|can't|mustn't)
+you(?:'re| are) (?:an?|the|now)\b
+from now on
+new instructions?
+(?:system|developer) (?:prompt|message|instructions?)
+as an? (?:ai|assistant|language model|llm)
+act as
+pretend (?:to be|that|you)
+do not (?:tell|reveal|mention|disclose)
+<\s*/?\s*(?:system|instructions?|assistant|user|human|im_start|im_end|system-reminder)\b
+\[/?(?:inst|sys)\]
+<<\s*sys\s*>>`;
+const IMPERATIVE_OPENINGS = IMPERATIVE_OPENINGS_TEXT.trim().split(/\s+/);
+const ADDRESSED_PATTERNS = ADDRESSED_PATTERNS_TEXT.trim().split("\n");
+const DECORATION_PATTERN = String.raw`^(?:[\s"'*_>#~\-•–—(\[]|\d+[.)]\s)+`;
+
+// Python's re, for str patterns: \s is str.isspace() (the 25 White_Space code points and
+// U+001C..U+001F), \w is str.isalnum() or "_" (exactly the categories L* and N*, and "_"),
+// \d is category Nd, \b a boundary between \w and not \w. JavaScript's own \s, \w, \d and \b
+// differ (\w, \d, \b are ASCII there), so the patterns are translated.
+const PY_SPACE = String.raw`\t\n\v\f\r\x1c-\x1f \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000`;
+const PY_WORD = String.raw`\p{L}\p{N}_`;
+function pyRegex(pattern, flags = "u") {
+  let out = "";
+  let inClass = false;
+  for (let i = 0; i < pattern.length; i++) {
+    const c = pattern[i];
+    if (c === "\\") {
+      const e = pattern[++i];
+      const cls = { s: PY_SPACE, w: PY_WORD, d: String.raw`\p{Nd}` }[e];
+      if (cls) out += inClass ? cls : `[${cls}]`;
+      else if (e === "b" && !inClass) out += `(?:(?<=[${PY_WORD}])(?![${PY_WORD}])|(?<![${PY_WORD}])(?=[${PY_WORD}]))`;
+      else out += "\\" + e;
+      continue;
+    }
+    if (c === "[" && !inClass) inClass = true;
+    else if (c === "]" && inClass) inClass = false;
+    out += c;
+  }
+  return new RegExp(out, flags);
+}
+
+// Python's re.IGNORECASE on str: a text character matches a pattern character when their simple
+// lowercase mappings are equal, or they are one of re's extra equivalences (i and U+0131, s and
+// U+017F, ...). The patterns are ASCII, so folding the text, code point by code point (lengths
+// kept), to the simple lowercase, with U+0131 to i and U+017F to s, and matching the lower-case
+// pattern case-sensitively is the same thing.
+function pyIgnoreCaseFold(text) {
+  let out = "";
+  for (const ch of text) {
+    const cp = ch.codePointAt(0);
+    if (cp === 0x131) out += "i";
+    else if (cp === 0x17f) out += "s";
+    else if (cp === 0x130) out += "i"; // simple lowercase of U+0130 (the full one is "i\u0307")
+    else {
+      const low = ch.toLowerCase();
+      out += [...low].length === 1 ? low : ch;
+    }
+  }
+  return out;
+}
+
+const ADDRESSED_REGEXES = ADDRESSED_PATTERNS.map((p) => pyRegex(`(?<![\\w])${p}`));
+const DECORATION_REGEX = pyRegex(DECORATION_PATTERN);
+const SENTENCE_SPLIT = /[.!?;:\n]+/u;
+const WORD_REGEX = /[a-z]+(?:'[a-z]+)?/;
+
+function observationViolation(text) {
+  const T = text.normalize("NFKC").replace(/[\u2018\u2019]/g, "'");
+  // Rule A
+  const folded = pyIgnoreCaseFold(T);
+  for (const re of ADDRESSED_REGEXES) {
+    const m = re.exec(folded);
+    if (m) {
+      const cps = [...folded.slice(0, m.index)].length;
+      const len = [...m[0]].length;
+      return { rule: "addressed-to-agent", matched: [...T].slice(cps, cps + len).join("").trim() };
+    }
+  }
+  // Rule B
+  for (const sentence of T.split(SENTENCE_SPLIT)) {
+    const m = DECORATION_REGEX.exec(sentence);
+    const rest = sentence.slice(m ? m[0].length : 0).toLowerCase();
+    if (rest.startsWith("`")) continue;
+    const first = WORD_REGEX.exec([...rest].slice(0, 80).join(""));
+    if (first === null) continue;
+    if (IMPERATIVE_OPENINGS.includes(first[0])) return { rule: "imperative-opening", matched: sentence.trim() };
+  }
+  return null;
+}
+
+// ----------------------------------------------------------------------------------------
+// Content identity (PROTOCOL.md "Content identity")
+
+// Full case folding (CaseFolding.txt, statuses C and F). JavaScript has no casefold(): per code
+// point, lower(upper(c)) is the full folding except where the table says otherwise, which for
+// Unicode 14/15 is: U+1E9E (to "ss"), U+0131 (folds to itself), and Cherokee, which folds to
+// the upper-case letters. (Checked against Python's str.casefold() over every code point.)
+function caseFoldChar(cp) {
+  if (cp === 0x1e9e) return "ss";
+  if (cp === 0x131) return "\u0131";
+  if (cp >= 0x13a0 && cp <= 0x13f5) return String.fromCodePoint(cp);
+  if (cp >= 0x13f8 && cp <= 0x13fd) return String.fromCodePoint(cp - 8);
+  if (cp >= 0xab70 && cp <= 0xabbf) return String.fromCodePoint(cp - 0xab70 + 0x13a0);
+  return String.fromCodePoint(cp).toUpperCase().toLowerCase();
+}
+const caseFold = (s) => [...s].map((ch) => caseFoldChar(ch.codePointAt(0))).join("");
+
+function normalise(text) {
+  let s = text.normalize("NFKC");
+  s = s.replace(/[\u2018\u2019]/g, "'").replace(/[\u201c\u201d]/g, '"');
+  s = caseFold(s);
+  s = s.normalize("NFKC");
+  let out = "";
+  let inRun = false;
+  for (const ch of s) {
+    if (WHITE_SPACE.has(ch.codePointAt(0))) {
+      if (!inRun) out += " ";
+      inRun = true;
+    } else {
+      out += ch;
+      inRun = false;
+    }
+  }
+  out = out.replace(/^ +| +$/g, "");
+  return out.replace(/[. ]+$/, "");
+}
+
+const dedupKey = (text, kind) =>
+  hex(sha256(utf8("openmemory/dedup/v1"), Buffer.from([0]), utf8(kind), Buffer.from([0]), utf8(normalise(text))));
+
+// ----------------------------------------------------------------------------------------
+// JSON form (PROTOCOL.md "JSON form")
+
+const BYTES_FIELDS = { signer: 32, signature: 64, provenance: 32, lesson_id: 34, target: 34, subject: 32 };
+
+function toJson(rec, id) {
+  const type = rec.get("type");
+  const out = { id: hex(id) };
+  for (const k of ["version", "type", ...TYPE_FIELDS[type], "signer", "created", "signature"]) {
+    const v = rec.get(k);
+    if (k === "derived_from") out[k] = v.map(hex);
+    else if (k === "evidence") out[k] = Object.fromEntries(EVIDENCE_FIELDS.map((e) => [e, Number(v.get(e))]));
+    else if (Buffer.isBuffer(v)) out[k] = hex(v);
+    else if (typeof v === "bigint") out[k] = Number(v);
+    else out[k] = v;
+  }
+  return out;
+}
+
+function fromJson(obj) {
+  // strict on what a parsed JSON value can show (field set, types, hex); duplicate keys and
+  // 1500.0 versus 1500 need a JSON parser of one's own and are not exercised by the vectors
+  const schema = (m) => fail("schema", m);
+  if (typeof obj !== "object" || obj === null || Array.isArray(obj)) schema("not an object");
+  const type = obj.type;
+  if (!TYPES.includes(type)) fail(typeof type === "string" ? "type" : "schema", "bad type");
+  const fields = ["version", "type", ...TYPE_FIELDS[type], "signer", "created", "signature"];
+  for (const k of Object.keys(obj)) if (k !== "id" && !fields.includes(k)) schema(`unknown field ${k}`);
+  const hexOf = (v, n) => {
+    if (typeof v !== "string" || v.length !== 2 * n || !/^[0-9a-f]*$/.test(v)) schema(`not ${n} bytes of lower-case hex`);
+    return Buffer.from(v, "hex");
+  };
+  const int = (v) => {
+    if (!Number.isSafeInteger(v)) schema("not an integer");
+    return BigInt(v);
+  };
+  const entries = fields.map((k) => {
+    if (!(k in obj)) schema(`missing ${k}`);
+    const v = obj[k];
+    if (k in BYTES_FIELDS) return [k, hexOf(v, BYTES_FIELDS[k])];
+    if (k === "derived_from") {
+      if (!Array.isArray(v)) schema("derived_from not an array");
+      return [k, v.map((x) => hexOf(x, 34))];
+    }
+    if (k === "evidence") {
+      if (typeof v !== "object" || v === null || Array.isArray(v)) schema("evidence not an object");
+      return [k, new CborMap(Object.entries(v).map(([ek, ev]) => [ek, int(ev)]))];
+    }
+    if (["version", "created", "strength"].includes(k)) return [k, int(v)];
+    if (k === "met_before" && typeof v !== "boolean") schema("met_before not a boolean");
+    if (k !== "met_before" && typeof v !== "string") schema(`${k} not a string`);
+    return [k, v];
+  });
+  const bytes = cborEncode(new CborMap(entries));
+  const rec = decodeRecord(bytes);
+  if ("id" in obj && obj.id !== hex(recordId(bytes))) fail("id", "the id is not the record's");
+  return { rec, bytes };
+}
+
+// ----------------------------------------------------------------------------------------
+// Sync (PROTOCOL.md "Sync: /openmemory/sync/1.0.0")
+
+class SyncError extends Error {
+  constructor(message) {
+    super(`sync-bad-message: ${message}`);
+    this.code = "sync-bad-message";
+  }
+}
+
+const MODE = { skip: 0, fingerprint: 1, idlist: 2, missing: 3 };
+const MODE_NAME = Object.fromEntries(Object.entries(MODE).map(([k, v]) => [v, k]));
+const END = null; // the bound 0xFF
+const BRANCH = 16;
+const LEAF = 16;
+const MAX_MESSAGE_SEND = 60000;
+const MAX_MESSAGE_RECV = 131072;
+const MAX_RANGES = 8192;
+const TWO_256 = 2n ** 256n;
+
+function fingerprint(ids) {
+  let sum = 0n;
+  for (const id of ids) sum = (sum + leInt(id.subarray(2))) % TWO_256;
+  return sha256(leBytes(sum, 32), varint(ids.length)).subarray(0, 16);
+}
+
+// id versus bound: bytewise, a bound that is a prefix of the id is below it; END is above all
+const belowBound = (id, bound) => bound === END || compareBytes(id, bound) < 0;
+const boundAbove = (a, b) => (a === END ? b !== END : b !== END && compareBytes(a, b) > 0);
+
+function encodeMessage(ranges) {
+  const parts = [];
+  for (const r of ranges) {
+    parts.push(r.bound === END ? Buffer.from([0xff]) : Buffer.concat([Buffer.from([r.bound.length]), r.bound]));
+    parts.push(Buffer.from([MODE[r.mode]]));
+    if (r.mode === "fingerprint") parts.push(r.fingerprint);
+    if (r.mode === "idlist" || r.mode === "missing") parts.push(varint(r.ids.length), ...r.ids);
+  }
+  return Buffer.concat(parts);
+}
+
+function decodeMessage(buf, { atResponder }) {
+  if (buf.length > MAX_MESSAGE_RECV) throw new SyncError("message too long");
+  const ranges = [];
+  let pos = 0;
+  let lower = Buffer.alloc(0);
+  for (;;) {
+    if (pos >= buf.length) throw new SyncError("the ranges do not end at 0xFF");
+    if (ranges.length >= MAX_RANGES) throw new SyncError("too many ranges");
+    let bound;
+    const n = buf[pos++];
+    if (n === 0xff) bound = END;
+    else {
+      if (n < 1 || n > 34) throw new SyncError(`bound of ${n} bytes`);
+      if (pos + n > buf.length) throw new SyncError("truncated bound");
+      bound = Buffer.from(buf.subarray(pos, pos + n));
+      pos += n;
+      if (!boundAbove(bound, lower)) throw new SyncError("bound not above the previous one");
+    }
+    if (pos >= buf.length) throw new SyncError("truncated mode");
+    const mode = MODE_NAME[buf[pos++]];
+    if (mode === undefined) throw new SyncError("unknown mode");
+    if (mode === "missing" && atResponder) throw new SyncError("MISSING at a responder");
+    const r = { bound, mode };
+    if (mode === "fingerprint") {
+      if (pos + 16 > buf.length) throw new SyncError("truncated fingerprint");
+      r.fingerprint = Buffer.from(buf.subarray(pos, pos + 16));
+      pos += 16;
+    } else if (mode === "idlist" || mode === "missing") {
+      let k;
+      [k, pos] = readVarint(buf, pos);
+      if (pos + 34 * k > buf.length) throw new SyncError("truncated id list");
+      r.ids = [];
+      for (let i = 0; i < k; i++) {
+        const id = Buffer.from(buf.subarray(pos, pos + 34));
+        pos += 34;
+        if (id[0] !== 0x12 || id[1] !== 0x20) throw new SyncError("an id is not a sha2-256 multihash");
+        if (i > 0 && compareBytes(r.ids[i - 1], id) >= 0) throw new SyncError("ids not strictly ascending");
+        if (compareBytes(id, lower) < 0 || !belowBound(id, bound)) throw new SyncError("an id outside its range");
+        r.ids.push(id);
+      }
+    }
+    ranges.push(r);
+    if (bound === END) break;
+    lower = bound;
+  }
+  if (pos !== buf.length) throw new SyncError("bytes after the last range");
+  return ranges;
+}
+
+// the ids of a sorted list in [lower, upper)
+function idsIn(sorted, lower, upper) {
+  return sorted.filter((id) => compareBytes(id, lower) >= 0 && belowBound(id, upper));
+}
+
+// shortest prefix of `next` that is above `prev`
+function boundBetween(prev, next) {
+  let i = 0;
+  while (i < prev.length && prev[i] === next[i]) i++;
+  return Buffer.from(next.subarray(0, i + 1));
+}
+
+// 16 sub-ranges of about equal counts: sub-range i holds the ids at positions floor(i * n / 16)
+// to floor((i + 1) * n / 16) - 1 (the split the transcript of sync.json shows)
+function split(ids, upper) {
+  const out = [];
+  const n = ids.length;
+  for (let i = 0; i < BRANCH; i++) {
+    const start = Math.floor((i * n) / BRANCH);
+    const end = Math.floor(((i + 1) * n) / BRANCH);
+    const chunk = ids.slice(start, end);
+    const bound = i === BRANCH - 1 ? upper : boundBetween(chunk[chunk.length - 1], ids[end]);
+    out.push({ bound, mode: "fingerprint", fingerprint: fingerprint(chunk) });
+  }
+  return out;
+}
+
+class MessageBuilder {
+  constructor() {
+    this.ranges = [];
+  }
+  add(r) {
+    const last = this.ranges[this.ranges.length - 1];
+    if (r.mode === "skip" && last && last.mode === "skip") last.bound = r.bound; // adjacent SKIPs merge
+    else this.ranges.push(r);
+  }
+  size() {
+    return encodeMessage(this.ranges).length;
+  }
+}
+
+// One side's answer to a received message. `role` is "initiator" or "responder"; `lacks`
+// collects (at the initiator) the ids the other side announced that this side lacks.
+function answer(mine, received, role, lacks) {
+  const out = new MessageBuilder();
+  const have = new Set(mine.map(hex));
+  let lower = Buffer.alloc(0);
+  for (const r of received) {
+    const ours = idsIn(mine, lower, r.bound);
+    let reply;
+    if (r.mode === "skip") reply = [{ bound: r.bound, mode: "skip" }];
+    else if (r.mode === "fingerprint") {
+      if (fingerprint(ours).equals(r.fingerprint)) reply = [{ bound: r.bound, mode: "skip" }];
+      else if (ours.length <= LEAF) reply = [{ bound: r.bound, mode: "idlist", ids: ours }];
+      else reply = split(ours, r.bound);
+    } else if (role === "initiator") {
+      // IDLIST or MISSING: note what we lack, answer SKIP
+      for (const id of r.ids) if (!have.has(hex(id))) lacks.push(id);
+      reply = [{ bound: r.bound, mode: "skip" }];
+    } else {
+      const theirs = new Set(r.ids.map(hex));
+      const missing = ours.filter((id) => !theirs.has(hex(id)));
+      reply = missing.length === 0 ? [{ bound: r.bound, mode: "skip" }] : [{ bound: r.bound, mode: "missing", ids: missing }];
+      if (missing.length && encodeMessage(reply).length + out.size() >= MAX_MESSAGE_SEND && ours.length > LEAF) reply = split(ours, r.bound);
+    }
+    const tentative = encodeMessage([...out.ranges, ...reply]).length;
+    if (tentative + 52 >= MAX_MESSAGE_SEND) {
+      // does not fit: the rest of the id space, from this range's lower bound, as one FINGERPRINT
+      out.add({ bound: END, mode: "fingerprint", fingerprint: fingerprint(idsIn(mine, lower, END)) });
+      return out.ranges;
+    }
+    reply.forEach((x) => out.add(x));
+    if (r.bound === END) break;
+    lower = r.bound;
+  }
+  return out.ranges;
+}
+
+const allSkip = (ranges) => ranges.every((r) => r.mode === "skip");
+
+function firstMessage(mine) {
+  return mine.length <= LEAF ? [{ bound: END, mode: "idlist", ids: mine }] : [{ bound: END, mode: "fingerprint", fingerprint: fingerprint(mine) }];
+}
+
+// ----------------------------------------------------------------------------------------
+// The commons state machine (PROTOCOL.md "Commons state machine, independence, revocation, sync")
+
+function commonsStatuses(config, recordBytes) {
+  const byId = new Map(); // hex id -> {id, rec, type, signer}
+  for (const bytes of recordBytes) {
+    const rec = decodeRecord(bytes);
+    const id = recordId(bytes);
+    byId.set(hex(id), { id, rec, type: rec.get("type"), signer: hex(rec.get("signer")), created: rec.get("created") });
+  }
+  const ofType = (t) => [...byId.values()].filter((r) => r.type === t);
+  const trustList = new Set(config.trust);
+  const revokers = new Set(config.revokers);
+  const status = new Map();
+
+  // Revocations: effective, no-effect or pending; the ids effectively revoked
+  const revokedIds = new Set(config.local_revocations);
+  for (const r of ofType("revocation")) {
+    const target = hex(r.rec.get("target"));
+    const t = byId.get(target);
+    let s;
+    if (t && t.type === "revocation") s = "no-effect"; // revocations are final
+    else if (revokers.has(r.signer)) s = "effective";
+    else if (!t) s = "pending";
+    else s = t.signer === r.signer ? "effective" : "no-effect";
+    status.set(hex(r.id), s);
+    if (s === "effective") revokedIds.add(target);
+  }
+
+  // Vouches: effective when the voucher is in the trust list (one hop), unless revoked
+  const trusted = new Set(trustList);
+  for (const v of ofType("vouch")) {
+    let s;
+    if (revokedIds.has(hex(v.id))) s = "revoked";
+    else if (trustList.has(v.signer)) s = "effective";
+    else s = "no-effect";
+    status.set(hex(v.id), s);
+    if (s === "effective") trusted.add(hex(v.rec.get("subject")));
+  }
+
+  // Lessons: revocation closure over derived_from
+  const lessonRevoked = new Map();
+  const isRevokedLesson = (idHex) => {
+    if (lessonRevoked.has(idHex)) return lessonRevoked.get(idHex);
+    let revoked = revokedIds.has(idHex);
+    const l = byId.get(idHex);
+    if (!revoked && l && l.type === "lesson") {
+      for (const p of l.rec.get("derived_from")) if (isRevokedLesson(hex(p))) revoked = true;
+    }
+    lessonRevoked.set(idHex, revoked);
+    return revoked;
+  };
+
+  // Groups by dedup key; head = smallest created, then smallest id bytes
+  const groups = new Map();
+  for (const l of ofType("lesson")) {
+    const key = dedupKey(l.rec.get("text"), l.rec.get("kind"));
+    if (!groups.has(key)) groups.set(key, []);
+    groups.get(key).push(l);
+    l.group = key;
+  }
+  const votesOf = new Map([...groups.keys()].map((k) => [k, []]));
+
+  // Attestations: revoked, pending, counted or not-counted
+  for (const a of ofType("attestation")) {
+    const lesson = byId.get(hex(a.rec.get("lesson_id")));
+    let s;
+    if (revokedIds.has(hex(a.id))) s = "revoked";
+    else if (!lesson || lesson.type !== "lesson") s = "pending";
+    else {
+      const members = groups.get(lesson.group);
+      const authors = new Set(members.map((m) => m.signer));
+      let counts = !authors.has(a.signer) && a.rec.get("met_before") === false;
+      if (config.policy === "trusted") counts = counts && trusted.has(a.signer);
+      s = counts ? "counted" : "not-counted";
+      if (counts) votesOf.get(lesson.group).push({ key: a.signer, verdict: a.rec.get("verdict"), created: a.created, id: a.id });
+    }
+    status.set(hex(a.id), s);
+  }
+  // (Corroborations vote as confirmed with met_before = true: neither built-in policy counts them.)
+
+  const N = BigInt(config.threshold);
+  const window = BigInt(config.fade_window);
+  for (const [key, members] of groups) {
+    members.sort((x, y) => (x.created < y.created ? -1 : x.created > y.created ? 1 : compareBytes(x.id, y.id)));
+    const head = members[0];
+    const votes = votesOf.get(key).map((v) => ({ ...v, time: v.created > head.created ? v.created : head.created }));
+    votes.sort((x, y) => (x.time < y.time ? -1 : x.time > y.time ? 1 : compareBytes(x.id, y.id)));
+    let groupStatus = "candidate";
+    const voice = new Map();
+    for (const v of votes) {
+      voice.set(v.key, v);
+      const now = v.time;
+      const current = [...voice.values()];
+      const confirmers = BigInt(current.filter((x) => x.verdict === "confirmed").length);
+      const inWindow = (x) => x.time > now - window && x.time <= now;
+      const Cw = current.filter((x) => x.verdict === "confirmed" && inWindow(x)).length;
+      const Fw = current.filter((x) => x.verdict === "failed" && inWindow(x)).length;
+      if (groupStatus === "candidate" && v.verdict === "confirmed" && confirmers >= N) groupStatus = "common";
+      else if (groupStatus === "common" && v.verdict === "failed" && Fw > Cw) groupStatus = "faded";
+      else if (groupStatus === "faded" && v.verdict === "confirmed" && Cw > Fw && confirmers >= N) groupStatus = "common";
+    }
+    for (const m of members) status.set(hex(m.id), isRevokedLesson(hex(m.id)) ? "revoked" : groupStatus);
+  }
+  return status;
+}
+
+// ----------------------------------------------------------------------------------------
+// The checks
+
+const args = process.argv.slice(2);
+const argValue = (name, dflt) => {
+  const i = args.indexOf(name);
+  return i >= 0 ? args[i + 1] : dflt;
+};
+const VECTORS = argValue("--vectors", path.join(HERE, "..", "vectors"));
+const PROTOCOL = argValue("--protocol", path.join(HERE, "..", "..", "PROTOCOL.md"));
+const VERBOSE = args.includes("--verbose");
+
+const results = new Map(); // file -> {passed, failed}
+function check(file, name, fn) {
+  const r = results.get(file) || { passed: 0, failed: 0 };
+  results.set(file, r);
+  try {
+    const outcome = fn();
+    if (outcome === true) {
+      r.passed++;
+      if (VERBOSE) console.log(`  ok   ${file} ${name}`);
+      return;
+    }
+    r.failed++;
+    console.log(`  FAIL ${file} ${name}: ${outcome}`);
+  } catch (e) {
+    r.failed++;
+    console.log(`  FAIL ${file} ${name}: ${e.stack || e}`);
+  }
+}
+const same = (got, want) => (got === want ? true : `got ${got}, want ${want}`);
+const load = (name) => JSON.parse(fs.readFileSync(path.join(VECTORS, name), "utf8"));
+
+function checkProtocolLists() {
+  const file = "PROTOCOL.md";
+  const text = fs.readFileSync(PROTOCOL, "utf8");
+  const list = (name) => {
+    const m = text.match(new RegExp(`<!-- list: ${name} -->\\s*\`\`\`text\\n([\\s\\S]*?)\`\`\``));
+    if (!m) throw new Error(`no list ${name} in PROTOCOL.md`);
+    return m[1].trim();
+  };
+  const words = (s) => s.trim().split(/\s+/).join(" ");
+  check(file, "forbidden-code-points list", () => same(words(list("forbidden-code-points")), words(FORBIDDEN_TEXT)));
+  check(file, "white-space list", () => same(words(list("white-space")), words(WHITE_SPACE_TEXT)));
+  check(file, "imperative-openings list", () => same(words(list("imperative-openings")), words(IMPERATIVE_OPENINGS_TEXT)));
+  check(file, "addressed-patterns list", () => same(list("addressed-patterns"), ADDRESSED_PATTERNS_TEXT));
+  check(file, "White_Space has 25 code points", () => same(WHITE_SPACE.size, 25));
+  check(file, "58 imperative openings, 15 patterns", () => same(`${IMPERATIVE_OPENINGS.length} ${ADDRESSED_PATTERNS.length}`, "58 15"));
+  const ex = fs.readFileSync(path.join(VECTORS, "worked-example.txt"), "utf8");
+  check(file, "worked example in PROTOCOL.md is worked-example.txt", () =>
+    text.includes(ex.trim()) ? true : "the worked example block differs from spec/vectors/worked-example.txt");
+  return ex;
+}
+
+function checkWorkedExample(ex, valid) {
+  const file = "worked-example.txt";
+  const v = valid.vectors.find((x) => x.name === "lesson-worked-example");
+  const blocks = ex.split(/\n\d\. /);
+  const bytesOf = (block) =>
+    block
+      .split("\n")
+      .slice(1)
+      .map((l) => l.split(";")[0].trim())
+      .filter((l) => /^[0-9a-f]+$/.test(l))
+      .join("");
+  check(file, "step 1 is the unsigned encoding", () => same(bytesOf(blocks[1]), v.signing_message.slice(42)));
+  check(file, "step 4 is the record", () => same(bytesOf(blocks[4]), v.cbor));
+  check(file, "step 3 is the signature", () => same(bytesOf(blocks[3]), v.signature));
+  check(file, "step 5 is the id", () => same(ex.match(/id {5}= ([0-9a-f]+)/)[1], v.id));
+}
+
+function checkValid(valid) {
+  const file = "valid.json";
+  const opts = { now: valid.now, maxSkew: valid.max_skew };
+  for (const v of valid.vectors) {
+    const bytes = unhex(v.cbor);
+    let res;
+    check(file, `${v.name}: accepted`, () => {
+      res = validateRecord(bytes, opts);
+      return true;
+    });
+    if (!res) continue;
+    check(file, `${v.name}: id`, () => same(hex(res.id), v.id));
+    check(file, `${v.name}: id text form`, () => (/^1220[0-9a-f]{64}$/.test(v.id) ? true : `bad id form ${v.id}`));
+    check(file, `${v.name}: signing message`, () => same(hex(res.message), v.signing_message));
+    check(file, `${v.name}: re-encoding`, () => same(hex(cborEncode(res.rec)), v.cbor));
+    check(file, `${v.name}: signature in the record`, () => same(hex(res.rec.get("signature")), v.signature));
+    check(file, `${v.name}: public key from seed`, () => {
+      const { publicKey } = ed25519FromSeed(unhex(v.seed));
+      return same(hex(publicKey), v.public_key) === true ? same(hex(res.rec.get("signer")), v.public_key) : `public key ${hex(publicKey)}`;
+    });
+    check(file, `${v.name}: deterministic signature from seed`, () => {
+      const { key } = ed25519FromSeed(unhex(v.seed));
+      return same(hex(crypto.sign(null, unhex(v.signing_message), key)), v.signature);
+    });
+    check(file, `${v.name}: JSON form`, () => {
+      const got = JSON.stringify(toJson(res.rec, res.id));
+      return same(got, JSON.stringify(v.record)); // same keys, same order, same values
+    });
+    check(file, `${v.name}: JSON back to CBOR`, () => same(hex(fromJson(v.record).bytes), v.cbor));
+    if (res.rec.get("type") === "lesson") {
+      check(file, `${v.name}: dedup key`, () => same(dedupKey(res.rec.get("text"), res.rec.get("kind")), v.dedup_key));
+    }
+  }
+}
+
+function checkInvalid(invalid) {
+  const file = "invalid.json";
+  const codes = new Set();
+  for (const v of invalid.vectors) {
+    codes.add(v.error);
+    check(file, `${v.name}: ${v.error}`, () => {
+      try {
+        validateRecord(unhex(v.cbor), { now: invalid.now, maxSkew: invalid.max_skew, expectId: v.expect_id ? unhex(v.expect_id) : null });
+      } catch (e) {
+        if (!(e instanceof WireError)) throw e;
+        return same(e.code, v.error) === true ? true : `rejected with ${e.message}, want ${v.error}`;
+      }
+      return `accepted, want ${v.error}`;
+    });
+  }
+  check(file, "every error code covered", () => same([...codes].sort().join(","), [...invalid.error_codes].sort().join(",")));
+}
+
+function checkDedup(dedup) {
+  const file = "dedup.json";
+  dedup.vectors.forEach((v, i) => {
+    check(file, `#${i} normalise`, () => same(normalise(v.text), v.normalised));
+    check(file, `#${i} dedup key`, () => same(dedupKey(v.text, v.kind), v.dedup_key));
+  });
+}
+
+function checkObservation(obs) {
+  const file = "observation.json";
+  check(file, "imperative openings are PROTOCOL.md's", () => same(obs.imperative_openings.join(" "), IMPERATIVE_OPENINGS.join(" ")));
+  check(file, "addressed patterns are PROTOCOL.md's", () => same(obs.addressed_patterns.join("\n"), ADDRESSED_PATTERNS.join("\n")));
+  obs.vectors.forEach((v, i) => {
+    check(file, `#${i} ${JSON.stringify(v.text)}`, () => {
+      const got = observationViolation(v.text);
+      if (v.observation) return got === null ? true : `refused (${got.rule}: ${JSON.stringify(got.matched)})`;
+      if (got === null) return `accepted, want ${v.rule}`;
+      return same(got.rule, v.rule);
+    });
+  });
+}
+
+function checkCommons(commons) {
+  const file = "commons.json";
+  const seen = { lesson: new Set(), attestation: new Set(), revocation: new Set(), vouch: new Set() };
+  for (const v of commons.vectors) {
+    const records = v.records.map(unhex);
+    const types = new Map(records.map((b) => [hex(recordId(b)), cborDecode(b).get("type")]));
+    check(file, `${v.name}: every record valid`, () => {
+      // no clock in the commons: validate at the latest created, so clock skew never applies
+      const now = Number(records.map((b) => cborDecode(b).get("created")).reduce((a, b) => (a > b ? a : b)));
+      records.forEach((b) => validateRecord(b, { now, maxSkew: 0 }));
+      return true;
+    });
+    const run = (order) => commonsStatuses(v.config, order);
+    const orders = [records, [...records].reverse(), [...records.slice(1), ...records.slice(0, 1)]];
+    orders.forEach((order, k) => {
+      check(file, `${v.name} (order ${k})`, () => {
+        const got = run(order);
+        const wrong = Object.entries(v.statuses).filter(([id, s]) => got.get(id) !== s);
+        if (got.size !== Object.keys(v.statuses).length) return `${got.size} statuses for ${Object.keys(v.statuses).length} records`;
+        return wrong.length === 0 ? true : wrong.map(([id, s]) => `${types.get(id)} ${id.slice(0, 12)}: got ${got.get(id)}, want ${s}`).join("; ");
+      });
+    });
+    for (const [id, s] of Object.entries(v.statuses)) seen[types.get(id)].add(s);
+  }
+  const all = {
+    lesson: ["candidate", "common", "faded", "revoked"],
+    attestation: ["counted", "not-counted", "pending", "revoked"],
+    revocation: ["effective", "no-effect", "pending"],
+    vouch: ["effective", "no-effect", "revoked"],
+  };
+  for (const [t, list] of Object.entries(all)) {
+    check(file, `every ${t} status reached`, () => same([...seen[t]].sort().join(","), [...list].sort().join(",")));
+  }
+}
+
+function describe(ranges) {
+  return ranges.map((r) => {
+    const o = { bound: r.bound === END ? "end" : hex(r.bound), mode: r.mode };
+    if (r.fingerprint) o.fingerprint = hex(r.fingerprint);
+    if (r.ids) o.ids = r.ids.map(hex);
+    return o;
+  });
+}
+
+function fromDescription(ranges) {
+  return ranges.map((r) => {
+    const o = { bound: r.bound === "end" ? END : unhex(r.bound), mode: r.mode };
+    if (r.fingerprint !== undefined) o.fingerprint = unhex(r.fingerprint);
+    if (r.ids !== undefined) o.ids = r.ids.map(unhex);
+    return o;
+  });
+}
+
+function checkSync(sync) {
+  const file = "sync.json";
+  sync.fingerprints.forEach((f, i) => {
+    check(file, `fingerprint #${i} (${f.ids.length} ids)`, () => same(hex(fingerprint(f.ids.map(unhex))), f.fingerprint));
+  });
+  sync.messages.forEach((m, i) => {
+    check(file, `message #${i} encodes`, () => same(hex(encodeMessage(fromDescription(m.ranges))), m.hex));
+    check(file, `message #${i} decodes`, () => {
+      const atResponder = !m.ranges.some((r) => r.mode === "missing");
+      return same(JSON.stringify(describe(decodeMessage(unhex(m.hex), { atResponder }))), JSON.stringify(m.ranges));
+    });
+  });
+  const rec = sync.reconciliation;
+  const ini = rec.initiator_ids.map(unhex).sort(compareBytes);
+  const res = rec.responder_ids.map(unhex).sort(compareBytes);
+  // the responder: answer each initiator message of the transcript
+  rec.transcript.forEach((t, i) => {
+    check(file, `reconciliation round ${i + 1}: responder's answer`, () => {
+      const received = decodeMessage(unhex(t.initiator), { atResponder: true });
+      return same(hex(encodeMessage(answer(res, received, "responder", null))), t.responder);
+    });
+  });
+  // the initiator: run the whole exchange against our responder
+  check(file, "reconciliation: initiator's messages and need", () => {
+    const lacks = [];
+    let msg = firstMessage(ini);
+    const sent = [];
+    for (let round = 0; round < 64; round++) {
+      sent.push(hex(encodeMessage(msg)));
+      const reply = answer(res, decodeMessage(encodeMessage(msg), { atResponder: true }), "responder", null);
+      msg = answer(ini, decodeMessage(encodeMessage(reply), { atResponder: false }), "initiator", lacks);
+      if (allSkip(msg)) break;
+    }
+    const want = rec.transcript.map((t) => t.initiator);
+    if (sent.join() !== want.join()) return `initiator messages differ from the transcript (${sent.length} sent, ${want.length} in the transcript)`;
+    return same(lacks.map(hex).sort().join(","), [...rec.need].sort().join(","));
+  });
+  check(file, "reconciliation: need is what the responder has and the initiator lacks", () => {
+    const have = new Set(ini.map(hex));
+    return same(res.map(hex).filter((x) => !have.has(x)).join(","), [...rec.need].sort().join(","));
+  });
+}
+
+// ----------------------------------------------------------------------------------------
+
+const FILES = ["valid.json", "invalid.json", "dedup.json", "observation.json", "commons.json", "sync.json", "worked-example.txt", "PROTOCOL.md"];
+let missing = 0;
+try {
+  const ex = checkProtocolLists();
+  const valid = load("valid.json");
+  checkWorkedExample(ex, valid);
+  checkValid(valid);
+  checkInvalid(load("invalid.json"));
+  checkDedup(load("dedup.json"));
+  checkObservation(load("observation.json"));
+  checkCommons(load("commons.json"));
+  checkSync(load("sync.json"));
+} catch (e) {
+  console.log(`ERROR: ${e.stack || e}`);
+  missing++;
+}
+
+let passed = 0;
+let failed = 0;
+for (const f of FILES) {
+  const r = results.get(f);
+  if (!r) {
+    console.log(`${f}: not checked`);
+    missing++;
+    continue;
+  }
+  console.log(`${f}: ${r.passed} passed, ${r.failed} failed`);
+  passed += r.passed;
+  failed += r.failed;
+}
+console.log(`TOTAL: ${passed} passed, ${failed} failed, ${results.size} files`);
+process.exit(failed === 0 && missing === 0 ? 0 : 1);
