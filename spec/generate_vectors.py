@@ -97,6 +97,7 @@ def provenance(label: str) -> bytes:
 # ---------------------------------------------------------------------------------------
 
 WORKED_EXAMPLE_TEXT = "`make test` failed in 2 sessions: the database was not running."
+UNICODE_14_TEXT = "The branch A\u0870you must rebase was new."
 
 
 def valid_records() -> list[tuple[str, str, str, wire.Record]]:
@@ -162,6 +163,16 @@ def valid_records() -> list[tuple[str, str, str, wire.Record]]:
     out.append(("revocation-empty-reason", "A revocation with an empty reason.", "bob", bare))
     vouch = wire.new_vouch(KEYS["alice"], subject=pub("bob"), created=T0 + 20_000)
     out.append(("vouch", "Alice vouches for Bob's key.", "alice", vouch))
+    new14 = wire.new_lesson(
+        KEYS["bob"], text=UNICODE_14_TEXT, kind="error", strength=1000, provenance=provenance("unicode14"),
+        created=T0 + 30_000,
+    )
+    out.append((
+        "lesson-unicode-14-letter",
+        "U+0870 (ARABIC LETTER ALEF WITH ATTACHED FATHA) is a letter new in Unicode 14.0: assigned, so "
+        "valid, and a word character, so 'you must' after it is no match of the observation rule. Tables "
+        "older than 14.0 refuse this record.", "bob", new14,
+    ))
     return out
 
 
@@ -285,11 +296,30 @@ def invalid_vectors() -> list[dict[str, Any]]:
     add("version-missing", "schema", enc(signed({k: v for k, v in lm.items() if k != "version"}, "alice")),
         "No version field.")
 
+    add("version-negative", "version", resigned(lm, version=-1), "Version -1: an integer other than 1.")
+    add("version-true", "schema", resigned(lm, version=True), "Version as true: not an integer.")
+    # Step 3 comes before steps 4 and 5: the version decides first, whatever the rest holds.
+    no_version = {k: v for k, v in lm.items() if k != "version"}
+    add("version-missing-type-unknown", "schema", enc(signed({**no_version, "type": "note"}, "alice")),
+        "No version field and the unknown type \"note\": a missing version is schema, at step 3, "
+        "before the type is looked at (not type).")
+    add("version-text-type-unknown", "schema", resigned(lm, version="1", type="note"),
+        "Version as the text \"1\" and the unknown type \"note\": schema at step 3 (not type).")
+    add("version-2-type-unknown", "version", resigned(lm, version=2, type="note"),
+        "Version 2 and the unknown type \"note\": version (step 3) before type (step 4).")
+    add("version-2-unknown-field", "version", resigned(lm, version=2, context="a field of version 2"),
+        "Version 2 with a field version 1 does not know: version (step 3) before schema (step 5); a newer "
+        "version may have other fields.")
+    add("version-2-type-not-text", "version", resigned(lm, version=2, type=7),
+        "Version 2 with an integer type: version (step 3) before the type's own check.")
+
     # type
     add("type-unknown", "type", resigned(lm, type="note"), "Record type \"note\".")
     add("type-wrong-case", "type", resigned(lm, type="Lesson"), "Record type \"Lesson\" (types are lower case).")
     add("type-not-text", "schema", resigned(lm, type=1), "Record type as an integer.")
     add("type-not-a-map", "schema", enc([1, "lesson"]), "A CBOR array instead of a map.")
+    add("type-unknown-unknown-field", "type", resigned({**lm, "note": "hi"}, type="note"),
+        "The unknown type \"note\" with a field no type has: type (step 4) before schema (step 5).")
 
     # schema: lesson fields
     add("schema-missing-field", "schema", enc(signed({k: v for k, v in lm.items() if k != "provenance"}, "alice")),
@@ -310,6 +340,20 @@ def invalid_vectors() -> list[dict[str, Any]]:
     add("schema-text-zero-width", "schema", resigned(lm, text="Al\u200bways use uv."),
         "A zero-width space (U+200B) hiding an instruction from the observation rule.")
     add("schema-text-bidi-override", "schema", resigned(lm, text="The build \u202efailed."), "A bidi override (U+202E).")
+    add("schema-text-unassigned-unicode-16", "schema", resigned(lm, text="A\U00010d70you must rebase."),
+        "U+10D70 (a Garay letter of Unicode 16.0) is not assigned in Unicode 14.0: schema. (Unicode 16 "
+        "tables would read it as a letter and accept the text; 14.0 to 15.1 tables would refuse it for the "
+        "observation rule, 'you must' not preceded by a word character.)")
+    add("schema-text-unassigned-unicode-15", "schema", resigned(lm, text="The log named the Kawi letter \U00011f04."),
+        "U+11F04 (KAWI LETTER A, Unicode 15.0) is not assigned in Unicode 14.0: schema, whatever the "
+        "implementation's own Unicode version (Python 3.12 has 15.0).")
+    add("schema-text-unassigned-bmp", "schema", resigned(lm, text="The build printed \u0378 twice."),
+        "U+0378, never assigned: schema.")
+    add("schema-reason-unassigned", "schema",
+        resigned(rev, reason="The lesson was wrong \U0001fae8 about the database."),
+        "A revocation reason holding U+1FAE8 (an emoji of Unicode 15.0): schema.")
+    add("schema-text-forbidden-and-unassigned", "schema", resigned(lm, text="The build \u200b\U00010d70failed."),
+        "A forbidden code point (U+200B) and an unassigned one: schema either way.")
     add("schema-kind-upper", "schema", resigned(lm, kind="Error"), "kind with an upper-case letter.")
     add("schema-kind-too-long", "schema", resigned(lm, kind="e" * 25), "A 25-character kind.")
     add("schema-kind-empty", "schema", resigned(lm, kind=""), "An empty kind.")
@@ -421,6 +465,8 @@ DEDUP_CASES = [
     ("TEST failed on STRASSE.", "error"),
     ("The caf\u00e9 test failed.", "error"),
     ("The cafe\u0301 test failed.", "error"),
+    ("The \U00010570\U00010571 build failed.", "error"),
+    ("The \U00010597\U00010598 build failed.", "error"),
 ]
 
 
@@ -464,6 +510,16 @@ OBSERVATION_CASES = [
     "\uff21\uff4c\uff57\uff41\uff59\uff53 use uv.",
     "",
     "\u201cAlways\u201d appeared in the log.",
+    # Rule A is checked before rule B: when both fire, the rule reported is addressed-to-agent.
+    "Always rebase. You must push.",
+    "Never mind: you should rebase.",
+    # Unicode 14.0: U+0870 is a letter (new in 14.0), so 'you must' after it is inside a word; a
+    # code point unassigned in 14.0 (U+10D70 from 16.0, U+11F04 from 15.0) reads as U+FFFD, not a
+    # word character, whatever the implementation's own Unicode version.
+    UNICODE_14_TEXT,
+    "A\u0870you must rebase.",
+    "A\U00010d70you must rebase.",
+    "A\U00011f04you must rebase.",
 ]
 
 

@@ -276,13 +276,40 @@ const FORBIDDEN = parseRanges(FORBIDDEN_TEXT);
 const WHITE_SPACE = new Set(parseRanges(WHITE_SPACE_TEXT).map(([a]) => a));
 const isForbidden = (cp) => FORBIDDEN.some(([a, b]) => cp >= a && cp <= b);
 
+// The code points assigned in Unicode 14.0 (PROTOCOL.md "Text fields"): the table in
+// spec/unicode-14.0-assigned.txt, inclusive ranges. Node has its own, newer, Unicode: not used
+// to decide what is assigned.
+const UNICODE_TABLE = path.join(HERE, "..", "unicode-14.0-assigned.txt");
+const ASSIGNED = parseRanges(
+  fs
+    .readFileSync(UNICODE_TABLE, "utf8")
+    .split("\n")
+    .filter((l) => !l.startsWith("#"))
+    .join(" "),
+);
+function isAssigned(cp) {
+  let lo = 0;
+  let hi = ASSIGNED.length - 1;
+  while (lo <= hi) {
+    const mid = (lo + hi) >> 1;
+    if (cp < ASSIGNED[mid][0]) hi = mid - 1;
+    else if (cp > ASSIGNED[mid][1]) lo = mid + 1;
+    else return true;
+  }
+  return false;
+}
+// the observation rule reads a code point unassigned in Unicode 14.0 as U+FFFD
+const maskUnassigned = (s) => [...s].map((ch) => (isAssigned(ch.codePointAt(0)) ? ch : "\ufffd")).join("");
+
 function checkText(name, s, minBytes, maxBytes) {
   if (typeof s !== "string") fail("schema", `${name} is not a text string`);
   const n = utf8(s).length;
   if (n < minBytes || n > maxBytes) fail("schema", `${name} is ${n} bytes, not ${minBytes} to ${maxBytes}`);
   for (const ch of s) {
     const cp = ch.codePointAt(0);
-    if (isForbidden(cp)) fail("schema", `${name} holds the forbidden code point U+${cp.toString(16).toUpperCase().padStart(4, "0")}`);
+    const u = `U+${cp.toString(16).toUpperCase().padStart(4, "0")}`;
+    if (isForbidden(cp)) fail("schema", `${name} holds the forbidden code point ${u}`);
+    if (!isAssigned(cp)) fail("schema", `${name} holds ${u}, not assigned in Unicode 14.0`);
   }
 }
 
@@ -560,7 +587,7 @@ const SENTENCE_SPLIT = /[.!?;:\n]+/u;
 const WORD_REGEX = /[a-z]+(?:'[a-z]+)?/;
 
 function observationViolation(text) {
-  const T = text.normalize("NFKC").replace(/[\u2018\u2019]/g, "'");
+  const T = maskUnassigned(text).normalize("NFKC").replace(/[\u2018\u2019]/g, "'");
   // Rule A
   const folded = pyIgnoreCaseFold(T);
   for (const re of ADDRESSED_REGEXES) {
@@ -975,6 +1002,31 @@ const VECTORS = argValue("--vectors", path.join(HERE, "..", "vectors"));
 const PROTOCOL = argValue("--protocol", path.join(HERE, "..", "..", "PROTOCOL.md"));
 const VERBOSE = args.includes("--verbose");
 
+// --unicode-dump: for every code point assigned in Unicode 14.0 (surrogates aside), what this file's
+// functions make of it, one line each: code point, \w, \d, \s (1 or 0), NFKC, full lowercase,
+// full case folding (code points in hex), and the ASCII characters it matches case-insensitively.
+// tests/wire/test_js_verifier.py compares it with Python's answers, code point by code point.
+function unicodeDump() {
+  const W = pyRegex("^\\w$");
+  const Dg = pyRegex("^\\d$");
+  const S = pyRegex("^\\s$");
+  const cps = (s) => [...s].map((c) => c.codePointAt(0).toString(16)).join(" ");
+  const ascii = [];
+  for (let a = 0x20; a < 0x7f; a++) ascii.push(String.fromCharCode(a));
+  const lines = [];
+  for (const [lo, hi] of ASSIGNED) {
+    for (let cp = lo; cp <= hi; cp++) {
+      if (cp >= 0xd800 && cp <= 0xdfff) continue;
+      const c = String.fromCodePoint(cp);
+      const folded = pyIgnoreCaseFold(c);
+      const matches = ascii.filter((a) => folded === (/[A-Za-z]/.test(a) ? a.toLowerCase() : a)).join("");
+      const bits = [W, Dg, S].map((re) => (re.test(c) ? 1 : 0)).join("");
+      lines.push(`${cp.toString(16)}|${bits}|${cps(c.normalize("NFKC"))}|${cps(c.toLowerCase())}|${cps(caseFold(c))}|${matches}`);
+    }
+  }
+  process.stdout.write(lines.join("\n") + "\n");
+}
+
 const results = new Map(); // file -> {passed, failed}
 function check(file, name, fn) {
   const r = results.get(file) || { passed: 0, failed: 0 };
@@ -1207,35 +1259,40 @@ function checkSync(sync) {
 
 // ----------------------------------------------------------------------------------------
 
-const FILES = ["valid.json", "invalid.json", "dedup.json", "observation.json", "commons.json", "sync.json", "worked-example.txt", "PROTOCOL.md"];
-let missing = 0;
-try {
-  const ex = checkProtocolLists();
-  const valid = load("valid.json");
-  checkWorkedExample(ex, valid);
-  checkValid(valid);
-  checkInvalid(load("invalid.json"));
-  checkDedup(load("dedup.json"));
-  checkObservation(load("observation.json"));
-  checkCommons(load("commons.json"));
-  checkSync(load("sync.json"));
-} catch (e) {
-  console.log(`ERROR: ${e.stack || e}`);
-  missing++;
+function main() {
+  const FILES = ["valid.json", "invalid.json", "dedup.json", "observation.json", "commons.json", "sync.json", "worked-example.txt", "PROTOCOL.md"];
+  let missing = 0;
+  try {
+    const ex = checkProtocolLists();
+    const valid = load("valid.json");
+    checkWorkedExample(ex, valid);
+    checkValid(valid);
+    checkInvalid(load("invalid.json"));
+    checkDedup(load("dedup.json"));
+    checkObservation(load("observation.json"));
+    checkCommons(load("commons.json"));
+    checkSync(load("sync.json"));
+  } catch (e) {
+    console.log(`ERROR: ${e.stack || e}`);
+    missing++;
+  }
+
+  let passed = 0;
+  let failed = 0;
+  for (const f of FILES) {
+    const r = results.get(f);
+    if (!r) {
+      console.log(`${f}: not checked`);
+      missing++;
+      continue;
+    }
+    console.log(`${f}: ${r.passed} passed, ${r.failed} failed`);
+    passed += r.passed;
+    failed += r.failed;
+  }
+  console.log(`TOTAL: ${passed} passed, ${failed} failed, ${results.size} files`);
+  process.exitCode = failed === 0 && missing === 0 ? 0 : 1;
 }
 
-let passed = 0;
-let failed = 0;
-for (const f of FILES) {
-  const r = results.get(f);
-  if (!r) {
-    console.log(`${f}: not checked`);
-    missing++;
-    continue;
-  }
-  console.log(`${f}: ${r.passed} passed, ${r.failed} failed`);
-  passed += r.passed;
-  failed += r.failed;
-}
-console.log(`TOTAL: ${passed} passed, ${failed} failed, ${results.size} files`);
-process.exit(failed === 0 && missing === 0 ? 0 : 1);
+if (args.includes("--unicode-dump")) unicodeDump();
+else main();

@@ -75,3 +75,42 @@ def test_js_verifier_fails_on_a_changed_vector(tmp_path):
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "FAIL invalid.json signature-small-order-key: schema" in proc.stdout
     assert re.search(r"^invalid\.json: \d+ passed, 1 failed$", proc.stdout, re.MULTILINE), proc.stdout
+
+
+def test_js_unicode_functions_agree_with_python_on_every_code_point_assigned_in_unicode_14():
+    # PROTOCOL.md pins Unicode 14.0 and refuses code points unassigned in it: then NFKC, case
+    # folding and the observation rule's classes must give the same answer in every Unicode
+    # version from 14.0 on. Node has its own, newer, Unicode (17.0 in Node 20.20); Python 3.11 has
+    # 14.0. verify.mjs --unicode-dump says what its functions make of each assigned code point;
+    # Python must say the same, code point by code point (no difference is allowed).
+    import unicodedata
+
+    from openmemory_local.unicode14 import ASSIGNED_RANGES
+
+    proc = _run("--unicode-dump")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    word, digit, space = re.compile(r"\w"), re.compile(r"\d"), re.compile(r"\s")
+    ascii_chars = [chr(a) for a in range(0x20, 0x7F)]
+    ignorecase = {a: re.compile(re.escape(a), re.IGNORECASE) for a in ascii_chars}
+
+    def cps(text):
+        return " ".join(f"{ord(c):x}" for c in text)
+
+    def matches(c):
+        if c.lower() == c.upper() == c.casefold() == c and c not in "\u0131\u017f":
+            return c if c in ascii_chars else ""  # caseless: matches itself only
+        return "".join(a for a in ascii_chars if ignorecase[a].fullmatch(c))
+
+    expected = []
+    for low, high in ASSIGNED_RANGES:
+        for cp in range(low, high + 1):
+            if 0xD800 <= cp <= 0xDFFF:
+                continue
+            c = chr(cp)
+            bits = "".join("1" if p.fullmatch(c) else "0" for p in (word, digit, space))
+            expected.append(f"{cp:x}|{bits}|{cps(unicodedata.normalize('NFKC', c))}|{cps(c.lower())}|"
+                            f"{cps(c.casefold())}|{matches(c)}")
+    assert len(lines) == len(expected) == 282_230
+    differ = [(want, got) for want, got in zip(expected, lines) if want != got]
+    assert differ == [], f"{len(differ)} code points differ, e.g. (python, node): {differ[:5]}"

@@ -122,6 +122,8 @@ CDDL_CANNOT_SAY = {
     "schema-text-whitespace", "schema-text-newline", "schema-text-zero-width", "schema-text-bidi-override",
     "schema-derived-unsorted", "schema-derived-duplicate", "schema-derived-not-multihash",
     "schema-evidence-matched-over-sessions", "schema-confirmed-without-match", "schema-vouch-self",
+    "schema-text-unassigned-unicode-16", "schema-text-unassigned-unicode-15", "schema-text-unassigned-bmp",
+    "schema-reason-unassigned", "schema-text-forbidden-and-unassigned",
 }
 
 
