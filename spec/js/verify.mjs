@@ -669,44 +669,212 @@ function toJson(rec, id) {
   return out;
 }
 
-function fromJson(obj) {
-  // strict on what a parsed JSON value can show (field set, types, hex); duplicate keys and
-  // 1500.0 versus 1500 need a JSON parser of one's own and are not exercised by the vectors
+// Reading the JSON form is strict (PROTOCOL.md "JSON form"), so JSON.parse will not do: it keeps
+// the last of duplicate names, reads 15E2 and -0 as numbers, and accepts lone surrogate escapes.
+// parseJson reads RFC 8259 JSON into a tree: JsonObject (entries in order), JsonNumber (the
+// number's spelling), strings, booleans, null, arrays. What the form refuses as `encoding` is
+// refused here: syntax, duplicate names, NaN/Infinity (not JSON), lone surrogates, nesting
+// deeper than 2 (the record object is depth 1).
+
+class JsonObject {
+  constructor(entries) {
+    this.entries = entries;
+  }
+  has(key) {
+    return this.entries.some(([k]) => k === key);
+  }
+  get(key) {
+    const e = this.entries.find(([k]) => k === key);
+    return e ? e[1] : undefined;
+  }
+}
+class JsonNumber {
+  constructor(raw) {
+    this.raw = raw;
+  }
+}
+const JSON_INTEGER = /^-?(?:0|[1-9][0-9]*)$/;
+
+function parseJson(text) {
+  let i = 0;
+  const enc = (m) => fail("encoding", `${m} at ${i}`);
+  const ws = () => {
+    while (i < text.length && " \t\r\n".includes(text[i])) i++;
+  };
+  function string() {
+    i++; // the opening quote
+    let out = "";
+    for (;;) {
+      if (i >= text.length) enc("unterminated string");
+      const c = text[i++];
+      if (c === '"') return out;
+      if (c.charCodeAt(0) < 0x20) enc("a control character in a string");
+      if (c !== "\\") {
+        out += c;
+        continue;
+      }
+      const e = text[i++];
+      const simple = { '"': '"', "\\": "\\", "/": "/", b: "\b", f: "\f", n: "\n", r: "\r", t: "\t" }[e];
+      if (simple !== undefined) {
+        out += simple;
+        continue;
+      }
+      if (e !== "u") enc("a bad escape");
+      const unit = () => {
+        const h = text.slice(i, i + 4);
+        if (!/^[0-9a-fA-F]{4}$/.test(h)) enc("a bad \\u escape");
+        i += 4;
+        return parseInt(h, 16);
+      };
+      const u = unit();
+      if (u >= 0xdc00 && u <= 0xdfff) enc("a lone surrogate escape");
+      if (u >= 0xd800 && u <= 0xdbff) {
+        if (text.slice(i, i + 2) !== "\\u") enc("a lone surrogate escape");
+        i += 2;
+        const low = unit();
+        if (low < 0xdc00 || low > 0xdfff) enc("a lone surrogate escape");
+        out += String.fromCharCode(u, low);
+      } else out += String.fromCharCode(u);
+    }
+  }
+  function value(depth) {
+    ws();
+    const c = text[i];
+    if (c === "{" || c === "[") {
+      if (depth >= 2) enc("objects and arrays nested deeper than 2");
+      i++;
+      const close = c === "{" ? "}" : "]";
+      const items = [];
+      ws();
+      if (text[i] === close) {
+        i++;
+        return c === "{" ? new JsonObject(items) : items;
+      }
+      for (;;) {
+        if (c === "{") {
+          ws();
+          if (text[i] !== '"') enc("a name is a string");
+          const key = string();
+          if (items.some(([k]) => k === key)) enc(`the duplicate name ${JSON.stringify(key)}`);
+          ws();
+          if (text[i++] !== ":") enc("':' expected");
+          items.push([key, value(depth + 1)]);
+        } else items.push(value(depth + 1));
+        ws();
+        const sep = text[i++];
+        if (sep === close) return c === "{" ? new JsonObject(items) : items;
+        if (sep !== ",") enc("',' expected");
+      }
+    }
+    if (c === '"') return string();
+    for (const [word, v] of [["true", true], ["false", false], ["null", null]]) {
+      if (text.startsWith(word, i)) {
+        i += word.length;
+        return v;
+      }
+    }
+    const m = /^-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?/.exec(text.slice(i, i + 64));
+    if (!m) enc("not a JSON value");
+    i += m[0].length;
+    return new JsonNumber(m[0]);
+  }
+  const v = value(0);
+  ws();
+  if (i !== text.length) enc("data after the value");
+  return v;
+}
+
+// steps 3 to 5 on a JSON tree, then the CBOR bytes it stands for (and step 6 for a given id)
+function fromJsonTree(tree) {
   const schema = (m) => fail("schema", m);
-  if (typeof obj !== "object" || obj === null || Array.isArray(obj)) schema("not an object");
-  const type = obj.type;
-  if (!TYPES.includes(type)) fail(typeof type === "string" ? "type" : "schema", "bad type");
+  if (!(tree instanceof JsonObject)) schema("not an object");
+  const int = (v) => {
+    if (!(v instanceof JsonNumber) || !JSON_INTEGER.test(v.raw) || v.raw === "-0") schema("not an integer");
+    return BigInt(v.raw);
+  };
+  // 3. version, then 4. type, before any other field
+  if (!tree.has("version")) schema("no version");
+  if (int(tree.get("version")) !== 1n) fail("version", `version ${tree.get("version").raw}`);
+  const type = tree.get("type");
+  if (typeof type !== "string") schema("type missing or not a string");
+  if (!TYPES.includes(type)) fail("type", `unknown type ${JSON.stringify(type)}`);
+  // 5. schema: the JSON types, then the record's rules (decodeRecord)
+  if (tree.has("id") && typeof tree.get("id") !== "string") schema("id is not a string");
   const fields = ["version", "type", ...TYPE_FIELDS[type], "signer", "created", "signature"];
-  for (const k of Object.keys(obj)) if (k !== "id" && !fields.includes(k)) schema(`unknown field ${k}`);
+  for (const [k] of tree.entries) if (k !== "id" && !fields.includes(k)) schema(`unknown field ${k}`);
   const hexOf = (v, n) => {
     if (typeof v !== "string" || v.length !== 2 * n || !/^[0-9a-f]*$/.test(v)) schema(`not ${n} bytes of lower-case hex`);
     return Buffer.from(v, "hex");
   };
-  const int = (v) => {
-    if (!Number.isSafeInteger(v)) schema("not an integer");
-    return BigInt(v);
+  const cborInt = (v) => {
+    const n = int(v);
+    if (n >= 2n ** 64n || n < -(2n ** 64n)) schema("an integer out of every limit");
+    return n;
   };
   const entries = fields.map((k) => {
-    if (!(k in obj)) schema(`missing ${k}`);
-    const v = obj[k];
+    if (!tree.has(k)) schema(`missing ${k}`);
+    const v = tree.get(k);
     if (k in BYTES_FIELDS) return [k, hexOf(v, BYTES_FIELDS[k])];
     if (k === "derived_from") {
-      if (!Array.isArray(v)) schema("derived_from not an array");
+      if (!Array.isArray(v)) schema("derived_from is not an array");
       return [k, v.map((x) => hexOf(x, 34))];
     }
     if (k === "evidence") {
-      if (typeof v !== "object" || v === null || Array.isArray(v)) schema("evidence not an object");
-      return [k, new CborMap(Object.entries(v).map(([ek, ev]) => [ek, int(ev)]))];
+      if (!(v instanceof JsonObject)) schema("evidence is not an object");
+      return [k, new CborMap(v.entries.map(([ek, ev]) => [ek, cborInt(ev)]))];
     }
-    if (["version", "created", "strength"].includes(k)) return [k, int(v)];
-    if (k === "met_before" && typeof v !== "boolean") schema("met_before not a boolean");
-    if (k !== "met_before" && typeof v !== "string") schema(`${k} not a string`);
+    if (["version", "created", "strength"].includes(k)) return [k, cborInt(v)];
+    if (k === "met_before" && typeof v !== "boolean") schema("met_before is not a boolean");
+    if (k !== "met_before" && typeof v !== "string") schema(`${k} is not a string`);
     return [k, v];
   });
   const bytes = cborEncode(new CborMap(entries));
   const rec = decodeRecord(bytes);
-  if ("id" in obj && obj.id !== hex(recordId(bytes))) fail("id", "the id is not the record's");
+  // 6. id
+  if (tree.has("id") && tree.get("id") !== hex(recordId(bytes))) fail("id", "the id is not the record's");
   return { rec, bytes };
+}
+
+const MAX_JSON_LINE = 16384;
+
+// one line of JSON Lines (its bytes, maybe with its line break: LF, or CR LF)
+function fromJsonLine(bytes) {
+  let end = bytes.length;
+  if (end > 0 && bytes[end - 1] === 0x0a) {
+    end--;
+    if (end > 0 && bytes[end - 1] === 0x0d) end--;
+  }
+  if (end > MAX_JSON_LINE) fail("size", `a line of ${end} bytes`);
+  let text;
+  try {
+    text = utf8Strict.decode(bytes.subarray(0, end));
+  } catch {
+    fail("encoding", "not UTF-8");
+  }
+  if (text.includes("\n")) fail("encoding", "a line break inside the line");
+  return fromJsonTree(parseJson(text));
+}
+
+// a JSON Lines file: split at LF, skip blank lines (JSON white space only), read on after errors
+function readJsonLines(bytes) {
+  const out = [];
+  let start = 0;
+  let number = 0;
+  while (start < bytes.length) {
+    let lf = bytes.indexOf(0x0a, start);
+    if (lf < 0) lf = bytes.length;
+    const line = bytes.subarray(start, Math.min(lf + 1, bytes.length));
+    start = lf + 1;
+    number++;
+    if ([...line].every((b) => b === 0x20 || b === 0x09 || b === 0x0d || b === 0x0a)) continue;
+    try {
+      out.push({ line: number, cbor: hex(fromJsonLine(line).bytes) });
+    } catch (e) {
+      if (!(e instanceof WireError)) throw e;
+      out.push({ line: number, error: e.code });
+    }
+  }
+  return out;
 }
 
 // ----------------------------------------------------------------------------------------
@@ -1114,7 +1282,8 @@ function checkValid(valid) {
       const got = JSON.stringify(toJson(res.rec, res.id));
       return same(got, JSON.stringify(v.record)); // same keys, same order, same values
     });
-    check(file, `${v.name}: JSON back to CBOR`, () => same(hex(fromJson(v.record).bytes), v.cbor));
+    check(file, `${v.name}: JSON line`, () => same(JSON.stringify(toJson(res.rec, res.id)) + "\n", v.json_line));
+    check(file, `${v.name}: JSON line back to CBOR`, () => same(hex(fromJsonLine(utf8(v.json_line)).bytes), v.cbor));
     if (res.rec.get("type") === "lesson") {
       check(file, `${v.name}: dedup key`, () => same(dedupKey(res.rec.get("text"), res.rec.get("kind")), v.dedup_key));
     }
@@ -1137,6 +1306,29 @@ function checkInvalid(invalid) {
     });
   }
   check(file, "every error code covered", () => same([...codes].sort().join(","), [...invalid.error_codes].sort().join(",")));
+}
+
+function checkJson(json) {
+  const file = "json.json";
+  check(file, "line limit", () => same(json.max_line_bytes, MAX_JSON_LINE));
+  const codes = new Set();
+  for (const v of json.lines) {
+    check(file, `${v.name}: ${v.error || "valid"}`, () => {
+      let got;
+      try {
+        got = hex(fromJsonLine(unhex(v.hex)).bytes);
+      } catch (e) {
+        if (!(e instanceof WireError)) throw e;
+        return v.error ? same(e.code, v.error) : `refused (${e.message}), want the record`;
+      }
+      return v.error ? `accepted, want ${v.error}` : same(got, v.cbor);
+    });
+    if (v.error) codes.add(v.error);
+  }
+  check(file, "every code of the JSON form covered", () => same([...codes].sort().join(","), "encoding,id,schema,size,type,version"));
+  for (const f of json.files) {
+    check(file, `file ${f.name}`, () => same(JSON.stringify(readJsonLines(unhex(f.hex))), JSON.stringify(f.results)));
+  }
 }
 
 function checkDedup(dedup) {
@@ -1260,7 +1452,7 @@ function checkSync(sync) {
 // ----------------------------------------------------------------------------------------
 
 function main() {
-  const FILES = ["valid.json", "invalid.json", "dedup.json", "observation.json", "commons.json", "sync.json", "worked-example.txt", "PROTOCOL.md"];
+  const FILES = ["valid.json", "invalid.json", "json.json", "dedup.json", "observation.json", "commons.json", "sync.json", "worked-example.txt", "PROTOCOL.md"];
   let missing = 0;
   try {
     const ex = checkProtocolLists();
@@ -1268,6 +1460,7 @@ function main() {
     checkWorkedExample(ex, valid);
     checkValid(valid);
     checkInvalid(load("invalid.json"));
+    checkJson(load("json.json"));
     checkDedup(load("dedup.json"));
     checkObservation(load("observation.json"));
     checkCommons(load("commons.json"));

@@ -28,9 +28,11 @@ def _minimum_checks():
     """At least this many checks per file: one or more per vector, so a verifier that silently
     skips vectors fails."""
     sync = _vectors("sync.json")
+    json_form = _vectors("json.json")
     return {
-        "valid.json": 9 * len(_vectors("valid.json")["vectors"]),
+        "valid.json": 11 * len(_vectors("valid.json")["vectors"]),
         "invalid.json": len(_vectors("invalid.json")["vectors"]) + 1,
+        "json.json": len(json_form["lines"]) + len(json_form["files"]) + 2,
         "dedup.json": 2 * len(_vectors("dedup.json")["vectors"]),
         "observation.json": len(_vectors("observation.json")["vectors"]) + 2,
         "commons.json": len(_vectors("commons.json")["vectors"]),
@@ -71,10 +73,15 @@ def test_js_verifier_fails_on_a_changed_vector(tmp_path):
     target = next(v for v in invalid["vectors"] if v["name"] == "signature-small-order-key")
     target["error"] = "schema"
     (vectors / "invalid.json").write_text(json.dumps(invalid), encoding="utf-8")
+    json_form = _vectors("json.json")
+    next(v for v in json_form["lines"] if v["name"] == "exponent")["error"] = "encoding"  # 15E2 is JSON: schema
+    (vectors / "json.json").write_text(json.dumps(json_form), encoding="utf-8")
     proc = _run("--vectors", str(vectors))
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "FAIL invalid.json signature-small-order-key: schema" in proc.stdout
+    assert "FAIL json.json exponent: encoding: got schema, want encoding" in proc.stdout
     assert re.search(r"^invalid\.json: \d+ passed, 1 failed$", proc.stdout, re.MULTILINE), proc.stdout
+    assert re.search(r"^json\.json: \d+ passed, 1 failed$", proc.stdout, re.MULTILINE), proc.stdout
 
 
 def test_js_unicode_functions_agree_with_python_on_every_code_point_assigned_in_unicode_14():
