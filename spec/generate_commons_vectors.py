@@ -121,6 +121,74 @@ def scenarios() -> list[tuple[str, str, dict[str, Any], list]]:
     out.append(("final", "a revocation of a revocation has no effect; an attester withdraws its vote",
                 {"policy": "open"}, [L, *votes, rev, revoke("author", rev), revoke("v0", votes[0], code="withdrawn")]))
     out.append(("pending", "attestations before their lesson: pending", {"policy": "open"}, votes))
+    out += settled_scenarios(L)
+    return out
+
+
+def settled_scenarios(L) -> list[tuple[str, str, dict[str, Any], list]]:
+    """The scenarios that pin the rules the JavaScript verifier found ambiguous (spec/js/README.md,
+    question 4): each would give another status under the other reading."""
+    out = []
+    # (a) The fade window is (t - W, t]: a voice exactly W old has left it.
+    W = 10 * DAY
+    A = lesson("author", "The nightly build failed when the disk cache was full.", kind="error")
+    B = lesson("author", "The nightly build failed when the network mirror was down.", kind="error")
+    records: list = [A, B]
+    for target in (A, B):
+        records += [attest(f"v{i}", target, created=T0 + 1 + i) for i in range(3)]  # common at T0 + 3
+        records += [attest(f"f{i}", target, "failed", created=T0 + 5 + i) for i in range(2)]
+    records.append(attest("f2", A, "failed", created=T0 + 1 + W))  # v0's voice has just left: 2 < 3
+    records.append(attest("f2", B, "failed", created=T0 + W))  # one second earlier: 3 vs 3
+    out.append(("fade-window-boundary", "the window ending at t is t - W < time <= t: a failure "
+                "exactly W after the first confirmation fades the lesson (failures 3, confirmations 2), "
+                "one second earlier it does not (3 and 3)", {"policy": "open", "fade_window": W}, records))
+    # (b) A vote earlier than its head is dated at the head's created, for the window too.
+    H = lesson("author", "The release script failed when the changelog was empty.", created=T0 + 30 * DAY,
+               kind="error")
+    early = [attest(f"f{i}", H, "failed", created=T0 + i) for i in range(4)]  # 30 days before H
+    confirms = [attest(f"v{i}", H, created=T0 + 30 * DAY + 10 * (i + 1)) for i in range(3)]
+    out.append(("vote-before-head", "four failures signed 30 days before the lesson count as cast at "
+                "its created: within a 1-day window when a fifth failure comes, so the lesson fades (dated "
+                "at their own created they would have left the window and it would stay common)",
+                {"policy": "open", "fade_window": DAY},
+                [H, *early, *confirms, attest("f9", H, "failed", created=T0 + 30 * DAY + 100)]))
+    # (c) One key's voice is its latest vote by created, even among votes raised to the head's time.
+    K = lesson("author", "The test suite failed when the locale was not UTF-8.", created=T0 + DAY, kind="error")
+    for offset in range(100):  # the id order opposite to the created order: replay by id would differ
+        failed = attest("v0", K, "failed", created=T0 + offset)
+        confirmed = attest("v0", K, created=T0 + 100 + offset)
+        if confirmed.id < failed.id:
+            break
+    else:  # pragma: no cover
+        raise AssertionError("no offset puts the later vote's id first")
+    out.append(("latest-voice-before-head", "one key signs failed, then confirmed, both before the "
+                "lesson (both dated at its created): its voice is the later by created, confirmed, whose "
+                "id sorts first; with N = 1 the lesson is common (in replay by id alone it would fade)",
+                {"policy": "open", "threshold": 1}, [K, failed, confirmed]))
+    # (d) A revoked head stays the head and its author an author.
+    twin = lesson("v5", "the user corrected the agent for using pip; this project uses uv.", created=T0 + 2 * DAY)
+    assert twin.dedup_key == L.dedup_key
+    out.append(("revoked-head", "the head is revoked: it still dates the group (the confirmations of day 0 "
+                "have left a 1-day window when a failure comes on day 2, so the group fades; were the twin the "
+                "head they would be dated on day 2 and it would stay common) and its author still cannot vote",
+                {"policy": "open", "fade_window": DAY},
+                [L, twin, revoke("author", L), *[attest(f"v{i}", L, created=T0 + 10 * (i + 1)) for i in range(3)],
+                 attest("author", twin, created=T0 + 2 * DAY + 50),
+                 attest("f0", twin, "failed", created=T0 + 2 * DAY + 100)]))
+    # (e) A vouch under open: effective when its voucher is in the trust list.
+    out.append(("vouch-under-open", "under open a vouch by a key in the trust list is effective (one by a "
+                "key outside it is not), and an untrusted key's vote counts",
+                {"policy": "open", "threshold": 1, "trust": [pub("v0")]},
+                [L, vouch("v0", "v2"), vouch("v1", "v3"), attest("v4", L)]))
+    # (f) An attestation naming a held record that is not a lesson: not-counted.
+    v = vouch("v0", "v2")
+    rev = revoke("v1", L, code="withdrawn")
+    att = attest("v3", L)
+    out.append(("attestation-of-a-non-lesson", "attestations naming a vouch, a revocation and an "
+                "attestation that are here: not-counted (no lesson can have those ids); one naming an "
+                "id not here: pending", {"policy": "open"},
+                [L, v, rev, att, attest("v4", v), attest("v5", rev), attest("v6", att),
+                 attest("v7", lesson("author", "The formatter rewrote the lock file.", kind="error"))]))
     return out
 
 

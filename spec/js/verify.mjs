@@ -1119,7 +1119,8 @@ function commonsStatuses(config, recordBytes) {
     const lesson = byId.get(hex(a.rec.get("lesson_id")));
     let s;
     if (revokedIds.has(hex(a.id))) s = "revoked";
-    else if (!lesson || lesson.type !== "lesson") s = "pending";
+    else if (!lesson) s = "pending"; // no record of that id here yet
+    else if (lesson.type !== "lesson") s = "not-counted"; // here, and not a lesson: for good
     else {
       const members = groups.get(lesson.group);
       const authors = new Set(members.map((m) => m.signer));
@@ -1137,8 +1138,10 @@ function commonsStatuses(config, recordBytes) {
   for (const [key, members] of groups) {
     members.sort((x, y) => (x.created < y.created ? -1 : x.created > y.created ? 1 : compareBytes(x.id, y.id)));
     const head = members[0];
+    // a vote's time: its created, raised to the head's; replayed in (time, created, id bytes)
     const votes = votesOf.get(key).map((v) => ({ ...v, time: v.created > head.created ? v.created : head.created }));
-    votes.sort((x, y) => (x.time < y.time ? -1 : x.time > y.time ? 1 : compareBytes(x.id, y.id)));
+    const cmp = (a, b) => (a < b ? -1 : a > b ? 1 : 0);
+    votes.sort((x, y) => cmp(x.time, y.time) || cmp(x.created, y.created) || compareBytes(x.id, y.id));
     let groupStatus = "candidate";
     const voice = new Map();
     for (const v of votes) {

@@ -62,3 +62,11 @@ def test_sync_vectors():
         assert answer.hex() == step["responder"]
         message = me.reply(answer)
     assert message is None and sorted(i.hex() for i in me.need) == run["need"]
+
+
+def test_the_settled_questions_each_have_a_scenario():
+    # spec/js/README.md, question 4 (a)-(f): each rule is pinned by a scenario whose statuses
+    # would differ under the other reading.
+    names = {v["name"] for v in COMMONS["vectors"]}
+    assert {"fade-window-boundary", "vote-before-head", "latest-voice-before-head", "revoked-head",
+            "vouch-under-open", "attestation-of-a-non-lesson"} <= names
