@@ -934,6 +934,7 @@ function decodeMessage(buf, { atResponder }) {
       if (pos + n > buf.length) throw new SyncError("truncated bound");
       bound = Buffer.from(buf.subarray(pos, pos + n));
       pos += n;
+      if (bound[0] === 0xff) throw new SyncError("a bound begins with 0xFF");
       if (!boundAbove(bound, lower)) throw new SyncError("bound not above the previous one");
     }
     if (pos >= buf.length) throw new SyncError("truncated mode");
@@ -994,55 +995,63 @@ function split(ids, upper) {
   return out;
 }
 
-class MessageBuilder {
-  constructor() {
-    this.ranges = [];
+// adjacent SKIPs merge: a SKIP that follows a SKIP replaces it
+function appendMerged(ranges, more) {
+  const out = ranges.map((r) => ({ ...r }));
+  for (const r of more) {
+    const last = out[out.length - 1];
+    if (r.mode === "skip" && last && last.mode === "skip") last.bound = r.bound;
+    else out.push({ ...r });
   }
-  add(r) {
-    const last = this.ranges[this.ranges.length - 1];
-    if (r.mode === "skip" && last && last.mode === "skip") last.bound = r.bound; // adjacent SKIPs merge
-    else this.ranges.push(r);
-  }
-  size() {
-    return encodeMessage(this.ranges).length;
-  }
+  return out;
 }
+
+const FINAL_RANGE = 18; // 0xFF, FINGERPRINT, 16 bytes
 
 // One side's answer to a received message. `role` is "initiator" or "responder"; `lacks`
 // collects (at the initiator) the ids the other side announced that this side lacks.
-function answer(mine, received, role, lacks) {
-  const out = new MessageBuilder();
+// "Message size": each answer is written only if the message with it (SKIPs merged) is at most
+// maxBytes - 18, or maxBytes for the answer to the last range; otherwise one FINGERPRINT of our
+// ids from that range's lower bound to the end ends the message. At a responder answering an
+// IDLIST, the MISSING that does not fit gives way to the split when we hold more than 16 ids.
+function answer(mine, received, role, lacks, maxBytes = MAX_MESSAGE_SEND) {
+  let out = [];
   const have = new Set(mine.map(hex));
   let lower = Buffer.alloc(0);
   for (const r of received) {
     const ours = idsIn(mine, lower, r.bound);
-    let reply;
-    if (r.mode === "skip") reply = [{ bound: r.bound, mode: "skip" }];
+    const skip = [{ bound: r.bound, mode: "skip" }];
+    let candidates;
+    if (r.mode === "skip") candidates = [skip];
     else if (r.mode === "fingerprint") {
-      if (fingerprint(ours).equals(r.fingerprint)) reply = [{ bound: r.bound, mode: "skip" }];
-      else if (ours.length <= LEAF) reply = [{ bound: r.bound, mode: "idlist", ids: ours }];
-      else reply = split(ours, r.bound);
-    } else if (role === "initiator") {
-      // IDLIST or MISSING: note what we lack, answer SKIP
-      for (const id of r.ids) if (!have.has(hex(id))) lacks.push(id);
-      reply = [{ bound: r.bound, mode: "skip" }];
-    } else {
+      if (fingerprint(ours).equals(r.fingerprint)) candidates = [skip];
+      else if (ours.length <= LEAF) candidates = [[{ bound: r.bound, mode: "idlist", ids: ours }]];
+      else candidates = [split(ours, r.bound)];
+    } else if (role === "initiator") candidates = [skip];
+    else {
       const theirs = new Set(r.ids.map(hex));
       const missing = ours.filter((id) => !theirs.has(hex(id)));
-      reply = missing.length === 0 ? [{ bound: r.bound, mode: "skip" }] : [{ bound: r.bound, mode: "missing", ids: missing }];
-      if (missing.length && encodeMessage(reply).length + out.size() >= MAX_MESSAGE_SEND && ours.length > LEAF) reply = split(ours, r.bound);
+      if (missing.length === 0) candidates = [skip];
+      else {
+        candidates = [[{ bound: r.bound, mode: "missing", ids: missing }]];
+        if (ours.length > LEAF) candidates.push(split(ours, r.bound));
+      }
     }
-    const tentative = encodeMessage([...out.ranges, ...reply]).length;
-    if (tentative + 52 >= MAX_MESSAGE_SEND) {
+    const limit = r.bound === END ? maxBytes : maxBytes - FINAL_RANGE;
+    const written = candidates.map((c) => appendMerged(out, c)).find((m) => encodeMessage(m).length <= limit);
+    if (written === undefined) {
       // does not fit: the rest of the id space, from this range's lower bound, as one FINGERPRINT
-      out.add({ bound: END, mode: "fingerprint", fingerprint: fingerprint(idsIn(mine, lower, END)) });
-      return out.ranges;
+      out.push({ bound: END, mode: "fingerprint", fingerprint: fingerprint(idsIn(mine, lower, END)) });
+      return out;
     }
-    reply.forEach((x) => out.add(x));
+    out = written;
+    if (role === "initiator" && (r.mode === "idlist" || r.mode === "missing")) {
+      for (const id of r.ids) if (!have.has(hex(id))) lacks.push(id); // note what we lack
+    }
     if (r.bound === END) break;
     lower = r.bound;
   }
-  return out.ranges;
+  return out;
 }
 
 const allSkip = (ranges) => ranges.every((r) => r.mode === "skip");
@@ -1421,32 +1430,80 @@ function checkSync(sync) {
       return same(JSON.stringify(describe(decodeMessage(unhex(m.hex), { atResponder }))), JSON.stringify(m.ranges));
     });
   });
-  const rec = sync.reconciliation;
+  checkTranscript(file, "reconciliation", sync.reconciliation, MAX_MESSAGE_SEND);
+  checkTranscript(file, "limit", sync.limit, sync.limit.max_message_bytes);
+  check(file, "limit: a message reaches max_message_bytes exactly", () => {
+    const sizes = sync.limit.transcript.flatMap((t) => [t.initiator.length / 2, t.responder.length / 2]);
+    return same(Math.max(...sizes), sync.limit.max_message_bytes);
+  });
+  const role = (v) => ({ atResponder: v.at === "responder" });
+  for (const v of sync.invalid_messages) {
+    check(file, `invalid message ${v.name} (${v.check}) at the ${v.at}`, () => {
+      try {
+        decodeMessage(messageBytes(v), role(v));
+      } catch (e) {
+        if (e instanceof SyncError) return same(e.code, v.error);
+        throw e;
+      }
+      return `accepted, want ${v.error}`;
+    });
+  }
+  for (const v of sync.valid_messages) {
+    check(file, `valid message ${v.name} at the ${v.at}`, () => {
+      const buf = messageBytes(v);
+      if (buf.length !== v.bytes) return `${buf.length} bytes, want ${v.bytes}`;
+      const ranges = decodeMessage(buf, role(v));
+      if (!encodeMessage(ranges).equals(buf)) return "does not re-encode to its bytes";
+      return same(ranges.length, v.ranges);
+    });
+  }
+}
+
+// A message given as `hex`, or as `build` (sync.json's description): hex strings and counters
+function messageBytes(v) {
+  if (v.hex !== undefined) return unhex(v.hex);
+  const parts = [];
+  for (const item of v.build) {
+    if (typeof item === "string") {
+      parts.push(unhex(item));
+      continue;
+    }
+    const c = item.counter;
+    for (let i = c.from; i < c.from + c.count; i++) {
+      parts.push(unhex(c.prefix), leBytes(BigInt(i), c.width).reverse(), unhex(c.suffix));
+    }
+  }
+  return Buffer.concat(parts);
+}
+
+function checkTranscript(file, name, rec, maxBytes) {
   const ini = rec.initiator_ids.map(unhex).sort(compareBytes);
   const res = rec.responder_ids.map(unhex).sort(compareBytes);
   // the responder: answer each initiator message of the transcript
   rec.transcript.forEach((t, i) => {
-    check(file, `reconciliation round ${i + 1}: responder's answer`, () => {
+    check(file, `${name} round ${i + 1}: responder's answer`, () => {
       const received = decodeMessage(unhex(t.initiator), { atResponder: true });
-      return same(hex(encodeMessage(answer(res, received, "responder", null))), t.responder);
+      const reply = encodeMessage(answer(res, received, "responder", null, maxBytes));
+      if (reply.length > maxBytes) return `${reply.length} bytes, over ${maxBytes}`;
+      return same(hex(reply), t.responder);
     });
   });
   // the initiator: run the whole exchange against our responder
-  check(file, "reconciliation: initiator's messages and need", () => {
+  check(file, `${name}: initiator's messages and need`, () => {
     const lacks = [];
     let msg = firstMessage(ini);
     const sent = [];
     for (let round = 0; round < 64; round++) {
       sent.push(hex(encodeMessage(msg)));
-      const reply = answer(res, decodeMessage(encodeMessage(msg), { atResponder: true }), "responder", null);
-      msg = answer(ini, decodeMessage(encodeMessage(reply), { atResponder: false }), "initiator", lacks);
+      const reply = answer(res, decodeMessage(encodeMessage(msg), { atResponder: true }), "responder", null, maxBytes);
+      msg = answer(ini, decodeMessage(encodeMessage(reply), { atResponder: false }), "initiator", lacks, maxBytes);
       if (allSkip(msg)) break;
     }
     const want = rec.transcript.map((t) => t.initiator);
     if (sent.join() !== want.join()) return `initiator messages differ from the transcript (${sent.length} sent, ${want.length} in the transcript)`;
-    return same(lacks.map(hex).sort().join(","), [...rec.need].sort().join(","));
+    return same([...new Set(lacks.map(hex))].sort().join(","), [...rec.need].sort().join(","));
   });
-  check(file, "reconciliation: need is what the responder has and the initiator lacks", () => {
+  check(file, `${name}: need is what the responder has and the initiator lacks`, () => {
     const have = new Set(ini.map(hex));
     return same(res.map(hex).filter((x) => !have.has(x)).join(","), [...rec.need].sort().join(","));
   });

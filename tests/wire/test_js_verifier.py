@@ -35,8 +35,11 @@ def _minimum_checks():
         "json.json": len(json_form["lines"]) + len(json_form["files"]) + 2,
         "dedup.json": 2 * len(_vectors("dedup.json")["vectors"]),
         "observation.json": len(_vectors("observation.json")["vectors"]) + 2,
-        "commons.json": len(_vectors("commons.json")["vectors"]),
-        "sync.json": len(sync["fingerprints"]) + 2 * len(sync["messages"]) + len(sync["reconciliation"]["transcript"]) + 1,
+        "commons.json": 4 * len(_vectors("commons.json")["vectors"]),  # valid, then three orders
+        "sync.json": (len(sync["fingerprints"]) + 2 * len(sync["messages"])
+                      + len(sync["reconciliation"]["transcript"]) + 2
+                      + len(sync["limit"]["transcript"]) + 3
+                      + len(sync["invalid_messages"]) + len(sync["valid_messages"])),
         "worked-example.txt": 4,
         "PROTOCOL.md": 4,
     }
@@ -82,6 +85,28 @@ def test_js_verifier_fails_on_a_changed_vector(tmp_path):
     assert "FAIL json.json exponent: encoding: got schema, want encoding" in proc.stdout
     assert re.search(r"^invalid\.json: \d+ passed, 1 failed$", proc.stdout, re.MULTILINE), proc.stdout
     assert re.search(r"^json\.json: \d+ passed, 1 failed$", proc.stdout, re.MULTILINE), proc.stdout
+
+
+def test_js_verifier_fails_on_changed_commons_and_sync_vectors(tmp_path):
+    # The settled commons rules and the strict sync checks can fail too: an attestation of a
+    # non-lesson said pending, an invalid message made valid, a limit answer one byte longer.
+    vectors = tmp_path / "vectors"
+    shutil.copytree(VECTORS, vectors)
+    commons = _vectors("commons.json")
+    scenario = next(v for v in commons["vectors"] if v["name"] == "attestation-of-a-non-lesson")
+    flipped = next(i for i, s in scenario["statuses"].items() if s == "not-counted")
+    scenario["statuses"][flipped] = "pending"
+    (vectors / "commons.json").write_text(json.dumps(commons), encoding="utf-8")
+    sync = _vectors("sync.json")
+    next(v for v in sync["invalid_messages"] if v["name"] == "bound-begins-with-ff")["hex"] = "01fe00ff00"
+    sync["limit"]["max_message_bytes"] = 4097
+    (vectors / "sync.json").write_text(json.dumps(sync), encoding="utf-8")
+    proc = _run("--vectors", str(vectors))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "got not-counted, want pending" in proc.stdout
+    assert "FAIL sync.json invalid message bound-begins-with-ff (a bound begins with the byte 0xFF) at the " \
+           "responder: accepted, want sync-bad-message" in proc.stdout
+    assert "FAIL sync.json limit: a message reaches max_message_bytes exactly: got 4096, want 4097" in proc.stdout
 
 
 def test_js_unicode_functions_agree_with_python_on_every_code_point_assigned_in_unicode_14():
