@@ -248,15 +248,8 @@ def sync_vectors() -> dict[str, Any]:
                   for r in m["ranges"]]
         m["hex"] = encode_message(ranges).hex()
     shared = ids("shared", 200)
-    mine, theirs = shared + ids("mine", 3), shared + ids("theirs", 4)
-    me, other = Reconciler(IdSet(mine), Params()), Reconciler(IdSet(theirs), Params())
-    transcript = []
-    message = me.initiate()
-    while message is not None:
-        answer = other.respond(message)
-        transcript.append({"initiator": message.hex(), "responder": answer.hex()})
-        message = me.reply(answer)
-    assert sorted(me.need) == sorted(ids("theirs", 4))
+    run = transcript_run(shared + ids("mine", 3), shared + ids("theirs", 4), Params())
+    assert run["need"] == sorted(i.hex() for i in ids("theirs", 4))
     return {
         "description": "Sync (PROTOCOL.md, 'Sync'): fingerprints of id sets; reconciliation messages "
         "with their encoding; one reconciliation between two sets as this implementation runs it "
@@ -272,9 +265,7 @@ def sync_vectors() -> dict[str, Any]:
         "stands for, for i = from to from + count - 1, prefix || i as `width` bytes big-endian || "
         "suffix.",
         "fingerprints": fingerprints, "messages": messages,
-        "reconciliation": {"initiator_ids": [i.hex() for i in sorted(mine)],
-                           "responder_ids": [i.hex() for i in sorted(theirs)],
-                           "transcript": transcript, "need": sorted(i.hex() for i in me.need)},
+        "reconciliation": run,
         "limit": limit_run(),
         "invalid_messages": invalid_messages(),
         "valid_messages": valid_messages(),
@@ -287,10 +278,16 @@ LIMIT_SEED = 68  # the first seed whose run has a message of exactly max_message
 def limit_run() -> dict[str, Any]:
     """A reconciliation at max_message_bytes = 4096 (the smallest setting) whose messages reach
     the limit: one answer is exactly 4096 bytes, its last range the final FINGERPRINT."""
-    params = Params(max_message_bytes=4096)
     shared = ids(f"limit-shared{LIMIT_SEED}", 300)
-    mine = shared + ids(f"limit-mine{LIMIT_SEED}", 4)
-    theirs = shared + ids(f"limit-theirs{LIMIT_SEED}", 200)
+    run = transcript_run(shared + ids(f"limit-mine{LIMIT_SEED}", 4), shared + ids(f"limit-theirs{LIMIT_SEED}", 200),
+                         Params(max_message_bytes=4096))
+    sizes = [len(m) // 2 for t in run["transcript"] for m in t.values()]
+    assert max(sizes) == 4096, sizes  # reaches the limit, exactly
+    return {"max_message_bytes": 4096, **run}
+
+
+def transcript_run(mine: list[bytes], theirs: list[bytes], params: Params) -> dict[str, Any]:
+    """One reconciliation between two sets, as this implementation runs it."""
     me, other = Reconciler(IdSet(mine), params), Reconciler(IdSet(theirs), params)
     transcript = []
     message = me.initiate()
@@ -299,11 +296,8 @@ def limit_run() -> dict[str, Any]:
         transcript.append({"initiator": message.hex(), "responder": answer.hex()})
         message = me.reply(answer)
     assert sorted(me.need) == sorted(set(theirs) - set(mine))
-    sizes = [len(m) // 2 for t in transcript for m in t.values()]
-    assert max(sizes) == 4096, sizes  # reaches the limit, exactly
-    return {"max_message_bytes": 4096, "initiator_ids": [i.hex() for i in sorted(mine)],
-            "responder_ids": [i.hex() for i in sorted(theirs)], "transcript": transcript,
-            "need": sorted(i.hex() for i in me.need)}
+    return {"initiator_ids": [i.hex() for i in sorted(mine)], "responder_ids": [i.hex() for i in sorted(theirs)],
+            "transcript": transcript, "need": sorted(i.hex() for i in me.need)}
 
 
 def _counter(prefix: str, width: int, start: int, count: int, suffix: str) -> dict[str, Any]:
