@@ -71,17 +71,17 @@ class Consumed:
             self._flush()
 
     def _flush(self) -> None:
-        if not self._buffer:
-            return
-        data = b"".join(self._buffer) if len(self._buffer) > 1 else self._buffer[0]
+        # Piece by piece, not joined: hashing and compressing are streams, and a block's
+        # lines arrive as one view of the block (joining would copy a megabyte per block).
+        for data in self._buffer:
+            self._hash.update(data)
+            if self._member is not None:
+                self._member.write(data)
+            if len(self._head) < HEAD_BYTES:
+                self._head += data[: HEAD_BYTES - len(self._head)]
+            self._tail = (self._tail + data[-TAIL_BYTES:])[-TAIL_BYTES:]
         self._buffer.clear()
         self._buffered = 0
-        self._hash.update(data)
-        if self._member is not None:
-            self._member.write(data)
-        if len(self._head) < HEAD_BYTES:
-            self._head += data[: HEAD_BYTES - len(self._head)]
-        self._tail = (self._tail + data[-TAIL_BYTES:])[-TAIL_BYTES:]
 
     def mark(self) -> None:
         self._flush()
@@ -189,20 +189,21 @@ class LineReader:
                     yield self._line(data if len(data) <= limit else None, len(data))
             last = block.rfind(b"\n", start)
             if last >= 0:
-                feed(block[start : last + 1] if start or last + 1 < len(block) else block)
+                # A view, not a copy of most of the block (the view keeps the block alive
+                # until the sink has hashed and compressed it).
+                feed(memoryview(block)[start : last + 1] if start or last + 1 < len(block) else block)
                 pos = start
                 find = block.find
+                number, offset = self.line, self.offset
                 while pos <= last:
-                    nl = find(b"\n", pos)
-                    data = block[pos : nl + 1]
-                    pos = nl + 1
-                    self.line += 1
-                    offset = self.offset
-                    self.offset = offset + len(data)
-                    if len(data) > limit:
-                        yield Line(self.line, offset, None, len(data))
-                    else:
-                        yield Line(self.line, offset, data, len(data))
+                    end = find(b"\n", pos) + 1
+                    size = end - pos
+                    number += 1
+                    # Updated before the yield: a caller may stop after any line.
+                    self.line, self.offset = number, offset + size
+                    yield Line(number, offset, block[pos:end] if size <= limit else None, size)
+                    offset += size
+                    pos = end
                 start = last + 1
             if start < len(block):
                 rest = block[start:]
