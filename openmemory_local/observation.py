@@ -7,7 +7,9 @@ it publishes and when it receives one (a lesson text that instructs is invalid o
 It is pure, deterministic and dependency-free so that both halves share it, and so that
 another implementation can reproduce it from PROTOCOL.md.
 
-The rule, applied to the text after Unicode NFKC normalisation:
+The rule, applied to the text after Unicode NFKC normalisation (Unicode 14.0, the version the
+protocol pins: a code point unassigned in 14.0 is read as U+FFFD, so that the answer never
+depends on the running Python's ``unicodedata``; the wire refuses such texts anyway):
 
 1. Every sentence is checked (sentences split on ``.``, ``!``, ``?``, ``;``, ``:`` and new
    lines). A sentence whose first word, after leading white space, quotes, bullets, markdown
@@ -26,6 +28,8 @@ from __future__ import annotations
 import re
 import unicodedata
 from dataclasses import dataclass
+
+from .unicode14 import mask_unassigned
 
 __all__ = [
     "IMPERATIVE_OPENINGS",
@@ -102,7 +106,9 @@ class NotAnObservation(ValueError):
 
 
 def _normalise(text: str) -> str:
-    text = unicodedata.normalize("NFKC", text)
+    # Code points unassigned in Unicode 14.0 first become U+FFFD (a symbol: no case, not a word
+    # character, not white space, unchanged by NFKC), as Unicode 14.0 reads them.
+    text = unicodedata.normalize("NFKC", mask_unassigned(text))
     return text.replace("\u2019", "'").replace("\u2018", "'")
 
 

@@ -24,10 +24,13 @@ RULES
 R1  Groups. Lessons with the same dedup key (PROTOCOL.md, "Content identity") form one group,
     named by its *head*: the member with the smallest ``created``, then the smallest id. A
     group has one status, which every member that is not revoked shows. The group's authors
-    are the signers of all its members.
+    are the signers of all its members. Revoked members stay members: a revoked head is still
+    the head (its ``created`` still dates the group) and its author still an author.
 
-R2  Votes. Each attestation names a lesson id and is a vote on that lesson's group (if the
-    lesson is not here yet the attestation is *pending* and has no effect until it arrives).
+R2  Votes. Each attestation names a lesson id and is a vote on that lesson's group (if no
+    record of that id is here yet the attestation is *pending* and has no effect until it
+    arrives; if the record of that id is here and is not a lesson, it is *not-counted*, for
+    good: no lesson can ever have that id).
     A member of a group signed by another key than the head's author is a *corroboration*:
     that author observed the same thing on its own, so it votes as an attestation
     ``confirmed`` with ``met_before = true`` dated at the member's ``created`` would.
@@ -37,12 +40,15 @@ R3  Independence. The node's independence policy decides which votes count (see 
     group, or ``met_before`` is true; ``trusted`` (the default) applies the same rules and
     also requires the key to be trusted (R8). Votes that do not count have no effect at all.
 
-R4  One key, one voice. Counted votes are replayed in order of (time, id), time being
-    ``created`` but never before the group's head (an attestation cannot predict a lesson
-    published after it). At each step, each key's latest counted vote is its current voice:
+R4  One key, one voice. A vote's *time* is its ``created``, raised to the head's ``created``
+    if earlier (an attestation cannot predict a lesson published after it). Counted votes are
+    replayed in ascending (time, created, id): of one key's votes the latest in the replay
+    is the latest by ``created`` (then id), even among votes raised to the head's time. At
+    each step, each key's latest counted vote so far is its current voice, dated at its time
+    (a vote that does not count never replaces a voice):
         confirmers   keys whose current voice is "confirmed"
         C_w, F_w     keys whose current voice is confirmed / failed and dated within the
-                     fade window (``fade_window`` seconds) ending at this step's time
+                     fade window ending at this step's time t: t - fade_window < time <= t
     After each step the table below is consulted with the step's verdict.
 
 R5  Transitions (TRANSITIONS): candidate -> common when confirmers >= N; common -> faded
@@ -75,10 +81,11 @@ R8  Trust. The trusted keys are the trust list plus every key vouched for by a k
     removing a key removes the weight of everything it ever attested.
 
 R9  Statuses of other records: an attestation is ``counted``, ``not-counted`` (the policy
-    refused it; :meth:`Commons.explain` says why), ``pending`` (its lesson is not here) or
-    ``revoked``; a revocation is ``effective``, ``no-effect`` or ``pending``; a vouch is
-    ``effective`` (its voucher is in the trust list: its subject is trusted), ``no-effect``
-    or ``revoked``.
+    refused it, or it names a record that is not a lesson; :meth:`Commons.explain` says why),
+    ``pending`` (no record of its lesson id is here) or ``revoked``; a revocation is
+    ``effective``, ``no-effect`` or ``pending``; a vouch is ``effective`` (its voucher is in
+    the trust list: its subject is trusted, under either policy; ``open`` just ignores
+    trust), ``no-effect`` or ``revoked``.
 """
 
 from __future__ import annotations
@@ -296,8 +303,15 @@ def _order(created: int, id_: str) -> tuple[int, str]:
     return (created, id_)  # text ids are lower-case hex: their order is the bytes' order
 
 
+def _replay_key(at: int, vote: "Vote") -> tuple[int, int, str]:
+    """R4's replay order: (time, created, id). ``created`` breaks ties among votes raised to
+    the head's time, so a key's latest vote in the replay is its latest by ``created``."""
+    return (at, vote.created, vote.id)
+
+
 class _Replay:
-    """R4 and R5 over counted votes pushed in (time, id) order, O(1) amortised per vote.
+    """R4 and R5 over counted votes pushed in replay order (:func:`_replay_key`), O(1)
+    amortised per vote.
 
     The fade window slides forward with the replay: voices leave it from the left of a
     deque (entries superseded by a later voice of the same key are skipped lazily)."""
@@ -307,7 +321,7 @@ class _Replay:
         self.window = window
         self.status = CANDIDATE
         self.history = [Transition(start, "", CANDIDATE, head)]
-        self.last: tuple[int, str] | None = None
+        self.last: tuple[int, int, str] | None = None
         self.voice: dict[bytes, tuple[int, str, int]] = {}  # key -> (time, verdict, serial)
         self.recent: deque[tuple[int, bytes, int]] = deque()  # (time, key, serial) in window
         self.serial = 0
@@ -316,9 +330,10 @@ class _Replay:
         self.tally = Tally(0, 0, 0, threshold)
 
     def push(self, at: int, vid: str, vote: Vote) -> None:
-        assert self.last is None or (at, vid) > self.last
-        self.last = (at, vid)
-        # Voices older than the window ending at `at` leave it.
+        order = _replay_key(at, vote)
+        assert self.last is None or order > self.last
+        self.last = order
+        # Voices dated at or before `at - window` leave the window (t - W < time <= t).
         horizon = at - self.window
         while self.recent and self.recent[0][0] <= horizon:
             time_, key, serial = self.recent.popleft()
@@ -415,6 +430,7 @@ class Commons:
             self.vouches[rid] = _Vouch(rid, record.signer, record.subject, record.created)
         else:  # pragma: no cover - the wire format has four types
             raise ValueError(f"unknown record type {kind!r}")
+        touched |= self.votes_on.get(rid, set())  # attestations naming this id: not pending now
         flipped, revocations = self._close(roots)
         touched |= flipped | revocations
         for fid in flipped:  # a withdrawn member or vote changes its group's tally
@@ -565,18 +581,18 @@ class Commons:
         group.head = min(group.members, key=lambda m: _order(self.lessons[m].created, m))
         start = self.lessons[group.head].created
         view = self._view(group)
-        counted: list[tuple[int, str, Vote]] = []
+        counted: list[tuple[int, Vote]] = []
         group.refused = {}
         for vote in self._votes(group):
             reason = self.policy.refuses(vote, view, self.trusted)
             if reason is None:
-                counted.append((max(vote.created, start), vote.id, vote))
+                counted.append((max(vote.created, start), vote))
             else:
                 group.refused[vote.id] = reason
-        counted.sort(key=lambda item: (item[0], item[1]))
+        counted.sort(key=lambda item: _replay_key(*item))
         group.replay = _Replay(start, group.head, self.config.threshold, self.config.fade_window)
-        for at, vid, vote in counted:
-            group.replay.push(at, vid, vote)
+        for at, vote in counted:
+            group.replay.push(at, vote.id, vote)
         touched = set(group.members)
         for mid in group.members:
             touched |= self.votes_on.get(mid, set())
@@ -590,7 +606,7 @@ class Commons:
             group.refused[vote.id] = reason
             return {vote.id}
         at = max(vote.created, self.lessons[group.head].created)
-        if group.replay.last is not None and (at, vote.id) < group.replay.last:
+        if group.replay.last is not None and _replay_key(at, vote) < group.replay.last:
             return self._tally(group.key) | {vote.id}  # arrived out of time order: replay
         before = group.status
         group.replay.push(at, vote.id, vote)
@@ -607,7 +623,8 @@ class Commons:
                 return REVOKED
             target = self.attestations[rid].lesson
             if target not in self.lessons:
-                return PENDING
+                # R2: a held record that is not a lesson can never become one (ids are hashes)
+                return NOT_COUNTED if target in self._status else PENDING
             group = self.groups[self.lessons[target].key]
             return NOT_COUNTED if rid in group.refused else COUNTED
         if rid in self.revocations:
@@ -631,6 +648,8 @@ class Commons:
                 group = self.groups[self.lessons[att.lesson].key]
                 out["group"] = group.head
                 out["reason"] = group.refused.get(rid)
+            elif att.lesson in self._status:
+                out["reason"] = "names a record that is not a lesson"
             else:
                 out["reason"] = "lesson not here yet"
         elif rid in self.revocations:

@@ -15,7 +15,8 @@ Wire form of a message (PROTOCOL.md, "Sync"), ranges until the end of the messag
 
     range  = bound mode payload
     bound  = 0xFF                 the end of the id space (the last range's bound, only)
-           | len(1 byte, 0..34) bytes   the range holds ids >= the previous bound and < this
+           | len(1 byte, 1..34) bytes   the range holds ids >= the previous bound and < this
+                                        (a bound never begins with 0xFF)
     mode   = 0x00 SKIP            no payload
            | 0x01 FINGERPRINT     16 bytes
            | 0x02 IDLIST          varint n, then n ids (34 bytes each, ascending, in the range)
@@ -28,9 +29,11 @@ open to the linear-algebra collisions an XOR fingerprint allows.
 
 Every message is checked strictly on receipt (:class:`SyncError` with a stable code): bounds
 strictly ascending and the last one 0xFF, known modes, ids well-formed, ascending and inside
-their range, no trailing bytes, at most ``max_ranges`` ranges. Outgoing messages stay within
-``max_message_bytes``: when a reply would grow past it, the rest of the id space is sent as a
-single fingerprint and reconciled in the next round (progress is made on a prefix each round).
+their range, no trailing bytes, at most ``max_ranges`` ranges and ``max_receive_bytes`` bytes.
+Outgoing messages are at most ``max_message_bytes``: each answer is written only if the message
+keeps 18 bytes of room for a final FINGERPRINT range (no room needed for the answer that ends
+the message); when one does not fit, the rest of the id space is sent as that single
+fingerprint and reconciled in the next round (progress is made on a prefix each round).
 """
 
 from __future__ import annotations
@@ -197,8 +200,11 @@ def encode_message(ranges: Iterable[Range]) -> bytes:
     return b"".join(encode_range(r) for r in ranges)
 
 
-def decode_message(data: bytes, *, max_ranges: int, allow_missing: bool) -> list[Range]:
+def decode_message(data: bytes, *, max_ranges: int, allow_missing: bool,
+                   max_bytes: int | None = None) -> list[Range]:
     """Parse and check one message (see the module docstring); raises SyncError."""
+    if max_bytes is not None and len(data) > max_bytes:
+        raise SyncError("bad-message", f"a message of {len(data)} bytes, over {max_bytes}")
     ranges: list[Range] = []
     pos = 0
     previous = b""
@@ -237,6 +243,8 @@ def decode_message(data: bytes, *, max_ranges: int, allow_missing: bool) -> list
             if mode == MISSING and not allow_missing:
                 raise SyncError("bad-message", "MISSING is the responder's answer only")
             count, pos = decode_varint(data, pos, limit=(len(data) - pos) // ID_BYTES)
+            if pos + count * ID_BYTES > len(data):  # the limit above still counted the varint
+                raise SyncError("bad-message", "truncated id list")
             ids = []
             last = previous
             for _ in range(count):
@@ -266,14 +274,16 @@ class Params:
     branching: int = 16  # sub-ranges per split
     idlist_threshold: int = 16  # a range with at most this many ids is sent as ids
     max_message_bytes: int = 60_000  # what we send (the receiving limit is larger)
-    max_ranges: int = 4096  # accepted per message
+    max_ranges: int = 8192  # accepted per message
+    max_receive_bytes: int = 131_072  # the longest message accepted
 
     def __post_init__(self) -> None:
         if self.branching < 2 or self.idlist_threshold < 1 or self.max_message_bytes < 4096:
             raise ValueError("branching >= 2, idlist_threshold >= 1, max_message_bytes >= 4096")
 
 
-_RANGE_OVERHEAD = 1 + ID_BYTES + 1  # the longest bound and the mode byte
+#: The room every message keeps for a final ``0xFF FINGERPRINT <16 bytes>`` range.
+FINAL_RANGE_BYTES = 1 + 1 + FINGERPRINT_BYTES
 
 
 def _split_bound(before: bytes, after: bytes) -> bytes:
@@ -285,15 +295,34 @@ def _split_bound(before: bytes, after: bytes) -> bytes:
 
 
 class _Writer:
-    """An outgoing message under construction, within a byte budget."""
+    """An outgoing message under construction, within a byte budget (PROTOCOL.md, "Sync"):
+    an answer is written only if the message with it is at most ``budget - 18`` bytes (the
+    room for a final FINGERPRINT range), or at most ``budget`` for the answer that ends the
+    message (to the range whose bound is 0xFF)."""
 
     def __init__(self, budget: int):
         self.budget = budget
         self.ranges: list[Range] = []
         self.size = 0
 
-    def fits(self, extra: int) -> bool:
-        return self.size + extra + _RANGE_OVERHEAD + 1 + FINGERPRINT_BYTES <= self.budget
+    def _size_with(self, answer: list[Range]) -> int:
+        size = self.size
+        skip = self.ranges[-1].bound if self.ranges and self.ranges[-1].mode == SKIP else None
+        for r in answer:
+            if r.mode == SKIP and skip is not None:  # merges with the SKIP before it
+                size += len(encode_bound(r.bound)) - len(encode_bound(skip))
+            else:
+                size += len(encode_range(r))
+            skip = r.bound if r.mode == SKIP else None
+        return size
+
+    def write(self, answer: list[Range], *, final: bool) -> bool:
+        """Append ``answer`` if it fits (see the class); False, and nothing written, if not."""
+        if self._size_with(answer) > self.budget - (0 if final else FINAL_RANGE_BYTES):
+            return False
+        for r in answer:
+            self.add(r)
+        return True
 
     def add(self, r: Range) -> None:
         if r.mode == SKIP and self.ranges and self.ranges[-1].mode == SKIP:
@@ -341,7 +370,8 @@ class Reconciler:
 
     def reply(self, message: bytes) -> bytes | None:
         """Process the responder's answer; the next message, or None when reconciled."""
-        ranges = decode_message(message, max_ranges=self.params.max_ranges, allow_missing=True)
+        ranges = decode_message(message, max_ranges=self.params.max_ranges, allow_missing=True,
+                                max_bytes=self.params.max_receive_bytes)
         writer = self._process(ranges, initiator=True)
         if writer.only_skips() or self.full:
             return None
@@ -360,7 +390,8 @@ class Reconciler:
 
     # -- responder ----------------------------------------------------------------------------
     def respond(self, message: bytes) -> bytes:
-        ranges = decode_message(message, max_ranges=self.params.max_ranges, allow_missing=False)
+        ranges = decode_message(message, max_ranges=self.params.max_ranges, allow_missing=False,
+                                max_bytes=self.params.max_receive_bytes)
         return self._process(ranges, initiator=False).encode()
 
     # -- both -----------------------------------------------------------------------------------
@@ -369,36 +400,37 @@ class Reconciler:
         lower = b""
         for r in ranges:
             lo, hi = self.set.index(lower), self.set.index(r.bound)
-            if not self._answer(writer, r, lower, lo, hi, initiator):
-                # Over budget: the rest of the id space, as one fingerprint, for next round.
-                n = len(self.set)
-                writer.add(Range(INFINITY, FINGERPRINT, self.set.fingerprint(lo, n)))
+            final = r.bound == INFINITY
+            if not any(writer.write(answer, final=final) for answer in self._answers(writer, r, lo, hi, initiator)):
+                # Over budget: the rest of the id space, from this range's lower bound, as one
+                # fingerprint, which the next round takes up.
+                writer.add(Range(INFINITY, FINGERPRINT, self.set.fingerprint(lo, len(self.set))))
                 return writer
+            if initiator and r.mode in (IDLIST, MISSING):
+                self._learn(r.ids)  # written (as a SKIP): the ids are noted
             lower = r.bound
         return writer
 
-    def _answer(self, writer: _Writer, r: Range, lower: bytes, lo: int, hi: int, initiator: bool) -> bool:
-        """Write the answer to one range; False if it does not fit the budget."""
+    def _answers(self, writer: _Writer, r: Range, lo: int, hi: int,
+                 initiator: bool) -> Iterator[list[Range]]:
+        """The answers to one range, in order of preference: the first that fits is written."""
         p = self.params
         if r.mode == SKIP:
-            writer.add(Range(r.bound, SKIP))
-            return True
+            yield [Range(r.bound, SKIP)]
+            return
         if r.mode == FINGERPRINT:
             if self.set.fingerprint(lo, hi) == r.fingerprint:
-                writer.add(Range(r.bound, SKIP))
-                return True
-            if hi - lo <= p.idlist_threshold:
-                if not writer.fits((hi - lo) * ID_BYTES + 5):
-                    return False
-                writer.add(Range(r.bound, IDLIST, ids=tuple(self.set.ids(lo, hi))))
-                return True
-            return self._split(writer, r.bound, lower, lo, hi)
-        # IDLIST or MISSING: the sender's ids in the range, all of them (IDLIST) or only
-        # those we lack (MISSING, an answer to our own IDLIST).
+                yield [Range(r.bound, SKIP)]
+            elif hi - lo <= p.idlist_threshold:
+                yield [Range(r.bound, IDLIST, ids=tuple(self.set.ids(lo, hi)))]
+            else:
+                yield self._split(r.bound, lo, hi)
+            return
+        # IDLIST or MISSING: the sender's ids in the range, all of them (IDLIST) or only those
+        # we lack (MISSING, an answer to our own IDLIST). The initiator notes them (_process).
         if initiator:
-            self._learn(r.ids)
-            writer.add(Range(r.bound, SKIP))
-            return True
+            yield [Range(r.bound, SKIP)]
+            return
         theirs = set(r.ids)
         room = max(0, (writer.budget - writer.size) // ID_BYTES)
         missing: list[bytes] = []
@@ -409,31 +441,27 @@ class Reconciler:
                 if len(missing) > room:
                     break
         if not missing:
-            writer.add(Range(r.bound, SKIP))
-            return True
-        if writer.fits(len(missing) * ID_BYTES + 5):
-            writer.add(Range(r.bound, MISSING, ids=tuple(missing)))
-            return True
-        # Too many to list in this message: split, and the initiator lists its side again.
-        return self._split(writer, r.bound, lower, lo, hi)
+            yield [Range(r.bound, SKIP)]
+            return
+        if len(missing) <= room:
+            yield [Range(r.bound, MISSING, ids=tuple(missing))]
+        if hi - lo > p.idlist_threshold:
+            # Too many to list in this message: split, and the initiator lists its side again.
+            yield self._split(r.bound, lo, hi)
 
-    def _split(self, writer: _Writer, bound: bytes, lower: bytes, lo: int, hi: int) -> bool:
-        """Fingerprints of ``branching`` sub-ranges of [lower, bound) with about equal counts."""
-        p = self.params
+    def _split(self, bound: bytes, lo: int, hi: int) -> list[Range]:
+        """Fingerprints of ``branching`` sub-ranges with about equal counts: sub-range k holds
+        the ids at positions floor(k * n / b) to floor((k + 1) * n / b) - 1."""
         count = hi - lo
-        parts = min(p.branching, count)
-        if not writer.fits(parts * (_RANGE_OVERHEAD + FINGERPRINT_BYTES)):
-            return False
+        parts = min(self.params.branching, count)
+        out = []
         start = lo
         for k in range(1, parts + 1):
             end = lo + (count * k) // parts
-            if k == parts:
-                sub_bound = bound
-            else:
-                sub_bound = _split_bound(self.set.at(end - 1), self.set.at(end))
-            writer.add(Range(sub_bound, FINGERPRINT, self.set.fingerprint(start, end)))
+            sub_bound = bound if k == parts else _split_bound(self.set.at(end - 1), self.set.at(end))
+            out.append(Range(sub_bound, FINGERPRINT, self.set.fingerprint(start, end)))
             start = end
-        return True
+        return out
 
 
 def reconcile(mine: IdSet, theirs: IdSet, params: Params = Params(), max_rounds: int = 64,

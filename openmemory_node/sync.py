@@ -157,7 +157,11 @@ class Sync:
         self.index = SyncIndex.from_store(ingest.store)
         ingest.on_accept_hooks.append(self.index.on_accept)
         self.params = Params(max_message_bytes=settings.max_message_bytes,
-                             max_ranges=max(64, settings.max_receive_bytes // 16))
+                             max_ranges=max(64, settings.max_receive_bytes // 16),
+                             max_receive_bytes=settings.max_receive_bytes)
+        # A frame holds a message and two bytes before it (kind, type code): the message
+        # limit is max_receive_bytes (PROTOCOL.md, "Sync"), checked when it is decoded.
+        self.max_frame = settings.max_receive_bytes + 2
         self._inbound = trio.Semaphore(settings.max_inbound_sessions)
         self._outbound = trio.Semaphore(settings.max_outbound_sessions)
         self._rate = RateLimiter(settings.session_rate, settings.session_burst,
@@ -324,7 +328,7 @@ class Sync:
 
     async def _read(self, stream: Any, peer: str) -> bytes:
         s = self.settings
-        data = await read_frame(stream, s.max_receive_bytes, s.frame_timeout)
+        data = await read_frame(stream, self.max_frame, s.frame_timeout)
         if data is None:
             raise SyncAbort("the peer closed the stream")
         if not data:
@@ -385,10 +389,10 @@ class Sync:
         served = 0
         while True:
             try:
-                data = await read_frame(stream, s.max_receive_bytes, s.frame_timeout)
+                data = await read_frame(stream, self.max_frame, s.frame_timeout)
             except FrameError as exc:
                 if "exceeds maximum" in str(exc):
-                    await self._refuse(stream, peer, f"a frame over {s.max_receive_bytes} bytes")
+                    await self._refuse(stream, peer, f"a frame over {self.max_frame} bytes")
                 raise
             if data is None:
                 return

@@ -30,8 +30,8 @@ from generate_vectors import emit, render  # noqa: E402
 from openmemory_node import wire  # noqa: E402
 from openmemory_node.commons import Commons, CommonsConfig  # noqa: E402
 from openmemory_node.reconcile import (  # noqa: E402
-    FINGERPRINT, IDLIST, INFINITY, MISSING, SKIP, IdSet, Params, Range, Reconciler, encode_message,
-    fingerprint,
+    FINGERPRINT, IDLIST, INFINITY, MISSING, SKIP, IdSet, Params, Range, Reconciler, SyncError,
+    decode_message, encode_message, encode_varint, fingerprint,
 )
 
 VECTORS = HERE / "vectors"
@@ -121,6 +121,74 @@ def scenarios() -> list[tuple[str, str, dict[str, Any], list]]:
     out.append(("final", "a revocation of a revocation has no effect; an attester withdraws its vote",
                 {"policy": "open"}, [L, *votes, rev, revoke("author", rev), revoke("v0", votes[0], code="withdrawn")]))
     out.append(("pending", "attestations before their lesson: pending", {"policy": "open"}, votes))
+    out += settled_scenarios(L)
+    return out
+
+
+def settled_scenarios(L) -> list[tuple[str, str, dict[str, Any], list]]:
+    """The scenarios that pin the rules the JavaScript verifier found ambiguous (spec/js/README.md,
+    question 4): each would give another status under the other reading."""
+    out = []
+    # (a) The fade window is (t - W, t]: a voice exactly W old has left it.
+    W = 10 * DAY
+    A = lesson("author", "The nightly build failed when the disk cache was full.", kind="error")
+    B = lesson("author", "The nightly build failed when the network mirror was down.", kind="error")
+    records: list = [A, B]
+    for target in (A, B):
+        records += [attest(f"v{i}", target, created=T0 + 1 + i) for i in range(3)]  # common at T0 + 3
+        records += [attest(f"f{i}", target, "failed", created=T0 + 5 + i) for i in range(2)]
+    records.append(attest("f2", A, "failed", created=T0 + 1 + W))  # v0's voice has just left: 2 < 3
+    records.append(attest("f2", B, "failed", created=T0 + W))  # one second earlier: 3 vs 3
+    out.append(("fade-window-boundary", "the window ending at t is t - W < time <= t: a failure "
+                "exactly W after the first confirmation fades the lesson (failures 3, confirmations 2), "
+                "one second earlier it does not (3 and 3)", {"policy": "open", "fade_window": W}, records))
+    # (b) A vote earlier than its head is dated at the head's created, for the window too.
+    H = lesson("author", "The release script failed when the changelog was empty.", created=T0 + 30 * DAY,
+               kind="error")
+    early = [attest(f"f{i}", H, "failed", created=T0 + i) for i in range(4)]  # 30 days before H
+    confirms = [attest(f"v{i}", H, created=T0 + 30 * DAY + 10 * (i + 1)) for i in range(3)]
+    out.append(("vote-before-head", "four failures signed 30 days before the lesson count as cast at "
+                "its created: within a 1-day window when a fifth failure comes, so the lesson fades (dated "
+                "at their own created they would have left the window and it would stay common)",
+                {"policy": "open", "fade_window": DAY},
+                [H, *early, *confirms, attest("f9", H, "failed", created=T0 + 30 * DAY + 100)]))
+    # (c) One key's voice is its latest vote by created, even among votes raised to the head's time.
+    K = lesson("author", "The test suite failed when the locale was not UTF-8.", created=T0 + DAY, kind="error")
+    for offset in range(100):  # the id order opposite to the created order: replay by id would differ
+        failed = attest("v0", K, "failed", created=T0 + offset)
+        confirmed = attest("v0", K, created=T0 + 100 + offset)
+        if confirmed.id < failed.id:
+            break
+    else:  # pragma: no cover
+        raise AssertionError("no offset puts the later vote's id first")
+    out.append(("latest-voice-before-head", "one key signs failed, then confirmed, both before the "
+                "lesson (both dated at its created): its voice is the later by created, confirmed, whose "
+                "id sorts first; with N = 1 the lesson is common (in replay by id alone it would fade)",
+                {"policy": "open", "threshold": 1}, [K, failed, confirmed]))
+    # (d) A revoked head stays the head and its author an author.
+    twin = lesson("v5", "the user corrected the agent for using pip; this project uses uv.", created=T0 + 2 * DAY)
+    assert twin.dedup_key == L.dedup_key
+    out.append(("revoked-head", "the head is revoked: it still dates the group (the confirmations of day 0 "
+                "have left a 1-day window when a failure comes on day 2, so the group fades; were the twin the "
+                "head they would be dated on day 2 and it would stay common) and its author still cannot vote",
+                {"policy": "open", "fade_window": DAY},
+                [L, twin, revoke("author", L), *[attest(f"v{i}", L, created=T0 + 10 * (i + 1)) for i in range(3)],
+                 attest("author", twin, created=T0 + 2 * DAY + 50),
+                 attest("f0", twin, "failed", created=T0 + 2 * DAY + 100)]))
+    # (e) A vouch under open: effective when its voucher is in the trust list.
+    out.append(("vouch-under-open", "under open a vouch by a key in the trust list is effective (one by a "
+                "key outside it is not), and an untrusted key's vote counts",
+                {"policy": "open", "threshold": 1, "trust": [pub("v0")]},
+                [L, vouch("v0", "v2"), vouch("v1", "v3"), attest("v4", L)]))
+    # (f) An attestation naming a held record that is not a lesson: not-counted.
+    v = vouch("v0", "v2")
+    rev = revoke("v1", L, code="withdrawn")
+    att = attest("v3", L)
+    out.append(("attestation-of-a-non-lesson", "attestations naming a vouch, a revocation and an "
+                "attestation that are here: not-counted (no lesson can have those ids); one naming an "
+                "id not here: pending", {"policy": "open"},
+                [L, v, rev, att, attest("v4", v), attest("v5", rev), attest("v6", att),
+                 attest("v7", lesson("author", "The formatter rewrote the lock file.", kind="error"))]))
     return out
 
 
@@ -180,26 +248,166 @@ def sync_vectors() -> dict[str, Any]:
                   for r in m["ranges"]]
         m["hex"] = encode_message(ranges).hex()
     shared = ids("shared", 200)
-    mine, theirs = shared + ids("mine", 3), shared + ids("theirs", 4)
-    me, other = Reconciler(IdSet(mine), Params()), Reconciler(IdSet(theirs), Params())
+    run = transcript_run(shared + ids("mine", 3), shared + ids("theirs", 4), Params())
+    assert run["need"] == sorted(i.hex() for i in ids("theirs", 4))
+    return {
+        "description": "Sync (PROTOCOL.md, 'Sync'): fingerprints of id sets; reconciliation messages "
+        "with their encoding; one reconciliation between two sets as this implementation runs it "
+        "(branching 16, leaves of 16 ids), and one at the smallest message size, 4096 bytes, that "
+        "reaches it (`limit`: a responder answer of exactly 4096 bytes, ending with the final "
+        "FINGERPRINT). The fingerprints and the message format are normative; the transcripts show "
+        "correct runs (another implementation may split ranges elsewhere and still interoperate: "
+        "check that your responder's answers lead to the same need). `invalid_messages`: one message "
+        "per strict check, each refused with `error` by a receiver in the role `at`; "
+        "`valid_messages`: messages at the limits, accepted, with their number of ranges. A message "
+        "is given by `hex`, or, when large, by `build`: the concatenation of its items in order, "
+        "each either a hex string or {\"counter\": {prefix, width, from, count, suffix}}, which "
+        "stands for, for i = from to from + count - 1, prefix || i as `width` bytes big-endian || "
+        "suffix.",
+        "fingerprints": fingerprints, "messages": messages,
+        "reconciliation": run,
+        "limit": limit_run(),
+        "invalid_messages": invalid_messages(),
+        "valid_messages": valid_messages(),
+    }
+
+
+LIMIT_SEED = 68  # the first seed whose run has a message of exactly max_message_bytes
+
+
+def limit_run() -> dict[str, Any]:
+    """A reconciliation at max_message_bytes = 4096 (the smallest setting) whose messages reach
+    the limit: one answer is exactly 4096 bytes, its last range the final FINGERPRINT."""
+    shared = ids(f"limit-shared{LIMIT_SEED}", 300)
+    run = transcript_run(shared + ids(f"limit-mine{LIMIT_SEED}", 4), shared + ids(f"limit-theirs{LIMIT_SEED}", 200),
+                         Params(max_message_bytes=4096))
+    sizes = [len(m) // 2 for t in run["transcript"] for m in t.values()]
+    assert max(sizes) == 4096, sizes  # reaches the limit, exactly
+    return {"max_message_bytes": 4096, **run}
+
+
+def transcript_run(mine: list[bytes], theirs: list[bytes], params: Params) -> dict[str, Any]:
+    """One reconciliation between two sets, as this implementation runs it."""
+    me, other = Reconciler(IdSet(mine), params), Reconciler(IdSet(theirs), params)
     transcript = []
     message = me.initiate()
     while message is not None:
         answer = other.respond(message)
         transcript.append({"initiator": message.hex(), "responder": answer.hex()})
         message = me.reply(answer)
-    assert sorted(me.need) == sorted(ids("theirs", 4))
-    return {
-        "description": "Sync (PROTOCOL.md, 'Sync'): fingerprints of id sets; reconciliation messages "
-        "with their encoding; one reconciliation between two sets as this implementation runs it "
-        "(branching 16, leaves of 16 ids). The fingerprints and the message format are normative; "
-        "the transcript shows one correct run (another implementation may split ranges elsewhere "
-        "and still interoperate: check that your responder's answers lead to the same need).",
-        "fingerprints": fingerprints, "messages": messages,
-        "reconciliation": {"initiator_ids": [i.hex() for i in sorted(mine)],
-                           "responder_ids": [i.hex() for i in sorted(theirs)],
-                           "transcript": transcript, "need": sorted(i.hex() for i in me.need)},
-    }
+    assert sorted(me.need) == sorted(set(theirs) - set(mine))
+    return {"initiator_ids": [i.hex() for i in sorted(mine)], "responder_ids": [i.hex() for i in sorted(theirs)],
+            "transcript": transcript, "need": sorted(i.hex() for i in me.need)}
+
+
+def _counter(prefix: str, width: int, start: int, count: int, suffix: str) -> dict[str, Any]:
+    return {"counter": {"prefix": prefix, "width": width, "from": start, "count": count, "suffix": suffix}}
+
+
+def build_message(items: list) -> bytes:
+    """The bytes a `build` list stands for (see sync.json's description)."""
+    out = bytearray()
+    for item in items:
+        if isinstance(item, str):
+            out += bytes.fromhex(item)
+            continue
+        c = item["counter"]
+        for i in range(c["from"], c["from"] + c["count"]):
+            out += bytes.fromhex(c["prefix"]) + i.to_bytes(c["width"], "big") + bytes.fromhex(c["suffix"])
+    return bytes(out)
+
+
+def _long(total: int) -> list:
+    """A message of exactly `total` bytes, valid but for its length: an IDLIST below the bound
+    0x13 (ids 0x1220 || i), SKIP ranges with one-byte bounds from 0x14, a final SKIP."""
+    for k in range(total // ID_LEN, 0, -1):
+        head = "0113" + "02" + encode_varint(k).hex()
+        rest = total - len(head) // 2 - ID_LEN * k - 2
+        if rest >= 0 and rest % 3 == 0:
+            skips = "".join(f"01{0x14 + j:02x}00" for j in range(rest // 3))
+            return [head, _counter("1220", 32, 1, k, ""), skips + "ff00"]
+    raise AssertionError(total)  # pragma: no cover
+
+
+ID_LEN = 34
+A_ID = "1220" + "05" * 32
+B_ID = "1220" + "09" * 32
+
+
+def invalid_messages() -> list[dict[str, Any]]:
+    """One message per strict check of PROTOCOL.md ("A receiver checks every message strictly")."""
+    fp = "ab" * 16
+    cases = [
+        ("bound-empty", "a bound is empty", "responder", "0000ff00"),
+        ("bound-too-long", "a bound is longer than 34 bytes", "responder", "23" + "12" * 35 + "00ff00"),
+        ("bound-begins-with-ff", "a bound begins with the byte 0xFF", "responder", "01ff00ff00"),
+        ("bound-begins-with-ff-long", "a bound begins with the byte 0xFF", "responder", "02ff0000ff00"),
+        ("bound-equal", "a bound is not above the previous one", "responder", "0312200500" "0312200500" "ff00"),
+        ("bound-below", "a bound is not above the previous one", "responder", "0312200900" "0312200500" "ff00"),
+        ("bound-prefix-below", "a bound is not above the previous one", "responder", "0312200500" "02122000" "ff00"),
+        ("end-before-last", "0xFF before the last range", "responder", "ff00ff00"),
+        ("bytes-after-end", "bytes follow the last range", "responder", "ff0100" + fp),
+        ("no-end", "the ranges do not end at 0xFF", "responder", "0312200500"),
+        ("empty", "the ranges do not end at 0xFF (an empty message)", "responder", ""),
+        ("unknown-mode", "a mode is unknown", "responder", "ff04"),
+        ("unknown-mode-high", "a mode is unknown", "initiator", "ff80"),
+        ("missing-at-responder", "MISSING reaches a responder", "responder", "ff03 01" + A_ID),
+        ("missing-empty-at-responder", "MISSING reaches a responder", "responder", "ff0300"),
+        ("truncated-bound", "a payload is truncated (a bound)", "responder", "051220"),
+        ("truncated-mode", "a payload is truncated (a mode byte)", "responder", "ff"),
+        ("truncated-mode-after-bound", "a payload is truncated (a mode byte)", "responder", "03122005"),
+        ("truncated-fingerprint", "a payload is truncated (a fingerprint)", "responder", "ff01" + "ab" * 15),
+        ("truncated-varint", "a payload is truncated (a varint)", "responder", "ff0280"),
+        ("truncated-id-list", "a payload is truncated (an id list)", "responder", "ff0202" + A_ID),
+        ("truncated-id", "a payload is truncated (an id)", "initiator", "ff0301" + A_ID[:-2]),
+        ("varint-not-minimal-zero", "a varint is not minimal", "responder", "ff028000"),
+        ("varint-not-minimal-one", "a varint is not minimal", "responder", "ff028100" + A_ID),
+        ("id-not-multihash", "an id is not a sha2-256 multihash", "responder", "ff0201" + "1221" + "05" * 32),
+        ("id-not-multihash-prefix", "an id is not a sha2-256 multihash", "initiator", "ff0301" + "1320" + "05" * 32),
+        ("ids-duplicate", "ids are not strictly ascending", "responder", "ff0202" + A_ID + A_ID),
+        ("ids-descending", "ids are not strictly ascending", "initiator", "ff0302" + B_ID + A_ID),
+        ("id-at-bound", "an id falls outside its range (at the range's bound)", "responder",
+         "22" + A_ID + "0201" + A_ID + "ff00"),
+        ("id-above-bound", "an id falls outside its range (above the range's bound)", "responder",
+         "03122006" + "0201" + B_ID + "ff00"),
+        ("id-below-lower-bound", "an id falls outside its range (below the previous bound)", "responder",
+         "0312200600" + "ff0201" + A_ID),
+    ]
+    out = [{"name": n, "check": c, "at": at, "hex": h.replace(" ", ""), "error": "sync-bad-message"}
+           for n, c, at, h in cases]
+    out.append({"name": "too-many-ranges", "check": "a message has more than 8192 ranges", "at": "responder",
+                "build": [_counter("02", 2, 1, 8192, "00"), "ff00"], "error": "sync-bad-message"})
+    out.append({"name": "too-long", "check": "a message is longer than 131,072 bytes", "at": "responder",
+                "build": _long(131_073), "error": "sync-bad-message"})
+    for v in out:
+        data = bytes.fromhex(v["hex"]) if "hex" in v else build_message(v["build"])
+        if v["name"] == "too-long":
+            assert len(data) == 131_073
+        try:
+            decode_message(data, max_ranges=8192, allow_missing=v["at"] == "initiator", max_bytes=131_072)
+        except SyncError:
+            continue
+        raise AssertionError(f"{v['name']} was accepted")
+    return out
+
+
+def valid_messages() -> list[dict[str, Any]]:
+    """Messages at the limits of the strict checks: accepted."""
+    out = [
+        {"name": "8192-ranges", "at": "responder", "build": [_counter("02", 2, 1, 8191, "00"), "ff00"], "ranges": 8192},
+        {"name": "131072-bytes", "at": "responder", "build": _long(131_072)},
+        {"name": "missing-at-initiator", "at": "initiator", "hex": "ff0301" + A_ID, "ranges": 1},
+        {"name": "bound-34-bytes", "at": "responder", "hex": "22" + B_ID + "0201" + A_ID + "ff00", "ranges": 2},
+        {"name": "bound-just-below-ff", "at": "responder", "hex": "01fe00ff00", "ranges": 2},
+    ]
+    for v in out:
+        data = bytes.fromhex(v["hex"]) if "hex" in v else build_message(v["build"])
+        ranges = decode_message(data, max_ranges=8192, allow_missing=v["at"] == "initiator", max_bytes=131_072)
+        assert encode_message(ranges) == data
+        v["bytes"] = len(data)
+        v["ranges"] = len(ranges)
+    assert out[1]["bytes"] == 131_072
+    return out
 
 
 def main() -> int:

@@ -97,6 +97,8 @@ def provenance(label: str) -> bytes:
 # ---------------------------------------------------------------------------------------
 
 WORKED_EXAMPLE_TEXT = "`make test` failed in 2 sessions: the database was not running."
+UNICODE_14_TEXT = "The branch A\u0870you must rebase was new."
+JSON_ESCAPES_TEXT = 'The test printed "C:\\tmp\\cache" twice.'
 
 
 def valid_records() -> list[tuple[str, str, str, wire.Record]]:
@@ -162,6 +164,25 @@ def valid_records() -> list[tuple[str, str, str, wire.Record]]:
     out.append(("revocation-empty-reason", "A revocation with an empty reason.", "bob", bare))
     vouch = wire.new_vouch(KEYS["alice"], subject=pub("bob"), created=T0 + 20_000)
     out.append(("vouch", "Alice vouches for Bob's key.", "alice", vouch))
+    new14 = wire.new_lesson(
+        KEYS["bob"], text=UNICODE_14_TEXT, kind="error", strength=1000, provenance=provenance("unicode14"),
+        created=T0 + 30_000,
+    )
+    out.append((
+        "lesson-unicode-14-letter",
+        "U+0870 (ARABIC LETTER ALEF WITH ATTACHED FATHA) is a letter new in Unicode 14.0: assigned, so "
+        "valid, and a word character, so 'you must' after it is no match of the observation rule. Tables "
+        "older than 14.0 refuse this record.", "bob", new14,
+    ))
+    escapes = wire.new_lesson(
+        KEYS["carol"], text=JSON_ESCAPES_TEXT, kind="error", strength=500, provenance=provenance("escapes"),
+        created=T0 + 40_000,
+    )
+    out.append((
+        "lesson-json-escapes",
+        "A text with a quotation mark and backslashes: its JSON line escapes exactly those two, as \\\" and "
+        "\\\\ (no other character of a valid record needs an escape).", "carol", escapes,
+    ))
     return out
 
 
@@ -176,6 +197,7 @@ def valid_vectors() -> list[dict[str, Any]]:
             "seed": SEEDS[signer].hex(),
             "public_key": record.signer.hex(),
             "record": wire.to_json(record),
+            "json_line": wire.to_json_line(record) + "\n",
             "signing_message": wire.signing_message(record).hex(),
             "signature": record.signature.hex(),
             "cbor": data.hex(),
@@ -285,11 +307,30 @@ def invalid_vectors() -> list[dict[str, Any]]:
     add("version-missing", "schema", enc(signed({k: v for k, v in lm.items() if k != "version"}, "alice")),
         "No version field.")
 
+    add("version-negative", "version", resigned(lm, version=-1), "Version -1: an integer other than 1.")
+    add("version-true", "schema", resigned(lm, version=True), "Version as true: not an integer.")
+    # Step 3 comes before steps 4 and 5: the version decides first, whatever the rest holds.
+    no_version = {k: v for k, v in lm.items() if k != "version"}
+    add("version-missing-type-unknown", "schema", enc(signed({**no_version, "type": "note"}, "alice")),
+        "No version field and the unknown type \"note\": a missing version is schema, at step 3, "
+        "before the type is looked at (not type).")
+    add("version-text-type-unknown", "schema", resigned(lm, version="1", type="note"),
+        "Version as the text \"1\" and the unknown type \"note\": schema at step 3 (not type).")
+    add("version-2-type-unknown", "version", resigned(lm, version=2, type="note"),
+        "Version 2 and the unknown type \"note\": version (step 3) before type (step 4).")
+    add("version-2-unknown-field", "version", resigned(lm, version=2, context="a field of version 2"),
+        "Version 2 with a field version 1 does not know: version (step 3) before schema (step 5); a newer "
+        "version may have other fields.")
+    add("version-2-type-not-text", "version", resigned(lm, version=2, type=7),
+        "Version 2 with an integer type: version (step 3) before the type's own check.")
+
     # type
     add("type-unknown", "type", resigned(lm, type="note"), "Record type \"note\".")
     add("type-wrong-case", "type", resigned(lm, type="Lesson"), "Record type \"Lesson\" (types are lower case).")
     add("type-not-text", "schema", resigned(lm, type=1), "Record type as an integer.")
     add("type-not-a-map", "schema", enc([1, "lesson"]), "A CBOR array instead of a map.")
+    add("type-unknown-unknown-field", "type", resigned({**lm, "note": "hi"}, type="note"),
+        "The unknown type \"note\" with a field no type has: type (step 4) before schema (step 5).")
 
     # schema: lesson fields
     add("schema-missing-field", "schema", enc(signed({k: v for k, v in lm.items() if k != "provenance"}, "alice")),
@@ -310,6 +351,20 @@ def invalid_vectors() -> list[dict[str, Any]]:
     add("schema-text-zero-width", "schema", resigned(lm, text="Al\u200bways use uv."),
         "A zero-width space (U+200B) hiding an instruction from the observation rule.")
     add("schema-text-bidi-override", "schema", resigned(lm, text="The build \u202efailed."), "A bidi override (U+202E).")
+    add("schema-text-unassigned-unicode-16", "schema", resigned(lm, text="A\U00010d70you must rebase."),
+        "U+10D70 (a Garay letter of Unicode 16.0) is not assigned in Unicode 14.0: schema. (Unicode 16 "
+        "tables would read it as a letter and accept the text; 14.0 to 15.1 tables would refuse it for the "
+        "observation rule, 'you must' not preceded by a word character.)")
+    add("schema-text-unassigned-unicode-15", "schema", resigned(lm, text="The log named the Kawi letter \U00011f04."),
+        "U+11F04 (KAWI LETTER A, Unicode 15.0) is not assigned in Unicode 14.0: schema, whatever the "
+        "implementation's own Unicode version (Python 3.12 has 15.0).")
+    add("schema-text-unassigned-bmp", "schema", resigned(lm, text="The build printed \u0378 twice."),
+        "U+0378, never assigned: schema.")
+    add("schema-reason-unassigned", "schema",
+        resigned(rev, reason="The lesson was wrong \U0001fae8 about the database."),
+        "A revocation reason holding U+1FAE8 (an emoji of Unicode 15.0): schema.")
+    add("schema-text-forbidden-and-unassigned", "schema", resigned(lm, text="The build \u200b\U00010d70failed."),
+        "A forbidden code point (U+200B) and an unassigned one: schema either way.")
     add("schema-kind-upper", "schema", resigned(lm, kind="Error"), "kind with an upper-case letter.")
     add("schema-kind-too-long", "schema", resigned(lm, kind="e" * 25), "A 25-character kind.")
     add("schema-kind-empty", "schema", resigned(lm, kind=""), "An empty kind.")
@@ -421,6 +476,8 @@ DEDUP_CASES = [
     ("TEST failed on STRASSE.", "error"),
     ("The caf\u00e9 test failed.", "error"),
     ("The cafe\u0301 test failed.", "error"),
+    ("The \U00010570\U00010571 build failed.", "error"),
+    ("The \U00010597\U00010598 build failed.", "error"),
 ]
 
 
@@ -464,6 +521,16 @@ OBSERVATION_CASES = [
     "\uff21\uff4c\uff57\uff41\uff59\uff53 use uv.",
     "",
     "\u201cAlways\u201d appeared in the log.",
+    # Rule A is checked before rule B: when both fire, the rule reported is addressed-to-agent.
+    "Always rebase. You must push.",
+    "Never mind: you should rebase.",
+    # Unicode 14.0: U+0870 is a letter (new in 14.0), so 'you must' after it is inside a word; a
+    # code point unassigned in 14.0 (U+10D70 from 16.0, U+11F04 from 15.0) reads as U+FFFD, not a
+    # word character, whatever the implementation's own Unicode version.
+    UNICODE_14_TEXT,
+    "A\u0870you must rebase.",
+    "A\U00010d70you must rebase.",
+    "A\U00011f04you must rebase.",
 ]
 
 
@@ -480,6 +547,194 @@ def observation_vectors() -> list[dict[str, Any]]:
             entry["rule"] = violation.rule
         out.append(entry)
     return out
+
+
+# ---------------------------------------------------------------------------------------
+# The JSON form: lines a reader accepts (with the record's CBOR) or refuses (with the code).
+# ---------------------------------------------------------------------------------------
+
+
+def json_vectors() -> dict[str, Any]:
+    records = {name: r for name, _, _, r in valid_records()}
+    lesson, att = records["lesson-worked-example"], records["attestation-confirmed"]
+    unicode_lesson, escapes = records["lesson-derived-unicode"], records["lesson-json-escapes"]
+    line = wire.to_json_line(lesson)
+    obj = wire.to_json(lesson)
+    lines: list[dict[str, Any]] = []
+
+    def dumps(o: dict[str, Any], **kw: Any) -> str:
+        return json.dumps(o, ensure_ascii=kw.pop("ensure_ascii", False), separators=kw.pop("separators", (",", ":")), **kw)
+
+    def with_field(name: str, raw: str, base: str = line) -> str:
+        """``base`` with the value of ``name`` replaced by the raw JSON text ``raw``."""
+        o = json.loads(base)
+        marker = "\u0000marker\u0000"
+        o[name] = marker
+        return dumps(o).replace(json.dumps(marker), raw)
+
+    def add(name: str, description: str, data: str | bytes, *, record: wire.Record | None = None,
+            error: str | None = None) -> None:
+        raw = data.encode("utf-8") if isinstance(data, str) else data
+        vector: dict[str, Any] = {"name": name, "description": description, "hex": raw.hex()}
+        try:
+            vector["text"] = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            pass
+        try:
+            got = wire.from_json_line(raw)
+        except wire.WireError as exc:
+            assert error is not None and exc.code == error, (name, exc)
+            vector["error"] = error
+        else:
+            assert record is not None and got == record, name
+            vector["cbor"] = wire.encode(record).hex()
+        lines.append(vector)
+
+    # valid
+    add("canonical", "The line a writer makes (to_json_line), without its line break.", line, record=lesson)
+    add("canonical-lf", "The same with its line break (LF), which is not part of the JSON.", line + "\n", record=lesson)
+    add("canonical-crlf", "The same ended by CR LF: the CR before the LF is part of the line break.",
+        line + "\r\n", record=lesson)
+    add("attestation", "An attestation: evidence as an object, met_before as a JSON boolean.",
+        wire.to_json_line(att), record=att)
+    add("escaped-quote-and-backslash", "A text with a quotation mark and backslashes, escaped as \\\" and \\\\.",
+        wire.to_json_line(escapes), record=escapes)
+    add("keys-reordered", "Fields in the reverse order: readers accept any order.",
+        dumps(dict(reversed(list(obj.items())))), record=lesson)
+    add("no-id", "Without id: it is computed.", dumps({k: v for k, v in obj.items() if k != "id"}), record=lesson)
+    add("white-space", "Spaces and tabs between tokens and around the object (any JSON white space but LF).",
+        " \t" + dumps(obj, separators=(" , ", " :\t")) + " \r", record=lesson)
+    add("unicode-escapes", "Every non-ASCII character as a \\u escape, and an ASCII letter of a value and of a "
+        "name escaped too: a reader decodes escapes before it compares names and values.",
+        dumps(wire.to_json(unicode_lesson), ensure_ascii=True).replace('"kind":"error"', '"kind":"\\u0065rror"')
+        .replace('"strength"', '"\\u0073trength"'), record=unicode_lesson)
+    add("escaped-hex-digit", "A hexadecimal value with an escaped character (\\u0061 is a): still lower-case hex.",
+        line.replace(obj["signer"], "\\u0061".join(obj["signer"].split("a", 1))) if "a" in obj["signer"] else line,
+        record=lesson)
+    padded = line[:-1] + " " * (wire.MAX_JSON_LINE_BYTES - len(line.encode())) + "}"
+    assert len(padded.encode()) == wire.MAX_JSON_LINE_BYTES
+    add("at-line-limit", f"Exactly {wire.MAX_JSON_LINE_BYTES} bytes (white space padding) and its LF: the line "
+        "break does not count.", padded + "\n", record=lesson)
+    add("at-line-limit-crlf", f"Exactly {wire.MAX_JSON_LINE_BYTES} bytes and CR LF.", padded + "\r\n", record=lesson)
+
+    # size
+    over = line[:-1] + " " * (wire.MAX_JSON_LINE_BYTES + 1 - len(line.encode())) + "}"
+    add("size-over-limit", f"{wire.MAX_JSON_LINE_BYTES + 1} bytes.", over, error="size")
+    add("size-over-limit-lf", f"{wire.MAX_JSON_LINE_BYTES + 1} bytes and an LF.", over + "\n", error="size")
+
+    # encoding
+    add("not-json", "A truncated object.", line[:40], error="encoding")
+    add("empty", "An empty line given to the line parser (a file reader skips it as blank).", "", error="encoding")
+    add("trailing-data", "A second value after the object.", line + " 1", error="encoding")
+    add("two-objects", "Two records on one line.", line + line, error="encoding")
+    raw = bytearray(line.encode())
+    raw[raw.index(b"`make") + 1] = 0xFF
+    add("invalid-utf8", "The byte 0xff inside the text: not UTF-8.", bytes(raw), error="encoding")
+    add("byte-order-mark", "A UTF-8 byte order mark before the object.", b"\xef\xbb\xbf" + line.encode(), error="encoding")
+    add("nan", "NaN for strength.", with_field("strength", "NaN"), error="encoding")
+    add("infinity", "Infinity for created.", with_field("created", "Infinity"), error="encoding")
+    add("leading-zero", "strength spelled 01500: not a JSON number.", with_field("strength", "01500"), error="encoding")
+    add("plus-sign", "strength spelled +1500: not a JSON number.", with_field("strength", "+1500"), error="encoding")
+    add("duplicate-name", "kind twice.", line[:-1] + ',"kind":"error"}', error="encoding")
+    add("duplicate-name-escaped", "kind, and \\u006bind: the same name once unescaped.",
+        line[:-1] + ',"\\u006bind":"error"}', error="encoding")
+    att_line = wire.to_json_line(att)
+    add("duplicate-name-in-evidence", "sessions twice inside evidence.",
+        att_line.replace('"sessions":6,', '"sessions":6,"sessions":6,'), error="encoding")
+    add("lone-surrogate", "The escape \\ud800 alone in the text: not Unicode text.",
+        with_field("text", '"The build \\ud800 failed."'), error="encoding")
+    add("control-character", "A raw tab inside a string: JSON requires it escaped.",
+        with_field("text", '"The build\tfailed."'), error="encoding")
+    add("line-break-inside", "An LF inside the line, between two tokens.", line.replace(',"type"', ',\n"type"'),
+        error="encoding")
+    add("too-deep", "An array inside derived_from: nesting deeper than 2, as in CBOR.",
+        with_field("derived_from", '[["' + lesson.id + '"]]'), error="encoding")
+    add("too-deep-in-evidence", "An object inside evidence.",
+        with_field("evidence", '{"sessions":{"n":6},"matched":2,"window":1209600}', att_line), error="encoding")
+
+    # version and type: steps 3 and 4 come before the fields
+    add("version-2-bad-field", "version 2 and a signer that is not hex: version, before any field is looked at.",
+        with_field("signer", '"xyz"', with_field("version", "2")), error="version")
+    add("version-huge", "version 2^64, an integer other than 1.", with_field("version", "18446744073709551616"),
+        error="version")
+    add("version-negative", "version -1.", with_field("version", "-1"), error="version")
+    add("version-text", "version as the text \"1\".", with_field("version", '"1"'), error="schema")
+    add("version-float", "version 1.0: not an integer.", with_field("version", "1.0"), error="schema")
+    add("version-negative-zero", "version -0: not an integer of the JSON form.", with_field("version", "-0"),
+        error="schema")
+    add("version-missing-type-unknown", "No version and the unknown type \"note\": schema, at step 3.",
+        dumps({k: ("note" if k == "type" else v) for k, v in obj.items() if k != "version"}), error="schema")
+    add("type-unknown-bad-field", "The type \"note\" and a signer that is not hex: type.",
+        with_field("signer", '"xyz"', with_field("type", '"note"')), error="type")
+
+    # schema
+    add("not-an-object", "An array.", "[1,2]", error="schema")
+    add("string", "A string.", '"' + lesson.id + '"', error="schema")
+    add("fraction", "strength 1500.0: not an integer.", with_field("strength", "1500.0"), error="schema")
+    add("exponent", "strength 15E2 (the value 1500, spelled with an exponent): not an integer of the JSON form.",
+        with_field("strength", "15E2"), error="schema")
+    add("exponent-fraction", "strength 1.5e3.", with_field("strength", "1.5e3"), error="schema")
+    add("negative-zero", "strength -0.", with_field("strength", "-0"), error="schema")
+    add("huge-integer", "strength of 30 digits: over the limit.", with_field("strength", "1" + "0" * 29),
+        error="schema")
+    add("created-over-2-53", "created 2^53.", with_field("created", str(2**53)), error="schema")
+    add("integer-as-text", "strength as the text \"1500\".", with_field("strength", '"1500"'), error="schema")
+    add("boolean-for-integer", "strength true.", with_field("strength", "true"), error="schema")
+    add("integer-for-boolean", "met_before 0.", with_field("met_before", "0", att_line), error="schema")
+    add("null", "provenance null.", with_field("provenance", "null"), error="schema")
+    add("hex-upper-case", "signer in upper-case hexadecimal.", with_field("signer", '"' + obj["signer"].upper() + '"'),
+        error="schema")
+    add("hex-odd-length", "signer with one hex digit less.", with_field("signer", '"' + obj["signer"][:-1] + '"'),
+        error="schema")
+    add("hex-short", "provenance of 31 bytes.", with_field("provenance", '"' + obj["provenance"][:-2] + '"'),
+        error="schema")
+    add("derived-from-not-array", "derived_from as a string.", with_field("derived_from", '"' + lesson.id + '"'),
+        error="schema")
+    add("missing-field", "No kind.", dumps({k: v for k, v in obj.items() if k != "kind"}), error="schema")
+    add("unknown-field", "An extra field.", line[:-1] + ',"note":"hi"}', error="schema")
+    add("text-unassigned", "A text holding U+11F04 (Unicode 15.0): the text rules of CBOR apply.",
+        with_field("text", '"The Kawi letter \U00011f04 appeared."'), error="schema")
+    add("id-not-text", "id as a number.", with_field("id", "5"), error="schema")
+    add("id-null", "id null: a given id is text (leave it out to have it computed).", with_field("id", "null"),
+        error="schema")
+    add("id-and-schema", "Another record's id, and a field of the wrong type: schema (step 5) before id (step 6).",
+        with_field("strength", '"x"', with_field("id", '"' + att.id + '"')), error="schema")
+
+    # id
+    add("id-of-another-record", "The id of another record.", with_field("id", '"' + att.id + '"'), error="id")
+    add("id-upper-case", "The record's id in upper case: not its id text.", with_field("id", '"' + lesson.id.upper() + '"'),
+        error="id")
+
+    # a file: JSON Lines, read on after bad lines
+    good = [wire.to_json_line(r) for r in (lesson, att, escapes)]
+    content = (good[0] + "\n" + "\n" + " \t\r\n" + "not json\n" + good[1] + "\r\n"
+               + over + "\n" + with_field("strength", "1500.0") + "\n" + good[2])
+    errors: list[wire.WireError] = []
+    import io
+
+    got = list(wire.read_jsonl_file(io.BytesIO(content.encode()), on_error=errors.append))
+    assert got == [lesson, att, escapes], got
+    results = [{"line": 1, "cbor": wire.encode(lesson).hex()}, {"line": 4, "error": "encoding"},
+               {"line": 5, "cbor": wire.encode(att).hex()}, {"line": 6, "error": "size"},
+               {"line": 7, "error": "schema"}, {"line": 8, "cbor": wire.encode(escapes).hex()}]
+    assert [(e.line, e.code) for e in errors] == [(r["line"], r["error"]) for r in results if "error" in r]
+    files = [{
+        "name": "mixed", "hex": content.encode().hex(),
+        "description": "A JSON Lines file read on after bad lines: a record, a blank line, a line of white space "
+        "(skipped), a line that is not JSON, a record ended by CR LF, a line over the limit, a line with a float, "
+        "and a last record without its LF. Lines are numbered from 1, blank ones included.",
+        "results": results,
+    }]
+    return {
+        "description": "The JSON form (PROTOCOL.md, 'JSON form'): each line's bytes ('hex'; 'text' shows them when "
+        "they are UTF-8) read as one line of JSON Lines gives the record 'cbor' or fails with 'error'. Reading "
+        "JSON runs validation steps 1 to 6 (size, encoding, version, type, schema, id), not the clock, the "
+        "observation rule or the signature. 'files' are whole JSON Lines files, read on after bad lines.",
+        "format_version": 1,
+        "max_line_bytes": wire.MAX_JSON_LINE_BYTES,
+        "lines": lines,
+        "files": files,
+    }
 
 
 # ---------------------------------------------------------------------------------------
@@ -601,6 +856,7 @@ def build() -> dict[str, Any]:
             "format_version": 1,
             "vectors": dedup_vectors(),
         },
+        "json.json": json_vectors(),
         "observation.json": {
             "description": "The observation rule: whether each text is an observation, else which rule it breaks.",
             "format_version": 1,

@@ -5,7 +5,8 @@
 
 It imports nothing from this repository: only cbor2, hashlib, PyNaCl and the standard library,
 and it reads the observation rule's word lists and the text rules' code points out of
-PROTOCOL.md itself. If it passes, PROTOCOL.md says enough to implement verification; if the
+PROTOCOL.md itself (and the code points assigned in Unicode 14.0 out of
+spec/unicode-14.0-assigned.txt, the table PROTOCOL.md points to). If it passes, PROTOCOL.md says enough to implement verification; if the
 document and the reference implementation drift apart, it fails.
 """
 
@@ -54,6 +55,17 @@ def code_point_ranges(block: str) -> list[tuple[int, int]]:
 
 
 FORBIDDEN = code_point_ranges(protocol_list("forbidden-code-points"))
+# The code points assigned in Unicode 14.0 (PROTOCOL.md, "Text fields"): spec/unicode-14.0-assigned.txt.
+ASSIGNED = code_point_ranges(
+    " ".join(line for line in (SPEC / "unicode-14.0-assigned.txt").read_text().splitlines() if not line.startswith("#"))
+)
+_gaps, _next = [], 0
+for _low, _high in ASSIGNED:
+    if _low > _next:
+        _gaps.append((_next, _low - 1))
+    _next = _high + 1
+_gaps.append((_next, 0x10FFFF))
+UNASSIGNED = re.compile("[" + "".join(f"\\U{a:08x}-\\U{b:08x}" for a, b in _gaps) + "]")
 WHITE_SPACE = "".join(chr(int(x, 16)) for x in protocol_list("white-space").split())
 OPENINGS = set(protocol_list("imperative-openings").split())
 PATTERNS = [line.strip() for line in protocol_list("addressed-patterns").splitlines() if line.strip()]
@@ -67,7 +79,8 @@ WORD = re.compile(r"[a-z]+(?:'[a-z]+)?")
 
 def observation_rule(text: str) -> str | None:
     """None for an observation, else the rule broken."""
-    t = unicodedata.normalize("NFKC", text).replace("\u2019", "'").replace("\u2018", "'")
+    t = UNASSIGNED.sub("\ufffd", text)  # unassigned in Unicode 14.0: read as U+FFFD
+    t = unicodedata.normalize("NFKC", t).replace("\u2019", "'").replace("\u2018", "'")
     if any(p.search(t) for p in ADDRESSED):
         return "addressed-to-agent"
     for sentence in re.split(r"[.!?;:\n]+", t):
@@ -120,7 +133,7 @@ def is_id(v):
 def good_text(v, lo, hi):
     if type(v) is not str or not lo <= len(v.encode()) <= hi:
         return False
-    if any(low <= ord(c) <= high for c in v for low, high in FORBIDDEN):
+    if any(low <= ord(c) <= high for c in v for low, high in FORBIDDEN) or UNASSIGNED.search(v):
         return False
     return not (lo and all(c in WHITE_SPACE for c in v))
 

@@ -50,6 +50,7 @@ __all__ = [
     "Record",
     "RECORD_CLASSES",
     "record_from_map",
+    "record_class",
     "encode",
     "signing_message",
     "DOMAINS",
@@ -252,8 +253,9 @@ def _bare(cls: type, values: dict[str, Any]) -> Any:
     return obj
 
 
-def record_from_map(value: Any) -> "Record":
-    """Check a decoded map against the table and build its record (no signature check)."""
+def record_class(value: Any) -> type:
+    """Steps 3 and 4 of validation (PROTOCOL.md): the version, then the type, before any other
+    field is looked at. Returns the record class; raises WireError (version, type or schema)."""
     if type(value) is not dict:
         raise WireError("schema", f"a record is a CBOR map, not {type(value).__name__}")
     version = value.get("version")
@@ -272,6 +274,13 @@ def record_from_map(value: Any) -> "Record":
     cls = RECORD_CLASSES.get(record_type)
     if cls is None:
         raise WireError("type", f"unknown record type {record_type!r:.40}", field="type")
+    return cls
+
+
+def record_from_map(value: Any) -> "Record":
+    """Check a decoded map against the table and build its record (no signature check)."""
+    cls = record_class(value)
+    record_type = cls.record_type
     values = _fields_of(value, cls._table, f"a {record_type} record", cls._keys)
     _cross_checks(record_type, values)
     return _bare(cls, values)

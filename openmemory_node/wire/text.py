@@ -10,6 +10,8 @@ import hashlib
 import re
 import unicodedata
 
+from openmemory_local.unicode14 import UNASSIGNED_RE, UNICODE_VERSION
+
 from .errors import WireError
 
 __all__ = ["FORBIDDEN_RANGES", "check_text", "normalise_text", "dedup_key_for"]
@@ -53,6 +55,10 @@ def _char_class(ranges: tuple[tuple[int, int], ...]) -> str:
 
 
 _FORBIDDEN_RE = re.compile(_char_class(FORBIDDEN_RANGES))
+# A code point a text field refuses: a forbidden one, or one not assigned in Unicode 14.0 (the
+# version the protocol pins, so that no answer depends on the Unicode tables an implementation
+# has). One search over the text; the message then says which rule it broke.
+_REFUSED_RE = re.compile(_FORBIDDEN_RE.pattern[:-1] + UNASSIGNED_RE.pattern[1:-1] + "]")
 
 
 def check_text(value: object, field: str, *, min_bytes: int, max_bytes: int) -> str:
@@ -75,14 +81,14 @@ def check_text(value: object, field: str, *, min_bytes: int, max_bytes: int) -> 
         raise WireError("schema", f"{field} is {size} bytes of UTF-8; the limit is {max_bytes}", field=field)
     if size < min_bytes or (min_bytes and value.isspace()):
         raise WireError("schema", f"{field} must not be empty", field=field)
-    bad = _FORBIDDEN_RE.search(value)
+    bad = _REFUSED_RE.search(value)
     if bad is not None:
-        raise WireError(
-            "schema",
-            f"{field} holds the forbidden character U+{ord(bad.group()):04X} at index {bad.start()} "
-            "(controls, line breaks and invisible format characters are not allowed)",
-            field=field,
-        )
+        where = f"{field} holds U+{ord(bad.group()):04X} at index {bad.start()}"
+        if _FORBIDDEN_RE.match(bad.group()):
+            why = "a forbidden character (controls, line breaks and invisible format characters are not allowed)"
+        else:
+            why = f"a code point not assigned in Unicode {UNICODE_VERSION}, the version the protocol pins"
+        raise WireError("schema", f"{where}: {why}", field=field)
     return value
 
 

@@ -276,13 +276,40 @@ const FORBIDDEN = parseRanges(FORBIDDEN_TEXT);
 const WHITE_SPACE = new Set(parseRanges(WHITE_SPACE_TEXT).map(([a]) => a));
 const isForbidden = (cp) => FORBIDDEN.some(([a, b]) => cp >= a && cp <= b);
 
+// The code points assigned in Unicode 14.0 (PROTOCOL.md "Text fields"): the table in
+// spec/unicode-14.0-assigned.txt, inclusive ranges. Node has its own, newer, Unicode: not used
+// to decide what is assigned.
+const UNICODE_TABLE = path.join(HERE, "..", "unicode-14.0-assigned.txt");
+const ASSIGNED = parseRanges(
+  fs
+    .readFileSync(UNICODE_TABLE, "utf8")
+    .split("\n")
+    .filter((l) => !l.startsWith("#"))
+    .join(" "),
+);
+function isAssigned(cp) {
+  let lo = 0;
+  let hi = ASSIGNED.length - 1;
+  while (lo <= hi) {
+    const mid = (lo + hi) >> 1;
+    if (cp < ASSIGNED[mid][0]) hi = mid - 1;
+    else if (cp > ASSIGNED[mid][1]) lo = mid + 1;
+    else return true;
+  }
+  return false;
+}
+// the observation rule reads a code point unassigned in Unicode 14.0 as U+FFFD
+const maskUnassigned = (s) => [...s].map((ch) => (isAssigned(ch.codePointAt(0)) ? ch : "\ufffd")).join("");
+
 function checkText(name, s, minBytes, maxBytes) {
   if (typeof s !== "string") fail("schema", `${name} is not a text string`);
   const n = utf8(s).length;
   if (n < minBytes || n > maxBytes) fail("schema", `${name} is ${n} bytes, not ${minBytes} to ${maxBytes}`);
   for (const ch of s) {
     const cp = ch.codePointAt(0);
-    if (isForbidden(cp)) fail("schema", `${name} holds the forbidden code point U+${cp.toString(16).toUpperCase().padStart(4, "0")}`);
+    const u = `U+${cp.toString(16).toUpperCase().padStart(4, "0")}`;
+    if (isForbidden(cp)) fail("schema", `${name} holds the forbidden code point ${u}`);
+    if (!isAssigned(cp)) fail("schema", `${name} holds ${u}, not assigned in Unicode 14.0`);
   }
 }
 
@@ -560,7 +587,7 @@ const SENTENCE_SPLIT = /[.!?;:\n]+/u;
 const WORD_REGEX = /[a-z]+(?:'[a-z]+)?/;
 
 function observationViolation(text) {
-  const T = text.normalize("NFKC").replace(/[\u2018\u2019]/g, "'");
+  const T = maskUnassigned(text).normalize("NFKC").replace(/[\u2018\u2019]/g, "'");
   // Rule A
   const folded = pyIgnoreCaseFold(T);
   for (const re of ADDRESSED_REGEXES) {
@@ -642,44 +669,212 @@ function toJson(rec, id) {
   return out;
 }
 
-function fromJson(obj) {
-  // strict on what a parsed JSON value can show (field set, types, hex); duplicate keys and
-  // 1500.0 versus 1500 need a JSON parser of one's own and are not exercised by the vectors
+// Reading the JSON form is strict (PROTOCOL.md "JSON form"), so JSON.parse will not do: it keeps
+// the last of duplicate names, reads 15E2 and -0 as numbers, and accepts lone surrogate escapes.
+// parseJson reads RFC 8259 JSON into a tree: JsonObject (entries in order), JsonNumber (the
+// number's spelling), strings, booleans, null, arrays. What the form refuses as `encoding` is
+// refused here: syntax, duplicate names, NaN/Infinity (not JSON), lone surrogates, nesting
+// deeper than 2 (the record object is depth 1).
+
+class JsonObject {
+  constructor(entries) {
+    this.entries = entries;
+  }
+  has(key) {
+    return this.entries.some(([k]) => k === key);
+  }
+  get(key) {
+    const e = this.entries.find(([k]) => k === key);
+    return e ? e[1] : undefined;
+  }
+}
+class JsonNumber {
+  constructor(raw) {
+    this.raw = raw;
+  }
+}
+const JSON_INTEGER = /^-?(?:0|[1-9][0-9]*)$/;
+
+function parseJson(text) {
+  let i = 0;
+  const enc = (m) => fail("encoding", `${m} at ${i}`);
+  const ws = () => {
+    while (i < text.length && " \t\r\n".includes(text[i])) i++;
+  };
+  function string() {
+    i++; // the opening quote
+    let out = "";
+    for (;;) {
+      if (i >= text.length) enc("unterminated string");
+      const c = text[i++];
+      if (c === '"') return out;
+      if (c.charCodeAt(0) < 0x20) enc("a control character in a string");
+      if (c !== "\\") {
+        out += c;
+        continue;
+      }
+      const e = text[i++];
+      const simple = { '"': '"', "\\": "\\", "/": "/", b: "\b", f: "\f", n: "\n", r: "\r", t: "\t" }[e];
+      if (simple !== undefined) {
+        out += simple;
+        continue;
+      }
+      if (e !== "u") enc("a bad escape");
+      const unit = () => {
+        const h = text.slice(i, i + 4);
+        if (!/^[0-9a-fA-F]{4}$/.test(h)) enc("a bad \\u escape");
+        i += 4;
+        return parseInt(h, 16);
+      };
+      const u = unit();
+      if (u >= 0xdc00 && u <= 0xdfff) enc("a lone surrogate escape");
+      if (u >= 0xd800 && u <= 0xdbff) {
+        if (text.slice(i, i + 2) !== "\\u") enc("a lone surrogate escape");
+        i += 2;
+        const low = unit();
+        if (low < 0xdc00 || low > 0xdfff) enc("a lone surrogate escape");
+        out += String.fromCharCode(u, low);
+      } else out += String.fromCharCode(u);
+    }
+  }
+  function value(depth) {
+    ws();
+    const c = text[i];
+    if (c === "{" || c === "[") {
+      if (depth >= 2) enc("objects and arrays nested deeper than 2");
+      i++;
+      const close = c === "{" ? "}" : "]";
+      const items = [];
+      ws();
+      if (text[i] === close) {
+        i++;
+        return c === "{" ? new JsonObject(items) : items;
+      }
+      for (;;) {
+        if (c === "{") {
+          ws();
+          if (text[i] !== '"') enc("a name is a string");
+          const key = string();
+          if (items.some(([k]) => k === key)) enc(`the duplicate name ${JSON.stringify(key)}`);
+          ws();
+          if (text[i++] !== ":") enc("':' expected");
+          items.push([key, value(depth + 1)]);
+        } else items.push(value(depth + 1));
+        ws();
+        const sep = text[i++];
+        if (sep === close) return c === "{" ? new JsonObject(items) : items;
+        if (sep !== ",") enc("',' expected");
+      }
+    }
+    if (c === '"') return string();
+    for (const [word, v] of [["true", true], ["false", false], ["null", null]]) {
+      if (text.startsWith(word, i)) {
+        i += word.length;
+        return v;
+      }
+    }
+    const m = /^-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?/.exec(text.slice(i, i + 64));
+    if (!m) enc("not a JSON value");
+    i += m[0].length;
+    return new JsonNumber(m[0]);
+  }
+  const v = value(0);
+  ws();
+  if (i !== text.length) enc("data after the value");
+  return v;
+}
+
+// steps 3 to 5 on a JSON tree, then the CBOR bytes it stands for (and step 6 for a given id)
+function fromJsonTree(tree) {
   const schema = (m) => fail("schema", m);
-  if (typeof obj !== "object" || obj === null || Array.isArray(obj)) schema("not an object");
-  const type = obj.type;
-  if (!TYPES.includes(type)) fail(typeof type === "string" ? "type" : "schema", "bad type");
+  if (!(tree instanceof JsonObject)) schema("not an object");
+  const int = (v) => {
+    if (!(v instanceof JsonNumber) || !JSON_INTEGER.test(v.raw) || v.raw === "-0") schema("not an integer");
+    return BigInt(v.raw);
+  };
+  // 3. version, then 4. type, before any other field
+  if (!tree.has("version")) schema("no version");
+  if (int(tree.get("version")) !== 1n) fail("version", `version ${tree.get("version").raw}`);
+  const type = tree.get("type");
+  if (typeof type !== "string") schema("type missing or not a string");
+  if (!TYPES.includes(type)) fail("type", `unknown type ${JSON.stringify(type)}`);
+  // 5. schema: the JSON types, then the record's rules (decodeRecord)
+  if (tree.has("id") && typeof tree.get("id") !== "string") schema("id is not a string");
   const fields = ["version", "type", ...TYPE_FIELDS[type], "signer", "created", "signature"];
-  for (const k of Object.keys(obj)) if (k !== "id" && !fields.includes(k)) schema(`unknown field ${k}`);
+  for (const [k] of tree.entries) if (k !== "id" && !fields.includes(k)) schema(`unknown field ${k}`);
   const hexOf = (v, n) => {
     if (typeof v !== "string" || v.length !== 2 * n || !/^[0-9a-f]*$/.test(v)) schema(`not ${n} bytes of lower-case hex`);
     return Buffer.from(v, "hex");
   };
-  const int = (v) => {
-    if (!Number.isSafeInteger(v)) schema("not an integer");
-    return BigInt(v);
+  const cborInt = (v) => {
+    const n = int(v);
+    if (n >= 2n ** 64n || n < -(2n ** 64n)) schema("an integer out of every limit");
+    return n;
   };
   const entries = fields.map((k) => {
-    if (!(k in obj)) schema(`missing ${k}`);
-    const v = obj[k];
+    if (!tree.has(k)) schema(`missing ${k}`);
+    const v = tree.get(k);
     if (k in BYTES_FIELDS) return [k, hexOf(v, BYTES_FIELDS[k])];
     if (k === "derived_from") {
-      if (!Array.isArray(v)) schema("derived_from not an array");
+      if (!Array.isArray(v)) schema("derived_from is not an array");
       return [k, v.map((x) => hexOf(x, 34))];
     }
     if (k === "evidence") {
-      if (typeof v !== "object" || v === null || Array.isArray(v)) schema("evidence not an object");
-      return [k, new CborMap(Object.entries(v).map(([ek, ev]) => [ek, int(ev)]))];
+      if (!(v instanceof JsonObject)) schema("evidence is not an object");
+      return [k, new CborMap(v.entries.map(([ek, ev]) => [ek, cborInt(ev)]))];
     }
-    if (["version", "created", "strength"].includes(k)) return [k, int(v)];
-    if (k === "met_before" && typeof v !== "boolean") schema("met_before not a boolean");
-    if (k !== "met_before" && typeof v !== "string") schema(`${k} not a string`);
+    if (["version", "created", "strength"].includes(k)) return [k, cborInt(v)];
+    if (k === "met_before" && typeof v !== "boolean") schema("met_before is not a boolean");
+    if (k !== "met_before" && typeof v !== "string") schema(`${k} is not a string`);
     return [k, v];
   });
   const bytes = cborEncode(new CborMap(entries));
   const rec = decodeRecord(bytes);
-  if ("id" in obj && obj.id !== hex(recordId(bytes))) fail("id", "the id is not the record's");
+  // 6. id
+  if (tree.has("id") && tree.get("id") !== hex(recordId(bytes))) fail("id", "the id is not the record's");
   return { rec, bytes };
+}
+
+const MAX_JSON_LINE = 16384;
+
+// one line of JSON Lines (its bytes, maybe with its line break: LF, or CR LF)
+function fromJsonLine(bytes) {
+  let end = bytes.length;
+  if (end > 0 && bytes[end - 1] === 0x0a) {
+    end--;
+    if (end > 0 && bytes[end - 1] === 0x0d) end--;
+  }
+  if (end > MAX_JSON_LINE) fail("size", `a line of ${end} bytes`);
+  let text;
+  try {
+    text = utf8Strict.decode(bytes.subarray(0, end));
+  } catch {
+    fail("encoding", "not UTF-8");
+  }
+  if (text.includes("\n")) fail("encoding", "a line break inside the line");
+  return fromJsonTree(parseJson(text));
+}
+
+// a JSON Lines file: split at LF, skip blank lines (JSON white space only), read on after errors
+function readJsonLines(bytes) {
+  const out = [];
+  let start = 0;
+  let number = 0;
+  while (start < bytes.length) {
+    let lf = bytes.indexOf(0x0a, start);
+    if (lf < 0) lf = bytes.length;
+    const line = bytes.subarray(start, Math.min(lf + 1, bytes.length));
+    start = lf + 1;
+    number++;
+    if ([...line].every((b) => b === 0x20 || b === 0x09 || b === 0x0d || b === 0x0a)) continue;
+    try {
+      out.push({ line: number, cbor: hex(fromJsonLine(line).bytes) });
+    } catch (e) {
+      if (!(e instanceof WireError)) throw e;
+      out.push({ line: number, error: e.code });
+    }
+  }
+  return out;
 }
 
 // ----------------------------------------------------------------------------------------
@@ -739,6 +934,7 @@ function decodeMessage(buf, { atResponder }) {
       if (pos + n > buf.length) throw new SyncError("truncated bound");
       bound = Buffer.from(buf.subarray(pos, pos + n));
       pos += n;
+      if (bound[0] === 0xff) throw new SyncError("a bound begins with 0xFF");
       if (!boundAbove(bound, lower)) throw new SyncError("bound not above the previous one");
     }
     if (pos >= buf.length) throw new SyncError("truncated mode");
@@ -799,55 +995,63 @@ function split(ids, upper) {
   return out;
 }
 
-class MessageBuilder {
-  constructor() {
-    this.ranges = [];
+// adjacent SKIPs merge: a SKIP that follows a SKIP replaces it
+function appendMerged(ranges, more) {
+  const out = ranges.map((r) => ({ ...r }));
+  for (const r of more) {
+    const last = out[out.length - 1];
+    if (r.mode === "skip" && last && last.mode === "skip") last.bound = r.bound;
+    else out.push({ ...r });
   }
-  add(r) {
-    const last = this.ranges[this.ranges.length - 1];
-    if (r.mode === "skip" && last && last.mode === "skip") last.bound = r.bound; // adjacent SKIPs merge
-    else this.ranges.push(r);
-  }
-  size() {
-    return encodeMessage(this.ranges).length;
-  }
+  return out;
 }
+
+const FINAL_RANGE = 18; // 0xFF, FINGERPRINT, 16 bytes
 
 // One side's answer to a received message. `role` is "initiator" or "responder"; `lacks`
 // collects (at the initiator) the ids the other side announced that this side lacks.
-function answer(mine, received, role, lacks) {
-  const out = new MessageBuilder();
+// "Message size": each answer is written only if the message with it (SKIPs merged) is at most
+// maxBytes - 18, or maxBytes for the answer to the last range; otherwise one FINGERPRINT of our
+// ids from that range's lower bound to the end ends the message. At a responder answering an
+// IDLIST, the MISSING that does not fit gives way to the split when we hold more than 16 ids.
+function answer(mine, received, role, lacks, maxBytes = MAX_MESSAGE_SEND) {
+  let out = [];
   const have = new Set(mine.map(hex));
   let lower = Buffer.alloc(0);
   for (const r of received) {
     const ours = idsIn(mine, lower, r.bound);
-    let reply;
-    if (r.mode === "skip") reply = [{ bound: r.bound, mode: "skip" }];
+    const skip = [{ bound: r.bound, mode: "skip" }];
+    let candidates;
+    if (r.mode === "skip") candidates = [skip];
     else if (r.mode === "fingerprint") {
-      if (fingerprint(ours).equals(r.fingerprint)) reply = [{ bound: r.bound, mode: "skip" }];
-      else if (ours.length <= LEAF) reply = [{ bound: r.bound, mode: "idlist", ids: ours }];
-      else reply = split(ours, r.bound);
-    } else if (role === "initiator") {
-      // IDLIST or MISSING: note what we lack, answer SKIP
-      for (const id of r.ids) if (!have.has(hex(id))) lacks.push(id);
-      reply = [{ bound: r.bound, mode: "skip" }];
-    } else {
+      if (fingerprint(ours).equals(r.fingerprint)) candidates = [skip];
+      else if (ours.length <= LEAF) candidates = [[{ bound: r.bound, mode: "idlist", ids: ours }]];
+      else candidates = [split(ours, r.bound)];
+    } else if (role === "initiator") candidates = [skip];
+    else {
       const theirs = new Set(r.ids.map(hex));
       const missing = ours.filter((id) => !theirs.has(hex(id)));
-      reply = missing.length === 0 ? [{ bound: r.bound, mode: "skip" }] : [{ bound: r.bound, mode: "missing", ids: missing }];
-      if (missing.length && encodeMessage(reply).length + out.size() >= MAX_MESSAGE_SEND && ours.length > LEAF) reply = split(ours, r.bound);
+      if (missing.length === 0) candidates = [skip];
+      else {
+        candidates = [[{ bound: r.bound, mode: "missing", ids: missing }]];
+        if (ours.length > LEAF) candidates.push(split(ours, r.bound));
+      }
     }
-    const tentative = encodeMessage([...out.ranges, ...reply]).length;
-    if (tentative + 52 >= MAX_MESSAGE_SEND) {
+    const limit = r.bound === END ? maxBytes : maxBytes - FINAL_RANGE;
+    const written = candidates.map((c) => appendMerged(out, c)).find((m) => encodeMessage(m).length <= limit);
+    if (written === undefined) {
       // does not fit: the rest of the id space, from this range's lower bound, as one FINGERPRINT
-      out.add({ bound: END, mode: "fingerprint", fingerprint: fingerprint(idsIn(mine, lower, END)) });
-      return out.ranges;
+      out.push({ bound: END, mode: "fingerprint", fingerprint: fingerprint(idsIn(mine, lower, END)) });
+      return out;
     }
-    reply.forEach((x) => out.add(x));
+    out = written;
+    if (role === "initiator" && (r.mode === "idlist" || r.mode === "missing")) {
+      for (const id of r.ids) if (!have.has(hex(id))) lacks.push(id); // note what we lack
+    }
     if (r.bound === END) break;
     lower = r.bound;
   }
-  return out.ranges;
+  return out;
 }
 
 const allSkip = (ranges) => ranges.every((r) => r.mode === "skip");
@@ -924,7 +1128,8 @@ function commonsStatuses(config, recordBytes) {
     const lesson = byId.get(hex(a.rec.get("lesson_id")));
     let s;
     if (revokedIds.has(hex(a.id))) s = "revoked";
-    else if (!lesson || lesson.type !== "lesson") s = "pending";
+    else if (!lesson) s = "pending"; // no record of that id here yet
+    else if (lesson.type !== "lesson") s = "not-counted"; // here, and not a lesson: for good
     else {
       const members = groups.get(lesson.group);
       const authors = new Set(members.map((m) => m.signer));
@@ -942,8 +1147,10 @@ function commonsStatuses(config, recordBytes) {
   for (const [key, members] of groups) {
     members.sort((x, y) => (x.created < y.created ? -1 : x.created > y.created ? 1 : compareBytes(x.id, y.id)));
     const head = members[0];
+    // a vote's time: its created, raised to the head's; replayed in (time, created, id bytes)
     const votes = votesOf.get(key).map((v) => ({ ...v, time: v.created > head.created ? v.created : head.created }));
-    votes.sort((x, y) => (x.time < y.time ? -1 : x.time > y.time ? 1 : compareBytes(x.id, y.id)));
+    const cmp = (a, b) => (a < b ? -1 : a > b ? 1 : 0);
+    votes.sort((x, y) => cmp(x.time, y.time) || cmp(x.created, y.created) || compareBytes(x.id, y.id));
     let groupStatus = "candidate";
     const voice = new Map();
     for (const v of votes) {
@@ -974,6 +1181,31 @@ const argValue = (name, dflt) => {
 const VECTORS = argValue("--vectors", path.join(HERE, "..", "vectors"));
 const PROTOCOL = argValue("--protocol", path.join(HERE, "..", "..", "PROTOCOL.md"));
 const VERBOSE = args.includes("--verbose");
+
+// --unicode-dump: for every code point assigned in Unicode 14.0 (surrogates aside), what this file's
+// functions make of it, one line each: code point, \w, \d, \s (1 or 0), NFKC, full lowercase,
+// full case folding (code points in hex), and the ASCII characters it matches case-insensitively.
+// tests/wire/test_js_verifier.py compares it with Python's answers, code point by code point.
+function unicodeDump() {
+  const W = pyRegex("^\\w$");
+  const Dg = pyRegex("^\\d$");
+  const S = pyRegex("^\\s$");
+  const cps = (s) => [...s].map((c) => c.codePointAt(0).toString(16)).join(" ");
+  const ascii = [];
+  for (let a = 0x20; a < 0x7f; a++) ascii.push(String.fromCharCode(a));
+  const lines = [];
+  for (const [lo, hi] of ASSIGNED) {
+    for (let cp = lo; cp <= hi; cp++) {
+      if (cp >= 0xd800 && cp <= 0xdfff) continue;
+      const c = String.fromCodePoint(cp);
+      const folded = pyIgnoreCaseFold(c);
+      const matches = ascii.filter((a) => folded === (/[A-Za-z]/.test(a) ? a.toLowerCase() : a)).join("");
+      const bits = [W, Dg, S].map((re) => (re.test(c) ? 1 : 0)).join("");
+      lines.push(`${cp.toString(16)}|${bits}|${cps(c.normalize("NFKC"))}|${cps(c.toLowerCase())}|${cps(caseFold(c))}|${matches}`);
+    }
+  }
+  process.stdout.write(lines.join("\n") + "\n");
+}
 
 const results = new Map(); // file -> {passed, failed}
 function check(file, name, fn) {
@@ -1062,7 +1294,8 @@ function checkValid(valid) {
       const got = JSON.stringify(toJson(res.rec, res.id));
       return same(got, JSON.stringify(v.record)); // same keys, same order, same values
     });
-    check(file, `${v.name}: JSON back to CBOR`, () => same(hex(fromJson(v.record).bytes), v.cbor));
+    check(file, `${v.name}: JSON line`, () => same(JSON.stringify(toJson(res.rec, res.id)) + "\n", v.json_line));
+    check(file, `${v.name}: JSON line back to CBOR`, () => same(hex(fromJsonLine(utf8(v.json_line)).bytes), v.cbor));
     if (res.rec.get("type") === "lesson") {
       check(file, `${v.name}: dedup key`, () => same(dedupKey(res.rec.get("text"), res.rec.get("kind")), v.dedup_key));
     }
@@ -1085,6 +1318,29 @@ function checkInvalid(invalid) {
     });
   }
   check(file, "every error code covered", () => same([...codes].sort().join(","), [...invalid.error_codes].sort().join(",")));
+}
+
+function checkJson(json) {
+  const file = "json.json";
+  check(file, "line limit", () => same(json.max_line_bytes, MAX_JSON_LINE));
+  const codes = new Set();
+  for (const v of json.lines) {
+    check(file, `${v.name}: ${v.error || "valid"}`, () => {
+      let got;
+      try {
+        got = hex(fromJsonLine(unhex(v.hex)).bytes);
+      } catch (e) {
+        if (!(e instanceof WireError)) throw e;
+        return v.error ? same(e.code, v.error) : `refused (${e.message}), want the record`;
+      }
+      return v.error ? `accepted, want ${v.error}` : same(got, v.cbor);
+    });
+    if (v.error) codes.add(v.error);
+  }
+  check(file, "every code of the JSON form covered", () => same([...codes].sort().join(","), "encoding,id,schema,size,type,version"));
+  for (const f of json.files) {
+    check(file, `file ${f.name}`, () => same(JSON.stringify(readJsonLines(unhex(f.hex))), JSON.stringify(f.results)));
+  }
 }
 
 function checkDedup(dedup) {
@@ -1174,32 +1430,80 @@ function checkSync(sync) {
       return same(JSON.stringify(describe(decodeMessage(unhex(m.hex), { atResponder }))), JSON.stringify(m.ranges));
     });
   });
-  const rec = sync.reconciliation;
+  checkTranscript(file, "reconciliation", sync.reconciliation, MAX_MESSAGE_SEND);
+  checkTranscript(file, "limit", sync.limit, sync.limit.max_message_bytes);
+  check(file, "limit: a message reaches max_message_bytes exactly", () => {
+    const sizes = sync.limit.transcript.flatMap((t) => [t.initiator.length / 2, t.responder.length / 2]);
+    return same(Math.max(...sizes), sync.limit.max_message_bytes);
+  });
+  const role = (v) => ({ atResponder: v.at === "responder" });
+  for (const v of sync.invalid_messages) {
+    check(file, `invalid message ${v.name} (${v.check}) at the ${v.at}`, () => {
+      try {
+        decodeMessage(messageBytes(v), role(v));
+      } catch (e) {
+        if (e instanceof SyncError) return same(e.code, v.error);
+        throw e;
+      }
+      return `accepted, want ${v.error}`;
+    });
+  }
+  for (const v of sync.valid_messages) {
+    check(file, `valid message ${v.name} at the ${v.at}`, () => {
+      const buf = messageBytes(v);
+      if (buf.length !== v.bytes) return `${buf.length} bytes, want ${v.bytes}`;
+      const ranges = decodeMessage(buf, role(v));
+      if (!encodeMessage(ranges).equals(buf)) return "does not re-encode to its bytes";
+      return same(ranges.length, v.ranges);
+    });
+  }
+}
+
+// A message given as `hex`, or as `build` (sync.json's description): hex strings and counters
+function messageBytes(v) {
+  if (v.hex !== undefined) return unhex(v.hex);
+  const parts = [];
+  for (const item of v.build) {
+    if (typeof item === "string") {
+      parts.push(unhex(item));
+      continue;
+    }
+    const c = item.counter;
+    for (let i = c.from; i < c.from + c.count; i++) {
+      parts.push(unhex(c.prefix), leBytes(BigInt(i), c.width).reverse(), unhex(c.suffix));
+    }
+  }
+  return Buffer.concat(parts);
+}
+
+function checkTranscript(file, name, rec, maxBytes) {
   const ini = rec.initiator_ids.map(unhex).sort(compareBytes);
   const res = rec.responder_ids.map(unhex).sort(compareBytes);
   // the responder: answer each initiator message of the transcript
   rec.transcript.forEach((t, i) => {
-    check(file, `reconciliation round ${i + 1}: responder's answer`, () => {
+    check(file, `${name} round ${i + 1}: responder's answer`, () => {
       const received = decodeMessage(unhex(t.initiator), { atResponder: true });
-      return same(hex(encodeMessage(answer(res, received, "responder", null))), t.responder);
+      const reply = encodeMessage(answer(res, received, "responder", null, maxBytes));
+      if (reply.length > maxBytes) return `${reply.length} bytes, over ${maxBytes}`;
+      return same(hex(reply), t.responder);
     });
   });
   // the initiator: run the whole exchange against our responder
-  check(file, "reconciliation: initiator's messages and need", () => {
+  check(file, `${name}: initiator's messages and need`, () => {
     const lacks = [];
     let msg = firstMessage(ini);
     const sent = [];
     for (let round = 0; round < 64; round++) {
       sent.push(hex(encodeMessage(msg)));
-      const reply = answer(res, decodeMessage(encodeMessage(msg), { atResponder: true }), "responder", null);
-      msg = answer(ini, decodeMessage(encodeMessage(reply), { atResponder: false }), "initiator", lacks);
+      const reply = answer(res, decodeMessage(encodeMessage(msg), { atResponder: true }), "responder", null, maxBytes);
+      msg = answer(ini, decodeMessage(encodeMessage(reply), { atResponder: false }), "initiator", lacks, maxBytes);
       if (allSkip(msg)) break;
     }
     const want = rec.transcript.map((t) => t.initiator);
     if (sent.join() !== want.join()) return `initiator messages differ from the transcript (${sent.length} sent, ${want.length} in the transcript)`;
-    return same(lacks.map(hex).sort().join(","), [...rec.need].sort().join(","));
+    return same([...new Set(lacks.map(hex))].sort().join(","), [...rec.need].sort().join(","));
   });
-  check(file, "reconciliation: need is what the responder has and the initiator lacks", () => {
+  check(file, `${name}: need is what the responder has and the initiator lacks`, () => {
     const have = new Set(ini.map(hex));
     return same(res.map(hex).filter((x) => !have.has(x)).join(","), [...rec.need].sort().join(","));
   });
@@ -1207,35 +1511,41 @@ function checkSync(sync) {
 
 // ----------------------------------------------------------------------------------------
 
-const FILES = ["valid.json", "invalid.json", "dedup.json", "observation.json", "commons.json", "sync.json", "worked-example.txt", "PROTOCOL.md"];
-let missing = 0;
-try {
-  const ex = checkProtocolLists();
-  const valid = load("valid.json");
-  checkWorkedExample(ex, valid);
-  checkValid(valid);
-  checkInvalid(load("invalid.json"));
-  checkDedup(load("dedup.json"));
-  checkObservation(load("observation.json"));
-  checkCommons(load("commons.json"));
-  checkSync(load("sync.json"));
-} catch (e) {
-  console.log(`ERROR: ${e.stack || e}`);
-  missing++;
+function main() {
+  const FILES = ["valid.json", "invalid.json", "json.json", "dedup.json", "observation.json", "commons.json", "sync.json", "worked-example.txt", "PROTOCOL.md"];
+  let missing = 0;
+  try {
+    const ex = checkProtocolLists();
+    const valid = load("valid.json");
+    checkWorkedExample(ex, valid);
+    checkValid(valid);
+    checkInvalid(load("invalid.json"));
+    checkJson(load("json.json"));
+    checkDedup(load("dedup.json"));
+    checkObservation(load("observation.json"));
+    checkCommons(load("commons.json"));
+    checkSync(load("sync.json"));
+  } catch (e) {
+    console.log(`ERROR: ${e.stack || e}`);
+    missing++;
+  }
+
+  let passed = 0;
+  let failed = 0;
+  for (const f of FILES) {
+    const r = results.get(f);
+    if (!r) {
+      console.log(`${f}: not checked`);
+      missing++;
+      continue;
+    }
+    console.log(`${f}: ${r.passed} passed, ${r.failed} failed`);
+    passed += r.passed;
+    failed += r.failed;
+  }
+  console.log(`TOTAL: ${passed} passed, ${failed} failed, ${results.size} files`);
+  process.exitCode = failed === 0 && missing === 0 ? 0 : 1;
 }
 
-let passed = 0;
-let failed = 0;
-for (const f of FILES) {
-  const r = results.get(f);
-  if (!r) {
-    console.log(`${f}: not checked`);
-    missing++;
-    continue;
-  }
-  console.log(`${f}: ${r.passed} passed, ${r.failed} failed`);
-  passed += r.passed;
-  failed += r.failed;
-}
-console.log(`TOTAL: ${passed} passed, ${failed} failed, ${results.size} files`);
-process.exit(failed === 0 && missing === 0 ? 0 : 1);
+if (args.includes("--unicode-dump")) unicodeDump();
+else main();

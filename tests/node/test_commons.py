@@ -261,6 +261,32 @@ def test_an_attestation_before_its_lesson_is_pending_then_counts():
     assert changes == {lsn.id: COMMON, **{v.id: COUNTED for v in votes}}
 
 
+def test_an_attestation_of_a_record_that_is_not_a_lesson_is_not_counted_once_that_record_is_here():
+    lsn = lesson(AUTHOR)
+    v = vouch(ATTESTERS[0], ATTESTERS[1])
+    odd = attest(ATTESTERS[2], v)  # names a vouch: no lesson can ever have that id
+    machine = Commons(CommonsConfig(policy="open"))
+    assert machine.add(odd) == {odd.id: PENDING}
+    assert machine.explain(odd.id)["reason"] == "lesson not here yet"
+    assert machine.add(v)[odd.id] == NOT_COUNTED
+    assert machine.explain(odd.id)["reason"] == "names a record that is not a lesson"
+    machine.add(lsn)
+    assert machine.status(odd.id) == NOT_COUNTED and machine.status(lsn.id) == CANDIDATE
+
+
+def test_a_keys_voice_is_its_latest_vote_by_created_even_before_the_head():
+    # Both votes are raised to the head's time; the later-signed one is the key's voice,
+    # whichever id sorts first. With N = 1: confirmed last -> common, failed last -> stays.
+    for first, second, want in (("failed", "confirmed", COMMON), ("confirmed", "failed", FADED)):
+        lsn = lesson(AUTHOR, created=T0 + DAY)
+        for offset in range(40):  # both id orders occur among these; the outcome must not move
+            a = attest(ATTESTERS[0], lsn, first, created=T0 + offset)
+            b = attest(ATTESTERS[0], lsn, second, created=T0 + 100 + offset)
+            config = CommonsConfig(policy="open", threshold=1)
+            assert evaluate([lsn, a, b], config)[lsn.id] == want
+            assert evaluate([b, a, lsn], config)[lsn.id] == want
+
+
 def test_a_long_chain_is_revoked_without_recursion_limits():
     chain = [lesson(AUTHOR, text="The build failed at step 0.", kind="error")]
     for i in range(1, 1500):
@@ -303,6 +329,13 @@ def _pool() -> list:
     vouches = [vouch(keys[0], keys[5]), vouch(keys[5], keys[6]), vouch(keys[1], keys[4])]
     records += vouches
     records.append(revoke(keys[0], vouches[0], created=T0 + 90 * DAY))
+    # Attestations naming held records that are not lessons (R2: not-counted once they are here).
+    records.append(attest(keys[2], vouches[1], created=T0 + 91 * DAY))
+    records.append(attest(keys[3], records[-2], "failed", created=T0 + 92 * DAY))
+    # One key's two votes, both before the head: its voice is the later by created (R4).
+    head = lessons[0]
+    records.append(attest(keys[6], head, "failed", created=head.created - 100))
+    records.append(attest(keys[6], head, "confirmed", created=head.created - 50))
     return records
 
 

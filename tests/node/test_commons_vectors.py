@@ -12,7 +12,9 @@ import pytest
 
 from openmemory_node import wire
 from openmemory_node.commons import Commons, CommonsConfig
-from openmemory_node.reconcile import IdSet, Params, Reconciler, decode_message, encode_message, fingerprint
+from openmemory_node.reconcile import (
+    FINGERPRINT, IdSet, Params, Reconciler, SyncError, decode_message, encode_message, fingerprint,
+)
 
 SPEC = Path(__file__).resolve().parents[2] / "spec"
 COMMONS = json.loads((SPEC / "vectors" / "commons.json").read_text())
@@ -52,13 +54,89 @@ def test_sync_vectors():
     for m in SYNC["messages"]:
         data = bytes.fromhex(m["hex"])
         assert encode_message(decode_message(data, max_ranges=10, allow_missing=True)) == data
-    run = SYNC["reconciliation"]
-    me = Reconciler(IdSet(bytes.fromhex(i) for i in run["initiator_ids"]), Params())
-    other = Reconciler(IdSet(bytes.fromhex(i) for i in run["responder_ids"]), Params())
+    _replay(SYNC["reconciliation"], Params())
+
+
+def _replay(run, params):
+    """Both roles of a transcript: our initiator sends its messages, our responder its answers."""
+    me = Reconciler(IdSet(bytes.fromhex(i) for i in run["initiator_ids"]), params)
+    other = Reconciler(IdSet(bytes.fromhex(i) for i in run["responder_ids"]), params)
     message = me.initiate()
+    sizes = []
     for step in run["transcript"]:
         assert message.hex() == step["initiator"]
         answer = other.respond(message)
         assert answer.hex() == step["responder"]
+        sizes += [len(message), len(answer)]
         message = me.reply(answer)
     assert message is None and sorted(i.hex() for i in me.need) == run["need"]
+    return sizes
+
+
+def test_sync_limit_transcript_reaches_the_message_size_exactly():
+    run = SYNC["limit"]
+    sizes = _replay(run, Params(max_message_bytes=run["max_message_bytes"]))
+    assert max(sizes) == run["max_message_bytes"] == 4096
+    full = next(bytes.fromhex(t["responder"]) for t in run["transcript"] if len(t["responder"]) == 2 * 4096)
+    last = decode_message(full, max_ranges=8192, allow_missing=True)[-1]
+    assert last.mode == FINGERPRINT and len(full) - 18 == 4078  # cut: 4078 bytes + the final range
+
+
+def _message(v) -> bytes:
+    if "hex" in v:
+        return bytes.fromhex(v["hex"])
+    out = bytearray()
+    for item in v["build"]:
+        if isinstance(item, str):
+            out += bytes.fromhex(item)
+        else:
+            c = item["counter"]
+            for i in range(c["from"], c["from"] + c["count"]):
+                out += bytes.fromhex(c["prefix"]) + i.to_bytes(c["width"], "big") + bytes.fromhex(c["suffix"])
+    return bytes(out)
+
+
+def _receive(v, data):
+    """What the daemon does with a RECONCILE payload, in the vector's role (default Params: the
+    [sync] defaults, 8192 ranges and 131,072 bytes)."""
+    ids = IdSet()
+    if v["at"] == "responder":
+        return Reconciler(ids).respond(data)
+    return Reconciler(ids).reply(data)
+
+
+@pytest.mark.parametrize("vector", SYNC["invalid_messages"], ids=lambda v: v["name"])
+def test_invalid_sync_message(vector):
+    # sync.py charges every SyncError from a message as sync-bad-message
+    assert vector["error"] == "sync-bad-message"
+    with pytest.raises(SyncError):
+        _receive(vector, _message(vector))
+
+
+@pytest.mark.parametrize("vector", SYNC["valid_messages"], ids=lambda v: v["name"])
+def test_valid_sync_message_at_the_limits(vector):
+    data = _message(vector)
+    assert len(data) == vector["bytes"]
+    ranges = decode_message(data, max_ranges=Params().max_ranges, allow_missing=vector["at"] == "initiator",
+                            max_bytes=Params().max_receive_bytes)
+    assert len(ranges) == vector["ranges"] and encode_message(ranges) == data
+    _receive(vector, data)  # and the role answers it
+
+
+def test_every_strict_check_has_an_invalid_message():
+    checks = {v["check"].split(" (")[0] for v in SYNC["invalid_messages"]}
+    assert checks == {
+        "a bound is empty", "a bound is longer than 34 bytes", "a bound begins with the byte 0xFF",
+        "a bound is not above the previous one", "0xFF before the last range", "bytes follow the last range",
+        "the ranges do not end at 0xFF", "a mode is unknown", "MISSING reaches a responder",
+        "a payload is truncated", "a varint is not minimal", "an id is not a sha2-256 multihash",
+        "ids are not strictly ascending", "an id falls outside its range",
+        "a message has more than 8192 ranges", "a message is longer than 131,072 bytes"}
+
+
+def test_the_settled_questions_each_have_a_scenario():
+    # spec/js/README.md, question 4 (a)-(f): each rule is pinned by a scenario whose statuses
+    # would differ under the other reading.
+    names = {v["name"] for v in COMMONS["vectors"]}
+    assert {"fade-window-boundary", "vote-before-head", "latest-voice-before-head", "revoked-head",
+            "vouch-under-open", "attestation-of-a-non-lesson"} <= names

@@ -47,6 +47,49 @@ def test_ten_thousand_differing_in_ten_costs_a_few_kilobytes():
     assert rounds <= 5
 
 
+def test_messages_reach_the_default_limit_and_never_pass_it():
+    # A fresh node (empty set) against 20,000 ids: the responder's answers fill 60,000 bytes.
+    me, other = Reconciler(IdSet(), Params()), Reconciler(IdSet(ids(20_000)), Params())
+    message = me.initiate()
+    sizes = []
+    while message is not None:
+        answer = other.respond(message)
+        sizes += [len(message), len(answer)]
+        message = me.reply(answer)
+    assert len(me.need) == 20_000
+    assert max(sizes) <= 60_000
+    assert max(sizes) > 60_000 - 600  # within one answer of the limit: it was reached
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(st.integers(0, 2000), st.integers(0, 300), st.integers(0, 300), st.integers(0, 2**32))
+def test_every_message_fits_and_only_a_cut_one_ends_with_a_fingerprint_of_the_rest(shared, a, b, seed):
+    pool = ids(shared + a + b, f"cut{seed}")
+    mine, theirs = pool[:shared + a], pool[:shared] + pool[shared + a:]
+    params = Params(max_message_bytes=4096)
+    me, other = Reconciler(IdSet(mine), params), Reconciler(IdSet(theirs), params)
+    message = me.initiate()
+    while message is not None:
+        answer = other.respond(message)
+        assert len(message) <= 4096 and len(answer) <= 4096
+        message = me.reply(answer)
+    assert sorted(me.need) == sorted(set(theirs) - set(mine))
+
+
+def test_the_writer_limit_is_inclusive_and_keeps_18_bytes_for_the_final_range():
+    from openmemory_node.reconcile import FINAL_RANGE_BYTES, _Writer, encode_range
+
+    assert FINAL_RANGE_BYTES == len(encode_range(Range(INFINITY, FINGERPRINT, bytes(16)))) == 18
+    for final, limit in ((False, 4096 - 18), (True, 4096)):
+        answer = Range(INFINITY if final else b"\x13\x00", SKIP)
+        for over in (0, 1):
+            writer = _Writer(4096)
+            # a message of (limit - the answer's size + over) bytes so far, ending in a fingerprint
+            writer.ranges = [Range(b"\x12", FINGERPRINT, bytes(16))]
+            writer.size = limit - len(encode_range(answer)) + over
+            assert writer.write([answer], final=final) is (over == 0), (final, over)
+
+
 def test_a_fresh_node_gets_everything_within_the_message_budget():
     params = Params(max_message_bytes=8192)
     mine: list[bytes] = []
@@ -136,6 +179,8 @@ HOSTILE = {
     "trailing mode missing": bytes([0xFF]),
     "bound at infinity spelled long": bytes([1, 0xFF, SKIP]),
     "missing to a responder": bytes([0xFF, MISSING, 0]),
+    "id list one byte short": bytes([0xFF, IDLIST, 1]) + b"\x12\x20" + bytes(31),
+    "empty bound": bytes([0, SKIP, 0xFF, SKIP]),
 }
 
 

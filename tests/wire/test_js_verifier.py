@@ -28,13 +28,18 @@ def _minimum_checks():
     """At least this many checks per file: one or more per vector, so a verifier that silently
     skips vectors fails."""
     sync = _vectors("sync.json")
+    json_form = _vectors("json.json")
     return {
-        "valid.json": 9 * len(_vectors("valid.json")["vectors"]),
+        "valid.json": 11 * len(_vectors("valid.json")["vectors"]),
         "invalid.json": len(_vectors("invalid.json")["vectors"]) + 1,
+        "json.json": len(json_form["lines"]) + len(json_form["files"]) + 2,
         "dedup.json": 2 * len(_vectors("dedup.json")["vectors"]),
         "observation.json": len(_vectors("observation.json")["vectors"]) + 2,
-        "commons.json": len(_vectors("commons.json")["vectors"]),
-        "sync.json": len(sync["fingerprints"]) + 2 * len(sync["messages"]) + len(sync["reconciliation"]["transcript"]) + 1,
+        "commons.json": 4 * len(_vectors("commons.json")["vectors"]),  # valid, then three orders
+        "sync.json": (len(sync["fingerprints"]) + 2 * len(sync["messages"])
+                      + len(sync["reconciliation"]["transcript"]) + 2
+                      + len(sync["limit"]["transcript"]) + 3
+                      + len(sync["invalid_messages"]) + len(sync["valid_messages"])),
         "worked-example.txt": 4,
         "PROTOCOL.md": 4,
     }
@@ -71,7 +76,73 @@ def test_js_verifier_fails_on_a_changed_vector(tmp_path):
     target = next(v for v in invalid["vectors"] if v["name"] == "signature-small-order-key")
     target["error"] = "schema"
     (vectors / "invalid.json").write_text(json.dumps(invalid), encoding="utf-8")
+    json_form = _vectors("json.json")
+    next(v for v in json_form["lines"] if v["name"] == "exponent")["error"] = "encoding"  # 15E2 is JSON: schema
+    (vectors / "json.json").write_text(json.dumps(json_form), encoding="utf-8")
     proc = _run("--vectors", str(vectors))
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "FAIL invalid.json signature-small-order-key: schema" in proc.stdout
+    assert "FAIL json.json exponent: encoding: got schema, want encoding" in proc.stdout
     assert re.search(r"^invalid\.json: \d+ passed, 1 failed$", proc.stdout, re.MULTILINE), proc.stdout
+    assert re.search(r"^json\.json: \d+ passed, 1 failed$", proc.stdout, re.MULTILINE), proc.stdout
+
+
+def test_js_verifier_fails_on_changed_commons_and_sync_vectors(tmp_path):
+    # The settled commons rules and the strict sync checks can fail too: an attestation of a
+    # non-lesson said pending, an invalid message made valid, a limit answer one byte longer.
+    vectors = tmp_path / "vectors"
+    shutil.copytree(VECTORS, vectors)
+    commons = _vectors("commons.json")
+    scenario = next(v for v in commons["vectors"] if v["name"] == "attestation-of-a-non-lesson")
+    flipped = next(i for i, s in scenario["statuses"].items() if s == "not-counted")
+    scenario["statuses"][flipped] = "pending"
+    (vectors / "commons.json").write_text(json.dumps(commons), encoding="utf-8")
+    sync = _vectors("sync.json")
+    next(v for v in sync["invalid_messages"] if v["name"] == "bound-begins-with-ff")["hex"] = "01fe00ff00"
+    sync["limit"]["max_message_bytes"] = 4097
+    (vectors / "sync.json").write_text(json.dumps(sync), encoding="utf-8")
+    proc = _run("--vectors", str(vectors))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "got not-counted, want pending" in proc.stdout
+    assert "FAIL sync.json invalid message bound-begins-with-ff (a bound begins with the byte 0xFF) at the " \
+           "responder: accepted, want sync-bad-message" in proc.stdout
+    assert "FAIL sync.json limit: a message reaches max_message_bytes exactly: got 4096, want 4097" in proc.stdout
+
+
+def test_js_unicode_functions_agree_with_python_on_every_code_point_assigned_in_unicode_14():
+    # PROTOCOL.md pins Unicode 14.0 and refuses code points unassigned in it: then NFKC, case
+    # folding and the observation rule's classes must give the same answer in every Unicode
+    # version from 14.0 on. Node has its own, newer, Unicode (17.0 in Node 20.20); Python 3.11 has
+    # 14.0. verify.mjs --unicode-dump says what its functions make of each assigned code point;
+    # Python must say the same, code point by code point (no difference is allowed).
+    import unicodedata
+
+    from openmemory_local.unicode14 import ASSIGNED_RANGES
+
+    proc = _run("--unicode-dump")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    word, digit, space = re.compile(r"\w"), re.compile(r"\d"), re.compile(r"\s")
+    ascii_chars = [chr(a) for a in range(0x20, 0x7F)]
+    ignorecase = {a: re.compile(re.escape(a), re.IGNORECASE) for a in ascii_chars}
+
+    def cps(text):
+        return " ".join(f"{ord(c):x}" for c in text)
+
+    def matches(c):
+        if c.lower() == c.upper() == c.casefold() == c and c not in "\u0131\u017f":
+            return c if c in ascii_chars else ""  # caseless: matches itself only
+        return "".join(a for a in ascii_chars if ignorecase[a].fullmatch(c))
+
+    expected = []
+    for low, high in ASSIGNED_RANGES:
+        for cp in range(low, high + 1):
+            if 0xD800 <= cp <= 0xDFFF:
+                continue
+            c = chr(cp)
+            bits = "".join("1" if p.fullmatch(c) else "0" for p in (word, digit, space))
+            expected.append(f"{cp:x}|{bits}|{cps(unicodedata.normalize('NFKC', c))}|{cps(c.lower())}|"
+                            f"{cps(c.casefold())}|{matches(c)}")
+    assert len(lines) == len(expected) == 282_230
+    differ = [(want, got) for want, got in zip(expected, lines) if want != got]
+    assert differ == [], f"{len(differ)} code points differ, e.g. (python, node): {differ[:5]}"

@@ -4,6 +4,7 @@ PROTOCOL.md against the code it documents."""
 from __future__ import annotations
 
 import importlib.util
+import io
 import json
 import re
 import subprocess
@@ -39,6 +40,8 @@ def test_valid_vector(vector):
     assert record.signature.hex() == vector["signature"]
     assert wire.signing_message(record).hex() == vector["signing_message"]
     assert wire.to_json(record) == vector["record"]
+    assert wire.to_json_line(record) + "\n" == vector["json_line"]
+    assert wire.from_json_line(vector["json_line"]) == record
     assert wire.from_json(vector["record"]) == record
     assert wire.encode(wire.from_json(vector["record"])) == data
     # The seed reproduces the signature (Ed25519 is deterministic).
@@ -74,6 +77,38 @@ def test_the_issue_asks_for_these_invalid_vectors():
         "signature-bit-flip", "signature-other-domain", "clock-skew", "size-oversize", "observation-imperative",
     ]:
         assert wanted in names
+
+
+JSON_FORM = load("json.json")
+
+
+@pytest.mark.parametrize("vector", JSON_FORM["lines"], ids=lambda v: v["name"])
+def test_json_line_vector(vector):
+    data = bytes.fromhex(vector["hex"])
+    inputs = [data] + ([vector["text"]] if "text" in vector else [])
+    for line in inputs:  # bytes, and the same line as str when it is UTF-8
+        if "error" in vector:
+            with pytest.raises(wire.WireError) as exc:
+                wire.from_json_line(line)
+            assert exc.value.code == vector["error"], str(exc.value)
+        else:
+            assert wire.encode(wire.from_json_line(line)).hex() == vector["cbor"]
+
+
+def test_json_file_vectors():
+    for vector in JSON_FORM["files"]:
+        errors: list[wire.WireError] = []
+        stream = io.BytesIO(bytes.fromhex(vector["hex"]))
+        got = [wire.encode(r).hex() for r in wire.read_jsonl_file(stream, on_error=errors.append)]
+        assert got == [r["cbor"] for r in vector["results"] if "cbor" in r]
+        assert [(e.line, e.code) for e in errors] == [(r["line"], r["error"]) for r in vector["results"] if "error" in r]
+
+
+def test_json_vectors_cover_every_code_of_the_json_form():
+    assert JSON_FORM["max_line_bytes"] == wire.MAX_JSON_LINE_BYTES
+    assert {v["error"] for v in JSON_FORM["lines"] if "error" in v} == {
+        "size", "encoding", "version", "type", "schema", "id"}
+    assert sum("cbor" in v for v in JSON_FORM["lines"]) >= 10
 
 
 @pytest.mark.parametrize("vector", load("dedup.json")["vectors"], ids=lambda v: v["text"][:30])
@@ -122,6 +157,8 @@ CDDL_CANNOT_SAY = {
     "schema-text-whitespace", "schema-text-newline", "schema-text-zero-width", "schema-text-bidi-override",
     "schema-derived-unsorted", "schema-derived-duplicate", "schema-derived-not-multihash",
     "schema-evidence-matched-over-sessions", "schema-confirmed-without-match", "schema-vouch-self",
+    "schema-text-unassigned-unicode-16", "schema-text-unassigned-unicode-15", "schema-text-unassigned-bmp",
+    "schema-reason-unassigned", "schema-text-forbidden-and-unassigned",
 }
 
 
