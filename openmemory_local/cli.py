@@ -100,9 +100,12 @@ class ProgressBar:
 # --- commands ---------------------------------------------------------------------------
 
 
+def _config(args):
+    return load_config(args.home, node_home_option=getattr(args, "node_home", None))
+
+
 def _open(args) -> Store:
-    config = load_config(args.home)
-    return Store.open(config)
+    return Store.open(_config(args))
 
 
 def _now(args) -> datetime:
@@ -471,6 +474,9 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--json", action="store_true", help="machine-readable output on stdout")
     common.add_argument("--now", metavar="TIME", help="the current time, ISO 8601 (default: "
                         "$OPENMEMORY_NOW, else the clock)")
+    common.add_argument("--node-home", metavar="DIR", help="the commons node's data folder (default: "
+                        "$OPENMEMORY_NODE_HOME, else [node] home in config.toml, else "
+                        "~/.local/share/openmemory-node)")
 
     parser = argparse.ArgumentParser(
         prog="openmemory",

@@ -16,8 +16,16 @@ Its layout::
                               the transcript's absolute path (…/<session>.jsonl.gz)
       tmp/                    large archive members being written (removed after use)
 
+      config.toml             optional settings (below); absent means every default
       sleep.lock              held while a sleep or a render runs (empty; never removed)
       reports/<time>.md       the morning reports, one per sleep that changed something
+
+``<home>/config.toml`` (optional; TOML). Each key maps to a :class:`Config` field
+(:data:`FILE_SETTINGS`); an unknown section or key is an error, so that a typo never falls
+back to a default silently::
+
+    [node]
+    home = "~/.local/share/openmemory-node"   # the commons node's data folder
 
 Claude Code's folder is ``$CLAUDE_CONFIG_DIR`` when that variable is set (Claude Code's own
 setting), else ``~/.claude``. Transcripts are found under its ``projects/``; lessons are
@@ -31,6 +39,7 @@ render, so a single object describes a run. A few can be set from the environmen
 from __future__ import annotations
 
 import os
+import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -42,7 +51,13 @@ __all__ = [
     "ENV_LESSON_MODEL_URL",
     "ENV_LESSON_MODEL",
     "ENV_LESSON_MODEL_KEY",
+    "ENV_NODE_HOME",
+    "CONFIG_FILE",
+    "FILE_SETTINGS",
     "resolve_home",
+    "resolve_node_home",
+    "default_node_home",
+    "read_config_file",
     "claude_config_dir",
     "default_sources",
     "load_config",
@@ -53,7 +68,10 @@ ENV_MAX_LINE_BYTES = "OPENMEMORY_MAX_LINE_BYTES"
 ENV_LESSON_MODEL_URL = "OPENMEMORY_LESSON_MODEL_URL"
 ENV_LESSON_MODEL = "OPENMEMORY_LESSON_MODEL"
 ENV_LESSON_MODEL_KEY = "OPENMEMORY_LESSON_MODEL_KEY"
+#: The commons node's data folder (the node's own variable: one setting for both programs).
+ENV_NODE_HOME = "OPENMEMORY_NODE_HOME"
 DB_NAME = "openmemory.db"
+CONFIG_FILE = "config.toml"
 
 
 class ConfigError(ValueError):
@@ -176,11 +194,21 @@ class Config:
     memory_index_max_lines: int = 200
     memory_index_max_bytes: int = 25_000
 
+    # --- the commons node (openmemory_local.node_link) ---------------------------------
+    #: The node's data folder, where the engine reads its API address (``api.addr``) and
+    #: token (``api.token``): ``--node-home``, else ``$OPENMEMORY_NODE_HOME``, else
+    #: ``[node] home`` in ``<home>/config.toml``, else the node's default folder.
+    node_home: Path | None = None
+    #: Seconds one request to the node's local API may take.
+    node_timeout: float = 10.0
+
     def __post_init__(self) -> None:
         object.__setattr__(self, "home", Path(self.home).expanduser())
         object.__setattr__(self, "sources", tuple(Path(p).expanduser() for p in self.sources))
         if self.claude_dir is not None:
             object.__setattr__(self, "claude_dir", Path(self.claude_dir).expanduser())
+        if self.node_home is not None:
+            object.__setattr__(self, "node_home", Path(self.node_home).expanduser())
 
     @property
     def db_path(self) -> Path:
@@ -224,6 +252,81 @@ def resolve_home(home_option: str | os.PathLike | None = None, environ=None) -> 
     return Path(env.get("HOME") or Path.home()) / ".local" / "share" / "openmemory"
 
 
+def default_node_home(environ=None) -> Path:
+    """The commons node's default data folder, as ``openmemory-node`` resolves it:
+    ``$XDG_DATA_HOME/openmemory-node``, else ``~/.local/share/openmemory-node``."""
+    env = os.environ if environ is None else environ
+    xdg = env.get("XDG_DATA_HOME")
+    base = Path(xdg).expanduser() if xdg else Path(env.get("HOME") or Path.home()) / ".local" / "share"
+    return base / "openmemory-node"
+
+
+def resolve_node_home(option: str | os.PathLike | None = None, file_value: str | os.PathLike | None = None,
+                      environ=None) -> Path:
+    """The node's data folder: ``option`` (``--node-home``), else ``$OPENMEMORY_NODE_HOME``,
+    else ``file_value`` (``[node] home``), else :func:`default_node_home`."""
+    env = os.environ if environ is None else environ
+    for value in (option, env.get(ENV_NODE_HOME), file_value):
+        if value:
+            return Path(value).expanduser().absolute()
+    return default_node_home(env)
+
+
+#: ``config.toml`` keys: (section, key) -> (Config field, type). Types are checked; paths
+#: may start with ``~``.
+FILE_SETTINGS: dict[tuple[str, str], tuple[str, type]] = {
+    ("node", "home"): ("node_home", Path),
+    ("node", "timeout"): ("node_timeout", float),
+}
+
+
+def read_config_file(home: Path) -> dict:
+    """The settings of ``<home>/config.toml`` as Config field -> value ({} without a file).
+
+    Raises :class:`ConfigError` for a file that does not parse, an unknown section or key,
+    or a value of the wrong type.
+    """
+    path = Path(home) / CONFIG_FILE
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return {}
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror}") from None
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"{path} does not parse: {exc}") from None
+    out: dict = {}
+    for section, values in data.items():
+        if not isinstance(values, dict):
+            raise ConfigError(f"{path}: {section!r} must be a [section]")
+        for key, value in values.items():
+            spec = FILE_SETTINGS.get((section, key))
+            if spec is None:
+                known = ", ".join(f"[{s}] {k}" for s, k in FILE_SETTINGS)
+                raise ConfigError(f"{path}: unknown setting [{section}] {key} (known: {known})")
+            name, kind = spec
+            if kind is Path:
+                if not isinstance(value, str) or not value:
+                    raise ConfigError(f"{path}: [{section}] {key} must be a path (a string)")
+                value = Path(value).expanduser()
+            elif kind is float:
+                if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+                    raise ConfigError(f"{path}: [{section}] {key} must be a positive number")
+                value = float(value)
+            elif kind is int:
+                if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                    raise ConfigError(f"{path}: [{section}] {key} must be a whole number, zero or more")
+            elif kind is bool:
+                if not isinstance(value, bool):
+                    raise ConfigError(f"{path}: [{section}] {key} must be true or false")
+            elif not isinstance(value, kind):
+                raise ConfigError(f"{path}: [{section}] {key} must be a {kind.__name__}")
+            out[name] = value
+    return out
+
+
 def claude_config_dir(environ=None) -> Path:
     """Claude Code's folder: ``$CLAUDE_CONFIG_DIR``, else ``~/.claude``."""
     env = os.environ if environ is None else environ
@@ -250,16 +353,23 @@ def _env_int(env, name: str, default: int | None, allow_zero: bool = False) -> i
     return value
 
 
-def load_config(home_option: str | os.PathLike | None = None, environ=None, **overrides) -> Config:
-    """The configuration for a run: home and sources resolved, environment overrides applied."""
+def load_config(home_option: str | os.PathLike | None = None, environ=None, *,
+                node_home_option: str | os.PathLike | None = None, **overrides) -> Config:
+    """The configuration for a run: home and sources resolved, ``<home>/config.toml`` read,
+    environment overrides applied (the environment wins over the file, options over both)."""
     env = os.environ if environ is None else environ
-    config = Config(
-        home=resolve_home(home_option, env),
-        sources=default_sources(env),
-        max_line_bytes=_env_int(env, ENV_MAX_LINE_BYTES, Config.max_line_bytes),
-        claude_dir=claude_config_dir(env),
-        lesson_model_url=env.get(ENV_LESSON_MODEL_URL) or None,
-        lesson_model_name=env.get(ENV_LESSON_MODEL) or Config.lesson_model_name,
-        lesson_model_key=env.get(ENV_LESSON_MODEL_KEY) or None,
-    )
+    home = resolve_home(home_option, env)
+    from_file = read_config_file(home)
+    file_node_home = from_file.pop("node_home", None)
+    settings = {
+        "sources": default_sources(env),
+        "max_line_bytes": _env_int(env, ENV_MAX_LINE_BYTES, Config.max_line_bytes),
+        "claude_dir": claude_config_dir(env),
+        "lesson_model_url": env.get(ENV_LESSON_MODEL_URL) or None,
+        "lesson_model_name": env.get(ENV_LESSON_MODEL) or Config.lesson_model_name,
+        "lesson_model_key": env.get(ENV_LESSON_MODEL_KEY) or None,
+        **from_file,  # FILE_SETTINGS never names a field set from the environment above
+        "node_home": resolve_node_home(node_home_option, file_node_home, env),
+    }
+    config = Config(home=home, **settings)
     return replace(config, **overrides) if overrides else config
