@@ -47,6 +47,8 @@ import unicodedata
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+from .reason import reason_line
+
 __all__ = [
     "Episode",
     "Meta",
@@ -251,64 +253,9 @@ def correction_opening(text: str) -> str | None:
     return match.group(1) if match else None
 
 
-_NOISE_LINE = re.compile(
-    r"""^(?:
-        [\s\W_]*$                                  # blank, rules, box drawing, dots
-      | ==>\s                                       # build tool section markers
-      | .*(?:\.\.\.|\u2026)\s*$                     # progress lines ending in ...
-      | (?:hint|note|info|debug):\s                 # advice lines
-    )""",
-    re.VERBOSE | re.IGNORECASE,
-)
-_ERRORISH = re.compile(
-    r"error|fatal|fail|exception|traceback|denied|not found|no such|cannot|can't|could not|"
-    r"couldn't|invalid|unknown|refused|undefined|missing|exceed|not formatted|ignored|"
-    r"rejected|timed out|timeout|assert|panic|abort|unable|illegal|not allowed|forbidden|"
-    r"conflict|does not exist|doesn't exist|no upstream|is beyond",
-    re.IGNORECASE,
-)
-_HEADER_ONLY = re.compile(r"^\[[A-Z][A-Z _-]*\]:?$")
-
-
-_SCAN_CHARS = 64 * 1024  # a failure says what went wrong near its start
-_LINE_CHARS = 2000
-
-
-def _clean_lines(text: str) -> list[str]:
-    text = text[:_SCAN_CHARS].replace("\\n", "\n")  # some hooks report with escaped newlines
-    return [line[:_LINE_CHARS].strip().strip("\u2503\u2502").strip() for line in text.splitlines()]
-
-
-def first_meaningful_line(text: str, *, limit: int = 300) -> str:
-    """The line of a failure's output that says what went wrong.
-
-    The first line that looks like an error (error, fatal, failed, not found, ...), after
-    skipping blank lines, rules and progress chatter; else the first line of three words
-    or more; for a Python traceback its last line. A line ending in ``:`` (or a bare
-    ``[TAG]``) is joined with the next meaningful one.
-    """
-    lines = _clean_lines(text)
-    meaningful = [l for l in lines if l and not _NOISE_LINE.match(l)]
-    if not meaningful:
-        plain = [l for l in lines if l]
-        return plain[0][:limit] if plain else ""
-    if meaningful[0].startswith("Traceback (most recent call last)"):
-        return meaningful[-1][:limit]
-    window = meaningful[:80]
-    chosen = next((k for k, l in enumerate(window) if _ERRORISH.search(l) and len(l.split()) > 1), None)
-    if chosen is None:
-        chosen = next((k for k, l in enumerate(window) if len(l.split()) >= 3), 0)
-    parts = [meaningful[chosen]]
-    k = chosen
-    while (parts[-1].endswith(":") or _HEADER_ONLY.match(parts[-1])) and k + 1 < len(meaningful):
-        k += 1
-        nxt = meaningful[k]
-        if len(nxt.split()) <= 2 and not _HEADER_ONLY.match(nxt) and k + 1 < len(meaningful):
-            continue  # a section title ("Software Design") between a header and its content
-        parts.append(nxt)
-        if len(parts) >= 4:
-            break
-    return " ".join(parts)[:limit]
+def first_meaningful_line(text: str, *, limit: int = 300, tool: str | None = None) -> str:
+    """The line of a failure's output that says what went wrong (:func:`openmemory_local.reason.reason_line`)."""
+    return reason_line(text, tool=tool, limit=limit)
 
 
 _MULTI = frozenset(
@@ -668,7 +615,7 @@ class EpisodeBuilder:
             d["last_event"] = "tool"
             return
         call = call or {"tool": "unknown", "command": "", "description": "", "line": None, "ts": None}
-        first = _FAILURE_LINE.get(ev.failure) or first_meaningful_line(ev.text)
+        first = _FAILURE_LINE.get(ev.failure) or reason_line(ev.text, tool=call["tool"])
         d["failed"] += 1
         d["last_event"] = "failure"
         if len(d["failures"]) < _MAX_FAILURES:
@@ -716,7 +663,7 @@ class EpisodeBuilder:
 
     def _on_hook(self, ev: HookFailed) -> None:
         d = self.s.digest
-        first = first_meaningful_line(ev.text)
+        first = reason_line(ev.text)
         d["failed"] += 1
         d["last_event"] = "failure"
         if len(d["failures"]) < _MAX_FAILURES:
