@@ -47,6 +47,7 @@ import unicodedata
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+from . import resolutions as _res
 from .reason import reason_line
 
 __all__ = [
@@ -406,6 +407,8 @@ class _State:
     last_statement: int | None = None
     last_action: dict | None = None
     last_turn: str | None = None
+    open_failures: list = field(default_factory=list)  # failures waiting for their resolution
+    recent_actions: list = field(default_factory=list)  # the agent's last tool calls (tool, heads, files)
 
 
 class EpisodeBuilder:
@@ -439,8 +442,13 @@ class EpisodeBuilder:
         return self.s.digest
 
     def take(self) -> list[Episode]:
+        """The episodes made since the last call; an episode re-made (an error whose resolution
+        came later) appears once, in its latest form."""
         out, self._out = self._out, []
-        return out
+        latest: dict[tuple[str, str], Episode] = {}
+        for ep in out:
+            latest[(ep.kind, ep.key)] = ep
+        return list(latest.values())
 
     # --- feeding ---------------------------------------------------------------
 
@@ -597,6 +605,7 @@ class EpisodeBuilder:
         if len(s.pending) > _MAX_PENDING:
             del s.pending[next(iter(s.pending))]
         s.last_action = {"tool": ev.tool, "command": command[:200], "line": ev.line}
+        self._remember_action(summary, ev.agent)
         d["last_event"] = "tool"
 
     def _on_result(self, ev: ToolReturned) -> None:
@@ -613,6 +622,8 @@ class EpisodeBuilder:
             self._resolved = set(s.resolved)
         if ev.failure is None:
             d["last_event"] = "tool"
+            if call is not None:
+                self._watch_resolutions(call, ev)
             return
         call = call or {"tool": "unknown", "command": "", "description": "", "line": None, "ts": None}
         first = _FAILURE_LINE.get(ev.failure) or reason_line(ev.text, tool=call["tool"])
@@ -637,9 +648,103 @@ class EpisodeBuilder:
             "output": ev.text[:1500],
             "call_id": ev.call_id,
             "call_line": call["line"],
+            "resolution": None,
         }
+        self._count_calls(ev.agent)
+        if ev.failure not in ("cancelled", "rejected", "interrupted") and call["tool"] != "unknown":
+            self._failed_again(call, ev, first)
         self._emit("error", ev.call_id, _error_text(call, ev.failure, ev.exit_code, first), fields, ev,
                    agent=ev.agent)
+        if ev.failure != "cancelled" and call["tool"] != "unknown":
+            self._open_failure(call, ev.agent)
+
+    # --- resolutions (see openmemory_local.resolutions) --------------------------
+
+    def _describe(self, call: dict) -> dict:
+        d = self.s.digest
+        heads = command_heads(call["command"]) if call["tool"] == "Bash" else []
+        return _res.describe(call["tool"], call["command"], call.get("description") or "", heads, d["cwd"],
+                             d["branch"])
+
+    def _open_failure(self, call: dict, agent: str | None) -> None:
+        ep = self._out[-1]
+        opened = self.s.open_failures
+        opened.append({"episode": _episode_state(ep), "call": self._describe(call), "agent": agent, "calls": 0,
+                       "after": [], "best": None})
+        if len(opened) > _res.MAX_OPEN:
+            del opened[0]
+
+    def _count_calls(self, agent: str | None) -> None:
+        keep = []
+        for entry in self.s.open_failures:
+            if entry["agent"] == agent:
+                entry["calls"] += 1
+            if entry["calls"] <= _res.WINDOW:
+                keep.append(entry)
+        self.s.open_failures = keep
+
+    def _watch_resolutions(self, call: dict, ev: ToolReturned) -> None:
+        if not self.s.open_failures:
+            return
+        desc = self._describe(call)
+        step = _res.step(desc)
+        self._count_calls(ev.agent)
+        keep = []
+        for entry in self.s.open_failures:
+            if entry["agent"] != ev.agent:
+                keep.append(entry)
+                continue
+            kind = _res.resolves(entry["call"], desc)
+            if kind == "instead" and entry["calls"] > _res.INSTEAD_WINDOW:
+                kind = None
+            if kind is not None and (kind != "instead" or entry["best"] is None):
+                res = _res.resolution(entry["call"], desc, kind, entry["calls"] - 1, entry["after"], ev.line)
+                entry["best"] = kind
+                self._re_emit(entry, res)
+                if kind != "instead":
+                    continue  # resolved: no longer open
+            elif step and len(entry["after"]) < 12:
+                entry["after"].append(step)
+            keep.append(entry)
+        self.s.open_failures = keep
+
+    def _failed_again(self, call: dict, ev: ToolReturned, first: str) -> None:
+        """The same call failed again: a failure it no longer shows went away with the steps
+        before it (a ``retry`` that ``went_away``); one it shows again was not fixed by them."""
+        desc = self._describe(call)
+        keep = []
+        for entry in self.s.open_failures:
+            if entry["agent"] != ev.agent or _res.resolves(entry["call"], desc) not in ("retry", "changed"):
+                keep.append(entry)
+                continue
+            if entry["episode"]["fields"].get("first_line") == first:
+                entry["after"] = []  # the steps so far did not fix it
+                keep.append(entry)
+                continue
+            if entry["after"]:
+                res = _res.resolution(entry["call"], desc, "retry", entry["calls"] - 1, entry["after"], ev.line)
+                res["went_away"] = True
+                self._re_emit(entry, res)
+            # without a step in between, the change is the call's own doing: keep waiting
+            else:
+                keep.append(entry)
+        self.s.open_failures = keep
+
+    def _re_emit(self, entry: dict, res: dict) -> None:
+        stored = entry["episode"]
+        fields = dict(stored["fields"], resolution=res)
+        text = stored["text"].rstrip(".") + ". " + _res.phrase(res)[:1].upper() + _res.phrase(res)[1:] + "."
+        self._out.append(Episode(stored["kind"], stored["key"], text, fields, stored["session_id"],
+                                 stored["agent_id"], stored["project"], stored["created"], stored["source_line"]))
+
+    def _remember_action(self, call: dict, agent: str | None) -> None:
+        if agent is not None:
+            return
+        heads = command_heads(call["command"]) if call["tool"] == "Bash" else []
+        recent = self.s.recent_actions
+        recent.append({"tool": call["tool"], "heads": heads[:4], "command": call["command"][:160]})
+        if len(recent) > 20:
+            del recent[0]
 
     def _on_interrupt(self, ev: Interrupted) -> None:
         self.s.digest["interrupts"] += 1
@@ -716,6 +821,11 @@ _FAILURE_PHRASE = {
     "interrupted": "was interrupted by the person",
     "cancelled": "was cancelled because a parallel tool call failed",
 }
+
+
+def _episode_state(ep: Episode) -> dict:
+    return {"kind": ep.kind, "key": ep.key, "text": ep.text, "fields": ep.fields, "session_id": ep.session_id,
+            "agent_id": ep.agent_id, "project": ep.project, "created": ep.created, "source_line": ep.source_line}
 
 
 def _error_text(call: dict, failure: str, exit_code: int | None, first: str) -> str:

@@ -44,6 +44,7 @@ from .observation import is_observation
 
 __all__ = [
     "lesson_text",
+    "resolution_clause",
     "prediction_text",
     "quote_steps",
     "safe_text",
@@ -103,15 +104,50 @@ def _list(items: list[str], limit: int = 3) -> str:
     return _and(shown)
 
 
-def _label(subject: dict, joiner: str = "and") -> str:
+_EDIT_TOOLS = frozenset({"Edit", "MultiEdit", "Write", "NotebookEdit"})
+_FILE_TOOLS = _EDIT_TOOLS | {"Read", "NotebookRead", "LS", "Glob", "Grep"}
+
+
+def _label(subject: dict, joiner: str = "and", tools: dict | None = None) -> str:
+    """What the group's failures share: its programs (`git commit`), its tool, or the kind of
+    tool its several tools are (file edits: `Edit`, `Write` and `MultiEdit`)."""
     heads = subject.get("heads") or []
     if heads:
         items = [f"`{h}`" for h in heads[:3]]
         return _and(items) if joiner == "and" else " or ".join(items)
+    names = list(tools or {})
+    if len(names) > 1:
+        shown = _and([f"`{t}`" for t in names[:4]])
+        if all(t in _EDIT_TOOLS for t in names):
+            return f"file edits ({shown})"
+        if all(t in _FILE_TOOLS for t in names):
+            return f"file tools ({shown})"
+        return f"tool calls ({shown})"
     tool = subject.get("tool") or "a tool"
     if tool.startswith("hook:"):
         return f"the {tool[5:]} hook"
     return f"`{tool}`"
+
+
+def _upper(text: str) -> str:
+    return text[:1].upper() + text[1:] if text[:1].isalpha() else text
+
+
+def resolution_clause(details: dict) -> str:
+    """``each time, `git push --set-upstream origin <branch>` succeeded right after`` (or "in 2 of
+    3 sessions, ..."), from ``details["resolutions"]``; empty when no resolution was seen."""
+    found = details.get("resolutions") or []
+    if not found:
+        return ""
+    top = found[0]
+    n = int(details.get("sessions") or 1)
+    k = min(int(top.get("sessions") or 1), n)
+    how_often = "each time" if k >= n and n > 1 else ("that time" if n == 1 else f"in {k} of {n} sessions")
+    from .resolutions import phrase
+
+    said = phrase({"kind": top["kind"], "command": top.get("command") or "", "after": top.get("after") or [],
+                   "went_away": top.get("went_away"), "calls_after": 0 if top.get("right_after") else 1})
+    return f"{how_often}, {said}"
 
 
 def _sessions(n: int) -> str:
@@ -123,7 +159,7 @@ def lesson_text(details: dict, lesson_id: int) -> str:
     if details.get("kind") == "correction":
         return _correction_text(details, lesson_id)
     subject = details.get("subject") or {}
-    label = _label(subject)
+    label = _upper(_label(subject, tools=details.get("tools")))
     n = int(details.get("sessions") or 1)
     context = ""
     branches = [b for b in details.get("branches") or [] if b]
@@ -142,8 +178,13 @@ def lesson_text(details: dict, lesson_id: int) -> str:
         tail = f" (and {others} other message{'s' if others != 1 else ''})" if others > 0 else ""
         head = f"{label} failed {_sessions(n)}{context}"
         message = messages[0]["text"] if messages else ""
-        candidates = [f'{head}: "{q}"{tail}' if q else f"{head}{tail}." for q in quote_steps(message)]
-        candidates.append(f"A failure of {label} recurred {_sessions(n)}.")
+        fixed = resolution_clause(details)
+        ends = [f"; {fixed}.", ""] if fixed else [""]
+        candidates = []
+        for end in ends:
+            for q in quote_steps(message):
+                candidates.append(f'{head}: "{q}"{tail}{end}' if q else f"{head}{tail}{end or '.'}")
+        candidates.append(f"A failure of {_label(subject, tools=details.get('tools'))} recurred {_sessions(n)}.")
     return safe_text(candidates, f"A failed tool call recurred {_sessions(n)} (lesson {lesson_id}).")
 
 

@@ -433,6 +433,9 @@ def _details(store, group: _Group, seen: int, sessions: int) -> dict:
     by_sig: dict[str, dict] = {}
     failures: dict[str, int] = {}
     subjects: dict[str, dict] = {}
+    tools: dict[str, int] = {}
+    heads_seen: list[list[str]] = []
+    resolved: dict[tuple, dict] = {}
     latest_fields, latest_project = {}, None
     for session_id, created, sig, project, fields_json in rows:
         fields = loads(fields_json, {})
@@ -454,6 +457,11 @@ def _details(store, group: _Group, seen: int, sessions: int) -> dict:
             subjects.setdefault(sig, sub)
             if sub["path"] and sub["path"] not in paths:
                 paths.append(sub["path"])
+            tools[sub["tool"]] = tools.get(sub["tool"], 0) + 1
+            heads_seen.append(sub["heads"])
+            res = fields.get("resolution")
+            if isinstance(res, dict) and res.get("kind"):
+                _count_resolution(resolved, res, session_id)
     # most sessions first, then most often, then most recent
     ranked = sorted(by_sig.values(), key=lambda e: e["last"], reverse=True)
     ranked.sort(key=lambda e: (-len(e["sessions"]), -e["count"]))
@@ -463,7 +471,12 @@ def _details(store, group: _Group, seen: int, sessions: int) -> dict:
     details["projects"] = projects
     if group.kind == "error":
         details["failure"] = max(failures, key=lambda k: (failures[k], k)) if failures else "error"
-        details["subject"] = subjects.get(top["sig"]) or {}
+        details["subject"] = dict(subjects.get(top["sig"]) or {})
+        shared = [h for h in details["subject"].get("heads") or [] if all(h in hs for hs in heads_seen if hs)]
+        if shared:
+            details["subject"]["heads"] = shared  # what the group's commands share (git commit)
+        details["tools"] = dict(sorted(tools.items(), key=lambda kv: (-kv[1], kv[0])))
+        details["resolutions"] = _ranked_resolutions(resolved)
         details["paths"] = paths
         messages, seen_norm = [], set()
         for entry in ranked:
@@ -483,6 +496,26 @@ def _details(store, group: _Group, seen: int, sessions: int) -> dict:
             details["action_label"] = _action_label(action)
         details["statement"] = fields.get("agent_statement")
     return details
+
+
+def _count_resolution(resolved: dict, res: dict, session_id: str | None) -> None:
+    if res["kind"] == "retry":
+        key = ("retry", tuple(sorted(res.get("after") or [])[:3]), bool(res.get("went_away")))
+    else:
+        key = (res["kind"], res.get("norm") or res.get("command"))
+    entry = resolved.setdefault(key, {"kind": res["kind"], "command": res.get("command") or "", "norm": res.get("norm"),
+                                      "delta": res.get("delta") or [], "after": list(res.get("after") or [])[:3],
+                                      "went_away": bool(res.get("went_away")), "sessions": set(), "count": 0,
+                                      "right_after": True})
+    entry["sessions"].add(session_id)
+    entry["count"] += 1
+    entry["right_after"] = entry["right_after"] and not res.get("calls_after")
+
+
+def _ranked_resolutions(resolved: dict) -> list[dict]:
+    """What made the failure go away, most sessions first (see ``details["resolutions"]``)."""
+    out = sorted(resolved.values(), key=lambda e: (-len(e["sessions"]), -e["count"], e["kind"] != "changed"))
+    return [dict(e, sessions=len(e["sessions"])) for e in out[:3]]
 
 
 def _action_norm(action: dict, project, fields) -> str:

@@ -118,6 +118,10 @@ def test_lessons_from_the_real_transcripts(lived):
         assets = _lesson(lessons, "priv/static/assets", "ignored by one of your .gitignore files")
         fmt = _lesson(lessons, "Pre-commit validation failed: [FORMAT] Code is not formatted")
         assert push["sessions"] == 3 and push["record"]["confirmed"] == 1
+        # what made it go away, each time: the lesson names the resolution
+        assert "each time, `git push --set-upstream origin <branch>` succeeded right after" in push["text"]
+        # the pre-commit lesson quotes a finding, not the checker's progress
+        assert "Finding suitable PLTs" not in fmt["text"] and "the same call succeeded after `mix format`" in fmt["text"]
         assert assets["sessions"] == 2 and fmt["sessions"] == 2
         # the same failure on three branches is one lesson
         assert push["branches"] == ["spotter-gqc", "spotter-fum", "spotter-a0y"]
