@@ -202,23 +202,43 @@ def _correction_text(details: dict, lesson_id: int) -> str:
 
 
 def prediction_text(details: dict, family: str, lesson_id: int) -> str:
-    """The situation the lesson's prediction expects, as an observation of the future."""
+    """The situation the lesson's prediction expects and its outcome, as an observation of the
+    future: "A coming session in app that runs `git push` will see this failure again or its
+    resolution, `git push --set-upstream origin <branch>`." (see :func:`openmemory_local.sleep.verify`)."""
     where = family_label(family)
     subject = details.get("subject") or {}
     anchor = details.get("anchor")
     candidates = []
+    used = _resolution_used(details)
     if details.get("kind") == "correction":
         action = details.get("action_label")
         if action:
             candidates.append(f"A coming session in {where} will meet the situation the person corrected "
-                              f"(the agent running {action}).")
+                              f"(the agent running {action}) and be corrected again{used}.")
         candidates.append(f"A coming session in {where} will meet the situation the person corrected.")
     elif subject.get("heads"):
         on = f" on {anchor}" if anchor else ""
+        candidates.append(f"A coming session in {where} that runs {_label(subject, 'or')}{on} will see this "
+                          f"failure again{used}.")
         candidates.append(f"A coming session in {where} will run {_label(subject, 'or')}{on}.")
     else:
-        candidates.append(f"A coming session in {where} will see {_label(subject)} fail the same way.")
+        candidates.append(f"A coming session in {where} will see {_label(subject, tools=details.get('tools'))} "
+                          f"fail the same way{used}.")
     return safe_text(candidates, f"A coming session in {where} will meet the situation of lesson {lesson_id}.")
+
+
+def _resolution_used(details: dict) -> str:
+    """`` or use `X``` for the prediction text, from the top resolution that can be seen again."""
+    for res in (details.get("resolutions") or [])[:1]:
+        if res.get("kind") in ("changed", "instead") and res.get("delta" if res.get("kind") == "changed" else "norm"):
+            return f" or its resolution, `{res['command']}`"
+        if res.get("kind") == "retry" and not res.get("went_away"):
+            steps = [a for a in res.get("after") or [] if not a.startswith("edited ")]
+            if len(steps) == 1 and len(res.get("after") or []) <= 2:
+                return f" or its resolution, `{steps[0]}` before the same call"
+    if details.get("kind") == "correction" and details.get("resolution_programs"):
+        return " or its resolution, " + " or ".join(f"`{p}`" for p in details["resolution_programs"][:2])
+    return ""
 
 
 # --- the optional local model ------------------------------------------------------------

@@ -152,36 +152,50 @@ def _live(store, config, transcript: str, day: str):
     ingest(store, [path], now=end_of(day))
 
 
-def test_a_session_that_meets_the_situation_confirms_the_prediction(copy):
+def test_a_session_that_uses_the_resolution_confirms_the_prediction(copy):
     config, _ = copy
     with Store.open(config) as store:
         before = _push(store)
         _live(store, config, "pushes-new-branch.jsonl", "2026-02-13")
         result = sleep(store, end_of("2026-02-13"))
         after = _push(store)
-        # pushed with its upstream set: the lesson helped, and its situation was met
+        # pushed with its upstream set (`-u`): the lesson's resolution was used
         assert before["prediction_id"] in result.verify["confirmed"]
         row = store.conn.execute("SELECT p.state, p.facet, e.session_id FROM predictions p JOIN episodes e "
                                  "ON e.id = p.episode_id WHERE p.id = ?", (before["prediction_id"],)).fetchone()
-        assert row == ("confirmed", "git push", "c0ffee13-5a1d-4e2b-9d07-2f6a1b3c4d5e")
+        assert row == ("confirmed", "git push -u origin {branch}", "c0ffee13-5a1d-4e2b-9d07-2f6a1b3c4d5e")
         assert after["strength"] > before["strength"] and after["record"]["confirmed"] == 2
         assert after["prediction"] and after["prediction_id"] != before["prediction_id"]  # a new one, open
         report = make_report(store, end_of("2026-02-13"))
         assert report["counts"]["confirmed"] >= 1 and "met by episode" in report["markdown"]
 
 
-def test_a_prediction_never_met_fails_15_days_later(copy):
+def test_a_prediction_stays_open_while_its_situation_does_not_recur(copy):
     config, _ = copy
     with Store.open(config) as store:
         before = _push(store)
         _live(store, config, "reads-only.jsonl", "2026-02-13")
         assert before["prediction_id"] not in sleep(store, end_of("2026-02-13")).verify["confirmed"]
-        result = sleep(store, end_of("2026-02-27"))  # 15 days after the prediction was made
-        assert before["prediction_id"] in result.verify["failed"]
-        after = _push(store)
-        assert after["record"]["failed"] == 1 and after["strength"] < before["strength"] - 0.5 + 1e-9
-        report = make_report(store, end_of("2026-02-27"))
-        assert "## Predictions failed" in report["markdown"] and "unmet after 15.0 days" in report["markdown"]
+        result = sleep(store, end_of("2026-03-27"))  # six weeks later, no session pushed
+        assert before["prediction_id"] not in result.verify["failed"]
+        assert _push(store)["prediction_id"] == before["prediction_id"]  # still open
+
+
+def test_prediction_accuracy_on_the_replayed_history_is_neither_0_nor_1(lived):
+    root, config, results = lived
+    with Store.open(config) as store:
+        rows = store.conn.execute(
+            "SELECT p.state, l.text, p.facet, json_extract(e.detail, '$.why') FROM predictions p "
+            "JOIN lessons l ON l.id = p.lesson_id JOIN events e ON e.prediction_id = p.id AND e.kind = p.state "
+            "WHERE p.state IN ('confirmed', 'failed') ORDER BY p.id").fetchall()
+    for state, text, facet, why in rows:
+        print(f"{state}: {why} ({facet}): {text}")
+    confirmed = sum(1 for r in rows if r[0] == "confirmed")
+    assert 0 < confirmed < len(rows)
+    # the push failure recurred on the 12th; the secret_key_base and lazy_html failures did not
+    # (fixed in the project), though `mix test` ran again: the world changed
+    assert any(r[0] == "confirmed" and "has no upstream branch" in r[1] for r in rows)
+    assert any(r[0] == "failed" and "lazy_html" in r[1] and r[2] == "mix test" for r in rows)
 
 
 def _run(config: Config, now: str, *extra) -> subprocess.CompletedProcess:
