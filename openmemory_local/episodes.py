@@ -26,15 +26,20 @@ Episodes (``Episode.kind``):
     pattern or URL the call was about), ``description``, ``failure`` (``error``,
     ``exit_code``, ``tool_use_error``, ``rejected`` by the person, ``interrupted`` by the
     person, ``cancelled`` because a parallel call failed, ``hook``), ``exit_code``,
-    ``first_line`` (the first meaningful line of the failure), ``output`` (its start),
-    ``call_id``, ``call_line``.
+    ``first_line`` (the failure's reason line: the line a person would quote, see
+    :mod:`openmemory_local.reason`), ``output`` (its start), ``call_id``, ``call_line``,
+    ``resolution`` (what made it go away later in the same session, or None: see
+    :mod:`openmemory_local.resolutions`; the episode's text then ends with it).
 
 ``correction``
-    One per correction by the person: a message opening with a correction word
-    (:data:`CORRECTION_OPENINGS`), or feedback given when rejecting a tool call.
-    ``fields``: ``message``, ``opening`` (the word that made it one, or ``rejected``),
-    ``agent_statement`` (what the agent said just before, on the same branch of the
-    conversation), ``agent_action`` (the agent's last tool call before it).
+    One per correction by the person: a message that corrects what the agent just did
+    (:func:`openmemory_local.corrections.correction_cue`, which reads it with the agent's
+    last statement and recent tool calls), or feedback given when rejecting a tool call.
+    ``fields``: ``message``, ``cue`` (what made it one: ``rejected``, ``still``, ``restated``,
+    ``no``, ...) and ``opening`` (the same, kept for older readers), ``agent_statement`` (what
+    the agent said just before, on the same branch of the conversation), ``agent_action``
+    (the agent's last tool call before it). :func:`correction_opening` is the former
+    opening-word test, kept as the benchmark's baseline.
 
 Only :class:`PersonSaid` events ever count as the person: an adapter must never emit one
 for tool output, summaries, notifications, command wrappers, skill or hook text.
@@ -48,6 +53,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from . import resolutions as _res
+from .corrections import correction_cue
 from .reason import reason_line
 
 __all__ = [
@@ -547,15 +553,17 @@ class EpisodeBuilder:
             d["asked"] = {"text": _clip(text, 600), "line": ev.line}
         d["person_last"] = {"text": _clip(text, 400), "line": ev.line}
         d["last_event"] = "person"
-        opening = "rejected" if ev.via == "rejection" else correction_opening(text)
+        before = self._statement_before(ev.parent)
+        opening = correction_cue(text, via=ev.via, agent_said=before["text"] if before else None,
+                                 actions=self.s.recent_actions)
         if opening:
-            before = self._statement_before(ev.parent)
             action = self.s.last_action
             d["corrections"] += 1
             key = ev.uid or f"{d['session_id']}:{d['agent_id'] or ''}:{ev.line}"
             fields = {
                 "message": _clip(text, 1000),
-                "opening": opening,
+                "opening": opening,  # the cue that made it one (openmemory_local.corrections.CUES)
+                "cue": opening,
                 "agent_statement": before["text"] if before else None,
                 "agent_statement_line": before["line"] if before else None,
                 "agent_action": action,

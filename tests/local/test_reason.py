@@ -52,3 +52,18 @@ def test_a_huge_output_is_read_at_its_start_and_its_end():
     noise = "Compiling 1 file (.ex)\n" * 50_000
     assert reason_line(noise + "** (CompileError) lib/a.ex:3: undefined function x/0\n") == (
         "** (CompileError) lib/a.ex:3: undefined function x/0")
+
+
+def test_the_correction_detector_on_the_labelled_set():
+    from labelled import correction_cases
+
+    from openmemory_local.corrections import correction_cue
+
+    cases = correction_cases()
+    assert len(cases) >= 60 and any(c["source"] != "synthetic" for c in cases)
+    got = [correction_cue(c["message"], via=c["via"], agent_said=c.get("agent_said"), actions=c.get("actions") or [])
+           is not None for c in cases]
+    tp = sum(1 for c, g in zip(cases, got) if g and c["correction"])
+    fp = sum(1 for c, g in zip(cases, got) if g and not c["correction"])
+    fn = sum(1 for c, g in zip(cases, got) if not g and c["correction"])
+    assert tp / (tp + fp) >= 0.95 and tp / (tp + fn) >= 0.85, (tp, fp, fn)
