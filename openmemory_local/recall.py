@@ -299,6 +299,16 @@ def index_for(store) -> RecallIndex:
     return index
 
 
+def _prepare(store, query: str, now: datetime | None):
+    """(now, the query's vector, the store's refreshed index); EmptyQuery for a query without words."""
+    vector = embed(query)
+    if not vector.any():
+        raise EmptyQuery(f"nothing to search for in {query!r}: use some content words")
+    index = index_for(store)
+    index.refresh()
+    return now or resolve_now(), vector, index
+
+
 def recall(
     store,
     query: str,
@@ -316,12 +326,7 @@ def recall(
     (the default) the returned memories are touched. Raises :class:`EmptyQuery` for a query
     without searchable words.
     """
-    now = now or resolve_now()
-    vector = embed(query)
-    if not vector.any():
-        raise EmptyQuery(f"nothing to search for in {query!r}: use some content words")
-    index = index_for(store)
-    index.refresh()
+    now, vector, index = _prepare(store, query, now)
     hits = index.search(vector, now, k, kinds=kinds, project=project)
     if not hits:
         return []
@@ -367,12 +372,7 @@ def recall_lessons(store, query: str, k: int = 3, now: datetime | None = None, *
     from .jsonio import loads
     from .normalize import family_matches
 
-    now = now or resolve_now()
-    vector = embed(query)
-    if not vector.any():
-        raise EmptyQuery(f"nothing to search for in {query!r}: use some content words")
-    index = index_for(store)
-    index.refresh()
+    now, vector, index = _prepare(store, query, now)
     relevance = index.matrix @ vector if index._rows else np.zeros(0, dtype=np.float32)
     config = store.config
     rows = store.conn.execute(
