@@ -354,25 +354,32 @@ def cmd_report(args) -> int:
 
 
 def cmd_recall(args) -> int:
-    from .recall import EmptyQuery, recall
+    from .recall import EmptyQuery, recall, recall_lessons
 
     if args.k < 1:
         raise UsageError("-k must be at least 1")
     now = _now(args)
     with _open(args) as store:
         try:
+            lessons = [] if args.kind else recall_lessons(store, args.query, 3, now, project=args.project)
             results = recall(store, args.query, args.k, now, kinds=args.kind or None, project=args.project,
                              touch=not args.no_touch)
         except EmptyQuery as exc:
             raise UsageError(str(exc)) from None
         if args.json:
-            _emit_json({"query": args.query, "now": now.isoformat(), "results": [r.to_dict() for r in results]})
+            _emit_json({"query": args.query, "now": now.isoformat(), "lessons": [h.to_dict() for h in lessons],
+                        "results": [r.to_dict() for r in results]})
             return EXIT_OK
-        if not results:
+        width = _width()
+        for rank, h in enumerate(lessons, 1):
+            lesson = h.lesson
+            print(f"L{rank}. {h.score:.3f}  [lesson] #{lesson['id']}  strength {lesson['strength']:.2f} · seen "
+                  f"{lesson['seen']} in {lesson['sessions']} sessions · rel {h.relevance:.2f}")
+            print("    " + _clip(lesson["text"], 3 * (width - 6)))
+        if not results and not lessons:
             print("No memories yet (run `openmemory ingest`)." if not store.stats()["episodes"]["active"]
                   else "Nothing recalled.")
             return EXIT_OK
-        width = _width()
         for rank, r in enumerate(results, 1):
             e = r.episode
             head = (f"{rank:>2}. {r.score:.3f}  [{e['kind']}] {e['created'][:10]}  #{e['id']}  "

@@ -159,12 +159,13 @@ class Config:
     cluster_candidates: int = 64
 
     # --- sleep: verify and predict (openmemory_local.sleep.verify/predict) ------------
-    #: A prediction is confirmed by an episode created after it was made, in the lesson's
-    #: project family, one of whose facets (a command it ran, a file it touched, the
-    #: failure itself) resembles the prediction's situation at least this much …
+    #: A probe of a prediction (its situation, its failure, its resolution) matches a facet
+    #: of a later episode of the lesson's project family (a command a session ran, a file it
+    #: touched, the failure itself) that resembles it at least this much …
     verify_cosine: float = 0.5
-    #: … and fails when nothing matched this many days after it was made.
-    prediction_window_days: float = 14.0
+    #: … and a session that met the situation without the failure or its resolution fails
+    #: the prediction once it has been quiet this long (it may still be running before).
+    prediction_settle_minutes: float = 60.0
     confirm_strength: float = 0.5
     fail_strength: float = 0.5
     #: Lessons at least this strong (and not vetoed) make a prediction when none is open.

@@ -26,15 +26,20 @@ Episodes (``Episode.kind``):
     pattern or URL the call was about), ``description``, ``failure`` (``error``,
     ``exit_code``, ``tool_use_error``, ``rejected`` by the person, ``interrupted`` by the
     person, ``cancelled`` because a parallel call failed, ``hook``), ``exit_code``,
-    ``first_line`` (the first meaningful line of the failure), ``output`` (its start),
-    ``call_id``, ``call_line``.
+    ``first_line`` (the failure's reason line: the line a person would quote, see
+    :mod:`openmemory_local.reason`), ``output`` (its start), ``call_id``, ``call_line``,
+    ``resolution`` (what made it go away later in the same session, or None: see
+    :mod:`openmemory_local.resolutions`; the episode's text then ends with it).
 
 ``correction``
-    One per correction by the person: a message opening with a correction word
-    (:data:`CORRECTION_OPENINGS`), or feedback given when rejecting a tool call.
-    ``fields``: ``message``, ``opening`` (the word that made it one, or ``rejected``),
-    ``agent_statement`` (what the agent said just before, on the same branch of the
-    conversation), ``agent_action`` (the agent's last tool call before it).
+    One per correction by the person: a message that corrects what the agent just did
+    (:func:`openmemory_local.corrections.correction_cue`, which reads it with the agent's
+    last statement and recent tool calls), or feedback given when rejecting a tool call.
+    ``fields``: ``message``, ``cue`` (what made it one: ``rejected``, ``still``, ``restated``,
+    ``no``, ...) and ``opening`` (the same, kept for older readers), ``agent_statement`` (what
+    the agent said just before, on the same branch of the conversation), ``agent_action``
+    (the agent's last tool call before it). :func:`correction_opening` is the former
+    opening-word test, kept as the benchmark's baseline.
 
 Only :class:`PersonSaid` events ever count as the person: an adapter must never emit one
 for tool output, summaries, notifications, command wrappers, skill or hook text.
@@ -46,6 +51,10 @@ import re
 import unicodedata
 from dataclasses import dataclass, field
 from typing import Any, Iterable
+
+from . import resolutions as _res
+from .corrections import correction_cue
+from .reason import reason_line
 
 __all__ = [
     "Episode",
@@ -251,64 +260,9 @@ def correction_opening(text: str) -> str | None:
     return match.group(1) if match else None
 
 
-_NOISE_LINE = re.compile(
-    r"""^(?:
-        [\s\W_]*$                                  # blank, rules, box drawing, dots
-      | ==>\s                                       # build tool section markers
-      | .*(?:\.\.\.|\u2026)\s*$                     # progress lines ending in ...
-      | (?:hint|note|info|debug):\s                 # advice lines
-    )""",
-    re.VERBOSE | re.IGNORECASE,
-)
-_ERRORISH = re.compile(
-    r"error|fatal|fail|exception|traceback|denied|not found|no such|cannot|can't|could not|"
-    r"couldn't|invalid|unknown|refused|undefined|missing|exceed|not formatted|ignored|"
-    r"rejected|timed out|timeout|assert|panic|abort|unable|illegal|not allowed|forbidden|"
-    r"conflict|does not exist|doesn't exist|no upstream|is beyond",
-    re.IGNORECASE,
-)
-_HEADER_ONLY = re.compile(r"^\[[A-Z][A-Z _-]*\]:?$")
-
-
-_SCAN_CHARS = 64 * 1024  # a failure says what went wrong near its start
-_LINE_CHARS = 2000
-
-
-def _clean_lines(text: str) -> list[str]:
-    text = text[:_SCAN_CHARS].replace("\\n", "\n")  # some hooks report with escaped newlines
-    return [line[:_LINE_CHARS].strip().strip("\u2503\u2502").strip() for line in text.splitlines()]
-
-
-def first_meaningful_line(text: str, *, limit: int = 300) -> str:
-    """The line of a failure's output that says what went wrong.
-
-    The first line that looks like an error (error, fatal, failed, not found, ...), after
-    skipping blank lines, rules and progress chatter; else the first line of three words
-    or more; for a Python traceback its last line. A line ending in ``:`` (or a bare
-    ``[TAG]``) is joined with the next meaningful one.
-    """
-    lines = _clean_lines(text)
-    meaningful = [l for l in lines if l and not _NOISE_LINE.match(l)]
-    if not meaningful:
-        plain = [l for l in lines if l]
-        return plain[0][:limit] if plain else ""
-    if meaningful[0].startswith("Traceback (most recent call last)"):
-        return meaningful[-1][:limit]
-    window = meaningful[:80]
-    chosen = next((k for k, l in enumerate(window) if _ERRORISH.search(l) and len(l.split()) > 1), None)
-    if chosen is None:
-        chosen = next((k for k, l in enumerate(window) if len(l.split()) >= 3), 0)
-    parts = [meaningful[chosen]]
-    k = chosen
-    while (parts[-1].endswith(":") or _HEADER_ONLY.match(parts[-1])) and k + 1 < len(meaningful):
-        k += 1
-        nxt = meaningful[k]
-        if len(nxt.split()) <= 2 and not _HEADER_ONLY.match(nxt) and k + 1 < len(meaningful):
-            continue  # a section title ("Software Design") between a header and its content
-        parts.append(nxt)
-        if len(parts) >= 4:
-            break
-    return " ".join(parts)[:limit]
+def first_meaningful_line(text: str, *, limit: int = 300, tool: str | None = None) -> str:
+    """The line of a failure's output that says what went wrong (:func:`openmemory_local.reason.reason_line`)."""
+    return reason_line(text, tool=tool, limit=limit)
 
 
 _MULTI = frozenset(
@@ -459,6 +413,8 @@ class _State:
     last_statement: int | None = None
     last_action: dict | None = None
     last_turn: str | None = None
+    open_failures: list = field(default_factory=list)  # failures waiting for their resolution
+    recent_actions: list = field(default_factory=list)  # the agent's last tool calls (tool, heads, files)
 
 
 class EpisodeBuilder:
@@ -492,8 +448,13 @@ class EpisodeBuilder:
         return self.s.digest
 
     def take(self) -> list[Episode]:
+        """The episodes made since the last call; an episode re-made (an error whose resolution
+        came later) appears once, in its latest form."""
         out, self._out = self._out, []
-        return out
+        latest: dict[tuple[str, str], Episode] = {}
+        for ep in out:
+            latest[(ep.kind, ep.key)] = ep
+        return list(latest.values())
 
     # --- feeding ---------------------------------------------------------------
 
@@ -592,15 +553,17 @@ class EpisodeBuilder:
             d["asked"] = {"text": _clip(text, 600), "line": ev.line}
         d["person_last"] = {"text": _clip(text, 400), "line": ev.line}
         d["last_event"] = "person"
-        opening = "rejected" if ev.via == "rejection" else correction_opening(text)
+        before = self._statement_before(ev.parent)
+        opening = correction_cue(text, via=ev.via, agent_said=before["text"] if before else None,
+                                 actions=self.s.recent_actions)
         if opening:
-            before = self._statement_before(ev.parent)
             action = self.s.last_action
             d["corrections"] += 1
             key = ev.uid or f"{d['session_id']}:{d['agent_id'] or ''}:{ev.line}"
             fields = {
                 "message": _clip(text, 1000),
-                "opening": opening,
+                "opening": opening,  # the cue that made it one (openmemory_local.corrections.CUES)
+                "cue": opening,
                 "agent_statement": before["text"] if before else None,
                 "agent_statement_line": before["line"] if before else None,
                 "agent_action": action,
@@ -650,6 +613,7 @@ class EpisodeBuilder:
         if len(s.pending) > _MAX_PENDING:
             del s.pending[next(iter(s.pending))]
         s.last_action = {"tool": ev.tool, "command": command[:200], "line": ev.line}
+        self._remember_action(summary, ev.agent)
         d["last_event"] = "tool"
 
     def _on_result(self, ev: ToolReturned) -> None:
@@ -666,9 +630,11 @@ class EpisodeBuilder:
             self._resolved = set(s.resolved)
         if ev.failure is None:
             d["last_event"] = "tool"
+            if call is not None:
+                self._watch_resolutions(call, ev)
             return
         call = call or {"tool": "unknown", "command": "", "description": "", "line": None, "ts": None}
-        first = _FAILURE_LINE.get(ev.failure) or first_meaningful_line(ev.text)
+        first = _FAILURE_LINE.get(ev.failure) or reason_line(ev.text, tool=call["tool"])
         d["failed"] += 1
         d["last_event"] = "failure"
         if len(d["failures"]) < _MAX_FAILURES:
@@ -690,9 +656,103 @@ class EpisodeBuilder:
             "output": ev.text[:1500],
             "call_id": ev.call_id,
             "call_line": call["line"],
+            "resolution": None,
         }
+        self._count_calls(ev.agent)
+        if ev.failure not in ("cancelled", "rejected", "interrupted") and call["tool"] != "unknown":
+            self._failed_again(call, ev, first)
         self._emit("error", ev.call_id, _error_text(call, ev.failure, ev.exit_code, first), fields, ev,
                    agent=ev.agent)
+        if ev.failure != "cancelled" and call["tool"] != "unknown":
+            self._open_failure(call, ev.agent)
+
+    # --- resolutions (see openmemory_local.resolutions) --------------------------
+
+    def _describe(self, call: dict) -> dict:
+        d = self.s.digest
+        heads = command_heads(call["command"]) if call["tool"] == "Bash" else []
+        return _res.describe(call["tool"], call["command"], call.get("description") or "", heads, d["cwd"],
+                             d["branch"])
+
+    def _open_failure(self, call: dict, agent: str | None) -> None:
+        ep = self._out[-1]
+        opened = self.s.open_failures
+        opened.append({"episode": _episode_state(ep), "call": self._describe(call), "agent": agent, "calls": 0,
+                       "after": [], "best": None})
+        if len(opened) > _res.MAX_OPEN:
+            del opened[0]
+
+    def _count_calls(self, agent: str | None) -> None:
+        keep = []
+        for entry in self.s.open_failures:
+            if entry["agent"] == agent:
+                entry["calls"] += 1
+            if entry["calls"] <= _res.WINDOW:
+                keep.append(entry)
+        self.s.open_failures = keep
+
+    def _watch_resolutions(self, call: dict, ev: ToolReturned) -> None:
+        if not self.s.open_failures:
+            return
+        desc = self._describe(call)
+        step = _res.step(desc)
+        self._count_calls(ev.agent)
+        keep = []
+        for entry in self.s.open_failures:
+            if entry["agent"] != ev.agent:
+                keep.append(entry)
+                continue
+            kind = _res.resolves(entry["call"], desc)
+            if kind == "instead" and entry["calls"] > _res.INSTEAD_WINDOW:
+                kind = None
+            if kind is not None and (kind != "instead" or entry["best"] is None):
+                res = _res.resolution(entry["call"], desc, kind, entry["calls"] - 1, entry["after"], ev.line)
+                entry["best"] = kind
+                self._re_emit(entry, res)
+                if kind != "instead":
+                    continue  # resolved: no longer open
+            elif step and len(entry["after"]) < 12:
+                entry["after"].append(step)
+            keep.append(entry)
+        self.s.open_failures = keep
+
+    def _failed_again(self, call: dict, ev: ToolReturned, first: str) -> None:
+        """The same call failed again: a failure it no longer shows went away with the steps
+        before it (a ``retry`` that ``went_away``); one it shows again was not fixed by them."""
+        desc = self._describe(call)
+        keep = []
+        for entry in self.s.open_failures:
+            if entry["agent"] != ev.agent or _res.resolves(entry["call"], desc) not in ("retry", "changed"):
+                keep.append(entry)
+                continue
+            if entry["episode"]["fields"].get("first_line") == first:
+                entry["after"] = []  # the steps so far did not fix it
+                keep.append(entry)
+                continue
+            if entry["after"]:
+                res = _res.resolution(entry["call"], desc, "retry", entry["calls"] - 1, entry["after"], ev.line)
+                res["went_away"] = True
+                self._re_emit(entry, res)
+            # without a step in between, the change is the call's own doing: keep waiting
+            else:
+                keep.append(entry)
+        self.s.open_failures = keep
+
+    def _re_emit(self, entry: dict, res: dict) -> None:
+        stored = entry["episode"]
+        fields = dict(stored["fields"], resolution=res)
+        text = stored["text"].rstrip(".") + ". " + _res.phrase(res)[:1].upper() + _res.phrase(res)[1:] + "."
+        self._out.append(Episode(stored["kind"], stored["key"], text, fields, stored["session_id"],
+                                 stored["agent_id"], stored["project"], stored["created"], stored["source_line"]))
+
+    def _remember_action(self, call: dict, agent: str | None) -> None:
+        if agent is not None:
+            return
+        heads = command_heads(call["command"]) if call["tool"] == "Bash" else []
+        recent = self.s.recent_actions
+        recent.append({"tool": call["tool"], "heads": heads[:4], "command": call["command"][:160]})
+        if len(recent) > 20:
+            del recent[0]
 
     def _on_interrupt(self, ev: Interrupted) -> None:
         self.s.digest["interrupts"] += 1
@@ -716,7 +776,7 @@ class EpisodeBuilder:
 
     def _on_hook(self, ev: HookFailed) -> None:
         d = self.s.digest
-        first = first_meaningful_line(ev.text)
+        first = reason_line(ev.text)
         d["failed"] += 1
         d["last_event"] = "failure"
         if len(d["failures"]) < _MAX_FAILURES:
@@ -769,6 +829,11 @@ _FAILURE_PHRASE = {
     "interrupted": "was interrupted by the person",
     "cancelled": "was cancelled because a parallel tool call failed",
 }
+
+
+def _episode_state(ep: Episode) -> dict:
+    return {"kind": ep.kind, "key": ep.key, "text": ep.text, "fields": ep.fields, "session_id": ep.session_id,
+            "agent_id": ep.agent_id, "project": ep.project, "created": ep.created, "source_line": ep.source_line}
 
 
 def _error_text(call: dict, failure: str, exit_code: int | None, first: str) -> str:

@@ -44,6 +44,7 @@ from .observation import is_observation
 
 __all__ = [
     "lesson_text",
+    "resolution_clause",
     "prediction_text",
     "quote_steps",
     "safe_text",
@@ -103,15 +104,50 @@ def _list(items: list[str], limit: int = 3) -> str:
     return _and(shown)
 
 
-def _label(subject: dict, joiner: str = "and") -> str:
+_EDIT_TOOLS = frozenset({"Edit", "MultiEdit", "Write", "NotebookEdit"})
+_FILE_TOOLS = _EDIT_TOOLS | {"Read", "NotebookRead", "LS", "Glob", "Grep"}
+
+
+def _label(subject: dict, joiner: str = "and", tools: dict | None = None) -> str:
+    """What the group's failures share: its programs (`git commit`), its tool, or the kind of
+    tool its several tools are (file edits: `Edit`, `Write` and `MultiEdit`)."""
     heads = subject.get("heads") or []
     if heads:
         items = [f"`{h}`" for h in heads[:3]]
         return _and(items) if joiner == "and" else " or ".join(items)
+    names = list(tools or {})
+    if len(names) > 1:
+        shown = _and([f"`{t}`" for t in names[:4]])
+        if all(t in _EDIT_TOOLS for t in names):
+            return f"file edits ({shown})"
+        if all(t in _FILE_TOOLS for t in names):
+            return f"file tools ({shown})"
+        return f"tool calls ({shown})"
     tool = subject.get("tool") or "a tool"
     if tool.startswith("hook:"):
         return f"the {tool[5:]} hook"
     return f"`{tool}`"
+
+
+def _upper(text: str) -> str:
+    return text[:1].upper() + text[1:] if text[:1].isalpha() else text
+
+
+def resolution_clause(details: dict) -> str:
+    """``each time, `git push --set-upstream origin <branch>` succeeded right after`` (or "in 2 of
+    3 sessions, ..."), from ``details["resolutions"]``; empty when no resolution was seen."""
+    found = details.get("resolutions") or []
+    if not found:
+        return ""
+    top = found[0]
+    n = int(details.get("sessions") or 1)
+    k = min(int(top.get("sessions") or 1), n)
+    how_often = "each time" if k >= n and n > 1 else ("that time" if n == 1 else f"in {k} of {n} sessions")
+    from .resolutions import phrase
+
+    said = phrase({"kind": top["kind"], "command": top.get("command") or "", "after": top.get("after") or [],
+                   "went_away": top.get("went_away"), "calls_after": 0 if top.get("right_after") else 1})
+    return f"{how_often}, {said}"
 
 
 def _sessions(n: int) -> str:
@@ -123,7 +159,7 @@ def lesson_text(details: dict, lesson_id: int) -> str:
     if details.get("kind") == "correction":
         return _correction_text(details, lesson_id)
     subject = details.get("subject") or {}
-    label = _label(subject)
+    label = _upper(_label(subject, tools=details.get("tools")))
     n = int(details.get("sessions") or 1)
     context = ""
     branches = [b for b in details.get("branches") or [] if b]
@@ -142,8 +178,13 @@ def lesson_text(details: dict, lesson_id: int) -> str:
         tail = f" (and {others} other message{'s' if others != 1 else ''})" if others > 0 else ""
         head = f"{label} failed {_sessions(n)}{context}"
         message = messages[0]["text"] if messages else ""
-        candidates = [f'{head}: "{q}"{tail}' if q else f"{head}{tail}." for q in quote_steps(message)]
-        candidates.append(f"A failure of {label} recurred {_sessions(n)}.")
+        fixed = resolution_clause(details)
+        ends = [f"; {fixed}.", ""] if fixed else [""]
+        candidates = []
+        for end in ends:
+            for q in quote_steps(message):
+                candidates.append(f'{head}: "{q}"{tail}{end}' if q else f"{head}{tail}{end or '.'}")
+        candidates.append(f"A failure of {_label(subject, tools=details.get('tools'))} recurred {_sessions(n)}.")
     return safe_text(candidates, f"A failed tool call recurred {_sessions(n)} (lesson {lesson_id}).")
 
 
@@ -161,23 +202,43 @@ def _correction_text(details: dict, lesson_id: int) -> str:
 
 
 def prediction_text(details: dict, family: str, lesson_id: int) -> str:
-    """The situation the lesson's prediction expects, as an observation of the future."""
+    """The situation the lesson's prediction expects and its outcome, as an observation of the
+    future: "A coming session in app that runs `git push` will see this failure again or its
+    resolution, `git push --set-upstream origin <branch>`." (see :func:`openmemory_local.sleep.verify`)."""
     where = family_label(family)
     subject = details.get("subject") or {}
     anchor = details.get("anchor")
     candidates = []
+    used = _resolution_used(details)
     if details.get("kind") == "correction":
         action = details.get("action_label")
         if action:
             candidates.append(f"A coming session in {where} will meet the situation the person corrected "
-                              f"(the agent running {action}).")
+                              f"(the agent running {action}) and be corrected again{used}.")
         candidates.append(f"A coming session in {where} will meet the situation the person corrected.")
     elif subject.get("heads"):
         on = f" on {anchor}" if anchor else ""
+        candidates.append(f"A coming session in {where} that runs {_label(subject, 'or')}{on} will see this "
+                          f"failure again{used}.")
         candidates.append(f"A coming session in {where} will run {_label(subject, 'or')}{on}.")
     else:
-        candidates.append(f"A coming session in {where} will see {_label(subject)} fail the same way.")
+        candidates.append(f"A coming session in {where} will see {_label(subject, tools=details.get('tools'))} "
+                          f"fail the same way{used}.")
     return safe_text(candidates, f"A coming session in {where} will meet the situation of lesson {lesson_id}.")
+
+
+def _resolution_used(details: dict) -> str:
+    """`` or use `X``` for the prediction text, from the top resolution that can be seen again."""
+    for res in (details.get("resolutions") or [])[:1]:
+        if res.get("kind") in ("changed", "instead") and res.get("delta" if res.get("kind") == "changed" else "norm"):
+            return f" or its resolution, `{res['command']}`"
+        if res.get("kind") == "retry" and not res.get("went_away"):
+            steps = [a for a in res.get("after") or [] if not a.startswith("edited ")]
+            if len(steps) == 1 and len(res.get("after") or []) <= 2:
+                return f" or its resolution, `{steps[0]}` before the same call"
+    if details.get("kind") == "correction" and details.get("resolution_programs"):
+        return " or its resolution, " + " or ".join(f"`{p}`" for p in details["resolution_programs"][:2])
+    return ""
 
 
 # --- the optional local model ------------------------------------------------------------

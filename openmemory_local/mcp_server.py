@@ -2,7 +2,8 @@
 
 Claude Code (or any MCP client) starts this server and the agent calls its tools mid-task:
 
-- ``recall(query, k)``: the memories of past sessions that resemble a situation, scored
+- ``recall(query, k)``: the lessons that match first (each with its resolution and how often
+  it was seen), then the memories of past sessions that resemble a situation, scored
   (relevance, recency, strength), each with its kind, text, when, strength and provenance;
 - ``lessons(project)``: the lessons consolidated for the project the agent works in
   (default: the directory the client started the server in, which for Claude Code is the
@@ -190,23 +191,46 @@ class Memory:
             raise ToolProblem(f"`query` is {len(query)} characters long; at most {MAX_QUERY}")
         if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
             raise ToolProblem(f"`k` must be a whole number from 1 to {MAX_K}, not {k!r}")
-        from .recall import EmptyQuery, recall
+        from .recall import EmptyQuery, recall, recall_lessons
         from .store import StoreError
 
         with self._lock:
             store = self._open()
             now = self._now()
             try:
+                hits = recall_lessons(store, query, 3, now)
                 results = recall(store, query, k, now)
             except EmptyQuery as exc:
                 raise ToolProblem(str(exc)) from None
             except (StoreError, OSError) as exc:
                 raise ToolProblem(f"Open Memory's store could not be read: {exc}") from None
         memories = [_memory(r) for r in results]
-        data = {"query": query, "now": now.isoformat(), "note": OBSERVATION_NOTE, "memories": memories}
-        if not memories:
+        lessons = [h.to_dict() for h in hits]
+        data = {"query": query, "now": now.isoformat(), "note": OBSERVATION_NOTE, "lessons": lessons,
+                "memories": memories}
+        if not memories and not lessons:
             return f"Open Memory: nothing from past sessions resembles {query!r}.", data
-        lines = [
+        lines = []
+        for rank, hit in enumerate(lessons, 1):
+            lesson = hit["lesson"]
+            seen = f"seen {lesson['seen']} time{'s' if lesson['seen'] != 1 else ''} in {lesson['sessions']} " \
+                   f"session{'s' if lesson['sessions'] != 1 else ''}"
+            lines += [
+                f"Lesson {rank} (from past sessions): {seen}, last {_when(lesson.get('last_seen'), now)}, strength "
+                f"{lesson['strength']:.2f}, relevance {hit['components']['relevance']:.2f}",
+                _quote(lesson["text"]),
+            ]
+            res = lesson.get("resolution")
+            if res and res.get("command") and res.get("kind") != "retry":
+                lines.append(f"   resolution seen: `{res['command']}` succeeded after the failure "
+                             f"(in {res.get('sessions', 1)} of {lesson['sessions']} sessions)")
+            elif res and res.get("after"):
+                lines.append(f"   resolution seen: the same call worked again after {', '.join(res['after'][:3])} "
+                             f"(in {res.get('sessions', 1)} of {lesson['sessions']} sessions)")
+            lines.append(f"   from Open Memory lesson {lesson['id']}; evidence: memory #{hit['evidence']}"
+                         if hit.get("evidence") else f"   from Open Memory lesson {lesson['id']}")
+            lines.append("")
+        lines += [
             f"Open Memory: {len(memories)} memor{'y' if len(memories) == 1 else 'ies'} from past sessions "
             f"resembling {query!r}, best first.",
             OBSERVATION_NOTE,

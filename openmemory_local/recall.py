@@ -1,12 +1,22 @@
 """Recall: the memories that best answer a query, scored in one vectorised pass.
 
-    score = 0.60 * relevance + 0.25 * recency + 0.15 * strength
+    score = relevance * (0.60 + 0.25 * recency + 0.15 * strength)
 
 * relevance: cosine similarity of the query's embedding and the memory's
   (:mod:`openmemory_local.embed`; both are L2-normalised, so a dot product);
 * recency: ``0.5 ** (age / 30 days)``, age measured from ``last_touched`` (0 for a
   time in the future of ``now``);
 * strength: the memory's strength clipped to [0, 1].
+
+Recency and strength scale relevance, they are never added to it: the factor lies between
+0.60 and 1.00, so **a memory outranks another only if its relevance is at least 0.6 times the
+other's**. However fresh and strong, a memory that barely matches (0.13) never outranks one
+that matches well (0.44); among memories that match alike, the recent and strong come first.
+
+Lessons are recalled beside episodes (:func:`recall_lessons`): a lesson's relevance is the
+best of its text's and of its evidence's (the episodes it was learned from), scored by the
+same rule from its last sighting and its strength; the MCP ``recall`` tool and ``openmemory
+recall`` show the lessons that match first.
 
 The weights and the half-life are :class:`openmemory_local.config.Config` settings. Only
 active memories (``archived = 0``) are candidates. Recall *touches* what it returns:
@@ -38,7 +48,13 @@ from .clock import DAY, epoch, iso, resolve_now
 from .embed import DIMS, embed
 from .vectors import ROW_BYTES, VectorFile, _size, validate
 
-__all__ = ["recall", "RecallResult", "RecallIndex", "EmptyQuery"]
+__all__ = ["recall", "recall_lessons", "RecallResult", "LessonHit", "RecallIndex", "EmptyQuery", "score_of"]
+
+
+def score_of(config, relevance: float, recency: float, strength: float) -> float:
+    """The recall score of one memory (the module docstring's rule)."""
+    return relevance * (config.relevance_weight + config.recency_weight * recency
+                        + config.strength_weight * min(max(strength, 0.0), 1.0))
 
 
 class EmptyQuery(ValueError):
@@ -93,6 +109,7 @@ class RecallIndex:
         self._days = np.zeros(0)
         self._kinds: dict[str, int] = {}
         self._projects: dict[str | None, int] = {}
+        self.last_relevance: np.ndarray | None = None
 
     # --- keeping up with the store -------------------------------------------------------
 
@@ -220,17 +237,20 @@ class RecallIndex:
             return []
         config = self.store.config
         if self._bias is None:
-            # strength's share of the score, and -inf for what may not be recalled
-            self._bias = (config.strength_weight * self.strength).astype(np.float32)
+            # the factor's constant part and strength's share, and -inf for what may not be recalled
+            self._bias = (config.relevance_weight + config.strength_weight * self.strength).astype(np.float32)
             self._bias[~self.active] = -np.inf
             self._days = (self.touched / DAY).astype(np.float64)
         relevance = self.matrix @ query_vector  # float32, one BLAS pass: the bulk of the time
+        self.last_relevance = relevance
         age = (epoch(now) / DAY) - self._days
         np.maximum(age, 0.0, out=age)
         recency = np.exp2(age.astype(np.float32) / np.float32(-config.recency_half_life_days))
-        score = relevance * np.float32(config.relevance_weight)
-        score += recency * np.float32(config.recency_weight)
-        score += self._bias
+        factor = recency * np.float32(config.recency_weight)
+        factor += self._bias
+        with np.errstate(invalid="ignore"):
+            score = relevance * factor
+        score[~np.isfinite(factor)] = -np.inf
         if kinds:
             codes = [self._kinds[k_] for k_ in kinds if k_ in self._kinds]
             score[~np.isin(self.kind, codes)] = -np.inf
@@ -279,6 +299,16 @@ def index_for(store) -> RecallIndex:
     return index
 
 
+def _prepare(store, query: str, now: datetime | None):
+    """(now, the query's vector, the store's refreshed index); EmptyQuery for a query without words."""
+    vector = embed(query)
+    if not vector.any():
+        raise EmptyQuery(f"nothing to search for in {query!r}: use some content words")
+    index = index_for(store)
+    index.refresh()
+    return now or resolve_now(), vector, index
+
+
 def recall(
     store,
     query: str,
@@ -296,12 +326,7 @@ def recall(
     (the default) the returned memories are touched. Raises :class:`EmptyQuery` for a query
     without searchable words.
     """
-    now = now or resolve_now()
-    vector = embed(query)
-    if not vector.any():
-        raise EmptyQuery(f"nothing to search for in {query!r}: use some content words")
-    index = index_for(store)
-    index.refresh()
+    now, vector, index = _prepare(store, query, now)
     hits = index.search(vector, now, k, kinds=kinds, project=project)
     if not hits:
         return []
@@ -316,3 +341,71 @@ def recall(
         if store.touch([r.id for r in results], iso(now), timeout=store.config.touch_timeout):
             index.note_touched([r.id for r in results], now)
     return results
+
+
+@dataclass
+class LessonHit:
+    """One recalled lesson: the lesson (text, strength, seen, sessions, resolution, ...) and its
+    score components; ``evidence`` is the member episode that matches the query best (None if
+    none is left)."""
+
+    lesson: dict
+    score: float
+    relevance: float
+    recency: float
+    strength: float
+    evidence: int | None = None
+
+    def to_dict(self) -> dict:
+        return {"score": round(self.score, 6),
+                "components": {"relevance": round(self.relevance, 6), "recency": round(self.recency, 6),
+                               "strength": round(self.strength, 6)},
+                "evidence": self.evidence, "lesson": self.lesson}
+
+
+def recall_lessons(store, query: str, k: int = 3, now: datetime | None = None, *, project: str | None = None,
+                   min_relevance: float = 0.3) -> list[LessonHit]:
+    """The ``k`` active lessons that best match ``query``, best first, those of relevance
+    ``min_relevance`` or more only (see the module docstring). Raises :class:`EmptyQuery`."""
+    import math
+
+    from .jsonio import loads
+    from .normalize import family_matches
+
+    now, vector, index = _prepare(store, query, now)
+    relevance = index.matrix @ vector if index._rows else np.zeros(0, dtype=np.float32)
+    config = store.config
+    rows = store.conn.execute(
+        "SELECT id, kind, family, text, strength, seen, sessions, last_seen, reinforced, details, file_name "
+        "FROM lessons WHERE state = 'active' AND vetoed_at IS NULL").fetchall()
+    if not rows:
+        return []
+    members: dict[int, list[int]] = {}
+    for lesson_id, episode_id in store.conn.execute("SELECT lesson_id, episode_id FROM lesson_members"):
+        members.setdefault(lesson_id, []).append(episode_id)
+    hits = []
+    for lid, kind, fam, text, strength, seen, sessions, last_seen, reinforced, details_json, file_name in rows:
+        if project and not (family_matches(fam, project) or (fam or "").rstrip("/*").endswith(project.rstrip("/"))):
+            continue
+        evidence, evidence_rel = None, -1.0
+        for eid in members.get(lid, ()):
+            row = index._row_of.get(eid)
+            if row is not None and row < len(relevance) and float(relevance[row]) > evidence_rel:
+                evidence, evidence_rel = eid, float(relevance[row])
+        best = max(float(embed(text) @ vector), evidence_rel)
+        if best < min_relevance:
+            continue
+        when = reinforced or last_seen
+        age = max(0.0, (epoch(now) - epoch(when)) / DAY) if when else math.inf
+        recency = 0.5 ** (age / config.recency_half_life_days) if math.isfinite(age) else 0.0
+        details = loads(details_json, {})
+        lesson = {"id": lid, "kind": kind, "family": fam, "text": text, "strength": round(float(strength), 4),
+                  "seen": seen, "sessions": sessions, "last_seen": last_seen, "file_name": file_name,
+                  "resolution": (details.get("resolutions") or [None])[0], "signature": details.get("signature")}
+        hits.append(LessonHit(lesson, score_of(config, best, recency, strength), best, recency,
+                              min(max(float(strength), 0.0), 1.0), evidence))
+    hits.sort(key=lambda h: (-h.score, h.lesson["id"]))
+    if hits:  # the rule of recall: nothing below 0.6 times the best match's relevance
+        floor = 0.6 * max(h.relevance for h in hits)
+        hits = [h for h in hits if h.relevance >= floor]
+    return hits[:k]

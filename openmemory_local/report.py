@@ -168,6 +168,9 @@ def report_markdown(data: dict) -> str:
         f"(`{_q(i.get('facet'), 80)}`, similarity {i.get('similarity', 0):.2f}); strength "
         f"{i.get('before', 0):.2f} to {i.get('after', 0):.2f}" for i in s["confirmed"]])
     section("Predictions failed", [
+        (f"- lesson {i['lesson']}: \"{_q(i.get('prediction_text'), 160)}\": {i['why']} (`{_q(i.get('facet'), 80)}`, "
+         f"episode #{i.get('episode')}); strength {i.get('before', 0):.2f} to {i.get('after', 0):.2f}")
+        if i.get("why") else
         f"- lesson {i['lesson']}: \"{_q(i.get('prediction_text'), 160)}\" unmet after {i.get('days', '?')} days; "
         f"strength {i.get('before', 0):.2f} to {i.get('after', 0):.2f}" for i in s["failed"]])
     section("Archived", [

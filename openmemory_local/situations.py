@@ -23,16 +23,25 @@ session episode has one per program it ran (``git push``), one per simple shell 
 (``Edit lib/app.ex``); an error episode has its signature and the commands of its call; a
 correction its signature and the action it corrected.
 
-*Probes* of a lesson (:func:`probes`): the situation its prediction expects. Each probe is
-``{"text": ..., "require": ...}``: a facet matches when its cosine with ``text`` reaches
-``Config.verify_cosine``, it shares a word with ``text``, and it contains ``require`` (a
-path the lesson is about), if any. A shell-command lesson expects each of its programs to
-run again (``git push``), anchored on the path its failure names when there is one
-(``git add priv/static/assets``); a file-tool lesson expects its tool on the folder its
-failures share, if any; a correction expects the action it corrected, and the programs
-it names (``uses uv, not pip`` -> ``uv``, ``pip``). So a prediction is confirmed when a
-later session meets the situation, even if the lesson helped it avoid the failure. Every
-lesson also expects its own signature (the failure itself recurring).
+*Probes* of a lesson (:func:`probes`): the situation its prediction expects and the outcome.
+Each probe is ``{"text", "require", "role", "words"?}``: a facet matches when its cosine with
+``text`` reaches ``Config.verify_cosine``, it shares a word with ``text``, it contains
+``require`` (a path the lesson is about) if any, and every one of ``words`` as a whole word.
+``role`` says what a match means:
+
+* ``situation``: a shell-command lesson expects each of its programs to run again (``git
+  push``), anchored on the path its failure names when there is one (``git add
+  priv/static/assets``); a file-tool lesson expects its tool on the folder its failures
+  share, if any; a correction expects the action it corrected (``pip install``);
+* ``failure``: the lesson's own signature, the failure (or correction) recurring; matched on
+  error and correction episodes only;
+* ``resolution``: what made the failure go away (``details["resolutions"]``, see
+  :mod:`openmemory_local.resolutions`) used again: the call that worked, with the words it
+  added (``git push --set-upstream origin {branch}``, words ``--set-upstream``), or the
+  program run before the same call worked (``mix format``); for a correction, the programs
+  it names other than the one it corrected (``uses uv, not pip`` -> ``uv``).
+
+Verify (:func:`openmemory_local.sleep.verify`) decides a prediction on these roles.
 """
 
 from __future__ import annotations
@@ -43,7 +52,12 @@ from typing import Iterable
 from .episodes import command_heads
 from .normalize import command_segments, normalise, path_like
 
-__all__ = ["FILE_TOOLS", "signature", "subject", "facets", "probes", "probe_matches", "rel_path"]
+__all__ = ["FILE_TOOLS", "OPTION_ALIASES", "signature", "subject", "facets", "probes", "probe_matches", "rel_path"]
+
+#: Long options and the short forms that mean the same to the programs agents run most
+#: (``git push -u`` is ``git push --set-upstream``), for a resolution's required words.
+OPTION_ALIASES = {"--set-upstream": "-u", "--force": "-f", "--no-verify": "-n", "--all": "-A", "--verbose": "-v",
+                  "-u": "--set-upstream", "-f": "--force", "-n": "--no-verify", "-A": "--all"}
 
 #: Tools whose ``command`` field is a file or folder path.
 FILE_TOOLS = frozenset({"Read", "Edit", "MultiEdit", "Write", "NotebookEdit", "NotebookRead", "LS"})
@@ -194,10 +208,14 @@ def named_programs(message: str, heads: Iterable[str]) -> list[str]:
 
 
 def probes(details: dict, signature_text: str, programs: Iterable[str] = ()) -> list[dict]:
-    """The situation a lesson's prediction expects (see the module docstring).
+    """The situation a lesson's prediction expects, and its outcome (see the module docstring).
 
+    Each probe has a ``role``: ``situation`` (the lesson's situation recurring), ``failure``
+    (the failure itself, or the correction, recurring: matched on error and correction
+    episodes only) or ``resolution`` (what made the failure go away being used again).
     ``programs``: command heads run in the project's recent sessions; a correction that
-    names one of them (``uses uv, not pip``) also expects it to be run again.
+    names one of them (``uses uv, not pip``) also expects it to be run again: the program it
+    corrected is its situation, the others its resolution.
     """
     out: list[dict] = []
     kind = details.get("kind")
@@ -206,27 +224,55 @@ def probes(details: dict, signature_text: str, programs: Iterable[str] = ()) -> 
         heads = subj.get("heads") or []
         anchor = details.get("anchor")
         for head in heads:
-            out.append({"text": f"{head} {anchor}" if anchor else head, "require": anchor})
+            out.append({"text": f"{head} {anchor}" if anchor else head, "require": anchor, "role": "situation"})
         if not heads and subj.get("tool") in FILE_TOOLS:
             common = _common_dir(details.get("paths") or [])
             if common:
-                out.append({"text": f"{subj['tool']} {common}", "require": common})
+                out.append({"text": f"{subj['tool']} {common}", "require": common, "role": "situation"})
+        for res in (details.get("resolutions") or [])[:1]:
+            out.extend(_resolution_probes(res))
     elif kind == "correction":
         action = details.get("action")
         if action:
-            out.append({"text": action, "require": None})
+            out.append({"text": action, "require": None, "role": "situation"})
+        corrected = set((action or "").split())
         for program in named_programs(details.get("said") or "", programs):
-            out.append({"text": program, "require": None})
-    out.append({"text": signature_text, "require": None})
+            role = "situation" if program.split()[0] in corrected else "resolution"
+            out.append({"text": program, "require": None, "role": role})
+    out.append({"text": signature_text, "require": None, "role": "failure"})
     seen, unique = set(), []
     for probe in out:
-        if probe["text"] and probe["text"] not in seen:
-            seen.add(probe["text"])
+        key = (probe["text"], probe["role"])
+        if probe["text"] and key not in seen:
+            seen.add(key)
             unique.append(probe)
     return unique
 
 
+def _resolution_probes(res: dict) -> list[dict]:
+    """A resolution as a probe: the call that worked (with the words it added, ``--set-upstream``,
+    required as whole words), or the program run before the same call worked (``mix format``)."""
+    if res.get("kind") in ("changed", "instead") and res.get("norm"):
+        words = [w for w in res.get("delta") or [] if len(w) > 1][:3]
+        if res.get("kind") == "changed" and not words:
+            return []  # the same program written differently, with nothing added: no telling it apart
+        return [{"text": _clip_words(res["norm"], _FACET_WORDS), "require": None, "role": "resolution",
+                 "words": words}]
+    steps = [step for step in res.get("after") or [] if not step.startswith("edited ")]
+    if res.get("kind") == "retry" and not res.get("went_away") and len(steps) == 1 and len(res["after"]) <= 2:
+        # one program between the failure and the same call working: that program is the fix
+        return [{"text": steps[0], "require": None, "role": "resolution", "words": steps[0].split()[:2]}]
+    return []
+
+
 def probe_matches(probe: dict, facet: str) -> bool:
-    """The ``require`` part of a probe (the cosine part is computed in bulk by verify)."""
+    """The ``require`` (a substring) and ``words`` (whole words) parts of a probe; the cosine
+    part is computed in bulk by verify."""
     need = probe.get("require")
-    return not need or need in facet
+    if need and need not in facet:
+        return False
+    words = probe.get("words")
+    if words:
+        tokens = set(facet.split())
+        return all(w in tokens or OPTION_ALIASES.get(w) in tokens for w in words)
+    return True

@@ -31,18 +31,45 @@ Rules (every number is a :class:`openmemory_local.config.Config` field):
     again is revived.
 
 ``verify(store, now)``
-    Each open prediction is compared with the episodes of its lesson's project family
-    created after it was made (and up to ``now``): their facets (the commands a session
-    ran, the files it touched, the failure itself) against the prediction's probes. A
-    facet whose cosine reaches ``verify_cosine`` (0.5) confirms it: the lesson gains
-    ``confirm_strength`` (0.5). A prediction still unmatched ``prediction_window_days``
-    (14) after it was made fails: the lesson loses ``fail_strength`` (0.5).
+    A prediction states a situation and its outcome: "when a coming session of this project
+    family meets the situation (``git push`` runs), the failure recurs or its resolution is
+    used (``git push --set-upstream origin <branch>``)". Its probes
+    (:func:`openmemory_local.situations.probes`) carry a role: ``situation``, ``failure``,
+    ``resolution``. Each open prediction is compared with the episodes of its family created
+    after it was made (and up to ``now``), session by session: their facets (the commands a
+    session ran, the files it touched, the failure itself) against the probes (a match: cosine
+    >= ``verify_cosine``, 0.5, and the probe's required path and words). The first session, in
+    time, that decides, decides:
+
+    * *confirmed* when the session shows the failure again (an error or correction episode
+      matching the ``failure`` probe) or its resolution (a ``resolution`` probe): the lesson
+      gains ``confirm_strength`` (0.5);
+    * *failed* when the session met the situation with neither, once it has been quiet
+      ``prediction_settle_minutes`` (60; a session still running may yet show them): the world
+      changed, the lesson loses ``fail_strength`` (0.5);
+    * *open* while no session meets the situation: a project left alone for a month neither
+      confirms nor fails anything.
+
+    The verdict, the facet and the episode that decided are kept on the prediction (and in
+    the ``confirmed``/``failed`` event, with ``why``). The structure is one function per step
+    (:func:`_evidence` collects matches per session, :func:`_verdict` decides), so that other
+    windows (activity windows, a replayed history) can feed the same decision.
 
 ``predict(store, now)``
     Each active, unvetoed lesson with strength >= ``predict_min_strength`` (1) and no
     open prediction makes one: the situation a coming session in its project family will
-    meet (:func:`openmemory_local.situations.probes`), so that it can be confirmed even
-    when the lesson helped the agent avoid the failure.
+    meet and its outcome (:func:`openmemory_local.situations.probes`), so that it can be
+    confirmed even when the lesson helped the agent avoid the failure (its resolution used).
+
+Lesson ``details`` (JSON, read by the texts, the probes, ``openmemory lessons --json`` and the
+commons form of issue 12): ``kind``, ``seen``, ``sessions``, ``signature``, ``branches``,
+``projects``; for failures ``failure`` (the commonest failure kind), ``subject`` (``tool``,
+``heads``: the programs every member shares, ``path``), ``tools`` (tool -> members), ``paths``,
+``messages`` (``text``, ``sessions``, ``count``: the reason lines, commonest first), ``anchor``,
+``resolutions`` (commonest first, at most 3: ``kind``, ``command`` as shown, ``norm``,
+``delta``, ``after``, ``went_away``, ``sessions``, ``count``, ``right_after``; see
+:mod:`openmemory_local.resolutions`); for corrections ``said``, ``action``, ``action_label``,
+``statement``, ``cue``.
 
 :func:`sleep` runs the four passes in one transaction (a sleep killed midway leaves the
 store as it was before), holding ``<home>/sleep.lock`` so two sleeps never run at once
@@ -433,6 +460,9 @@ def _details(store, group: _Group, seen: int, sessions: int) -> dict:
     by_sig: dict[str, dict] = {}
     failures: dict[str, int] = {}
     subjects: dict[str, dict] = {}
+    tools: dict[str, int] = {}
+    heads_seen: list[list[str]] = []
+    resolved: dict[tuple, dict] = {}
     latest_fields, latest_project = {}, None
     for session_id, created, sig, project, fields_json in rows:
         fields = loads(fields_json, {})
@@ -454,6 +484,11 @@ def _details(store, group: _Group, seen: int, sessions: int) -> dict:
             subjects.setdefault(sig, sub)
             if sub["path"] and sub["path"] not in paths:
                 paths.append(sub["path"])
+            tools[sub["tool"]] = tools.get(sub["tool"], 0) + 1
+            heads_seen.append(sub["heads"])
+            res = fields.get("resolution")
+            if isinstance(res, dict) and res.get("kind"):
+                _count_resolution(resolved, res, session_id)
     # most sessions first, then most often, then most recent
     ranked = sorted(by_sig.values(), key=lambda e: e["last"], reverse=True)
     ranked.sort(key=lambda e: (-len(e["sessions"]), -e["count"]))
@@ -463,7 +498,12 @@ def _details(store, group: _Group, seen: int, sessions: int) -> dict:
     details["projects"] = projects
     if group.kind == "error":
         details["failure"] = max(failures, key=lambda k: (failures[k], k)) if failures else "error"
-        details["subject"] = subjects.get(top["sig"]) or {}
+        details["subject"] = dict(subjects.get(top["sig"]) or {})
+        shared = [h for h in details["subject"].get("heads") or [] if all(h in hs for hs in heads_seen if hs)]
+        if shared:
+            details["subject"]["heads"] = shared  # what the group's commands share (git commit)
+        details["tools"] = dict(sorted(tools.items(), key=lambda kv: (-kv[1], kv[0])))
+        details["resolutions"] = _ranked_resolutions(resolved)
         details["paths"] = paths
         messages, seen_norm = [], set()
         for entry in ranked:
@@ -483,6 +523,26 @@ def _details(store, group: _Group, seen: int, sessions: int) -> dict:
             details["action_label"] = _action_label(action)
         details["statement"] = fields.get("agent_statement")
     return details
+
+
+def _count_resolution(resolved: dict, res: dict, session_id: str | None) -> None:
+    if res["kind"] == "retry":
+        key = ("retry", tuple(sorted(res.get("after") or [])[:3]), bool(res.get("went_away")))
+    else:
+        key = (res["kind"], res.get("norm") or res.get("command"))
+    entry = resolved.setdefault(key, {"kind": res["kind"], "command": res.get("command") or "", "norm": res.get("norm"),
+                                      "delta": res.get("delta") or [], "after": list(res.get("after") or [])[:3],
+                                      "went_away": bool(res.get("went_away")), "sessions": set(), "count": 0,
+                                      "right_after": True})
+    entry["sessions"].add(session_id)
+    entry["count"] += 1
+    entry["right_after"] = entry["right_after"] and not res.get("calls_after")
+
+
+def _ranked_resolutions(resolved: dict) -> list[dict]:
+    """What made the failure go away, most sessions first (see ``details["resolutions"]``)."""
+    out = sorted(resolved.values(), key=lambda e: (-len(e["sessions"]), -e["count"], e["kind"] != "changed"))
+    return [dict(e, sessions=len(e["sessions"])) for e in out[:3]]
 
 
 def _action_norm(action: dict, project, fields) -> str:
@@ -524,11 +584,11 @@ def _anchor(store, gid: int, top: dict) -> str | None:
 
 
 def verify(store, now: datetime) -> dict:
-    """Confirm open predictions that later episodes met; fail those unmet for the window."""
+    """Decide open predictions on the sessions that came after them (see the module doc)."""
     config = store.config
     conn = store.conn
     now_iso = iso(now)
-    out = {"open": 0, "episodes": 0, "confirmed": [], "failed": []}
+    out = {"open": 0, "episodes": 0, "sessions": 0, "confirmed": [], "failed": []}
     with store.write():
         preds = conn.execute(
             "SELECT p.id, p.lesson_id, p.made, p.probes, p.family FROM predictions p WHERE p.state = 'open' "
@@ -541,31 +601,66 @@ def verify(store, now: datetime) -> dict:
         for i, p in enumerate(preds):
             by_family.setdefault(p[4], []).append(i)
         episodes = conn.execute(
-            "SELECT id, kind, project, created, fields FROM episodes WHERE created > ? AND created <= ? "
+            "SELECT id, kind, project, created, fields, session_id FROM episodes WHERE created > ? AND created <= ? "
             "ORDER BY created, id", (since, now_iso)).fetchall()
         out["episodes"] = len(episodes)
-        matches = _match(config, preds, by_family, episodes)
-        window = config.prediction_window_days * DAY
+        evidence = _evidence(config, preds, by_family, episodes)
+        quiet = _quiet_sessions(episodes, epoch(now) - config.prediction_settle_minutes * 60)
+        out["sessions"] = len({sid for per in evidence.values() for sid in per})
         for i, (pid, lesson_id, made, _probes, _fam) in enumerate(preds):
-            found = matches.get(i)
-            if found is not None:
-                eid, created, facet, sim = found
+            verdict = _verdict(evidence.get(i, {}), quiet)
+            if verdict is None:
+                continue
+            state, why, (eid, created, facet, sim) = verdict
+            if state == "confirmed":
                 before, after = _adjust(store, lesson_id, config.confirm_strength, reinforce=created)
-                conn.execute(
-                    "UPDATE predictions SET state = 'confirmed', resolved = ?, episode_id = ?, similarity = ?, "
-                    "facet = ? WHERE id = ?", (now_iso, eid, round(sim, 6), facet, pid))
-                record_event(store, now_iso, "confirmed", lesson_id, pid, episode=eid, facet=facet,
-                             similarity=round(sim, 4), before=round(before, 4), after=round(after, 4))
-                out["confirmed"].append(pid)
-            elif epoch(now) - epoch(made) >= window:
+            else:
                 before, after = _adjust(store, lesson_id, -config.fail_strength)
-                conn.execute("UPDATE predictions SET state = 'failed', resolved = ? WHERE id = ?", (now_iso, pid))
-                record_event(store, now_iso, "failed", lesson_id, pid, before=round(before, 4),
-                             after=round(after, 4), days=round((epoch(now) - epoch(made)) / DAY, 1))
-                out["failed"].append(pid)
-                if after < config.archive_below:
-                    _archive_lesson(store, lesson_id, now_iso, after, "predictions failed")
+            conn.execute(
+                "UPDATE predictions SET state = ?, resolved = ?, episode_id = ?, similarity = ?, facet = ? "
+                "WHERE id = ?", (state, now_iso, eid, round(sim, 6), facet, pid))
+            record_event(store, now_iso, state, lesson_id, pid, episode=eid, facet=facet, why=why,
+                         similarity=round(sim, 4), before=round(before, 4), after=round(after, 4),
+                         days=round((epoch(now) - epoch(made)) / DAY, 1))
+            out[state].append(pid)
+            if state == "failed" and after < config.archive_below:
+                _archive_lesson(store, lesson_id, now_iso, after, "predictions failed")
     return out
+
+
+#: What a verdict says happened, by the role of the probe that decided it.
+_WHY = {"failure": "the failure recurred", "resolution": "its resolution was used",
+        "situation": "the situation recurred without the failure or its resolution"}
+
+
+def _verdict(sessions: dict, quiet: set) -> tuple | None:
+    """The first later session (in time) that decides: the failure or the resolution in it
+    confirms; the situation alone fails, once that session is quiet; nothing else decides."""
+    for sid, seen in sorted(sessions.items(), key=lambda kv: kv[1]["first"]):
+        for role in ("failure", "resolution"):
+            if role in seen:
+                return "confirmed", _WHY[role], seen[role]
+        if "situation" in seen and sid in quiet:
+            return "failed", _WHY["situation"], seen["situation"]
+    return None
+
+
+def _quiet_sessions(episodes, before: float) -> set:
+    """Sessions whose last activity (a session episode's ``ended``, else its latest episode) is
+    before ``before``."""
+    last: dict[str, float] = {}
+    for eid, kind, _project, created, fields_json, session_id in episodes:
+        sid = session_id or f"episode:{eid}"
+        when = epoch(created)
+        if kind == "session":
+            ended = loads(fields_json, {}).get("ended")
+            if ended:
+                try:
+                    when = max(when, epoch(ended))
+                except (ValueError, TypeError):
+                    pass
+        last[sid] = max(last.get(sid, 0.0), when)
+    return {sid for sid, when in last.items() if when <= before}
 
 
 def _adjust(store, lesson_id: int, delta: float, reinforce: str | None = None) -> tuple[float, float]:
@@ -577,13 +672,15 @@ def _adjust(store, lesson_id: int, delta: float, reinforce: str | None = None) -
     return before, after
 
 
-def _match(config, preds, by_family: dict[str, list[int]], episodes) -> dict[int, tuple]:
-    """For each prediction (by position), the first later episode of its family with a facet
-    that matches one of its probes: (episode id, created, facet, similarity).
+def _evidence(config, preds, by_family: dict[str, list[int]], episodes) -> dict[int, dict]:
+    """For each prediction (by position), the later sessions of its family that matched one of its
+    probes: ``{session id: {"first": created, role: (episode id, created, facet, similarity)}}``,
+    the first match of each role.
 
     Facets and probes are short texts (``git push``), compared by the exact cosine of their
     features (:func:`openmemory_local.embed.feature_cosine`): no hashing collision can make
-    ``mix deps.get`` resemble ``git push``.
+    ``mix deps.get`` resemble ``git push``. A ``failure`` probe matches only the facets of
+    error and correction episodes.
     """
     threshold = config.verify_cosine
     parsed = [loads(p[3], []) for p in preds]
@@ -595,17 +692,15 @@ def _match(config, preds, by_family: dict[str, list[int]], episodes) -> dict[int
             for feature in feats:
                 postings.setdefault(feature, []).append(k)
         plan[fam] = (probe_rows, postings)
-    found: dict[int, tuple] = {}
+    found: dict[int, dict] = {}
     cache: dict[str, dict] = {}
-    pending = {i for positions in by_family.values() for i in positions}
-    for eid, kind, project, created, fields_json in episodes:
-        if not pending:
-            break
+    for eid, kind, project, created, fields_json, session_id in episodes:
         fields = loads(fields_json, {})
         entry = plan.get(_ep_family(project, fields))
         if entry is None:
             continue
         probe_rows, postings = entry
+        sid = session_id or f"episode:{eid}"
         for facet in facets({"id": eid, "kind": kind, "project": project, "fields": fields}):
             feats = cache.get(facet)
             if feats is None:
@@ -614,13 +709,16 @@ def _match(config, preds, by_family: dict[str, list[int]], episodes) -> dict[int
             shared = sorted({k for feature in feats for k in postings.get(feature, ())})
             for k in shared:
                 i, probe, probe_feats = probe_rows[k]
-                if i not in pending or created <= preds[i][2] or not probe_matches(probe, facet):
+                role = probe.get("role") or "situation"
+                if created <= preds[i][2] or (role == "failure" and kind == "session"):
+                    continue
+                seen = found.setdefault(i, {}).setdefault(sid, {"first": created})
+                if role in seen or not probe_matches(probe, facet):
                     continue
                 sim = feature_cosine(probe_feats, feats)
                 if sim >= threshold:
-                    found[i] = (eid, created, facet, sim)
-                    pending.discard(i)
-    return found
+                    seen[role] = (eid, created, facet, sim)
+    return {i: {sid: seen for sid, seen in per.items() if len(seen) > 1} for i, per in found.items()}
 
 
 # --- predict ---------------------------------------------------------------------------------------

@@ -6,11 +6,12 @@ supplies one-off failures around them), then the nightly job runs at 23:00 with 
 injected clock: sleep, render into a memory folder, morning report. Three stories run
 through the noise:
 
-* ``git push`` fails for want of an upstream branch every few days, all along: its
-  lesson is learned, predicted, confirmed again and again, and stays strong;
-* ``docker compose up`` fails on a taken port during the first ten days, then never
-  again (the owner fixed it): its predictions fail, its strength decays, it leaves the
-  memory folder and is finally archived;
+* ``git push`` fails for want of an upstream branch every few days, all along, and is
+  pushed with ``--set-upstream`` (its resolution) every time: its lesson is learned,
+  predicted, confirmed again and again, and stays strong;
+* ``docker compose up`` fails on a taken port during the first ten days, then runs fine
+  (the owner fixed it): its situation keeps recurring without the failure, so its
+  predictions fail, its strength decays, it leaves the memory folder and is archived;
 * the person corrects the agent once (``pip`` vs ``uv``): one correction is a lesson, and
   every later session that runs ``uv`` confirms its prediction (the situation it names).
 
@@ -47,11 +48,15 @@ from simulations.workload import Workload  # noqa: E402
 
 START = datetime(2026, 4, 1, tzinfo=timezone.utc)
 CWD = "/home/dev/src/shop"
+#: What made the push failure go away in its session (openmemory_local.resolutions).
+UPSTREAM = {"kind": "changed", "tool": "Bash", "command": "git push --set-upstream origin <branch>",
+            "norm": "git push --set-upstream origin {branch}", "delta": ["--set-upstream"], "calls_after": 0,
+            "after": [], "line": 3}
 
 
-def _error(key, sid, when, command, first, branch) -> Episode:
+def _error(key, sid, when, command, first, branch, resolution=None) -> Episode:
     fields = {"tool": "Bash", "command": command, "description": "", "failure": "exit_code", "exit_code": 1,
-              "first_line": first, "output": first, "cwd": CWD, "branch": branch}
+              "first_line": first, "output": first, "cwd": CWD, "branch": branch, "resolution": resolution}
     return Episode("error", key, f"Bash `{command}` failed: {first}", fields, sid, None, CWD, iso(when), 2)
 
 
@@ -63,16 +68,20 @@ def day_of_life(day: int, rng: random.Random, noise: Workload) -> list[Episode]:
         when = base + timedelta(hours=2 * n)
         branch = f"feature-{day}-{n}"
         commands = {"mix test": 1, "git commit": 1, "uv sync": 1}
+        lines = list(commands)
         if day % 3 == n % 3:  # pushing a new branch, every few days
             commands["git push"] = 1
+            lines.append(f"git push --set-upstream origin {branch}")  # how the push went through
             if rng.random() < 0.5:  # half the time without setting the upstream first
                 out.append(_error(f"{sid}-push", sid, when + timedelta(minutes=30), "git push 2>&1",
-                                  f"fatal: The current branch {branch} has no upstream branch.", branch))
-        if day < 10 and n == 0 and day % 2 == 0:  # a port clash, until it was fixed on day 10
+                                  f"fatal: The current branch {branch} has no upstream branch.", branch, UPSTREAM))
+        if n == 0 and day % 2 == 0:  # the database started every other day
             commands["docker compose"] = 1
-            out.append(_error(f"{sid}-docker", sid, when + timedelta(minutes=5), "docker compose up -d db",
-                              f"Error response from daemon: port is already allocated: 0.0.0.0:{5432 + day}",
-                              branch))
+            lines.append("docker compose up -d db")
+            if day < 10:  # a port clash, until it was fixed on day 10: afterwards it just works
+                out.append(_error(f"{sid}-docker", sid, when + timedelta(minutes=5), "docker compose up -d db",
+                                  f"Error response from daemon: port is already allocated: 0.0.0.0:{5432 + day}",
+                                  branch))
         if day == 3 and n == 0:
             said = "no, this project uses uv, not pip"
             fields = {"message": said, "opening": "no", "agent_statement": "I'll install it with pip.",
@@ -83,7 +92,7 @@ def day_of_life(day: int, rng: random.Random, noise: Workload) -> list[Episode]:
         for k, ep in enumerate(e for e in noise.session(when) if e.kind == "error"):
             fields = dict(ep.fields, cwd=CWD, branch=branch)
             out.append(Episode("error", f"{sid}-noise{k}", ep.text, fields, sid, None, CWD, ep.created, 3))
-        fields = {"commands": commands, "command_lines": list(commands), "files_edited": ["lib/shop.ex"],
+        fields = {"commands": commands, "command_lines": lines, "files_edited": ["lib/shop.ex"],
                   "files_read": [], "cwd": CWD, "branch": branch}
         out.append(Episode("session", sid, f"Session in shop on branch {branch}. Ran {', '.join(commands)}.",
                            fields, sid, None, CWD, iso(when), 1))

@@ -191,7 +191,8 @@ def _summarise_call(name: str, args) -> dict:
         out.update(command=_str(args.get("command")), description=_str(args.get("description")), shell=True)
     elif name == "Read":
         path = _str(args.get("file_path"))
-        out.update(command=path, files_read=(path,) if path else ())
+        window = ", ".join(f"{key} {args[key]}" for key in ("offset", "limit") if isinstance(args.get(key), int))
+        out.update(command=path, files_read=(path,) if path else (), description=window)
     elif name in ("Edit", "MultiEdit", "Write", "NotebookEdit"):
         path = _str(args.get("file_path")) or _str(args.get("notebook_path"))
         out.update(command=path, files_edited=(path,) if path else ())

@@ -177,11 +177,23 @@ async def test_lessons_and_the_report_after_a_sleep(spotter, tmp_path):
         lessons = result.structured_content["lessons"]
         assert any("`git push` failed in 3 sessions" in lesson["text"] for lesson in lessons)
         assert [lesson["strength"] for lesson in lessons] == sorted((l["strength"] for l in lessons), reverse=True)
-        assert "open prediction: A coming session in spotter-worktrees/* will run `git push`." in _text(result)
+        assert ("open prediction: A coming session in spotter-worktrees/* that runs `git push` will see this failure "
+                "again or its resolution, `git push --set-upstream origin <branch>`.") in _text(result)
+        # "have I seen this before?": the answer opens with the lesson, its resolution and how often
+        recalled = await client.call_tool("recall", {"query": "git push says the branch has no upstream", "k": 3})
+        assert not recalled.is_error, _text(recalled)
+        text = _text(recalled)
+        assert text.startswith("Lesson 1 (from past sessions): seen 3 times in 3 sessions")
+        first = text.split("\n\n")[0]
+        assert "has no upstream branch" in first and "each time, `git push --set-upstream origin <branch>`" in first
+        assert "resolution seen: `git push --set-upstream origin <branch>` succeeded after the failure (in 3 of 3" in first
+        top = recalled.structured_content["lessons"][0]
+        assert top["lesson"]["resolution"]["command"] == "git push --set-upstream origin <branch>"
+        assert top["evidence"] is not None
         none = await client.call_tool("lessons", {"project": str(tmp_path)})
         assert none.structured_content["lessons"] == []
         report = await client.call_tool("report", {})
         assert not report.is_error and "# Open Memory: morning report" in _text(report)
         assert report.structured_content["path"].startswith(str(home / "reports"))
-    for line in _prose(_text(result)) + _prose(_text(report)):
+    for line in _prose(_text(result)) + _prose(_text(report)) + _prose(text):
         assert observation_violation(line) is None, line

@@ -72,15 +72,16 @@ def test_text_that_is_not_the_person_never_makes_a_correction(make, tmp_path):
 @pytest.mark.parametrize("message,opening", [
     ("no, use uv instead of pip", "no"),
     ("No. That's the wrong file", "no"),
-    ("don't push to main", "don't"),
-    ("Don\u2019t touch the migrations", "don't"),
+    ("don't use pip here", "dont"),  # names what the agent just ran
+    ("Don\u2019t install with pip", "dont"),
     ("stop, the tests are slow", "stop"),
     ("actually the config lives in config/dev.exs", "actually"),
-    ("instead run mix format first", "instead"),
+    ("instead run mix format first", "actually"),
     ("undo that change", "undo"),
     ("wrong branch", "wrong"),
     ("ok, no, revert it", "no"),
-    ("that's not what I asked", "that's not"),
+    ("that's not what I asked", "restated"),
+    ("the install still fails", "still"),
 ])
 def test_corrections_by_the_person(message, opening, tmp_path):
     t = T()
@@ -91,7 +92,7 @@ def test_corrections_by_the_person(message, opening, tmp_path):
     t.person(message)
     episodes, digest, _ = run(t, tmp_path / "s.jsonl")
     [c] = kinds(episodes, "correction")
-    assert c.fields["opening"] == opening
+    assert c.fields["opening"] == opening == c.fields["cue"]
     assert c.fields["message"] == message
     assert c.fields["agent_statement"] == "I installed the dependencies with pip."
     assert c.fields["agent_action"]["command"] == "pip install -r requirements.txt"
@@ -102,7 +103,8 @@ def test_corrections_by_the_person(message, opening, tmp_path):
 
 @pytest.mark.parametrize("message", ["nothing else", "now run the tests", "notice the warning",
                                      "stopwatch module is slow", "insteadof is a git option",
-                                     "knowing that, continue"])
+                                     "knowing that, continue", "Actually, can you also add a test?",
+                                     "Wait for the build", "don't push to main yet"])
 def test_words_that_only_start_like_a_correction_are_not_one(message, tmp_path):
     t = T()
     t.person("hello")
@@ -110,6 +112,26 @@ def test_words_that_only_start_like_a_correction_are_not_one(message, tmp_path):
     t.person(message)
     episodes, _, _ = run(t, tmp_path / "s.jsonl")
     assert kinds(episodes, "correction") == []
+
+
+def test_a_no_that_answers_the_agents_question_is_not_a_correction(tmp_path):
+    t = T()
+    t.person("add the bindings")
+    t.says("I added the Rust API. Should I add Python bindings too?")
+    t.person("No Python bindings needed")
+    t.person("no")
+    assert kinds(run(t, tmp_path / "s.jsonl")[0], "correction") == []
+
+
+def test_a_complaint_that_it_still_does_not_work_is_a_correction(tmp_path):
+    t = T()
+    t.person("fix scrolling")
+    t.call("Edit", {"file_path": "/home/me/app/term.js", "old_string": "a", "new_string": "b"}, "t1")
+    t.result("t1", "The file /home/me/app/term.js has been updated.", False)
+    t.says("Scrolling should work now.")
+    t.person("scrolling still does not work")
+    [c] = kinds(run(t, tmp_path / "s.jsonl")[0], "correction")
+    assert c.fields["cue"] == "still" and c.fields["agent_action"]["tool"] == "Edit"
 
 
 def test_a_correction_in_a_subagent_transcript_is_never_the_person(tmp_path):
@@ -242,14 +264,14 @@ def test_a_correction_on_another_branch_quotes_that_branch(tmp_path):
     """parentUuid branches: the person edits an earlier message (a rewind)."""
     t = T()
     t.person("write the parser")
-    branch_point = t.says("Which format, JSON or YAML?")
-    t.person("JSON")
+    branch_point = t.says("I'll write it for the JSON format.")
+    t.person("ok")
     t.says("I wrote a JSON parser with the json module.")
-    # The person rewinds to the question and answers differently.
+    # The person rewinds to the plan and corrects it (on the question itself, "no" is an answer).
     t.person("no, YAML", parent=branch_point)
     episodes, _, _ = run(t, tmp_path / "s.jsonl")
     [c] = kinds(episodes, "correction")
-    assert c.fields["agent_statement"] == "Which format, JSON or YAML?"
+    assert c.fields["agent_statement"] == "I'll write it for the JSON format."
 
 
 def test_compaction_keeps_the_thread(tmp_path):

@@ -80,7 +80,13 @@ def test_prediction_texts_are_observations():
         check_observation(prediction_text(d, "/home/me/src/app-worktrees/*", 1))
     assets = details("x", anchor="priv/static/assets", subject={"tool": "Bash", "heads": ["git add", "git commit"]})
     assert prediction_text(assets, "/home/me/app", 1) == (
-        "A coming session in app will run `git add` or `git commit` on priv/static/assets.")
+        "A coming session in app that runs `git add` or `git commit` on priv/static/assets will see this failure "
+        "again.")
+    fixed = dict(assets, resolutions=[{"kind": "changed", "command": "git add -f priv/static/assets/app.css",
+                                       "delta": ["-f"], "sessions": 1}])
+    text = prediction_text(fixed, "/home/me/app", 1)
+    assert text.endswith("will see this failure again or its resolution, `git add -f priv/static/assets/app.css`.")
+    check_observation(text)
 
 
 # --- the model's answers ---------------------------------------------------------------------------

@@ -89,9 +89,9 @@ def test_probes_of_a_lesson_name_its_situation():
     details = {"kind": "error", "subject": {"tool": "Bash", "heads": ["git add", "git commit"]},
                "anchor": "priv/static/assets"}
     got = probes(details, "sig")
-    assert got[0] == {"text": "git add priv/static/assets", "require": "priv/static/assets"}
+    assert got[0] == {"text": "git add priv/static/assets", "require": "priv/static/assets", "role": "situation"}
     assert got[1]["text"] == "git commit priv/static/assets"
-    assert got[-1] == {"text": "sig", "require": None}
+    assert got[-1] == {"text": "sig", "require": None, "role": "failure"}
     read = probes({"kind": "error", "subject": {"tool": "Read", "heads": []}, "paths": ["test/a/x.ex", "test/a/y.ex"]},
                   "sig")
-    assert read[0] == {"text": "Read test/a", "require": "test/a"}
+    assert read[0] == {"text": "Read test/a", "require": "test/a", "role": "situation"}

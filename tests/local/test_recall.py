@@ -39,7 +39,7 @@ def filled(store, now):
     return store
 
 
-def test_score_is_the_weighted_sum_of_its_components(filled, now):
+def test_score_is_relevance_scaled_by_recency_and_strength(filled, now):
     query = "git push fails: no upstream branch"
     results = recall(filled, query, 4, now, touch=False)
     assert [r.episode["key"] for r in results][0] == "push"
@@ -53,7 +53,7 @@ def test_score_is_the_weighted_sum_of_its_components(filled, now):
         assert r.relevance == pytest.approx(rel, abs=1e-5)
         assert r.recency == pytest.approx(rec, abs=1e-6)
         assert r.strength == 1.0
-        assert r.score == pytest.approx(0.6 * rel + 0.25 * rec + 0.15 * 1.0, abs=1e-5)
+        assert r.score == pytest.approx(rel * (0.6 + 0.25 * rec + 0.15 * 1.0), abs=1e-5)
     push = results[0]
     assert push.recency == pytest.approx(0.5, abs=1e-6)  # 30 days: one half-life
     assert [r.score for r in results] == sorted((r.score for r in results), reverse=True)
@@ -204,3 +204,45 @@ def test_tokens_and_stems():
     assert not embed("the of and").any()
     a, b = embed("git push fails"), embed("git push failed")
     assert float(a @ b) == pytest.approx(1.0, abs=1e-6)
+
+
+
+def test_recency_never_lets_a_memory_that_barely_matches_outrank_one_that_matches_well(store, now):
+    """The rule: a memory outranks another only if its relevance is at least 0.6 times the other's.
+    A fresh, strong, just-touched memory that barely matches stays below an old one that matches."""
+    from datetime import timedelta
+
+    from openmemory_local.episodes import Episode
+    from openmemory_local.ingest import add_episodes
+    from openmemory_local.recall import score_of
+
+    old = now - timedelta(days=400)
+    exact = Episode("error", "exact", "git push failed: fatal: the current branch has no upstream branch", {},
+                    "s1", None, "/a", old.isoformat(), 1)
+    loose = Episode("error", "loose", "the branch of the web page layout was reviewed and merged today", {},
+                    "s2", None, "/a", now.isoformat(), 1)
+    add_episodes(store, [exact, loose], now=now)
+    store.conn.execute("UPDATE episodes SET strength = 0.2 WHERE key = 'exact'")
+    query = "git push says the branch has no upstream"
+    for _ in range(3):  # recall touches what it returns: the loose one is renewed every time
+        results = recall(store, query, 2, now)
+    rel = {r.episode["key"]: r for r in results}
+    assert rel["exact"].relevance > 2 * rel["loose"].relevance > 0
+    assert [r.episode["key"] for r in results] == ["exact", "loose"]
+    # the bound, whatever the recency and strength: at most a factor 1.0 / 0.6 between two memories
+    config = store.config
+    assert score_of(config, 0.5, 1.0, 1.0) < score_of(config, 0.84, 0.0, 0.0)
+    assert score_of(config, 0.61, 1.0, 1.0) > score_of(config, 1.0, 0.0, 0.0)
+
+
+def test_lessons_are_recalled_first_and_only_when_they_match(store, now):
+    from .test_sleep import add, at, error, session
+    from openmemory_local.recall import recall_lessons
+    from openmemory_local.sleep import sleep
+
+    add(store, error("e1", "s1", 0), error("e2", "s2", 0), session("s1", 0, ["git push"]), day=0)
+    sleep(store, at(0, 23))
+    [hit] = recall_lessons(store, "git push says the branch has no upstream", now=at(1))
+    assert "has no upstream branch" in hit.lesson["text"] and hit.lesson["seen"] == 2
+    assert hit.evidence is not None and hit.relevance >= 0.3
+    assert recall_lessons(store, "css grid layout of the landing page", now=at(1)) == []

@@ -204,20 +204,37 @@ def test_surprises_after_now_wait(store):
 # --- verify and predict -------------------------------------------------------------------------
 
 
-def _git_push_lesson(store) -> int:
-    add(store, error("e1", "s1", 0), error("e2", "s2", 1), day=1)
+UPSTREAM_FIX = {"kind": "changed", "tool": "Bash", "command": "git push --set-upstream origin <branch>",
+                "norm": "git push --set-upstream origin {branch}", "delta": ["--set-upstream"], "calls_after": 0,
+                "after": [], "line": 9}
+
+
+def _git_push_lesson(store, resolution=UPSTREAM_FIX) -> int:
+    eps = [error("e1", "s1", 0), error("e2", "s2", 1)]
+    for ep in eps:
+        ep.fields["resolution"] = resolution
+    add(store, *eps, day=1)
     learn(store, at(1, 23))
     made = predict(store, at(1, 23))["made"]
     assert len(made) == 1
     return lessons(store)[0]["id"]
 
 
+def _prediction(store):
+    return store.conn.execute("SELECT state, facet, similarity, episode_id FROM predictions").fetchone()
+
+
 def test_predict_makes_one_prediction_per_strong_lesson(store):
     lid = _git_push_lesson(store)
     row = store.conn.execute("SELECT lesson_id, text, probes, state FROM predictions").fetchone()
     assert row[0] == lid and row[3] == "open"
-    assert row[1] == "A coming session in app will run `git push`."
-    assert {"text": "git push", "require": None} in json.loads(row[2])
+    assert row[1] == ("A coming session in app that runs `git push` will see this failure again or its resolution, "
+                      "`git push --set-upstream origin <branch>`.")
+    probes = json.loads(row[2])
+    assert {"text": "git push", "require": None, "role": "situation"} in probes
+    assert {"text": "git push --set-upstream origin {branch}", "require": None, "role": "resolution",
+            "words": ["--set-upstream"]} in probes
+    assert [p["role"] for p in probes].count("failure") == 1
     assert predict(store, at(2))["made"] == []  # one open prediction at a time
 
 
@@ -230,21 +247,51 @@ def test_weak_and_vetoed_lessons_make_no_prediction(store):
     assert predict(store, at(0, 23))["made"] == []
 
 
-def test_a_prediction_is_confirmed_by_the_situation_even_without_the_failure(store):
-    lid = _git_push_lesson(store)
+def test_the_resolution_used_confirms_without_the_failure(store):
+    _git_push_lesson(store)
     add(store, session("later", 3, ["mix test", "git push"], lines=["git push -u origin main"]), day=3)
     out = verify(store, at(3, 23))
     assert len(out["confirmed"]) == 1
-    pred = store.conn.execute("SELECT state, facet, similarity, episode_id FROM predictions").fetchone()
-    assert pred[0] == "confirmed" and pred[1] == "git push" and pred[2] == 1.0
+    pred = _prediction(store)
+    assert pred[0] == "confirmed" and pred[1] == "git push -u origin {branch}"
     assert pred[3] == store.conn.execute("SELECT id FROM episodes WHERE key = 'later'").fetchone()[0]
     assert lessons(store)[0]["strength"] == pytest.approx(1.5)
+    why = store.conn.execute("SELECT json_extract(detail, '$.why') FROM events WHERE kind = 'confirmed'").fetchone()
+    assert why == ("its resolution was used",)
 
 
 def test_the_failure_itself_confirms_too(store):
     _git_push_lesson(store)
     add(store, error("e9", "s9", 4), day=4)
     assert len(verify(store, at(4, 23))["confirmed"]) == 1
+
+
+def test_the_situation_with_neither_fails_the_world_changed(store):
+    lid = _git_push_lesson(store)
+    add(store, session("pushed", 3, ["git push"], lines=["git push"]), day=3)
+    assert verify(store, at(3, 9, ) + timedelta(minutes=30))["failed"] == []  # the session may still be running
+    out = verify(store, at(3, 23))
+    assert len(out["failed"]) == 1
+    assert _prediction(store)[:2] == ("failed", "git push")
+    assert lessons(store)[0]["strength"] == pytest.approx(0.5)
+    event = store.conn.execute("SELECT lesson_id, detail FROM events WHERE kind = 'failed'").fetchone()
+    assert event[0] == lid and json.loads(event[1])["after"] == 0.5
+    assert json.loads(event[1])["why"] == "the situation recurred without the failure or its resolution"
+
+
+def test_a_situation_that_never_recurs_leaves_the_prediction_open(store):
+    _git_push_lesson(store)
+    add(store, session("reading", 3, ["git log"], lines=["git log --oneline"]), day=3)
+    assert verify(store, at(60)) == {"open": 1, "episodes": 1, "sessions": 0, "confirmed": [], "failed": []}
+    assert _prediction(store)[0] == "open"
+
+
+def test_the_first_session_that_decides_decides(store):
+    _git_push_lesson(store)
+    add(store, session("first", 3, ["git push"], lines=["git push"]),
+        session("second", 4, ["git push"], lines=["git push --set-upstream origin main"]), day=4)
+    verify(store, at(4, 23))
+    assert _prediction(store)[0] == "failed"
 
 
 def test_what_does_not_confirm(store):
@@ -254,25 +301,25 @@ def test_what_does_not_confirm(store):
         session("elsewhere", 3, ["git push"], cwd="/home/me/other"),    # another project
         session("unlike", 3, ["mix deps.get", "git status", "git pull"]),  # shares words, not the situation
         session("future", 30, ["git push"]), day=3)                    # after now
-    assert verify(store, at(3, 23))["confirmed"] == []
-
-
-def test_an_unmet_prediction_fails_after_14_days_not_before(store):
-    lid = _git_push_lesson(store)  # made at day 1, 23:00
-    assert verify(store, at(15, 22))["failed"] == []  # 13.96 days
-    out = verify(store, at(15, 23))
-    assert len(out["failed"]) == 1
-    assert lessons(store)[0]["strength"] == pytest.approx(0.5)
-    assert store.conn.execute("SELECT state FROM predictions").fetchone()[0] == "failed"
-    event = store.conn.execute("SELECT lesson_id, detail FROM events WHERE kind = 'failed'").fetchone()
-    assert event[0] == lid and json.loads(event[1])["after"] == 0.5
+    out = verify(store, at(3, 23))
+    assert out["confirmed"] == [] and out["failed"] == []
 
 
 def test_a_failed_prediction_can_archive_a_weak_lesson(store):
     _git_push_lesson(store)
     store.conn.execute("UPDATE lessons SET strength = 0.6")
-    verify(store, at(16))
+    add(store, session("pushed", 3, ["git push"]), day=3)
+    verify(store, at(3, 23))
     assert lessons(store)[0]["state"] == "archived"
+
+
+def test_a_correction_is_confirmed_by_the_program_it_asked_for(store):
+    add(store, correction("c1", "s1", 0), session("s1", 0, ["pip install", "uv sync"]))
+    sleep(store, at(0, 23))
+    probes = json.loads(store.conn.execute("SELECT probes FROM predictions").fetchone()[0])
+    assert {"text": "uv", "require": None, "role": "resolution"} in probes
+    add(store, session("s2", 2, ["uv sync"]), day=2)
+    assert len(verify(store, at(2, 23))["confirmed"]) == 1
 
 
 # --- the whole sleep -----------------------------------------------------------------------------

@@ -118,6 +118,10 @@ def test_lessons_from_the_real_transcripts(lived):
         assets = _lesson(lessons, "priv/static/assets", "ignored by one of your .gitignore files")
         fmt = _lesson(lessons, "Pre-commit validation failed: [FORMAT] Code is not formatted")
         assert push["sessions"] == 3 and push["record"]["confirmed"] == 1
+        # what made it go away, each time: the lesson names the resolution
+        assert "each time, `git push --set-upstream origin <branch>` succeeded right after" in push["text"]
+        # the pre-commit lesson quotes a finding, not the checker's progress
+        assert "Finding suitable PLTs" not in fmt["text"] and "the same call succeeded after `mix format`" in fmt["text"]
         assert assets["sessions"] == 2 and fmt["sessions"] == 2
         # the same failure on three branches is one lesson
         assert push["branches"] == ["spotter-gqc", "spotter-fum", "spotter-a0y"]
@@ -132,7 +136,9 @@ def test_lessons_from_the_real_transcripts(lived):
         # a failure seen in one session only is not a lesson
         assert not any("command not found: tree" in l["text"] for l in lessons)
     # the story day by day: push learned on the 11th (two sessions), met again on the 12th
-    assert results["2026-02-10"].learn["learned"] == []
+    # on the 10th only the person's correction ("scrolling ... still does not work"): one is a lesson
+    [fix] = results["2026-02-10"].learn["learned"]
+    assert _lesson(lessons, "still does not work")["id"] == fix
     assert push["id"] in results["2026-02-11"].learn["learned"]
     assert push["id"] in results["2026-02-12"].learn["strengthened"]
     assert results["2026-02-12"].verify["confirmed"]
@@ -148,36 +154,50 @@ def _live(store, config, transcript: str, day: str):
     ingest(store, [path], now=end_of(day))
 
 
-def test_a_session_that_meets_the_situation_confirms_the_prediction(copy):
+def test_a_session_that_uses_the_resolution_confirms_the_prediction(copy):
     config, _ = copy
     with Store.open(config) as store:
         before = _push(store)
         _live(store, config, "pushes-new-branch.jsonl", "2026-02-13")
         result = sleep(store, end_of("2026-02-13"))
         after = _push(store)
-        # pushed with its upstream set: the lesson helped, and its situation was met
+        # pushed with its upstream set (`-u`): the lesson's resolution was used
         assert before["prediction_id"] in result.verify["confirmed"]
         row = store.conn.execute("SELECT p.state, p.facet, e.session_id FROM predictions p JOIN episodes e "
                                  "ON e.id = p.episode_id WHERE p.id = ?", (before["prediction_id"],)).fetchone()
-        assert row == ("confirmed", "git push", "c0ffee13-5a1d-4e2b-9d07-2f6a1b3c4d5e")
+        assert row == ("confirmed", "git push -u origin {branch}", "c0ffee13-5a1d-4e2b-9d07-2f6a1b3c4d5e")
         assert after["strength"] > before["strength"] and after["record"]["confirmed"] == 2
         assert after["prediction"] and after["prediction_id"] != before["prediction_id"]  # a new one, open
         report = make_report(store, end_of("2026-02-13"))
         assert report["counts"]["confirmed"] >= 1 and "met by episode" in report["markdown"]
 
 
-def test_a_prediction_never_met_fails_15_days_later(copy):
+def test_a_prediction_stays_open_while_its_situation_does_not_recur(copy):
     config, _ = copy
     with Store.open(config) as store:
         before = _push(store)
         _live(store, config, "reads-only.jsonl", "2026-02-13")
         assert before["prediction_id"] not in sleep(store, end_of("2026-02-13")).verify["confirmed"]
-        result = sleep(store, end_of("2026-02-27"))  # 15 days after the prediction was made
-        assert before["prediction_id"] in result.verify["failed"]
-        after = _push(store)
-        assert after["record"]["failed"] == 1 and after["strength"] < before["strength"] - 0.5 + 1e-9
-        report = make_report(store, end_of("2026-02-27"))
-        assert "## Predictions failed" in report["markdown"] and "unmet after 15.0 days" in report["markdown"]
+        result = sleep(store, end_of("2026-03-27"))  # six weeks later, no session pushed
+        assert before["prediction_id"] not in result.verify["failed"]
+        assert _push(store)["prediction_id"] == before["prediction_id"]  # still open
+
+
+def test_prediction_accuracy_on_the_replayed_history_is_neither_0_nor_1(lived):
+    root, config, results = lived
+    with Store.open(config) as store:
+        rows = store.conn.execute(
+            "SELECT p.state, l.text, p.facet, json_extract(e.detail, '$.why') FROM predictions p "
+            "JOIN lessons l ON l.id = p.lesson_id JOIN events e ON e.prediction_id = p.id AND e.kind = p.state "
+            "WHERE p.state IN ('confirmed', 'failed') ORDER BY p.id").fetchall()
+    for state, text, facet, why in rows:
+        print(f"{state}: {why} ({facet}): {text}")
+    confirmed = sum(1 for r in rows if r[0] == "confirmed")
+    assert 0 < confirmed < len(rows)
+    # the push failure recurred on the 12th; the secret_key_base and lazy_html failures did not
+    # (fixed in the project), though `mix test` ran again: the world changed
+    assert any(r[0] == "confirmed" and "has no upstream branch" in r[1] for r in rows)
+    assert any(r[0] == "failed" and "lazy_html" in r[1] and r[2] == "mix test" for r in rows)
 
 
 def _run(config: Config, now: str, *extra) -> subprocess.CompletedProcess:
@@ -201,7 +221,7 @@ def test_openmemory_run_twice_changes_nothing_on_disk(spotter, tmp_path):
     first = _run(config, "2026-02-12T21:00:00Z")
     assert "# Open Memory: morning report" in first.stdout and "## Learned" in first.stdout
     memory = list((claude / "projects").glob("*/memory/MEMORY.md"))
-    assert len(memory) == 5  # the five worktrees of the family
+    assert len(memory) == 6  # the five worktrees of the family, and the main folder (the correction's)
     state = digest_tree(config.home, claude)
     # later the same day, nothing new (decay counts whole UTC days: tomorrow would be new)
     second = _run(config, "2026-02-12T23:45:00Z")

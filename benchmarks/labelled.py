@@ -1,0 +1,61 @@
+"""The labelled sets of issue 14, loaded for the benchmarks and the tests.
+
+``data/reason_lines.json``: real failure outputs and the line a person would quote from each
+(rows from ``shared-data:`` are read from the transcripts in ``$OPENMEMORY_TEST_DATA``, default
+``../shared/data``; the others carry their output). ``data/corrections.json``: person messages
+with what the agent did just before, labelled correction or not (real ones from the shared
+transcripts, and hard cases written for the set, marked ``synthetic``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = Path(__file__).resolve().parent / "data"
+
+
+def shared_data_dir() -> Path:
+    raw = Path(os.environ.get("OPENMEMORY_TEST_DATA", "../shared/data"))
+    return raw if raw.is_absolute() else (ROOT / raw).resolve()
+
+
+def _tool_results(path: Path) -> dict[str, str]:
+    """call id -> failure text of every failed tool call of one transcript."""
+    from openmemory_local.adapters.claude_code import ClaudeCodeAdapter
+    from openmemory_local.episodes import ToolReturned
+    from openmemory_local.rawstream import Line
+
+    def lines():
+        with open(path, "rb") as f:
+            for number, raw in enumerate(f, 1):
+                yield Line(number, 0, raw.rstrip(b"\n"), len(raw))
+
+    return {ev.call_id: ev.text for ev in ClaudeCodeAdapter().events(path, lines())
+            if isinstance(ev, ToolReturned) and ev.failure}
+
+
+def reason_rows(data_dir: Path | None = None) -> list[dict]:
+    """Every row of the reason-line table with its ``output`` (None where the data is absent)."""
+    data_dir = data_dir or shared_data_dir()
+    rows = json.loads((DATA / "reason_lines.json").read_text(encoding="utf-8"))["rows"]
+    cache: dict[Path, dict] = {}
+    for row in rows:
+        if row["source"].startswith("shared-data:"):
+            path = data_dir / row["source"][len("shared-data:"):]
+            if path not in cache:
+                cache[path] = _tool_results(path) if path.is_file() else {}
+            row["output"] = cache[path].get(row["call_id"])
+    return rows
+
+
+def quoted(chosen: str, expected: list[str]) -> bool:
+    """Whether a chosen line contains one of the accepted quotes (white space collapsed)."""
+    norm = " ".join(chosen.split())
+    return any(" ".join(e.split()) in norm for e in expected)
+
+
+def correction_cases() -> list[dict]:
+    return json.loads((DATA / "corrections.json").read_text(encoding="utf-8"))["cases"]

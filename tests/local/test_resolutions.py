@@ -1,0 +1,132 @@
+"""Resolutions: what made a failure go away in the same session, kept in the error episode and
+stated in the lesson; and lesson names that fit a group of several tools."""
+
+from __future__ import annotations
+
+from openmemory_local.lesson_text import lesson_text
+from openmemory_local.observation import is_observation
+
+from .test_claude_code import kinds, run
+from .conftest import NOW
+from .transcripts import T
+
+UPSTREAM = ("fatal: The current branch feature-x has no upstream branch.\nTo push the current branch and set the "
+            "remote as upstream, use\n\n    git push --set-upstream origin feature-x\n")
+
+
+def test_a_changed_call_right_after_is_the_resolution_and_the_text_says_so(tmp_path):
+    t = T()
+    t.person("push it")
+    t.bash("git push 2>&1", "t1", UPSTREAM, 128)
+    t.bash("git push --set-upstream origin main 2>&1", "t2", "branch 'main' set up to track 'origin/main'.")
+    [error] = kinds(run(t, tmp_path / "s.jsonl")[0], "error")
+    res = error.fields["resolution"]
+    assert res["kind"] == "changed" and res["calls_after"] == 0
+    assert res["command"] == "git push --set-upstream origin <branch>"  # the branch (main) is hidden
+    assert "--set-upstream" in res["delta"]
+    assert error.text.endswith("`git push --set-upstream origin <branch>` succeeded right after.")
+
+
+def test_a_retry_after_a_step_names_the_step_and_looking_is_not_a_step(tmp_path):
+    t = T()
+    t.person("commit")
+    t.bash('git add -A && git commit -m "feat: x"', "t1", "Pre-commit validation failed:\n[FORMAT] Code is not "
+           "formatted.\n", 1)
+    t.bash("git status", "t2", "On branch main")
+    t.bash("mix format", "t3", "")
+    t.bash('git add -A && git commit -m "feat: x, formatted"', "t4", "[main abc1234] feat: x")
+    [error] = kinds(run(t, tmp_path / "s.jsonl")[0], "error")
+    res = error.fields["resolution"]
+    assert (res["kind"], res["after"], res["calls_after"]) == ("retry", ["mix format"], 2)
+    assert error.text.endswith("The same call succeeded after `mix format`.")
+
+
+def test_a_failure_that_stops_showing_went_away_with_the_steps_before(tmp_path):
+    t = T()
+    t.person("fix the tests")
+    t.bash("mix test test/a_test.exs", "t1", "** (RuntimeError) no :secret_key_base configuration found", 2)
+    t.call("Edit", {"file_path": "/home/me/app/config/test.exs", "old_string": "a", "new_string": "b"}, "t2")
+    t.result("t2", "The file /home/me/app/config/test.exs has been updated.", False)
+    t.bash("mix test test/a_test.exs", "t3", "Assertion with == failed", 2)
+    episodes = run(t, tmp_path / "s.jsonl")[0]
+    first, second = sorted(kinds(episodes, "error"), key=lambda e: e.key)
+    assert first.fields["resolution"]["went_away"] is True
+    assert first.fields["resolution"]["after"] == ["edited config/test.exs"]
+    assert second.fields["resolution"] is None  # still failing when the transcript ends
+
+
+def test_the_same_failure_again_is_not_resolved_by_what_ran_before_it(tmp_path):
+    t = T()
+    t.person("go")
+    t.bash("make", "t1", "make: *** No rule to make target 'all'.  Stop.", 2)
+    t.bash("mix format", "t2", "")
+    t.bash("make", "t3", "make: *** No rule to make target 'all'.  Stop.", 2)
+    t.bash("make build", "t4", "ok")
+    errors = sorted(kinds(run(t, tmp_path / "s.jsonl")[0], "error"), key=lambda e: e.key)
+    assert [e.fields["resolution"]["kind"] for e in errors] == ["changed", "changed"]
+    assert errors[0].fields["resolution"]["after"] == []  # mix format did not fix it: make failed again
+
+
+def test_an_unrelated_success_resolves_nothing_and_a_window_closes(tmp_path):
+    t = T()
+    t.person("go")
+    t.bash("git push", "t1", UPSTREAM, 128)
+    for i in range(45):
+        t.bash(f"echo {i}", f"e{i}", str(i))
+    t.bash("git push -u origin main", "t9", "ok")
+    [error] = kinds(run(t, tmp_path / "s.jsonl")[0], "error")
+    assert error.fields["resolution"] is None  # 45 calls later is beyond the window of 40
+
+
+def test_a_resolution_across_two_ingests_updates_the_stored_episode(tmp_path):
+    from openmemory_local.config import Config
+    from openmemory_local.ingest import ingest
+    from openmemory_local.store import Store
+
+    t = T()
+    t.person("push it")
+    t.bash("git push 2>&1", "t1", UPSTREAM, 128)
+    path = t.write(tmp_path / "p" / "s.jsonl")
+    with Store.open(Config(home=tmp_path / "home")) as store:
+        ingest(store, [path], now=NOW)
+        [before] = store.episodes(kind="error")
+        assert before["fields"]["resolution"] is None
+        n = len(t.records)
+        t.bash("git push --set-upstream origin main 2>&1", "t2", "ok")
+        t.write(path, append_from=n)
+        ingest(store, [path], now=NOW)
+        [after] = store.episodes(kind="error")
+        assert after["id"] == before["id"]
+        assert after["fields"]["resolution"]["command"] == "git push --set-upstream origin <branch>"
+
+
+def _details(**extra):
+    base = {"kind": "error", "sessions": 3, "seen": 3, "failure": "exit_code", "branches": ["a", "b", "c"],
+            "subject": {"tool": "Bash", "heads": ["git push"], "path": None},
+            "messages": [{"text": "fatal: The current branch c has no upstream branch.", "sessions": 3, "count": 3}]}
+    base.update(extra)
+    return base
+
+
+def test_the_lesson_states_the_resolution_as_an_observation():
+    every = [{"kind": "changed", "command": "git push --set-upstream origin <branch>", "sessions": 3,
+              "right_after": True, "after": []}]
+    text = lesson_text(_details(resolutions=every), 1)
+    assert text.endswith("; each time, `git push --set-upstream origin <branch>` succeeded right after.")
+    assert is_observation(text)
+    some = [dict(every[0], sessions=2, right_after=False)]
+    text = lesson_text(_details(resolutions=some), 1)
+    assert "in 2 of 3 sessions, `git push --set-upstream origin <branch>` succeeded later in the session" in text
+    assert "run" not in text.split(";")[-1].split()  # no imperative: the command is quoted as what happened
+
+
+def test_a_group_of_several_edit_tools_is_named_for_what_they_share():
+    details = _details(subject={"tool": "Write", "heads": [], "path": "types/index.ts"},
+                       tools={"Edit": 5, "Write": 4, "MultiEdit": 2}, branches=[], paths=["types/index.ts"],
+                       messages=[{"text": "File has not been read yet. Read it first before writing to it.",
+                                  "sessions": 2, "count": 11}])
+    text = lesson_text(details, 1)
+    assert text.startswith("File edits (`Edit`, `Write` and `MultiEdit`) failed in 3 sessions")
+    assert is_observation(text)
+    mixed = lesson_text(dict(details, tools={"Read": 2, "Bash": 1}), 1)
+    assert mixed.startswith("Tool calls (`Read` and `Bash`) failed")
