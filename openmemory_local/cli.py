@@ -317,22 +317,19 @@ def cmd_lessons(args) -> int:
 
 
 def cmd_veto(args) -> int:
-    from .lessons import LessonNotFound, unveto, veto
+    from .lessons import LessonNotFound, set_veto
 
     now = _now(args)
     with _open(args) as store:
         try:
-            changed = (unveto if args.command == "unveto" else veto)(store, args.id, now)
+            outcome = set_veto(store, args.id, now, vetoed=args.command == "veto")
         except LessonNotFound as exc:
             raise UsageError(str(exc)) from None
-        word = "unvetoed" if args.command == "unveto" else "vetoed"
+        message = outcome.pop("message")
         if args.json:
-            _emit_json({"lesson": args.id, word: changed})
-        elif changed:
-            print(f"Lesson {args.id} {word}; the next render "
-                  + ("writes it again." if word == "unvetoed" else "removes its files (those not edited)."))
+            _emit_json(outcome)
         else:
-            print(f"Lesson {args.id} was already {word if word == 'vetoed' else 'not vetoed'}.")
+            print(message)
         return EXIT_OK
 
 
@@ -399,7 +396,7 @@ def cmd_episodes(args) -> int:
 
 
 def cmd_show(args) -> int:
-    from .archive import ArchiveFile
+    from .archive import ArchiveFile, read_line
 
     with _open(args) as store:
         e = store.episode(args.id)
@@ -407,7 +404,7 @@ def cmd_show(args) -> int:
             raise UsageError(f"no episode #{args.id}")
         raw = None
         if args.raw and e["source_path"] and e["source_line"]:
-            raw = _read_line(ArchiveFile(store.config.home, e["source_path"]), e["source_line"])
+            raw = read_line(ArchiveFile(store.config.home, e["source_path"]), e["source_line"])
         if args.json:
             _emit_json(dict(e, raw=raw) if args.raw else e)
             return EXIT_OK
@@ -425,22 +422,6 @@ def cmd_show(args) -> int:
             print()
             print(raw)
         return EXIT_OK
-
-
-def _read_line(archive, number: int) -> str | None:
-    import io
-
-    if not archive.exists():
-        return None
-    reader = archive.reader()
-    try:
-        stream = io.BufferedReader(reader, buffer_size=1 << 20)
-        for i, line in enumerate(stream, 1):
-            if i == number:
-                return line.decode("utf-8", "replace").rstrip("\n")
-    finally:
-        reader.close()
-    return None
 
 
 def cmd_stats(args) -> int:
