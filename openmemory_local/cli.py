@@ -1,7 +1,8 @@
 """The ``openmemory`` command line.
 
 Commands: ``run``, ``ingest``, ``sleep``, ``render``, ``lessons``, ``veto``, ``unveto``,
-``report``, ``recall``, ``episodes``, ``show``, ``stats``. Every command takes ``--home DIR``
+``report``, ``recall``, ``episodes``, ``show``, ``stats`` (and, registered by their modules,
+``mcp``, ``install``, ``uninstall``, ``hook``, ``ui``). Every command takes ``--home DIR``
 (the data folder), ``--json`` (machine-readable output on stdout) and ``--now TIME`` (the
 injected clock, also ``$OPENMEMORY_NOW``).
 
@@ -545,8 +546,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     from .integrations.claude_code import register as register_integrations
     from .mcp_server import register as register_mcp
+    from .ui import register as register_ui
 
     register_mcp(sub, common)  # openmemory mcp
+    register_ui(sub, common)  # openmemory ui
     register_integrations(sub, common)  # openmemory install / uninstall / hook
     return parser
 
