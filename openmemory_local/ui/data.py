@@ -259,11 +259,11 @@ def reports(store, limit: int = 100) -> list[dict]:
 
 def report(store, report_id: int | None = None) -> dict | None:
     """One morning report (the latest without ``report_id``): its data and Markdown."""
+    columns = "SELECT id, made, data, markdown, file FROM reports"
     if report_id is None:
-        row = store.conn.execute("SELECT id, made, data, markdown, file FROM reports ORDER BY id DESC LIMIT 1").fetchone()
+        row = store.conn.execute(f"{columns} ORDER BY id DESC LIMIT 1").fetchone()
     else:
-        row = store.conn.execute("SELECT id, made, data, markdown, file FROM reports WHERE id = ?",
-                                 (report_id,)).fetchone()
+        row = store.conn.execute(f"{columns} WHERE id = ?", (report_id,)).fetchone()
     if row is None:
         return None
     rid, made, data, markdown, file = row

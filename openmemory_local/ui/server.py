@@ -144,13 +144,20 @@ class Page:
 
     # --- rendering ----------------------------------------------------------------------
 
-    async def render(self, request: Request, template: str, section: str, status: int = 200, **context) -> Response:
+    async def render(self, request: Request, template: str, section: str, status: int = 200, summary: bool = True,
+                     **context) -> Response:
         session: Session = request.scope["state"]["session"]
-        summary = await self.store_call(lambda store: data.summary(store) if store is not None else None)
+        if summary:
+            summary = await self.store_call(lambda store: data.summary(store) if store is not None else None)
         flash, session.flash[:] = list(session.flash), []
         context.update(nav=NAV, section=section, csrf=session.csrf, summary=summary, flash=flash,
                        home=str(self.config.home), query=context.get("query", ""))
         return self.templates.TemplateResponse(request, template, context, status_code=status)
+
+    async def unusable(self, request: Request, exc: Exception) -> Response:
+        """The store cannot be used (not a database, written by a newer openmemory): say so."""
+        return await self.render(request, "error.html", "", status=503, summary=False,
+                                 title="The store cannot be used", message=str(exc))
 
     async def missing(self, request: Request, what: str) -> Response:
         return await self.render(request, "error.html", "", status=404, title="Not found", message=what)
@@ -385,7 +392,9 @@ def build_app(config: Config, guard: Guard, now_option: str | None = None, on_st
         finally:
             page.store.close()
 
-    app = Starlette(routes=page.routes(), lifespan=lifespan)
+    from ..store import StoreError
+
+    app = Starlette(routes=page.routes(), lifespan=lifespan, exception_handlers={StoreError: page.unusable})
     app.state.page = page
     return GuardMiddleware(app, guard)
 

@@ -41,7 +41,8 @@ def ensure_chromium(timeout: float = 900.0) -> Path:
     if os.geteuid() != 0:
         raise NoChromium(f"{CHROMIUM} is missing: run `apt-get install -y chromium` as root")
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    for argv in (["apt-get", "update", "-q"], ["apt-get", "install", "-y", "-q", "--no-install-recommends", "chromium"]):
+    install = ["apt-get", "install", "-y", "-q", "--no-install-recommends", "chromium"]
+    for argv in (["apt-get", "update", "-q"], install):
         done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout)
         if done.returncode != 0:
             raise NoChromium(f"{' '.join(argv)} failed ({done.returncode}): {done.stderr[-2000:]}")

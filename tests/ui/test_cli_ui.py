@@ -50,6 +50,12 @@ def test_a_data_folder_without_a_store(tmp_path):
         assert _get(served.port, "/search?q=git+push", cookie).status == 200
         assert _get(served.port, "/lessons/1", cookie).status == 404
         assert not (world.home / "openmemory.db").exists()  # looking creates nothing
+        # a store that cannot be used is said to be so, and left as it is
+        world.home.mkdir()
+        (world.home / "openmemory.db").write_bytes(b"not a database" * 100)
+        page = _get(served.port, "/", cookie)
+        assert page.status == 503 and "The store cannot be used" in page.body and "not a database" in page.body
+        assert (world.home / "openmemory.db").read_bytes() == b"not a database" * 100
     finally:
         stop(served)
     assert served.proc.returncode == 0 or served.proc.returncode == -15

@@ -55,8 +55,12 @@ def test_no_session_no_page(headers, client, why):
 def test_hosts_origins_and_peers():
     guard = Guard(PORT)
     headers, _ = signed_in(guard)
-    ok = lambda h, client="127.0.0.1", method="GET": guard.check(method, "/", "", h, client).action == "ok"  # noqa: E731
-    assert ok(headers) and ok({**headers, "host": f"localhost:{PORT}"}) and ok(headers, "127.0.0.9") and ok(headers, "::1")
+
+    def ok(h, client="127.0.0.1", method="GET"):
+        return guard.check(method, "/", "", h, client).action == "ok"
+
+    assert ok(headers) and ok({**headers, "host": f"localhost:{PORT}"})
+    assert ok(headers, "127.0.0.9") and ok(headers, "::1")
     for host in ("evil.example", f"evil.example:{PORT}", f"127.0.0.1:{PORT + 1}", "127.0.0.1", ""):
         verdict = guard.check("GET", "/", "", {**headers, "host": host}, "127.0.0.1")
         assert verdict.action == "refuse" and "not this page's" in verdict.reason
