@@ -48,6 +48,8 @@ __all__ = [
     "MemberWriter",
     "ArchiveFile",
     "ArchiveReader",
+    "read_line",
+    "read_lines",
 ]
 
 ARCHIVE_ROOT = "archive"
@@ -335,3 +337,28 @@ class ArchiveReader(io.RawIOBase):
             self._src.close()
         finally:
             super().close()
+
+
+def read_lines(archive: ArchiveFile, first: int, last: int) -> dict[int, str]:
+    """Lines ``first`` to ``last`` (1-based, inclusive) of an archived transcript, decoded
+    (invalid UTF-8 replaced), without their line ends; fewer where the archive is shorter,
+    none if it is gone."""
+    out: dict[int, str] = {}
+    if not archive.exists() or last < first:
+        return out
+    reader = archive.reader()
+    try:
+        stream = io.BufferedReader(reader, buffer_size=1 << 20)
+        for i, line in enumerate(stream, 1):
+            if i >= first:
+                out[i] = line.decode("utf-8", "replace").rstrip("\n")
+            if i >= last:
+                break
+    finally:
+        reader.close()
+    return out
+
+
+def read_line(archive: ArchiveFile, number: int) -> str | None:
+    """Line ``number`` (1-based) of an archived transcript (``openmemory show --raw``), or None."""
+    return read_lines(archive, number, number).get(number)

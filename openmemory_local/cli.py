@@ -1,7 +1,8 @@
 """The ``openmemory`` command line.
 
 Commands: ``run``, ``ingest``, ``sleep``, ``render``, ``lessons``, ``veto``, ``unveto``,
-``report``, ``recall``, ``episodes``, ``show``, ``stats``. Every command takes ``--home DIR``
+``report``, ``recall``, ``episodes``, ``show``, ``stats`` (and, registered by their modules,
+``mcp``, ``install``, ``uninstall``, ``hook``, ``ui``). Every command takes ``--home DIR``
 (the data folder), ``--json`` (machine-readable output on stdout) and ``--now TIME`` (the
 injected clock, also ``$OPENMEMORY_NOW``).
 
@@ -317,22 +318,19 @@ def cmd_lessons(args) -> int:
 
 
 def cmd_veto(args) -> int:
-    from .lessons import LessonNotFound, unveto, veto
+    from .lessons import LessonNotFound, set_veto
 
     now = _now(args)
     with _open(args) as store:
         try:
-            changed = (unveto if args.command == "unveto" else veto)(store, args.id, now)
+            outcome = set_veto(store, args.id, now, vetoed=args.command == "veto")
         except LessonNotFound as exc:
             raise UsageError(str(exc)) from None
-        word = "unvetoed" if args.command == "unveto" else "vetoed"
+        message = outcome.pop("message")
         if args.json:
-            _emit_json({"lesson": args.id, word: changed})
-        elif changed:
-            print(f"Lesson {args.id} {word}; the next render "
-                  + ("writes it again." if word == "unvetoed" else "removes its files (those not edited)."))
+            _emit_json(outcome)
         else:
-            print(f"Lesson {args.id} was already {word if word == 'vetoed' else 'not vetoed'}.")
+            print(message)
         return EXIT_OK
 
 
@@ -406,7 +404,7 @@ def cmd_episodes(args) -> int:
 
 
 def cmd_show(args) -> int:
-    from .archive import ArchiveFile
+    from .archive import ArchiveFile, read_line
 
     with _open(args) as store:
         e = store.episode(args.id)
@@ -414,7 +412,7 @@ def cmd_show(args) -> int:
             raise UsageError(f"no episode #{args.id}")
         raw = None
         if args.raw and e["source_path"] and e["source_line"]:
-            raw = _read_line(ArchiveFile(store.config.home, e["source_path"]), e["source_line"])
+            raw = read_line(ArchiveFile(store.config.home, e["source_path"]), e["source_line"])
         if args.json:
             _emit_json(dict(e, raw=raw) if args.raw else e)
             return EXIT_OK
@@ -432,22 +430,6 @@ def cmd_show(args) -> int:
             print()
             print(raw)
         return EXIT_OK
-
-
-def _read_line(archive, number: int) -> str | None:
-    import io
-
-    if not archive.exists():
-        return None
-    reader = archive.reader()
-    try:
-        stream = io.BufferedReader(reader, buffer_size=1 << 20)
-        for i, line in enumerate(stream, 1):
-            if i == number:
-                return line.decode("utf-8", "replace").rstrip("\n")
-    finally:
-        reader.close()
-    return None
 
 
 def cmd_stats(args) -> int:
@@ -571,8 +553,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     from .integrations.claude_code import register as register_integrations
     from .mcp_server import register as register_mcp
+    from .ui import register as register_ui
 
     register_mcp(sub, common)  # openmemory mcp
+    register_ui(sub, common)  # openmemory ui
     register_integrations(sub, common)  # openmemory install / uninstall / hook
     return parser
 

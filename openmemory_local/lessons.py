@@ -21,6 +21,7 @@ listed: the same lessons ``openmemory render`` writes into that project's memory
 
 from __future__ import annotations
 
+import os
 from datetime import datetime
 
 from .clock import iso
@@ -35,6 +36,7 @@ __all__ = [
     "applies_to",
     "veto",
     "unveto",
+    "set_veto",
     "has_slept",
 ]
 
@@ -166,6 +168,56 @@ def unveto(store, lesson_id: int, now: datetime) -> bool:
         store.conn.execute("UPDATE lessons SET vetoed_at = NULL, updated = ? WHERE id = ?", (now_iso, lesson_id))
         record_event(store, now_iso, "unvetoed", lesson_id)
     return True
+
+
+def set_veto(store, lesson_id: int, now: datetime, *, vetoed: bool = True) -> dict:
+    """Veto (or unveto) a lesson, then render at once, so that its files leave (or come back
+    to) the memory folders now rather than at the next nightly run. What ``openmemory veto``
+    and ``unveto`` and the buttons of ``openmemory ui`` do: one code path.
+
+    Returns ``{"lesson": id, "vetoed" | "unvetoed": changed}``; when it changed, also
+    ``render`` (the render's result, or None) and ``pending`` (why nothing was rendered: a
+    sleep or render running, no Claude Code folder; the next render does it), and always
+    ``message`` (one sentence for a person). Raises :class:`LessonNotFound`.
+    """
+    from .render import RenderError, render
+    from .sleep import SleepBusy
+
+    word = "vetoed" if vetoed else "unvetoed"
+    changed = (veto if vetoed else unveto)(store, lesson_id, now)
+    out: dict = {"lesson": lesson_id, word: changed}
+    if not changed:
+        out["message"] = f"Lesson {lesson_id} was already {'vetoed' if vetoed else 'not vetoed'}."
+        return out
+    result, pending = None, None
+    try:
+        result = render(store, now).to_dict()
+    except (SleepBusy, RenderError) as exc:
+        pending = str(exc)
+    out.update(render=result, pending=pending)
+    if result is None:
+        out["message"] = (f"Lesson {lesson_id} {word}; the next render "
+                          + ("removes its files (those not edited)" if vetoed else "writes it again")
+                          + f" ({pending}).")
+        return out
+    row = store.conn.execute("SELECT file_name FROM lessons WHERE id = ?", (lesson_id,)).fetchone()
+    name = row[0] if row else None
+
+    def ours(paths: list) -> int:
+        return sum(1 for path in paths if name and os.path.basename(str(path)) == name)
+
+    if vetoed:
+        removed = sum(ours(t["removed"]) for t in result["targets"])
+        kept = store.conn.execute("SELECT COUNT(*) FROM rendered_files WHERE lesson_id = ? AND role = 'lesson' "
+                                  "AND state = 'edited'", (lesson_id,)).fetchone()[0]
+        out["message"] = (f"Lesson {lesson_id} vetoed: never rendered again; its file was removed from "
+                          f"{removed} memory folder{'s' if removed != 1 else ''}"
+                          + (f", and left alone in {kept} where you edited it" if kept else "") + ".")
+    else:
+        written = sum(ours(t["written"]) for t in result["targets"])
+        out["message"] = (f"Lesson {lesson_id} unvetoed: written again into {written} memory "
+                          f"folder{'s' if written != 1 else ''}.")
+    return out
 
 
 def project_families(store) -> dict[str, set[str]]:

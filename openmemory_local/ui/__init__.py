@@ -1,0 +1,68 @@
+"""``openmemory ui``: a local web page of the memory, to see what was learned and to steer it.
+
+It shows the lessons by project (and, later, by layer: own and commons), each with its
+text, its strength over time, its prediction record, the episodes it was learned from and,
+one click further, the transcript lines they point to (read from the archive); the morning
+reports; and search (the engine's own recall). It vetoes and unvetoes lessons with the same
+function as ``openmemory veto`` (:func:`openmemory_local.lessons.set_veto`).
+
+Served on 127.0.0.1 only, behind a one-time token, Host and Origin checks and a CSRF token
+(:mod:`.guard`). Built on Starlette and uvicorn, with Jinja2 templates and a little
+JavaScript (no build step), plots by :mod:`openmemory_local.plots`: the ``ui`` extra
+(``pip install 'openmemory[ui]'``). Nothing of it is imported until ``openmemory ui`` runs,
+so the other commands start as fast as before.
+
+Modules: :mod:`.guard` (who may use the page: pure), :mod:`.data` (what it shows: reads the
+store), :mod:`.markup` (the morning report as HTML), :mod:`.server` (the ASGI app and
+``serve``), ``templates/`` and ``static/``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+__all__ = ["register", "MISSING_EXTRA"]
+
+EXIT_USAGE = 2  # as openmemory_local.cli
+MISSING_EXTRA = ("the page needs the `ui` extra, which is not installed ({missing}): "
+                 "pip install 'openmemory[ui]' (from a clone: pip install -e '.[ui]')")
+
+
+def register(subparsers, common: argparse.ArgumentParser | None = None) -> None:
+    """Add ``ui`` to the ``openmemory`` command line (its handler is ``args.func``)."""
+    parser = subparsers.add_parser(
+        "ui",
+        parents=[common] if common is not None else [],
+        help="a local web page of the memory: lessons, evidence, reports, search, veto",
+        description="Serve a page on 127.0.0.1 (this machine only) showing the lessons by project with "
+        "their strength over time, predictions, episodes and transcript lines, the morning reports "
+        "and search, where lessons can be vetoed and unvetoed. Prints a link with a one-time token "
+        "and opens the browser when there is one.",
+    )
+    parser.add_argument("--port", type=int, default=0, help="the port on 127.0.0.1 (default: a free one)")
+    parser.add_argument("--no-browser", action="store_true", help="do not open a browser; just print the link")
+    parser.set_defaults(func=_cmd_ui)
+
+
+def _usage(message: str) -> int:
+    print(f"openmemory ui: {message}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def _cmd_ui(args: argparse.Namespace) -> int:
+    from ..clock import resolve_now
+    from ..config import load_config
+
+    if not 0 <= args.port <= 65535:
+        return _usage(f"--port must be from 0 to 65535, not {args.port}")
+    resolve_now(args.now)  # a bad --now is a usage error now (ClockError), not on every request
+    config = load_config(args.home, node_home_option=getattr(args, "node_home", None))
+    try:
+        from .server import PortInUse, serve
+    except ImportError as exc:
+        return _usage(MISSING_EXTRA.format(missing=exc.name or exc))
+    try:
+        return serve(config, port=args.port, browser=not args.no_browser, now_option=args.now, as_json=args.json)
+    except PortInUse as exc:
+        return _usage(str(exc))
