@@ -80,6 +80,16 @@ class World:
         with Store.open(Config(home=self.home, claude_dir=self.claude), create=False) as store:
             return store.episode(episode_id)
 
+    def report_of(self, kind: str, lesson_id: int) -> int:
+        """The id of the morning report that covers the ``kind`` event of ``lesson_id``."""
+        with Store.open(Config(home=self.home, claude_dir=self.claude), create=False) as store:
+            (event,) = store.conn.execute("SELECT MIN(id) FROM events WHERE kind = ? AND lesson_id = ?",
+                                          (kind, lesson_id)).fetchone()
+            row = store.conn.execute("SELECT id FROM reports WHERE first_event <= ? AND last_event >= ?",
+                                     (event, event)).fetchone()
+        assert row, f"no report covers the {kind} event of lesson {lesson_id}"
+        return row[0]
+
     def memory_files(self, name: str) -> list[Path]:
         return sorted((self.claude / "projects").glob(f"*/memory/{name}"))
 

@@ -182,10 +182,11 @@ def test_the_morning_reports(signed_in, served, world):
     report = page.locator(f"#report-{latest['id']}")
     assert "Open Memory: morning report" in report.inner_text()
     assert page.locator("table.reports tbody tr").count() == latest["id"]
-    # the first report (the 11th): the no-upstream lesson learned, with a link to it
-    page.locator("table.reports a", has_text="#1").click()
-    page.wait_for_url(served.base + "/reports/1")
-    learned = page.locator("#report-1 h3", has_text="Learned").locator("xpath=following-sibling::ul[1]")
+    # the report that says the no-upstream lesson was learned, with a link to it
+    first = world.report_of("learned", lesson["id"])
+    page.locator("table.reports").get_by_role("link", name=f"#{first}", exact=True).click()
+    page.wait_for_url(f"{served.base}/reports/{first}")
+    learned = page.locator(f"#report-{first} h3", has_text="Learned").locator("xpath=following-sibling::ul[1]")
     assert learned.locator(f"a[href='/lessons/{lesson['id']}']").count() == 1
     shoot(page, "morning-report")
     page.close()
