@@ -1,8 +1,8 @@
 """The ``openmemory`` command line.
 
 Commands: ``run``, ``ingest``, ``sleep``, ``render``, ``lessons``, ``veto``, ``unveto``,
-``report``, ``recall``, ``episodes``, ``show``, ``stats`` (and, registered by their modules,
-``mcp``, ``install``, ``uninstall``, ``hook``, ``ui``). Every command takes ``--home DIR``
+``report``, ``recall``, ``episodes``, ``show``, ``stats``, ``publish``, ``revoke`` (and, registered by
+their modules, ``mcp``, ``install``, ``uninstall``, ``hook``, ``ui``). Every command takes ``--home DIR``
 (the data folder), ``--json`` (machine-readable output on stdout) and ``--now TIME`` (the
 injected clock, also ``$OPENMEMORY_NOW``).
 
@@ -23,6 +23,8 @@ Exit codes:
 6     ``install``/``uninstall``: a settings file does not parse; nothing was changed
 7     ``install``/``uninstall``: a conflict (an entry we did not put there, or one edited
       since install): see the message
+8     ``revoke``, ``publish disable --revoke``: the commons node is not running (or did not
+      answer): nothing was revoked; start it and run the command again
 130   interrupted (Ctrl-C); nothing half-written is kept
 ====  ==================================================================================
 """
@@ -39,10 +41,12 @@ from pathlib import Path
 from . import __version__
 from .clock import ClockError, resolve_now
 from .config import ConfigError, load_config
+from .node_link import NodeError, NodeUnavailable
 from .sleep import SleepBusy
 from .store import Store, StoreError
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_PARTIAL, EXIT_STORE, EXIT_BUSY, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 5, 130
+EXIT_NO_NODE = 8
 
 
 class UsageError(Exception):
@@ -188,6 +192,7 @@ def cmd_run(args) -> int:
             else:
                 _print_ingest(ingest_report)
             _print_sleep(report.get("sleep", {}))
+            _print_publish(report.get("publish", {}))
             _print_render(report.get("render", {}))
             made = (report.get("report") or {}).get("report")
             if made:
@@ -211,6 +216,23 @@ def _print_sleep(result: dict, out=None) -> None:
           f"{len(result.get('predict', {}).get('made', []))} made, {decay.get('episodes_archived', 0)} episodes "
           f"archived ({result.get('seconds', 0):.2f} s)" + ("" if result.get("changed") else "; nothing changed"),
           file=out)
+
+
+def _print_publish(result: dict, out=None) -> None:
+    """One or two lines on what publishing did (nothing when no project is opted in)."""
+    if not result or (not result.get("opted_in") and not result.get("sent") and not result.get("waiting")):
+        return
+    sent = result.get("sent") or []
+    parts = [f"{len(sent)} record(s) sent" + (f" to the node at {result['node']['address']}" if result.get("node")
+                                              and sent else "")]
+    if result.get("held"):
+        parts.append(f"{len(result['held'])} lesson(s) held back by the redaction gate (see the report)")
+    if result.get("refused"):
+        parts.append(f"{len(result['refused'])} refused by the node")
+    print("Published: " + ", ".join(parts), file=out)
+    if result.get("waiting"):
+        print(f"  {result['waiting']} record(s) wait in the queue for the commons node: {result.get('error') or ''}"
+              .rstrip(": "), file=out)
 
 
 def _print_render(result: dict, out=None) -> None:
@@ -293,9 +315,14 @@ def cmd_lessons(args) -> int:
         if args.project:
             wanted = {r["id"] for r in (lessons_for_project(store, str(Path(args.project).absolute())) or [])}
             rows = [r for r in rows if r["id"] in wanted]
+        commons = _commons_views(store, {r["id"] for r in rows})
+        for r in rows:
+            r["commons"] = commons["lessons"].get(r["id"])
         if args.json:
             _emit_json(rows)
             return EXIT_OK
+        if commons["unavailable"]:
+            print(f"(Commons status unknown: {commons['unavailable']})")
         if not rows:
             print("No lessons yet (`openmemory run` makes them from recurring surprises)." if not (
                 args.all or args.forming or args.vetoed or args.project) else "No lessons match.")
@@ -314,7 +341,59 @@ def cmd_lessons(args) -> int:
             if r["prediction"]:
                 print(f"      open prediction (since {r['prediction_made'][:10]}): "
                       + _clip(r["prediction"], 2 * width))
+            for rec in (r["commons"] or {}).get("records", []):
+                print(f"      commons: record {rec['record_id']}  {_commons_line(rec)}")
         return EXIT_OK
+
+
+def _commons_views(store, lesson_ids: set[int]) -> dict:
+    """Each published lesson's records, with their status as the node reports it."""
+    from .node_link import open_link
+    from .publish import commons_status, published_records
+
+    records = published_records(store, lesson_ids)
+    out: dict = {"lessons": {}, "unavailable": None}
+    link = None
+    if any(rec["revoked_at"] is None for recs in records.values() for rec in recs):
+        try:
+            link = open_link(store.config)
+            link.node()
+        except NodeUnavailable as exc:
+            out["unavailable"], link = str(exc), None
+    for lesson_id, recs in records.items():
+        shown = []
+        for rec in recs:
+            view = {k: rec[k] for k in ("record_id", "text", "created", "published_at", "superseded_by",
+                                        "revoked_at", "revoke_code", "dedup_key")}
+            view["node"] = None
+            if link is not None:
+                try:
+                    view["node"] = commons_status(link, rec["record_id"])
+                except NodeUnavailable as exc:
+                    out["unavailable"], link = str(exc), None
+                except NodeError as exc:
+                    view["node"] = {"error": str(exc)}
+            shown.append(view)
+        out["lessons"][lesson_id] = {"records": shown}
+    return out
+
+
+def _commons_line(rec: dict) -> str:
+    local = []
+    if rec.get("superseded_by"):
+        local.append(f"replaced by {rec['superseded_by'][:16]}…")
+    if rec.get("revoked_at"):
+        local.append(f"revoked {rec['revoked_at'][:10]} ({rec.get('revoke_code')})")
+    node = rec.get("node")
+    if node is None:
+        state = "status unknown (node not running)" if not rec.get("revoked_at") else ""
+    elif node.get("error"):
+        state = f"node: {node['error']}"
+    else:
+        group = node.get("group_status")
+        state = (f"{node['status']}; group of {node['members']} record(s) by {node['authors']} author(s)"
+                 + (f", group {group}" if group not in (None, node["status"]) else ""))
+    return "; ".join(p for p in [state, *local] if p)
 
 
 def cmd_veto(args) -> int:
@@ -327,6 +406,7 @@ def cmd_veto(args) -> int:
         except LessonNotFound as exc:
             raise UsageError(str(exc)) from None
         message = outcome.pop("message")
+        outcome.pop("commons_hint", None)
         if args.json:
             _emit_json(outcome)
         else:
@@ -432,6 +512,155 @@ def cmd_show(args) -> int:
         return EXIT_OK
 
 
+_NOT_OPTED_IN = "No project is opted in: nothing is published. `openmemory publish enable [PROJECT]` opts one in."
+
+
+def cmd_publish(args) -> int:
+    """``openmemory publish [enable|disable|status|provenance] [TARGET]``, ``--dry-run``."""
+    from .publish import PublishError, disable, dry_run, enable, open_provenance, publish, status
+
+    action, target = args.action, args.target
+    if action is None and target is not None:
+        raise UsageError(f"unknown publish action {target!r} (enable, disable, status, provenance)")
+    if args.dry_run and action is not None:
+        raise UsageError("--dry-run goes with `openmemory publish` alone")
+    if args.revoke and action != "disable":
+        raise UsageError("--revoke goes with `openmemory publish disable`")
+    now = _now(args)
+    with _open(args) as store:
+        if action == "enable":
+            result = enable(store, target or Path.cwd(), now)
+            if args.json:
+                _emit_json(result)
+                return EXIT_OK
+            for fam in result["families"]:
+                state = "opted in" if fam in result["changed"] else "already opted in"
+                print(f"{fam}: {state}; {result['lessons'][fam]} active lesson(s) so far. Lessons at strength "
+                      f"{store.config.publish_min_strength:g} or more are published by the next `openmemory run` "
+                      "(or `openmemory publish`); `openmemory publish --dry-run` shows exactly what would leave.")
+            return EXIT_OK
+        if action == "disable":
+            try:
+                result = disable(store, target or Path.cwd(), now, revoke_published=args.revoke,
+                                 reason=args.reason or "")
+            except NodeUnavailable as exc:
+                print(f"openmemory publish: opted out, but nothing was revoked: {exc}", file=sys.stderr)
+                return EXIT_NO_NODE
+            except (NodeError, PublishError) as exc:
+                raise UsageError(str(exc)) from None
+            if args.json:
+                _emit_json(result)
+                return EXIT_OK
+            for fam in result["families"]:
+                print(f"{fam}: {'opted out' if fam in result['changed'] else 'was not opted in'}; nothing more is "
+                      "published from it" + (f" ({result['dropped']} queued record(s) dropped)" if result["dropped"]
+                                             else ""))
+            if result["revoked"]:
+                print(f"Revoked {len(result['revoked'])} record(s) (reason withdrawn).")
+            elif result["published"]:
+                lessons = sorted({p["lesson_id"] for p in result["published"]})
+                print(f"{len(result['published'])} record(s) of lesson(s) {', '.join(map(str, lessons))} stay on the "
+                      "commons. To withdraw them: openmemory publish disable "
+                      f"{target or '.'} --revoke (or openmemory revoke LESSON).")
+            return EXIT_OK
+        if action == "status":
+            result = status(store)
+            if args.json:
+                _emit_json(result)
+                return EXIT_OK
+            if not result["families"]:
+                print(_NOT_OPTED_IN)
+            for f in result["families"]:
+                since = "opted in since " + (f["enabled_at"] or "")[:10] if f["enabled"] else "opted out"
+                print(f"{f['family']}  {since}"
+                      f"\n    {f['lessons']} active lesson(s), {f['eligible']} at strength {result['threshold']:g}+; "
+                      f"published {f['published_records']} record(s) of {f['published_lessons']} lesson(s), "
+                      f"{f['revoked_records']} revoked; {f['pending']} waiting, {f['held']} held back")
+            print(f"commons node: {result['node_home']}")
+            return EXIT_OK
+        if action == "provenance":
+            if not target:
+                raise UsageError("publish provenance needs a lesson id or a record id")
+            try:
+                opened = open_provenance(store, target)
+            except PublishError as exc:
+                raise UsageError(str(exc)) from None
+            if args.json:
+                _emit_json(opened)
+                return EXIT_OK
+            for o in opened:
+                print(f"record {o['record_id']} (lesson {o['lesson_id']})")
+                print(f"  provenance  {o['provenance']}  ({'matches' if o['matches'] else 'DOES NOT MATCH'})")
+                print(f"  salt        {o['salt']}")
+                print(f"  episodes    {len(o['episodes'])}: SHA-256(\"openmemory/episode/v1\" 0x00 kind 0x00 key)")
+                for e in o["episodes"]:
+                    print(f"    {e['hash']}  {e['kind']} {e['key']}  #{e['id']} {(e['created'] or '')[:16]} "
+                          f"{e['source'] or '(episode gone)'}")
+            return EXIT_OK
+        if args.dry_run:
+            result = dry_run(store, now)
+            if args.json:
+                _emit_json(result)
+                return EXIT_OK
+            _print_dry_run(result)
+            return EXIT_OK
+        result = publish(store, now)
+        if args.json:
+            _emit_json(result)
+            return EXIT_OK
+        if not result["opted_in"] and not result["sent"] and not result["waiting"]:
+            print(_NOT_OPTED_IN)
+            return EXIT_OK
+        _print_publish(result)
+        for s in result["sent"]:
+            print(f"  lesson {s['lesson']}: record {s['record']}"
+                  + (" (already on the node)" if s["duplicate"] else ""))
+        for h in result["held"]:
+            print(f"  lesson {h['lesson_id']} held back: " + "; ".join(h["reasons"]))
+        return EXIT_OK
+
+
+def _print_dry_run(result: dict) -> None:
+    if not result["opted_in"]:
+        print("No project is opted in: nothing would leave. `openmemory publish enable [PROJECT]` opts one in.")
+        return
+    records = result["records"]
+    print(f"{len(records)} record(s) would leave this machine (lessons at strength {result['threshold']:g}+ of "
+          f"{', '.join(result['opted_in'])}); nothing is sent:")
+    for r in records:
+        print(f"  lesson {r['lesson']} ({r['state']}): kind {r['kind']}, strength {r['strength']:g}"
+              + (f", derived from {', '.join(d[:16] + chr(0x2026) for d in r['derived_from'])}" if r["derived_from"]
+                 else ""))
+        print(f"    {r['text']}")
+    for h in result["held"]:
+        print(f"  lesson {h['lesson']} held back: " + "; ".join(h["reasons"]))
+    if result["unchanged"]:
+        print(f"  already published, unchanged: lesson(s) {', '.join(map(str, result['unchanged']))}")
+    for s in result["skipped"]:
+        print(f"  lesson {s['lesson']} not published: " + "; ".join(s["reasons"]))
+
+
+def cmd_revoke(args) -> int:
+    from .publish import PublishError, revoke
+
+    now = _now(args)
+    with _open(args) as store:
+        try:
+            result = revoke(store, args.lesson, now, code=args.code, reason=args.reason or "")
+        except PublishError as exc:
+            raise UsageError(str(exc)) from None
+        if args.json:
+            _emit_json(result)
+            return EXIT_OK
+        for r in result["revoked"]:
+            print(f"record {r['record']} revoked ({args.code}) by {r['revocation']}; now {r['status']}")
+        if not result["revoked"]:
+            print(f"Lesson {args.lesson}'s records were already revoked.")
+        else:
+            print(f"Lesson {args.lesson} is not published again.")
+        return EXIT_OK
+
+
 def cmd_stats(args) -> int:
     with _open(args) as store:
         s = store.stats()
@@ -472,7 +701,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Open Memory: keep what surprised a coding agent, and recall it.",
         epilog="Exit codes: 0 ok, 1 unexpected error, 2 usage, 3 some inputs could not be "
                "ingested, 4 store unusable, 5 busy (another sleep or render), 6 a settings file does "
-               "not parse (install), 7 a conflict (install), 130 interrupted.",
+               "not parse (install), 7 a conflict (install), 8 no commons node (revoke), 130 interrupted.",
     )
     parser.add_argument("--version", action="version", version=f"openmemory {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -551,6 +780,32 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("stats", parents=[common], help="what the store holds")
     p.set_defaults(func=cmd_stats)
 
+    p = sub.add_parser(
+        "publish", parents=[common], help="share lessons with the commons: opt a project in or out, see, send",
+        description="Nothing is published unless a project is opted in. `publish enable [PROJECT]` opts a "
+        "project family in (PROJECT: a working directory, default the current one), `disable` opts it out "
+        "(--revoke also withdraws what it published), `status` lists them, `provenance LESSON` opens a "
+        "record's provenance commitment; `publish` alone sends now what `openmemory run` would, and "
+        "`publish --dry-run` prints exactly the records that would leave, sending nothing.")
+    p.add_argument("action", nargs="?", choices=["enable", "disable", "status", "provenance"],
+                   help="enable, disable, status or provenance (none: publish now)")
+    p.add_argument("target", nargs="?", help="PROJECT (enable, disable) or LESSON/RECORD id (provenance)")
+    p.add_argument("--dry-run", action="store_true", help="print the records that would leave; send nothing")
+    p.add_argument("--revoke", action="store_true",
+                   help="(disable) also revoke what was published, reason withdrawn")
+    p.add_argument("--reason", help="(disable --revoke) why, for people: an observation")
+    p.set_defaults(func=cmd_publish)
+
+    p = sub.add_parser("revoke", parents=[common], help="withdraw a published lesson from the commons",
+                       description="Revoke, through the commons node, every record a lesson was published as. "
+                       "A revoked lesson is never published again.")
+    p.add_argument("lesson", type=int, help="the lesson's id (see `openmemory lessons`)")
+    p.add_argument("--code", default="withdrawn", choices=["incorrect", "harmful", "instruction", "private", "spam",
+                                                          "withdrawn", "other"],
+                   help="the reason code (default withdrawn)")
+    p.add_argument("--reason", default="", help="why, for people (an observation, at most 280 bytes)")
+    p.set_defaults(func=cmd_revoke)
+
     from .integrations.claude_code import register as register_integrations
     from .mcp_server import register as register_mcp
     from .ui import register as register_ui
@@ -575,6 +830,12 @@ def main(argv: list[str] | None = None) -> int:
     except SleepBusy as exc:
         print(f"openmemory {args.command}: {exc}; try again when it is done", file=sys.stderr)
         return EXIT_BUSY
+    except NodeUnavailable as exc:
+        print(f"openmemory {args.command}: nothing was done: {exc}", file=sys.stderr)
+        return EXIT_NO_NODE
+    except NodeError as exc:
+        print(f"openmemory {args.command}: the commons node refused: {exc}", file=sys.stderr)
+        return EXIT_ERROR
     except KeyboardInterrupt:
         print(f"\nopenmemory {args.command}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

@@ -26,6 +26,10 @@ back to a default silently::
 
     [node]
     home = "~/.local/share/openmemory-node"   # the commons node's data folder
+    timeout = 10.0                            # seconds per request to its local API
+
+    [publish]
+    min_strength = 1.5                        # lessons this strong are published (opted-in projects)
 
 Claude Code's folder is ``$CLAUDE_CONFIG_DIR`` when that variable is set (Claude Code's own
 setting), else ``~/.claude``. Transcripts are found under its ``projects/``; lessons are
@@ -203,6 +207,13 @@ class Config:
     #: Seconds one request to the node's local API may take.
     node_timeout: float = 10.0
 
+    # --- publishing (openmemory_local.publish) ------------------------------------------
+    #: Lessons of opted-in projects at least this strong are published (not vetoed, passing
+    #: the observation rule and the redaction gate). 1.5 is one step above a new lesson: a
+    #: failure met in a third session, or a lesson whose prediction came true once; a single
+    #: correction (1.0) stays local until it is confirmed.
+    publish_min_strength: float = 1.5
+
     def __post_init__(self) -> None:
         object.__setattr__(self, "home", Path(self.home).expanduser())
         object.__setattr__(self, "sources", tuple(Path(p).expanduser() for p in self.sources))
@@ -278,6 +289,7 @@ def resolve_node_home(option: str | os.PathLike | None = None, file_value: str |
 FILE_SETTINGS: dict[tuple[str, str], tuple[str, type]] = {
     ("node", "home"): ("node_home", Path),
     ("node", "timeout"): ("node_timeout", float),
+    ("publish", "min_strength"): ("publish_min_strength", float),
 }
 
 

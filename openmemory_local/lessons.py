@@ -189,6 +189,8 @@ def set_veto(store, lesson_id: int, now: datetime, *, vetoed: bool = True) -> di
     if not changed:
         out["message"] = f"Lesson {lesson_id} was already {'vetoed' if vetoed else 'not vetoed'}."
         return out
+    if vetoed:
+        out.update(_on_commons(store, lesson_id))
     result, pending = None, None
     try:
         result = render(store, now).to_dict()
@@ -198,7 +200,7 @@ def set_veto(store, lesson_id: int, now: datetime, *, vetoed: bool = True) -> di
     if result is None:
         out["message"] = (f"Lesson {lesson_id} {word}; the next render "
                           + ("removes its files (those not edited)" if vetoed else "writes it again")
-                          + f" ({pending}).")
+                          + f" ({pending})." + out.get("commons_hint", ""))
         return out
     row = store.conn.execute("SELECT file_name FROM lessons WHERE id = ?", (lesson_id,)).fetchone()
     name = row[0] if row else None
@@ -212,12 +214,26 @@ def set_veto(store, lesson_id: int, now: datetime, *, vetoed: bool = True) -> di
                                   "AND state = 'edited'", (lesson_id,)).fetchone()[0]
         out["message"] = (f"Lesson {lesson_id} vetoed: never rendered again; its file was removed from "
                           f"{removed} memory folder{'s' if removed != 1 else ''}"
-                          + (f", and left alone in {kept} where you edited it" if kept else "") + ".")
+                          + (f", and left alone in {kept} where you edited it" if kept else "") + "."
+                          + out.get("commons_hint", ""))
     else:
         written = sum(ours(t["written"]) for t in result["targets"])
         out["message"] = (f"Lesson {lesson_id} unvetoed: written again into {written} memory "
                           f"folder{'s' if written != 1 else ''}.")
     return out
+
+
+def _on_commons(store, lesson_id: int) -> dict:
+    """What a veto leaves on the commons: the lesson's unrevoked records, and how to withdraw them."""
+    from .publish import published_records
+
+    records = [r["record_id"] for r in published_records(store, {lesson_id}).get(lesson_id, [])
+               if r["revoked_at"] is None]
+    if not records:
+        return {}
+    return {"published_records": records,
+            "commons_hint": (f" It was published to the commons ({len(records)} record(s)): a veto stops publishing "
+                             f"it but leaves it there. To withdraw it: openmemory revoke {lesson_id} --reason \"...\"")}
 
 
 def project_families(store) -> dict[str, set[str]]:

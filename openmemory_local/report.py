@@ -36,6 +36,9 @@ SECTIONS = (
     ("vetoed", "Vetoed", ("vetoed", "unvetoed")),
     ("edited", "Left alone (edited by their owner)", ("edited", "index_removed")),
     ("predicted", "New predictions", ("predicted",)),
+    ("published", "Published to the commons", ("published", "commons_revoked")),
+    ("held", "Held back from the commons", ("held",)),
+    ("waiting", "Waiting for the commons node", ("publish_waiting",)),
 )
 _NAME = re.compile(r"^(?P<stamp>\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}Z)-(?P<id>\d+)\.md$")
 
@@ -84,6 +87,8 @@ def _collect(store, events: list[tuple]) -> dict:
         "archived_lessons": sum(1 for i in sections["archived"] if i["kind"] == "archived"),
         "archived_episodes": sum(i.get("count", 0) for i in sections["archived"] if i["kind"] == "episodes_archived"),
         "vetoed": sum(1 for i in sections["vetoed"] if i["kind"] == "vetoed"),
+        "published": sum(1 for i in sections["published"] if i["kind"] == "published"),
+        "held": len(sections["held"]),
     }
     return {"counts": counts, "sections": sections}
 
@@ -188,6 +193,21 @@ def report_markdown(data: dict) -> str:
         for i in s["edited"]])
     section("New predictions", [
         f"- lesson {i['lesson']}: {_q(i.get('text'), 200)}" for i in s["predicted"]])
+    section("Published to the commons", [
+        (f"- lesson {i['lesson']} as record {str(i.get('record', ''))[:16]}…"
+         + (" (already on the node: a retry)" if i.get("duplicate") else "")
+         + (f", replacing {str(i['derived_from'][0])[:16]}…" if i.get("derived_from") else "")
+         + f": {_q(i.get('text'))}")
+        if i["kind"] == "published" else
+        f"- lesson {i['lesson']}: record {str(i.get('record', ''))[:16]}… revoked ({i.get('code', '')})"
+        for i in s.get("published", [])])
+    section("Held back from the commons", [
+        f"- lesson {i['lesson']}: " + "; ".join(str(r) for r in i.get("reasons") or [])
+        + f" ({_q(i.get('lesson_text'), 160)})"
+        for i in s.get("held", [])])
+    section("Waiting for the commons node", [
+        f"- {i.get('count', 0)} record(s) wait in the queue: {_q(i.get('why') or 'the node did not answer', 200)}; "
+        "they are sent by the next run that finds the node" for i in s.get("waiting", [])])
     return "\n".join(lines) + "\n"
 
 

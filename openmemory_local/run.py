@@ -5,6 +5,9 @@ stored under its name in the run's report (later steps can read earlier ones):
 
 1. ``ingest``: the default transcript sources (Claude Code's ``projects`` folder);
 2. ``sleep``: decay, lessons, verify, predict (:mod:`openmemory_local.sleep`);
+2b. ``publish``: for opted-in projects, the lessons strong enough go to the commons node
+   (:mod:`openmemory_local.publish`); no project opted in, nothing happens; no node
+   running, nothing fails: the records wait in the queue and the report says so;
 3. ``render``: the lessons into the projects' memory folders (:mod:`openmemory_local.render`);
 4. ``report``: the morning report of what changed (:mod:`openmemory_local.report`).
 
@@ -21,7 +24,7 @@ from typing import Callable
 from .ingest import ingest
 from .store import Store
 
-__all__ = ["Step", "STEPS", "run_job", "ingest_step", "sleep_step", "render_step", "report_step"]
+__all__ = ["Step", "STEPS", "run_job", "ingest_step", "sleep_step", "publish_step", "render_step", "report_step"]
 
 
 @dataclass(frozen=True)
@@ -42,6 +45,13 @@ def sleep_step(store: Store, now: datetime, report: dict) -> dict:
     from .sleep import sleep
 
     return sleep(store, now).to_dict()
+
+
+def publish_step(store: Store, now: datetime, report: dict) -> dict:
+    """Publish the opted-in projects' lessons to the commons node (see :mod:`openmemory_local.publish`)."""
+    from .publish import publish
+
+    return publish(store, now)
 
 
 def render_step(store: Store, now: datetime, report: dict) -> dict:
@@ -65,6 +75,7 @@ def report_step(store: Store, now: datetime, report: dict) -> dict:
 STEPS: list[Step] = [
     Step("ingest", ingest_step),
     Step("sleep", sleep_step),
+    Step("publish", publish_step),
     Step("render", render_step),
     Step("report", report_step),
 ]

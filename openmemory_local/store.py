@@ -101,6 +101,37 @@ Schema (version 2: sleep, render and the morning report)
 ``meta`` gains ``decayed_until`` (the start of the last UTC day decay was applied up to)
 and ``last_sleep`` (the last sleep that changed something).
 
+Schema (version 3: publishing to the commons, :mod:`openmemory_local.publish`)
+------------------------------------------------------------------------------
+These three tables are the owner's choices and the commons' record of them: unlike the
+others, they cannot be recomputed from the archive (the opt-ins, the provenance salts, the
+record ids).
+
+``publish_projects(family, enabled, path, enabled_at, disabled_at)``
+    The project families opted in to publishing (``enabled`` 1), and those opted out again
+    (0). No row: never published (the default).
+
+``publish_queue``
+    The outbox, one row per lesson at most: ``state`` ``pending`` (every field of the record
+    fixed: ``text``, ``kind``, ``strength``, ``created`` (Unix seconds), ``provenance`` and
+    its ``salt`` and ``episodes``, ``derived_from``; sent as is, however often it is
+    retried, so that a retry is the same record), ``held`` (the commons form failed the
+    redaction gate or the observation rule, or the node refused it: ``reasons``, JSON) or
+    ``withdrawn`` (its project was opted out after a send was tried: the next publish asks
+    the node whether it landed). ``attempts``, ``last_attempt``, ``last_error``.
+
+``published``
+    Every record this engine's lessons became on the commons: ``record_id`` (the node's
+    record id, 68 hex digits), ``lesson_id`` (``lessons.id``), ``family``, the record's
+    ``text``, ``kind``, ``strength``, ``created``, ``provenance`` with its ``salt`` and
+    ``episodes`` (``[{"id", "kind", "key", "hash"}]``: what ``openmemory publish provenance``
+    opens), ``derived_from`` (JSON ids), ``author`` (the node's public key, hex),
+    ``dedup_key`` (the node's group key), ``published_at``, ``superseded_by`` (the record
+    that replaced it when the lesson's commons text changed), ``revoked_at``,
+    ``revocation_id``, ``revoke_code``, ``revoke_reason``. Readers that must tell the
+    agent's own lessons from others' (attesting received lessons) match ``record_id`` or
+    ``dedup_key`` here.
+
 Concurrency: SQLite in WAL mode, ``synchronous=NORMAL``; writers use
 :meth:`Store.write` (``BEGIN IMMEDIATE``), so two processes never interleave a
 transcript's changes; readers are never blocked. A ``Store`` (one connection) belongs to
@@ -343,10 +374,67 @@ CREATE INDEX rendered_files_dir ON rendered_files (memory_dir);
 CREATE INDEX rendered_files_lesson ON rendered_files (lesson_id);
 """
 
+# Publishing to the commons (openmemory_local.publish): opt-ins, the outbox, what left.
+_V3_PUBLISH = """
+CREATE TABLE publish_projects (
+    family TEXT PRIMARY KEY,
+    enabled INTEGER NOT NULL DEFAULT 1,
+    path TEXT,
+    enabled_at TEXT,
+    disabled_at TEXT
+);
+
+CREATE TABLE publish_queue (
+    id INTEGER PRIMARY KEY,
+    lesson_id INTEGER NOT NULL UNIQUE,
+    family TEXT NOT NULL,
+    state TEXT NOT NULL,
+    text TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    strength REAL NOT NULL,
+    created INTEGER,
+    provenance TEXT,
+    salt TEXT,
+    episodes TEXT NOT NULL DEFAULT '[]',
+    derived_from TEXT NOT NULL DEFAULT '[]',
+    reasons TEXT NOT NULL DEFAULT '[]',
+    queued TEXT NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    last_attempt TEXT,
+    last_error TEXT
+);
+CREATE INDEX publish_queue_state ON publish_queue (state, id);
+
+CREATE TABLE published (
+    record_id TEXT PRIMARY KEY,
+    lesson_id INTEGER NOT NULL,
+    family TEXT NOT NULL,
+    text TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    strength REAL NOT NULL,
+    created INTEGER NOT NULL,
+    provenance TEXT NOT NULL,
+    salt TEXT NOT NULL,
+    episodes TEXT NOT NULL DEFAULT '[]',
+    derived_from TEXT NOT NULL DEFAULT '[]',
+    author TEXT,
+    dedup_key TEXT,
+    published_at TEXT NOT NULL,
+    superseded_by TEXT,
+    revoked_at TEXT,
+    revocation_id TEXT,
+    revoke_code TEXT,
+    revoke_reason TEXT
+);
+CREATE INDEX published_lesson ON published (lesson_id);
+CREATE INDEX published_dedup ON published (dedup_key);
+"""
+
 #: Forward migrations, in order; never edit a released one.
 MIGRATIONS: list[Migration] = [
     Migration(1, "transcripts, episodes, counters, meta", _sql(_V1)),
     Migration(2, "lessons, lesson_members, predictions, events, reports, rendered_files", _sql(_V2)),
+    Migration(3, "publish_projects, publish_queue, published (publishing to the commons)", _sql(_V3_PUBLISH)),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1].version
 

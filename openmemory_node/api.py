@@ -5,7 +5,8 @@
     GET  /v1/peers                connected and known peers, with score and graylist state
     GET  /v1/records              ?type= &kind= &status= &author= &limit= &before=
     GET  /v1/records/{id}         one record with its status and arrival
-    POST /v1/lessons              {text, kind, strength?, provenance?, derived_from?}: sign, store, publish
+    POST /v1/lessons              {text, kind, strength?, provenance?, derived_from?, created?}: sign, store,
+                                  publish (``created`` fixed by the caller makes a retry the same record)
     POST /v1/records              {cbor: hex}: a record signed elsewhere: validate, store, publish
     POST /v1/fetch                {id, peer?}: ask peers (or one, by peer id or multiaddr) for a record
 
@@ -175,7 +176,7 @@ def install_v1(api: HttpServer, daemon: "Daemon") -> None:
     @api.route("POST", "/v1/lessons")
     async def publish_lesson(req: Request) -> tuple[int, Any]:
         body = req.json_object()
-        unknown = set(body) - {"text", "kind", "strength", "provenance", "derived_from"}
+        unknown = set(body) - {"text", "kind", "strength", "provenance", "derived_from", "created"}
         if unknown:
             raise HttpError(400, "bad-request", f"unknown fields: {', '.join(sorted(unknown))}")
         text = body.get("text")
@@ -183,6 +184,14 @@ def install_v1(api: HttpServer, daemon: "Daemon") -> None:
         if not isinstance(text, str) or not isinstance(kind, str):
             raise HttpError(400, "bad-request", "text and kind are required strings")
         strength = body.get("strength", 1.0)
+        # A caller that fixes every field (created included) gets byte-identical records on a
+        # retry (Ed25519 is deterministic): a retry after a crash is a duplicate (200), not a
+        # second record. A time ahead of the clock is refused by validation (clock-skew).
+        created = body.get("created")
+        if created is None:
+            created = int(daemon.clock())
+        elif isinstance(created, bool) or not isinstance(created, int):
+            raise HttpError(400, "bad-request", "created is whole Unix seconds")
         provenance = body.get("provenance")
         if provenance is None:
             # No source episodes given (a lesson typed by a person): commit to the text.
@@ -191,7 +200,7 @@ def install_v1(api: HttpServer, daemon: "Daemon") -> None:
             lesson = wire.new_lesson(
                 daemon.identity.signing_key, text=text, kind=kind,
                 strength=wire.strength_milli(strength), provenance=provenance,
-                derived_from=body.get("derived_from") or (), created=int(daemon.clock()),
+                derived_from=body.get("derived_from") or (), created=created,
             )
         except wire.WireError as exc:
             raise HttpError(422, exc.code, exc.message) from None
