@@ -1,7 +1,7 @@
 """The ``openmemory`` command line.
 
 Commands: ``run``, ``ingest``, ``sleep``, ``render``, ``lessons``, ``veto``, ``unveto``,
-``report``, ``recall``, ``episodes``, ``show``, ``stats``. Every command takes ``--home DIR``
+``report``, ``recall``, ``episodes``, ``show``, ``stats``, ``commons``. Every command takes ``--home DIR``
 (the data folder), ``--json`` (machine-readable output on stdout) and ``--now TIME`` (the
 injected clock, also ``$OPENMEMORY_NOW``).
 
@@ -187,6 +187,9 @@ def cmd_run(args) -> int:
             else:
                 _print_ingest(ingest_report)
             _print_sleep(report.get("sleep", {}))
+            from .commons_cli import print_commons_step
+
+            print_commons_step(report.get("commons", {}))
             _print_render(report.get("render", {}))
             made = (report.get("report") or {}).get("report")
             if made:
@@ -321,13 +324,23 @@ def cmd_veto(args) -> int:
 
     now = _now(args)
     with _open(args) as store:
+        word = "unvetoed" if args.command == "unveto" else "vetoed"
+        from .commons_cli import veto_command
+
+        received = veto_command(args, store, now)
+        if received is not None:  # a received lesson, by its record id
+            if args.json:
+                _emit_json({**received, word: received["changed"]})
+            else:
+                print(f"Received lesson {received['short']} " + (word if received["changed"] else
+                      f"was already {word if word == 'vetoed' else 'not vetoed'}") + ".")
+            return EXIT_OK
         try:
-            changed = (unveto if args.command == "unveto" else veto)(store, args.id, now)
+            changed = (unveto if args.command == "unveto" else veto)(store, int(args.id), now)
         except LessonNotFound as exc:
             raise UsageError(str(exc)) from None
-        word = "unvetoed" if args.command == "unveto" else "vetoed"
         if args.json:
-            _emit_json({"lesson": args.id, word: changed})
+            _emit_json({"lesson": int(args.id), word: changed})
         elif changed:
             print(f"Lesson {args.id} {word}; the next render "
                   + ("writes it again." if word == "unvetoed" else "removes its files (those not edited)."))
@@ -518,7 +531,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     for name, text in (("veto", "never render this lesson again"), ("unveto", "undo a veto")):
         p = sub.add_parser(name, parents=[common], help=text, description=text.capitalize() + ".")
-        p.add_argument("id", type=int, help="the lesson's id (see `openmemory lessons`)")
+        p.add_argument("id", help="the lesson's id (see `openmemory lessons`), or a received lesson's record id "
+                       "(see `openmemory commons`)")
         p.set_defaults(func=cmd_veto)
 
     p = sub.add_parser("report", parents=[common], help="show the latest morning report")
@@ -562,8 +576,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("stats", parents=[common], help="what the store holds")
     p.set_defaults(func=cmd_stats)
 
+    from .commons_cli import register as register_commons
     from .integrations.claude_code import register as register_integrations
     from .mcp_server import register as register_mcp
+
+    register_commons(sub, common)  # openmemory commons
 
     register_mcp(sub, common)  # openmemory mcp
     register_integrations(sub, common)  # openmemory install / uninstall / hook

@@ -27,6 +27,11 @@ back to a default silently::
     [node]
     home = "~/.local/share/openmemory-node"   # the commons node's data folder
 
+    [commons]
+    receive = true       # openmemory run pulls received lessons from the node
+    candidates = true    # render candidates (not yet verified) beside common lessons
+    max_lessons = 10     # commons lessons per project, below the personal layer
+
 Claude Code's folder is ``$CLAUDE_CONFIG_DIR`` when that variable is set (Claude Code's own
 setting), else ``~/.claude``. Transcripts are found under its ``projects/``; lessons are
 rendered into ``projects/<project folder>/memory/`` (see :mod:`openmemory_local.render`).
@@ -202,6 +207,26 @@ class Config:
     #: Seconds one request to the node's local API may take.
     node_timeout: float = 10.0
 
+    # --- the commons layer (openmemory_local.commons) ----------------------------------
+    #: ``openmemory run`` pulls what the node received (lessons, statuses, revocations).
+    commons_receive: bool = True
+    #: Candidates (not yet verified by independent agents) are rendered beside common
+    #: lessons, marked as such: this agent's sessions can only test what it renders, so
+    #: without candidates nothing it receives is ever verified by it.
+    commons_candidates: bool = True
+    #: At most this many commons lessons per project, after the personal layer and within
+    #: what it leaves of MEMORY.md's budget (the personal layer is never cut for them).
+    commons_max_lessons: int = 10
+    #: A commons lesson reaches a project only if the programs and tools it names score at
+    #: least this much against what the project's sessions ran (a named program the project
+    #: ran: 1; the same program with another subcommand, or a tool it used: 0.5; a language
+    #: it uses: 0.25).
+    commons_min_relevance: float = 0.5
+    #: Records asked of the node per page of ``GET /v1/changes``.
+    commons_page: int = 500
+    #: Seconds the SessionStart hook gives the node before it leaves the memory folder as it is.
+    commons_hook_timeout: float = 2.0
+
     def __post_init__(self) -> None:
         object.__setattr__(self, "home", Path(self.home).expanduser())
         object.__setattr__(self, "sources", tuple(Path(p).expanduser() for p in self.sources))
@@ -277,6 +302,11 @@ def resolve_node_home(option: str | os.PathLike | None = None, file_value: str |
 FILE_SETTINGS: dict[tuple[str, str], tuple[str, type]] = {
     ("node", "home"): ("node_home", Path),
     ("node", "timeout"): ("node_timeout", float),
+    ("commons", "receive"): ("commons_receive", bool),
+    ("commons", "candidates"): ("commons_candidates", bool),
+    ("commons", "max_lessons"): ("commons_max_lessons", int),
+    ("commons", "min_relevance"): ("commons_min_relevance", float),
+    ("commons", "hook_timeout"): ("commons_hook_timeout", float),
 }
 
 
@@ -289,7 +319,7 @@ def read_config_file(home: Path) -> dict:
     path = Path(home) / CONFIG_FILE
     try:
         raw = path.read_bytes()
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # no file; or a home that is not a folder (the store says so)
         return {}
     except OSError as exc:
         raise ConfigError(f"cannot read {path}: {exc.strerror}") from None
