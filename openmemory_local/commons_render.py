@@ -197,10 +197,15 @@ def live(store, lessons: list[dict]) -> list[dict]:
 
 
 def write_commons_files(store, target, now_iso: str, out: dict, result) -> None:
-    """Write, rewrite or remove the commons files of one memory folder."""
+    """Write, rewrite or remove the commons files of one memory folder: those of the received
+    lessons MEMORY.md lists (all those chosen when the section is not ours to write), so that no
+    file sits in the folder without its line in the index."""
     from .commons import attestations_of
     from .render import sync_files
 
+    listed = out.get("commons_listed")
+    if listed is not None and out.get("index") not in ("damaged", "busy", "removed by the owner"):
+        target.commons = target.commons[:listed]
     out["commons"] = [lesson["id"] for lesson in target.commons]
     verdicts = attestations_of(store, out["commons"])
     for lesson in target.commons:

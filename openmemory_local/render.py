@@ -425,8 +425,8 @@ def _write_target(store, target: _Target, now_iso: str, result: RenderResult) ->
     real = Path(target.key)
     planned = [(lesson["file_name"], lesson["id"], lesson_file(lesson).encode()) for lesson in target.lessons]
     sync_files(store, target.key, "lesson", planned, now_iso, out, result)
-    write_commons_files(store, target, now_iso, out, result)
     _write_index(store, target, real, now_iso, out, result)
+    write_commons_files(store, target, now_iso, out, result)  # those the index found room for
     return out
 
 
