@@ -113,22 +113,16 @@ def commons_index_line(lesson: dict) -> str:
     return f"- [Open Memory commons lesson {lesson['short']}]({lesson['file_name']}){tail}"
 
 
-def _count_lines(text: str) -> int:
-    if not text:
-        return 0
-    return text.count("\n") + (0 if text.endswith("\n") else 1)
-
-
 def add_commons_part(block: str, lessons: list[dict], outside: str, config) -> tuple[str, int]:
     """``block`` (the managed section, markers included) with the commons part inserted
     before its end marker, in what the whole file leaves of Claude Code's budget (the
     personal part is never cut); and how many received lessons it lists."""
     if not lessons:
         return block, 0
-    from .render import END
+    from .render import END, _lines
 
     body, end = block[: -len(END)], END
-    lines_left = config.memory_index_max_lines - _count_lines(outside) - _count_lines(block)
+    lines_left = config.memory_index_max_lines - _lines(outside) - _lines(block)
     bytes_left = config.memory_index_max_bytes - len(outside.encode()) - len(block.encode())
     head = ["", HEADING, "", INTRO, ""]
     cost_head = sum(len(line.encode()) + 1 for line in head)

@@ -31,7 +31,7 @@ import sqlite3
 import sys
 import time
 
-from .session_end import _log, _open_log, read_payload
+from .session_end import _log, _open_log, close_log, read_payload
 
 STDIN_DEADLINE = 1.0  # seconds to wait for the payload (it is not needed to do the work)
 
@@ -114,11 +114,7 @@ def hook(argv: list[str], stdin_fd: int = 0) -> int:
         _log(log, f"session-start: hook error: {type(exc).__name__}: {exc}")
     finally:
         sys.stdout = real_stdout
-        if log is not None:
-            try:
-                log.close()
-            except OSError:
-                pass
+        close_log(log)
     return 0
 
 

@@ -7,7 +7,6 @@ in tests/loop/ run all of this against real nodes)."""
 from __future__ import annotations
 
 import json
-from datetime import timedelta
 
 import pytest
 

@@ -15,7 +15,6 @@ import json
 import os
 import shlex
 import subprocess
-import sys
 import time
 from datetime import datetime, timedelta, timezone
 from itertools import count
@@ -141,7 +140,3 @@ def past(days: float = 3) -> datetime:
     """A moment ``days`` ago, on a whole hour (engine clocks run in the past of the nodes')."""
     now = datetime.now(timezone.utc).replace(minute=0, second=0, microsecond=0)
     return now - timedelta(days=days)
-
-
-def executable_ok() -> bool:
-    return Path(sys.executable).parent.joinpath("openmemory").is_file()
