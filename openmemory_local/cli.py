@@ -237,6 +237,8 @@ def _print_render(result: dict, out=None) -> None:
               + (", ".join(changes) or "unchanged"), file=out)
     for lesson_id in result.get("vetoed", []):
         print(f"  lesson {lesson_id} vetoed: its file was deleted", file=out)
+    for record_id in result.get("commons_vetoed", []):
+        print(f"  received lesson {record_id[:16]} vetoed: its file was deleted", file=out)
     for path in result.get("edited", []):
         print(f"  {path}: edited by its owner, left alone from now on", file=out)
     for line in result.get("problems", []) + result.get("skipped", []):

@@ -356,8 +356,8 @@ class Chooser:
         ``relevance`` and ``why``."""
         config = self.store.config
         limit = config.commons_max_lessons if limit is None else limit
-        if limit <= 0 or not self.pool:
-            return []
+        if limit <= 0 or not config.commons_receive or not self.pool:
+            return []  # with [commons] receive = false the layer is off: what it rendered leaves too
         profile = _merged(self.profiles, families)
         if profile is None:
             return []

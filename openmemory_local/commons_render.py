@@ -172,7 +172,7 @@ def observe_commons(store, target, now_iso: str, result) -> None:
             withdraw(store, lesson_id, now_iso)
             record_event(store, now_iso, "commons_vetoed", None, None, commons=lesson_id, record=row[1],
                          text=row[2], why="its file was deleted", path=path)
-            result.vetoed.append(f"commons {row[1][:16]}")
+            result.commons_vetoed.append(row[1])
 
     def edited(lesson_id: int, path: str) -> None:
         record_event(store, now_iso, "edited", None, None, path=path, commons=lesson_id)

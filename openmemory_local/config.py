@@ -208,7 +208,8 @@ class Config:
     node_timeout: float = 10.0
 
     # --- the commons layer (openmemory_local.commons) ----------------------------------
-    #: ``openmemory run`` pulls what the node received (lessons, statuses, revocations).
+    #: ``openmemory run`` pulls what the node received (lessons, statuses, revocations);
+    #: False turns the commons layer off (what it rendered leaves at the next render).
     commons_receive: bool = True
     #: Candidates (not yet verified by independent agents) are rendered beside common
     #: lessons, marked as such: this agent's sessions can only test what it renders, so

@@ -98,15 +98,17 @@ class RenderResult:
     edited: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    commons_vetoed: list[str] = field(default_factory=list)  # received lessons, by record id
 
     @property
     def changed(self) -> bool:
-        return bool(self.vetoed or self.edited or any(
+        return bool(self.vetoed or self.commons_vetoed or self.edited or any(
             t["written"] or t["removed"] or t["index"] in ("written", "created") for t in self.targets))
 
     def to_dict(self) -> dict:
         return {"targets": self.targets, "vetoed": self.vetoed, "edited": self.edited,
-                "problems": self.problems, "skipped": self.skipped, "changed": self.changed}
+                "problems": self.problems, "skipped": self.skipped, "changed": self.changed,
+                "commons_vetoed": self.commons_vetoed}
 
 
 def memory_dir_for(claude_dir: Path, cwd: str) -> Path:

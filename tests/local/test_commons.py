@@ -106,9 +106,11 @@ def test_received_lessons_reach_the_projects_that_run_what_they_name(cstore):
     assert app[0]["why"] == ["`git push` runs in this project"]
     assert [r["record_id"] for r in select_for(cstore, {OTHER})] == [rid(2)]
     assert select_for(cstore, {"/nowhere"}) == []
-    # without candidates, only common lessons
+    # without candidates, only common lessons; without receiving, none
     cstore.config = cstore.config.with_(commons_candidates=False)
     assert select_for(cstore, {APP}) == []
+    cstore.config = cstore.config.with_(commons_candidates=True, commons_receive=False)
+    assert select_for(cstore, {APP}) == [] and select_for(cstore, {OTHER}) == []
 
 
 def test_own_publications_and_non_observations_are_never_rendered(cstore):
@@ -166,7 +168,7 @@ def test_deleting_the_file_is_a_veto_and_veto_works_by_record_id(cstore, capsys)
     path = folder(cstore) / f"openmemory-commons-{rid(1)[:16]}.md"
     path.unlink()
     result = render(cstore, at(2))
-    assert result.vetoed == [f"commons {rid(1)[:16]}"] and not path.exists()
+    assert result.commons_vetoed == [rid(1)] and result.vetoed == [] and not path.exists()
     assert rid(1)[:16] not in (folder(cstore) / "MEMORY.md").read_text()
     assert find_commons(cstore, rid(1)[4:16])["vetoed"]  # found without the 1220 header too
     states = dict(cstore.conn.execute("SELECT c.record_id, p.state FROM commons_predictions p "

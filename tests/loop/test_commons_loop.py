@@ -43,7 +43,9 @@ def test_a_lesson_travels_is_verified_becomes_common_and_is_revoked_everywhere(c
     for node in nodes:
         node.wait_ready()
     cluster.wait_line_meshed(nodes, timeout=30)
-    a, b, c, d = (Engine(tmp_path / "engines", n.name, n, f"/home/{n.name}/src/shop") for n in nodes)
+    # the hook gives a node 2 s by default; this machine may be busier than a user's
+    a, b, c, d = (Engine(tmp_path / "engines", n.name, n, f"/home/{n.name}/src/shop",
+                         config="[commons]\nhook_timeout = 15.0\n") for n in nodes)
     receivers = [b, c, d]
     t0 = past(days=3)
 
@@ -58,7 +60,7 @@ def test_a_lesson_travels_is_verified_becomes_common_and_is_revoked_everywhere(c
     # ... and publishes it (what `openmemory publish` will do: POST /v1/lessons on its node)
     push_lesson = a.node.publish(learned[0], kind=learned[1])["id"]
     pytest_lesson = a.node.publish(PYTEST_TEXT, kind="error")["id"]
-    wait_until(lambda: all(n.has(push_lesson) and n.has(pytest_lesson) for n in nodes), 30,
+    wait_until(lambda: all(n.has(push_lesson) and n.has(pytest_lesson) for n in nodes), 60,
                what="both lessons on every node")
 
     # --- B, C, D: sessions that run git push and pytest; B met the pytest failure before -------
@@ -97,7 +99,7 @@ def test_a_lesson_travels_is_verified_becomes_common_and_is_revoked_everywhere(c
         reports[engine.name] = (result["report"]["report"] or {}).get("markdown", "")
     assert "Attested to the commons" in reports["b"] and "met before it was received" in reports["b"]
     assert "met before it was received" not in reports["c"] and "Attested to the commons" not in reports["a"]
-    wait_until(lambda: statuses(nodes, push_lesson) == ["common"] * 4, 30, what="the lesson common everywhere")
+    wait_until(lambda: statuses(nodes, push_lesson) == ["common"] * 4, 60, what="the lesson common everywhere")
 
     # B had met the pytest failure before it received the lesson: its vote says so, does not count
     view = b.node.get(f"/v1/commons/{pytest_lesson}")["commons"]
@@ -105,7 +107,7 @@ def test_a_lesson_travels_is_verified_becomes_common_and_is_revoked_everywhere(c
     assert votes[b.node.public_key]["met_before"] is True and votes[b.node.public_key]["counted"] is False
     assert votes[b.node.public_key]["reason"] == "met-before"
     assert all(votes[e.node.public_key]["met_before"] is False for e in (c, d))
-    wait_until(lambda: a.node.get(f"/v1/commons/{pytest_lesson}")["commons"]["votes"]["counted"] == 2, 30,
+    wait_until(lambda: a.node.get(f"/v1/commons/{pytest_lesson}")["commons"]["votes"]["counted"] == 2, 60,
                what="the two counted votes of the pytest lesson on the author's node")
     assert statuses(nodes, pytest_lesson) == ["candidate"] * 4
     with b.store() as store:
@@ -132,20 +134,25 @@ def test_a_lesson_travels_is_verified_becomes_common_and_is_revoked_everywhere(c
     a.node.post("/v1/revoke", {"id": push_lesson, "reason_code": "incorrect", "reason": "a wrong lesson"})
     gone: dict[str, float] = {}
 
+    errors: dict[str, str] = {}
+
     def session_starts(engine: Engine) -> None:
         # a session starts in each project as soon as its node has the revocation (each on its
         # own machine in real life: in parallel here)
-        wait_until(lambda: engine.node.status_of(push_lesson) == "revoked", 30, 0.02, f"revoked on {engine.name}")
-        engine.session_start(t3)
-        if f"openmemory-commons-{push_lesson[:16]}.md" not in engine.commons_files():
-            gone[engine.name] = time.monotonic() - revoked_at
+        try:
+            wait_until(lambda: engine.node.status_of(push_lesson) == "revoked", 60, 0.02, f"revoked on {engine.name}")
+            engine.session_start(t3)
+            if f"openmemory-commons-{push_lesson[:16]}.md" not in engine.commons_files():
+                gone[engine.name] = time.monotonic() - revoked_at
+        except Exception as exc:  # reported below, with the hooks' logs
+            errors[engine.name] = repr(exc)
 
     threads = [threading.Thread(target=session_starts, args=(e,)) for e in receivers]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join(90)
-    assert sorted(gone) == ["b", "c", "d"], gone
+    assert sorted(gone) == ["b", "c", "d"], (gone, errors, {e.name: e.hook_log()[-1500:] for e in receivers})
     print("\nrevoke on node a -> the file gone from the memory folder, after the SessionStart hook: "
           + ", ".join(f"{name} {seconds:.2f} s" for name, seconds in sorted(gone.items())))
     if os.environ.get("SHOW"):
