@@ -76,7 +76,7 @@ SERVER_NAME = "openmemory"
 HOOK_MODULE = "openmemory_local.integrations.session_end"
 HOOK_TIMEOUT = 15  # seconds Claude Code may wait for the hook; it returns in a fraction of one
 START_HOOK_MODULE = "openmemory_local.integrations.session_start"
-START_HOOK_TIMEOUT = 15  # it returns in tens of milliseconds when nothing changed, ~2 s at most with no node
+START_HOOK_TIMEOUT = 15  # a fraction of a second when nothing changed; the node is given 2 s at most
 MANIFEST_FORMAT = 1
 
 MCP_ITEM = "mcp-server"

@@ -8,9 +8,10 @@ is cleared or compacted, with a JSON payload on stdin (``session_id``, ``cwd``, 
 and adds what it prints to the session's context, so it prints nothing: it logs to
 ``<data>/logs/claude-code-hook.log``. It never fails nor holds a session:
 
-1. *Fast path*, standard library only (tens of milliseconds): the engine's cursor and the
-   memory folders holding a commons file that may no longer be there are read from the store
-   (read-only, :mod:`openmemory_local.commons_state`), and the node is asked whether any
+1. *Fast path*, standard library only (an interpreter start, a read of the store, one
+   request): the engine's cursor and the memory folders holding a commons file that may no
+   longer be there are read from the store (read-only,
+   :mod:`openmemory_local.commons_state`), and the node is asked whether any
    lesson changed since the cursor (``GET /v1/changes?limit=1&type=lesson``, with
    ``Config.commons_hook_timeout``, 2 s). Nothing new and nothing stale: exit.
 2. Otherwise, in the same process: pull what changed (:func:`openmemory_local.commons.pull`)
