@@ -1,8 +1,8 @@
 """The ``openmemory`` command line.
 
 Commands: ``run``, ``ingest``, ``sleep``, ``render``, ``lessons``, ``veto``, ``unveto``,
-``report``, ``recall``, ``episodes``, ``show``, ``stats``, ``publish``, ``revoke`` (and, registered by
-their modules, ``mcp``, ``install``, ``uninstall``, ``hook``, ``ui``). Every command takes ``--home DIR``
+``report``, ``recall``, ``episodes``, ``show``, ``stats``, ``publish``, ``revoke``, ``commons`` (and,
+registered by their modules, ``mcp``, ``install``, ``uninstall``, ``hook``, ``ui``). Every command takes ``--home DIR``
 (the data folder), ``--json`` (machine-readable output on stdout) and ``--now TIME`` (the
 injected clock, also ``$OPENMEMORY_NOW``).
 
@@ -193,6 +193,9 @@ def cmd_run(args) -> int:
                 _print_ingest(ingest_report)
             _print_sleep(report.get("sleep", {}))
             _print_publish(report.get("publish", {}))
+            from .commons_cli import print_commons_step
+
+            print_commons_step(report.get("commons", {}))
             _print_render(report.get("render", {}))
             made = (report.get("report") or {}).get("report")
             if made:
@@ -257,6 +260,8 @@ def _print_render(result: dict, out=None) -> None:
               + (", ".join(changes) or "unchanged"), file=out)
     for lesson_id in result.get("vetoed", []):
         print(f"  lesson {lesson_id} vetoed: its file was deleted", file=out)
+    for record_id in result.get("commons_vetoed", []):
+        print(f"  received lesson {record_id[:16]} vetoed: its file was deleted", file=out)
     for path in result.get("edited", []):
         print(f"  {path}: edited by its owner, left alone from now on", file=out)
     for line in result.get("problems", []) + result.get("skipped", []):
@@ -401,8 +406,19 @@ def cmd_veto(args) -> int:
 
     now = _now(args)
     with _open(args) as store:
+        word = "unvetoed" if args.command == "unveto" else "vetoed"
+        from .commons_cli import veto_command
+
+        received = veto_command(args, store, now)
+        if received is not None:  # a received lesson, by its record id
+            if args.json:
+                _emit_json({**received, word: received["changed"]})
+            else:
+                print(f"Received lesson {received['short']} " + (word if received["changed"] else
+                      f"was already {word if word == 'vetoed' else 'not vetoed'}") + ".")
+            return EXIT_OK
         try:
-            outcome = set_veto(store, args.id, now, vetoed=args.command == "veto")
+            outcome = set_veto(store, int(args.id), now, vetoed=args.command == "veto")
         except LessonNotFound as exc:
             raise UsageError(str(exc)) from None
         message = outcome.pop("message")
@@ -736,7 +752,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     for name, text in (("veto", "never render this lesson again"), ("unveto", "undo a veto")):
         p = sub.add_parser(name, parents=[common], help=text, description=text.capitalize() + ".")
-        p.add_argument("id", type=int, help="the lesson's id (see `openmemory lessons`)")
+        p.add_argument("id", help="the lesson's id (see `openmemory lessons`), or a received lesson's record id "
+                       "(see `openmemory commons`)")
         p.set_defaults(func=cmd_veto)
 
     p = sub.add_parser("report", parents=[common], help="show the latest morning report")
@@ -806,9 +823,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--reason", default="", help="why, for people (an observation, at most 280 bytes)")
     p.set_defaults(func=cmd_revoke)
 
+    from .commons_cli import register as register_commons
     from .integrations.claude_code import register as register_integrations
     from .mcp_server import register as register_mcp
     from .ui import register as register_ui
+
+    register_commons(sub, common)  # openmemory commons
 
     register_mcp(sub, common)  # openmemory mcp
     register_ui(sub, common)  # openmemory ui

@@ -31,6 +31,11 @@ back to a default silently::
     [publish]
     min_strength = 1.5                        # lessons this strong are published (opted-in projects)
 
+    [commons]
+    receive = true       # openmemory run pulls received lessons from the node
+    candidates = true    # render candidates (not yet verified) beside common lessons
+    max_lessons = 10     # commons lessons per project, below the personal layer
+
 Claude Code's folder is ``$CLAUDE_CONFIG_DIR`` when that variable is set (Claude Code's own
 setting), else ``~/.claude``. Transcripts are found under its ``projects/``; lessons are
 rendered into ``projects/<project folder>/memory/`` (see :mod:`openmemory_local.render`).
@@ -213,6 +218,30 @@ class Config:
     #: failure met in a third session, or a lesson whose prediction came true once; a single
     #: correction (1.0) stays local until it is confirmed.
     publish_min_strength: float = 1.5
+    # --- the commons layer (openmemory_local.commons) ----------------------------------
+    #: ``openmemory run`` pulls what the node received (lessons, statuses, revocations);
+    #: False turns the commons layer off (what it rendered leaves at the next render).
+    commons_receive: bool = True
+    #: Candidates (not yet verified by independent agents) are rendered beside common
+    #: lessons, marked as such: this agent's sessions can only test what it renders, so
+    #: without candidates nothing it receives is ever verified by it.
+    commons_candidates: bool = True
+    #: At most this many commons lessons per project, after the personal layer and within
+    #: what it leaves of MEMORY.md's budget (the personal layer is never cut for them).
+    commons_max_lessons: int = 10
+    #: A commons lesson reaches a project only if the programs and tools it names score at
+    #: least this much against what the project's sessions ran (a named program the project
+    #: ran: 1; the same program with another subcommand, or a tool it used: 0.5; a language
+    #: it uses: 0.25).
+    commons_min_relevance: float = 0.5
+    #: Records asked of the node per page of ``GET /v1/changes``.
+    commons_page: int = 500
+    #: Seconds the SessionStart hook gives the node before it leaves the memory folder as it is.
+    commons_hook_timeout: float = 2.0
+    #: A received lesson's prediction fails when this many days passed with sessions in the
+    #: project and none met what it names (the window an attestation's evidence covers); the
+    #: same verdict is not sent again within it.
+    commons_window_days: float = 14.0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "home", Path(self.home).expanduser())
@@ -290,6 +319,12 @@ FILE_SETTINGS: dict[tuple[str, str], tuple[str, type]] = {
     ("node", "home"): ("node_home", Path),
     ("node", "timeout"): ("node_timeout", float),
     ("publish", "min_strength"): ("publish_min_strength", float),
+    ("commons", "receive"): ("commons_receive", bool),
+    ("commons", "candidates"): ("commons_candidates", bool),
+    ("commons", "max_lessons"): ("commons_max_lessons", int),
+    ("commons", "min_relevance"): ("commons_min_relevance", float),
+    ("commons", "hook_timeout"): ("commons_hook_timeout", float),
+    ("commons", "window_days"): ("commons_window_days", float),
 }
 
 

@@ -840,7 +840,7 @@ def revoke(store, lesson_id: int, now: datetime, *, code: str = "withdrawn", rea
             store.conn.execute("UPDATE published SET revoked_at = ?, revocation_id = ?, revoke_code = ?, "
                                "revoke_reason = ? WHERE record_id = ?",
                                (now_iso, answer.get("id"), code, reason, row["record_id"]))
-            record_event(store, now_iso, "commons_revoked", lesson_id, record=row["record_id"], code=code,
+            record_event(store, now_iso, "published_revoked", lesson_id, record=row["record_id"], code=code,
                          revocation=answer.get("id"), effect=(answer.get("effect") or {}).get("status"))
         out["revoked"].append({"record": row["record_id"], "revocation": answer.get("id"),
                                "status": answer.get("target_status")})

@@ -53,9 +53,11 @@ from datetime import datetime
 from pathlib import Path
 
 from .clock import iso
+from .commons_render import add_commons_part, live as live_commons, observe_commons, write_commons_files
 from .episodes import project_dir
 from .lesson_text import clip
 from .lessons import applies_to, lesson_rows, project_families
+from .normalize import family
 from .observation import is_observation
 from .sleep import record_event, sleep_lock, withdraw_predictions
 
@@ -96,15 +98,17 @@ class RenderResult:
     edited: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    commons_vetoed: list[str] = field(default_factory=list)  # received lessons, by record id
 
     @property
     def changed(self) -> bool:
-        return bool(self.vetoed or self.edited or any(
+        return bool(self.vetoed or self.commons_vetoed or self.edited or any(
             t["written"] or t["removed"] or t["index"] in ("written", "created") for t in self.targets))
 
     def to_dict(self) -> dict:
         return {"targets": self.targets, "vetoed": self.vetoed, "edited": self.edited,
-                "problems": self.problems, "skipped": self.skipped, "changed": self.changed}
+                "problems": self.problems, "skipped": self.skipped, "changed": self.changed,
+                "commons_vetoed": self.commons_vetoed}
 
 
 def memory_dir_for(claude_dir: Path, cwd: str) -> Path:
@@ -279,14 +283,19 @@ class _Target:
     project: str | None
     lessons: list[dict]
     exists_parent: bool = True
+    commons: list[dict] = field(default_factory=list)  # received lessons (openmemory_local.commons_render)
 
 
 def _targets(store, lessons: list[dict], memory_dir: Path | None, project: str | None,
              result: RenderResult) -> list[_Target]:
+    from .commons import Chooser
+
+    commons = Chooser(store)
     if memory_dir is not None:
         chosen = [lesson for lesson in lessons if project is None
                   or applies_to(lesson["family"], lesson["projects"], project)]
-        return [_Target(memory_dir, os.path.realpath(memory_dir), project, chosen)]
+        received = commons.for_families({family(project)}) if project else []
+        return [_Target(memory_dir, os.path.realpath(memory_dir), project, chosen, commons=received)]
     claude_dir = store.config.claude_dir
     if claude_dir is None:
         raise RenderError("no Claude Code folder configured: give --memory-dir DIR")
@@ -295,15 +304,16 @@ def _targets(store, lessons: list[dict], memory_dir: Path | None, project: str |
         if project is not None and cwd.rstrip("/") != project.rstrip("/"):
             continue
         chosen = [lesson for lesson in lessons if lesson["family"] in families or cwd in lesson["projects"]]
+        received = commons.for_families(families)
         folder = memory_dir_for(claude_dir, cwd)
         has_records = store.conn.execute("SELECT 1 FROM rendered_files WHERE memory_dir = ? LIMIT 1",
                                          (os.path.realpath(folder),)).fetchone() is not None
-        if not chosen and not has_records:
+        if not chosen and not received and not has_records:
             continue
         if not folder.parent.is_dir():
             result.skipped.append(f"{cwd}: no Claude Code folder {folder.parent}")
             continue
-        out.append(_Target(folder, os.path.realpath(folder), cwd, chosen))
+        out.append(_Target(folder, os.path.realpath(folder), cwd, chosen, commons=received))
     return out
 
 
@@ -335,11 +345,13 @@ def _render(store, now: datetime, memory_dir: Path | None, project: str | None, 
     with store.write():
         for target in targets:
             _observe(store, target, now_iso, result)
+            observe_commons(store, target, now_iso, result)
     vetoed = {lid for (lid,) in store.conn.execute("SELECT id FROM lessons WHERE vetoed_at IS NOT NULL")}
     for target in targets:
         ranked = [lesson for lesson in target.lessons if lesson["id"] not in vetoed and not lesson["vetoed"]
                   and lesson["strength"] >= config.render_min_strength]
         target.lessons = ranked[: config.render_max_lessons]
+        target.commons = live_commons(store, target.commons)
         result.targets.append(_write_target(store, target, now_iso, result))
 
 
@@ -355,11 +367,29 @@ def _observe(store, target: _Target, now_iso: str, result: RenderResult) -> None
             leftover.unlink()
         except OSError:
             pass
-    for path, lesson_id, role, sha, pending, state in conn.execute(
-        "SELECT path, lesson_id, role, sha256, pending_sha256, state FROM rendered_files WHERE memory_dir = ? "
-        "ORDER BY path", (target.key,)).fetchall():
-        if role != "lesson":
-            continue
+
+    def deleted(lesson_id: int, path: str) -> None:
+        row = conn.execute("SELECT vetoed_at FROM lessons WHERE id = ?", (lesson_id,)).fetchone()
+        if row is not None and row[0] is None:
+            conn.execute("UPDATE lessons SET vetoed_at = ?, updated = ? WHERE id = ?", (now_iso, now_iso, lesson_id))
+            withdraw_predictions(store, lesson_id, now_iso)
+            record_event(store, now_iso, "vetoed", lesson_id, why="its file was deleted", path=path)
+            result.vetoed.append(lesson_id)
+
+    def edited(lesson_id: int, path: str) -> None:
+        record_event(store, now_iso, "edited", lesson_id, path=path)
+
+    observe_files(store, target.key, "lesson", result, deleted, edited)
+
+
+def observe_files(store, key: str, role: str, result: RenderResult, deleted, edited) -> None:
+    """What the owner did to the files of ``role`` we wrote in one folder (real path ``key``):
+    finish an interrupted removal, call ``deleted(lesson_id, path)`` for a file gone (a veto)
+    and ``edited(lesson_id, path)`` once for a file whose bytes are no longer ours."""
+    conn = store.conn
+    for path, lesson_id, sha, pending, state in conn.execute(
+        "SELECT path, lesson_id, sha256, pending_sha256, state FROM rendered_files WHERE memory_dir = ? "
+        "AND role = ? ORDER BY path", (key, role)).fetchall():
         data = _read(Path(path))
         if state == "removing":
             if data is not None and _sha(data) in (sha, pending):
@@ -369,13 +399,7 @@ def _observe(store, target: _Target, now_iso: str, result: RenderResult) -> None
             conn.execute("DELETE FROM rendered_files WHERE path = ?", (path,))
             if sha is None:
                 continue  # a first write that was interrupted: not the owner's doing
-            row = conn.execute("SELECT vetoed_at FROM lessons WHERE id = ?", (lesson_id,)).fetchone()
-            if row is not None and row[0] is None:
-                conn.execute("UPDATE lessons SET vetoed_at = ?, updated = ? WHERE id = ?",
-                             (now_iso, now_iso, lesson_id))
-                withdraw_predictions(store, lesson_id, now_iso)
-                record_event(store, now_iso, "vetoed", lesson_id, why="its file was deleted", path=path)
-                result.vetoed.append(lesson_id)
+            deleted(lesson_id, path)
         else:
             digest = _sha(data)
             if digest in (sha, pending):
@@ -385,7 +409,7 @@ def _observe(store, target: _Target, now_iso: str, result: RenderResult) -> None
             elif state != "edited":
                 conn.execute("UPDATE rendered_files SET state = 'edited', pending_sha256 = NULL WHERE path = ?",
                              (path,))
-                record_event(store, now_iso, "edited", lesson_id, path=path)
+                edited(lesson_id, path)
                 result.edited.append(path)
 
 
@@ -394,21 +418,35 @@ def _write_target(store, target: _Target, now_iso: str, result: RenderResult) ->
     folder = target.memory_dir
     out = {"memory_dir": str(folder), "project": target.project, "lessons": [l["id"] for l in target.lessons],
            "written": [], "unchanged": [], "removed": [], "left_alone": [], "index": "unchanged", "listed": 0}
-    records = {path: (lesson_id, sha, state) for path, lesson_id, sha, state in conn.execute(
-        "SELECT path, lesson_id, sha256, state FROM rendered_files WHERE memory_dir = ? AND role = 'lesson'",
-        (target.key,))}
-    if not target.lessons and not records and not folder.is_dir():
+    has_records = conn.execute("SELECT 1 FROM rendered_files WHERE memory_dir = ? AND role IN ('lesson', 'commons') "
+                               "LIMIT 1", (target.key,)).fetchone() is not None
+    if not target.lessons and not target.commons and not has_records and not folder.is_dir():
         out["index"] = "none"
         return out
     folder.mkdir(parents=True, exist_ok=True)
     real = Path(target.key)
-    # plan the lesson files
+    planned = [(lesson["file_name"], lesson["id"], lesson_file(lesson).encode()) for lesson in target.lessons]
+    sync_files(store, target.key, "lesson", planned, now_iso, out, result)
+    _write_index(store, target, real, now_iso, out, result)
+    write_commons_files(store, target, now_iso, out, result)  # those the index found room for
+    return out
+
+
+def sync_files(store, key: str, role: str, planned: list[tuple[str, int, bytes]], now_iso: str, out: dict,
+               result: RenderResult) -> None:
+    """Make the files of ``role`` in one folder (real path ``key``) those ``planned``
+    (file name, lesson id, bytes): write what changed, remove ours that are no longer
+    planned, leave edited and foreign files alone. Recorded as pending, done, then recorded
+    as done, so a render killed midway is finished by the next one."""
+    conn = store.conn
+    real = Path(key)
+    records = {path: (lesson_id, sha, state) for path, lesson_id, sha, state in conn.execute(
+        "SELECT path, lesson_id, sha256, state FROM rendered_files WHERE memory_dir = ? AND role = ?", (key, role))}
     writes, removals = [], []
     wanted = set()
-    for lesson in target.lessons:
-        path = str(real / lesson["file_name"])
+    for name, lesson_id, data in planned:
+        path = str(real / name)
         wanted.add(path)
-        data = lesson_file(lesson).encode()
         known = records.get(path)
         if known is not None and known[2] == "edited":
             out["left_alone"].append(path)
@@ -421,7 +459,7 @@ def _write_target(store, target: _Target, now_iso: str, result: RenderResult) ->
         if current == data and known is not None:
             out["unchanged"].append(path)
             continue
-        writes.append((path, lesson["id"], data))
+        writes.append((path, lesson_id, data))
     for path, (lesson_id, sha, state) in records.items():
         if path not in wanted and state == "ours":
             removals.append((path, lesson_id, sha))
@@ -431,8 +469,8 @@ def _write_target(store, target: _Target, now_iso: str, result: RenderResult) ->
             for path, lesson_id, data in writes:
                 conn.execute(
                     "INSERT INTO rendered_files (path, memory_dir, lesson_id, role, sha256, pending_sha256, state, "
-                    "written) VALUES (?, ?, ?, 'lesson', NULL, ?, 'ours', ?) ON CONFLICT (path) DO UPDATE SET "
-                    "pending_sha256 = excluded.pending_sha256", (path, target.key, lesson_id, _sha(data), now_iso))
+                    "written) VALUES (?, ?, ?, ?, NULL, ?, 'ours', ?) ON CONFLICT (path) DO UPDATE SET "
+                    "pending_sha256 = excluded.pending_sha256", (path, key, lesson_id, role, _sha(data), now_iso))
             for path, _, _ in removals:
                 conn.execute("UPDATE rendered_files SET state = 'removing' WHERE path = ?", (path,))
         for path, lesson_id, data in writes:
@@ -449,8 +487,6 @@ def _write_target(store, target: _Target, now_iso: str, result: RenderResult) ->
                              (_sha(data), now_iso, path))
             for path, _, _ in removals:
                 conn.execute("DELETE FROM rendered_files WHERE path = ?", (path,))
-    _write_index(store, target, real, now_iso, out, result)
-    return out
 
 
 def _write_index(store, target: _Target, real: Path, now_iso: str, out: dict, result: RenderResult) -> None:
@@ -474,7 +510,7 @@ def _write_index(store, target: _Target, real: Path, now_iso: str, out: dict, re
                     record_event(store, now_iso, "index_removed", path=str(index))
             out["index"] = "removed by the owner"
             return
-        if not target.lessons:
+        if not target.lessons and not target.commons:
             out["index"] = "none"
             return
         before = text
@@ -488,6 +524,7 @@ def _write_index(store, target: _Target, real: Path, now_iso: str, out: dict, re
         before, _, after = parts
         created = False
     block, listed = index_block(target.lessons, before + after, store.config)
+    block, out["commons_listed"] = add_commons_part(block, target.commons, before + after, store.config)
     out["listed"] = listed
     new = (before + block + after).encode("utf-8", "surrogateescape")
     if new == original:

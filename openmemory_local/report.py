@@ -36,9 +36,14 @@ SECTIONS = (
     ("vetoed", "Vetoed", ("vetoed", "unvetoed")),
     ("edited", "Left alone (edited by their owner)", ("edited", "index_removed")),
     ("predicted", "New predictions", ("predicted",)),
-    ("published", "Published to the commons", ("published", "commons_revoked")),
+    ("published", "Published to the commons", ("published", "published_revoked")),
     ("held", "Held back from the commons", ("held",)),
     ("waiting", "Waiting for the commons node", ("publish_waiting",)),
+    # the commons layer (openmemory_local.commons)
+    ("commons_received", "Received from the commons", ("commons_received",)),
+    ("commons_status", "Received lessons whose status changed", ("commons_status",)),
+    ("commons_attested", "Attested to the commons", ("commons_attested",)),
+    ("commons_removed", "Received lessons removed", ("commons_revoked", "commons_vetoed", "commons_unvetoed")),
 )
 _NAME = re.compile(r"^(?P<stamp>\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}Z)-(?P<id>\d+)\.md$")
 
@@ -208,7 +213,50 @@ def report_markdown(data: dict) -> str:
     section("Waiting for the commons node", [
         f"- {i.get('count', 0)} record(s) wait in the queue: {_q(i.get('why') or 'the node did not answer', 200)}; "
         "they are sent by the next run that finds the node" for i in s.get("waiting", [])])
+    _commons_sections(s, section)
     return "\n".join(lines) + "\n"
+
+
+_SHOWN = 20  # received lessons listed by name per section; the rest are counted
+
+
+def _commons_sections(s: dict, section) -> None:
+    """What the commons layer received, attested and removed (events of openmemory_local.commons)."""
+
+    def listed(items: list, line) -> list[str]:
+        out = [line(i) for i in items[:_SHOWN]]
+        if len(items) > _SHOWN:
+            out.append(f"- and {len(items) - _SHOWN} more (`openmemory commons` lists them)")
+        return out
+
+    def rid(i: dict) -> str:
+        return (i.get("record") or "?")[:16]
+
+    received = s.get("commons_received", [])
+    section("Received from the commons", ([f"{len(received)} lesson(s) other agents reported, "
+                                           f"{sum(1 for i in received if i.get('status') == 'common')} of them common. "
+                                           "They are observations of other agents, not this agent's own."]
+                                          if received else []) + listed(received, lambda i: (
+        f"- {rid(i)} ({i.get('status')}): {_q(i.get('text'), 200)}")))
+    section("Received lessons whose status changed", listed(s.get("commons_status", []), lambda i: (
+        f"- {rid(i)}: {i.get('before')} to {i.get('after')}"
+        + (f" ({i['confirmers']} independent confirmer(s))" if i.get("confirmers") is not None else "")
+        + f": {_q(i.get('text'), 160)}")))
+    section("Attested to the commons", listed(s.get("commons_attested", []), lambda i: (
+        f"- {rid(i)}: {i.get('verdict')} ({i.get('matched', 0)} of {i.get('sessions', 0)} sessions met it"
+        + ("; met before it was received, so it does not count" if i.get("met_before") else "")
+        + f"; the node: {i.get('node_status') or '?'}): {_q(i.get('text'), 160)}")))
+
+    def removed(i: dict) -> str:
+        if i["kind"] == "commons_revoked":
+            where = len(i.get("rendered_in") or [])
+            return (f"- {rid(i)} revoked (was {i.get('before')}); removed from {where} memory folder(s): "
+                    f"{_q(i.get('text'), 160)}")
+        if i["kind"] == "commons_vetoed":
+            return f"- {rid(i)} vetoed ({i.get('why', '')}): {_q(i.get('text'), 160)}"
+        return f"- {rid(i)} unvetoed: {_q(i.get('text'), 160)}"
+
+    section("Received lessons removed", listed(s.get("commons_removed", []), removed))
 
 
 def latest_report(home: str | os.PathLike) -> tuple[Path, str] | None:

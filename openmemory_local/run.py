@@ -8,8 +8,13 @@ stored under its name in the run's report (later steps can read earlier ones):
 2b. ``publish``: for opted-in projects, the lessons strong enough go to the commons node
    (:mod:`openmemory_local.publish`); no project opted in, nothing happens; no node
    running, nothing fails: the records wait in the queue and the report says so;
-3. ``render``: the lessons into the projects' memory folders (:mod:`openmemory_local.render`);
-4. ``report``: the morning report of what changed (:mod:`openmemory_local.report`).
+3. ``commons``: pull what the node received, verify the received lessons' predictions, send
+   the attestations (:mod:`openmemory_local.commons`; a node that is down only delays the
+   pull and the attestations);
+4. ``render``: the lessons into the projects' memory folders (:mod:`openmemory_local.render`),
+   the received ones as their own layer;
+5. ``commons_predict``: a prediction for each received lesson newly rendered in a project;
+6. ``report``: the morning report of what changed (:mod:`openmemory_local.report`).
 
 A run with nothing new changes nothing on disk: ingest opens no unchanged file, sleep and
 render write only what changed, and no events means no report.
@@ -24,7 +29,8 @@ from typing import Callable
 from .ingest import ingest
 from .store import Store
 
-__all__ = ["Step", "STEPS", "run_job", "ingest_step", "sleep_step", "publish_step", "render_step", "report_step"]
+__all__ = ["Step", "STEPS", "run_job", "ingest_step", "sleep_step", "publish_step", "commons_step", "render_step",
+           "commons_predict_step", "report_step"]
 
 
 @dataclass(frozen=True)
@@ -54,6 +60,36 @@ def publish_step(store: Store, now: datetime, report: dict) -> dict:
     return publish(store, now)
 
 
+def commons_step(store: Store, now: datetime, report: dict) -> dict:
+    """Pull from the node, verify the received lessons' predictions, attest."""
+    from .commons import attest, pull, verify_commons
+    from .node_link import NodeError, NodeUnavailable, open_link
+
+    if not store.config.commons_receive:
+        return {"skipped": "[commons] receive = false"}
+    out: dict = {"node": "ok"}
+    link = None
+    try:
+        link = open_link(store.config)
+        out["pull"] = pull(store, link, now)
+    except (NodeUnavailable, NodeError) as exc:
+        out["node"] = f"unavailable: {exc}"
+        link = None
+    out["verify"] = verify_commons(store, now)
+    if link is not None:
+        try:
+            out["attest"] = attest(store, link, now)
+        except (NodeUnavailable, NodeError) as exc:
+            out["node"] = f"unavailable: {exc}"
+    return out
+
+
+def commons_predict_step(store: Store, now: datetime, report: dict) -> dict:
+    from .commons import predict_commons
+
+    return predict_commons(store, now)
+
+
 def render_step(store: Store, now: datetime, report: dict) -> dict:
     """Render into Claude Code's memory folders (nothing when no Claude Code folder is known)."""
     from .render import render
@@ -76,7 +112,9 @@ STEPS: list[Step] = [
     Step("ingest", ingest_step),
     Step("sleep", sleep_step),
     Step("publish", publish_step),
+    Step("commons", commons_step),
     Step("render", render_step),
+    Step("commons_predict", commons_predict_step),
     Step("report", report_step),
 ]
 

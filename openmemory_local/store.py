@@ -132,6 +132,41 @@ record ids).
     agent's own lessons from others' (attesting received lessons) match ``record_id`` or
     ``dedup_key`` here.
 
+Schema (version 4: the commons layer, :mod:`openmemory_local.commons`)
+-----------------------------------------------------------------------
+Received lessons are kept apart from the agent's own: never in ``lessons``, never members
+of a group, never surprises, never published as its own.
+
+``commons_lessons``
+    One row per lesson record the node received: ``record_id`` (hex), ``kind``, ``text``,
+    ``author`` (hex key), ``created`` (the record's time, Unix seconds), ``strength``,
+    ``derived_from`` (JSON ids), ``status`` (the node's: ``candidate``, ``common``,
+    ``faded``, ``revoked``), the group (``group_head``, ``authors`` JSON, ``confirmers``,
+    ``threshold``, ``policy``, ``votes``, ``counted``), ``mine`` (1: this node's key
+    authored it or a member of its group: never rendered as received, never attested),
+    ``observation`` (0: this engine's observation check refuses the text: never rendered),
+    ``received`` (when this engine first pulled it), ``status_changed``, ``change`` (the
+    node's change number last seen), ``vetoed_at``, ``file_name``, ``probes`` and
+    ``terms`` (JSON: what its text names, for predictions and relevance).
+
+``commons_predictions``
+    A commons lesson rendered in a project family expects what its text names to come
+    back: ``commons_id``, ``family``, ``made``, ``text``, ``probes``, ``state`` (``open``,
+    ``confirmed``, ``failed``, ``withdrawn``), ``resolved``, ``sessions`` and ``matched``
+    (the family's sessions in the window, those that met it), ``episode_id``/``facet``/
+    ``similarity`` (the first match), ``attestation_id`` (the attestation it went into).
+
+``commons_attestations``
+    Every attestation this engine decided: ``commons_id``, ``lesson_record`` (the id
+    attested), ``verdict``, ``met_before``, ``sessions``, ``matched``, ``window``
+    (seconds), ``made``, ``state`` (``pending`` until the node took it, ``sent``,
+    ``refused``, ``dropped``), ``sent``, ``record_id`` (the attestation's id on the node),
+    ``node_status`` (``counted``, ``not-counted``), ``error``.
+
+``meta`` gains ``commons_cursor`` (the node's change number pulled up to) and
+``commons_node`` (the public key of the node it was pulled from: another node starts over).
+``rendered_files.role`` gains ``commons`` (``lesson_id`` is then a ``commons_lessons.id``).
+
 Concurrency: SQLite in WAL mode, ``synchronous=NORMAL``; writers use
 :meth:`Store.write` (``BEGIN IMMEDIATE``), so two processes never interleave a
 transcript's changes; readers are never blocked. A ``Store`` (one connection) belongs to
@@ -430,11 +465,84 @@ CREATE INDEX published_lesson ON published (lesson_id);
 CREATE INDEX published_dedup ON published (dedup_key);
 """
 
+# The commons layer (openmemory_local.commons): received lessons, their predictions, attestations.
+_V4_COMMONS = """
+CREATE TABLE commons_lessons (
+    id INTEGER PRIMARY KEY,
+    record_id TEXT NOT NULL UNIQUE,
+    kind TEXT NOT NULL,
+    text TEXT NOT NULL,
+    author TEXT NOT NULL,
+    created INTEGER NOT NULL,
+    strength REAL,
+    derived_from TEXT NOT NULL DEFAULT '[]',
+    status TEXT NOT NULL,
+    group_head TEXT,
+    authors TEXT NOT NULL DEFAULT '[]',
+    confirmers INTEGER NOT NULL DEFAULT 0,
+    threshold INTEGER,
+    policy TEXT,
+    votes INTEGER NOT NULL DEFAULT 0,
+    counted INTEGER NOT NULL DEFAULT 0,
+    mine INTEGER NOT NULL DEFAULT 0,
+    observation INTEGER NOT NULL DEFAULT 1,
+    received TEXT NOT NULL,
+    status_changed TEXT NOT NULL,
+    change INTEGER,
+    vetoed_at TEXT,
+    file_name TEXT NOT NULL,
+    probes TEXT NOT NULL DEFAULT '[]',
+    terms TEXT NOT NULL DEFAULT '{}',
+    updated TEXT NOT NULL
+);
+CREATE INDEX commons_lessons_status ON commons_lessons (status);
+CREATE INDEX commons_lessons_group ON commons_lessons (group_head);
+
+CREATE TABLE commons_predictions (
+    id INTEGER PRIMARY KEY,
+    commons_id INTEGER NOT NULL REFERENCES commons_lessons (id) ON DELETE CASCADE,
+    family TEXT NOT NULL,
+    made TEXT NOT NULL,
+    text TEXT NOT NULL,
+    probes TEXT NOT NULL,
+    state TEXT NOT NULL DEFAULT 'open',
+    resolved TEXT,
+    sessions INTEGER,
+    matched INTEGER,
+    episode_id INTEGER REFERENCES episodes (id) ON DELETE SET NULL,
+    facet TEXT,
+    similarity REAL,
+    attestation_id INTEGER
+);
+CREATE INDEX commons_predictions_lesson ON commons_predictions (commons_id, state);
+CREATE INDEX commons_predictions_state ON commons_predictions (state);
+
+CREATE TABLE commons_attestations (
+    id INTEGER PRIMARY KEY,
+    commons_id INTEGER NOT NULL REFERENCES commons_lessons (id) ON DELETE CASCADE,
+    lesson_record TEXT NOT NULL,
+    verdict TEXT NOT NULL,
+    met_before INTEGER NOT NULL,
+    sessions INTEGER NOT NULL,
+    matched INTEGER NOT NULL,
+    window INTEGER NOT NULL,
+    made TEXT NOT NULL,
+    state TEXT NOT NULL DEFAULT 'pending',
+    sent TEXT,
+    record_id TEXT,
+    node_status TEXT,
+    error TEXT
+);
+CREATE INDEX commons_attestations_lesson ON commons_attestations (commons_id, state);
+CREATE INDEX commons_attestations_state ON commons_attestations (state);
+"""
+
 #: Forward migrations, in order; never edit a released one.
 MIGRATIONS: list[Migration] = [
     Migration(1, "transcripts, episodes, counters, meta", _sql(_V1)),
     Migration(2, "lessons, lesson_members, predictions, events, reports, rendered_files", _sql(_V2)),
     Migration(3, "publish_projects, publish_queue, published (publishing to the commons)", _sql(_V3_PUBLISH)),
+    Migration(4, "commons_lessons, commons_predictions, commons_attestations", _sql(_V4_COMMONS)),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1].version
 

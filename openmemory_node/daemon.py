@@ -155,10 +155,12 @@ class Daemon:
         self.api = HttpServer(self.token)
         from .api import install_v1
 
+        from .api_changes import install_changes
         from .api_commons import install_commons
 
         install_v1(self.api, self)
         install_commons(self.api, self)
+        install_changes(self.api, self)
         self.api_address: tuple[str, int] | None = None
         self._nursery: trio.Nursery | None = None
         self._lock_fd: int | None = None

@@ -26,6 +26,11 @@ Tables (inspect them with ``sqlite-utils`` or ``sqlite3``):
 ``blocked_peers``
     peers the operator cut off: never dialled, disconnected on sight.
 
+``records.change`` is the change sequence: every arrival and every status change gives the
+record the next number (triggers, so no write path can miss it). ``GET /v1/changes`` reads
+records by it, so a reader with a cursor sees what is new, including a lesson that became
+common, faded or revoked without a record of its own arriving.
+
 Schema changes go in :data:`MIGRATIONS` (append only); ``PRAGMA user_version`` says how
 many have run.
 """
@@ -83,8 +88,22 @@ def _m2(db: sqlite_utils.Database) -> None:
     db["blocked_peers"].create({"peer_id": str, "at": float, "note": str}, pk="peer_id")
 
 
+def _m3(db: sqlite_utils.Database) -> None:
+    """The change sequence (``records.change``): bumped on every arrival and status change."""
+    conn = db.conn
+    conn.execute("ALTER TABLE records ADD COLUMN change INTEGER")
+    conn.execute("UPDATE records SET change = rowid")
+    conn.execute("CREATE INDEX records_change ON records (change)")
+    next_change = "(SELECT COALESCE(MAX(change), 0) + 1 FROM records)"
+    conn.execute(f"CREATE TRIGGER records_change_insert AFTER INSERT ON records BEGIN "
+                 f"UPDATE records SET change = {next_change} WHERE rowid = NEW.rowid; END")
+    conn.execute(f"CREATE TRIGGER records_change_status AFTER UPDATE OF status ON records "
+                 f"WHEN NEW.status IS NOT OLD.status BEGIN "
+                 f"UPDATE records SET change = {next_change} WHERE rowid = NEW.rowid; END")
+
+
 #: Append-only list of schema migrations; entry i takes the schema from version i to i+1.
-MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_m1, _m2]
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_m1, _m2, _m3]
 
 
 @dataclass(frozen=True)
@@ -214,6 +233,21 @@ class Store:
         sql += f" ORDER BY rowid {order} LIMIT ?"
         args.append(int(limit))
         return [_row(r) for r in self.conn.execute(sql, args)]
+
+    def changes(self, after: int, limit: int = 500, type: str | None = None) -> list[tuple[int, StoredRecord]]:
+        """Records whose last arrival or status change is numbered above ``after``, in that
+        order: (change number, record) pairs."""
+        sql = f"SELECT change, {_COLUMNS} FROM records WHERE change > ?"
+        args: list[Any] = [after]
+        if type is not None:
+            sql += " AND type = ?"
+            args.append(type)
+        sql += " ORDER BY change LIMIT ?"
+        args.append(int(limit))
+        return [(row[0], _row(row[1:])) for row in self.conn.execute(sql, args)]
+
+    def last_change(self) -> int:
+        return self.conn.execute("SELECT COALESCE(MAX(change), 0) FROM records").fetchone()[0]
 
     def scan(self, batch: int = 2000) -> Iterable[tuple[str, str, bytes, str]]:
         """Every record as (id, type, data, status), in arrival order, read in batches."""

@@ -7,6 +7,8 @@ What install adds, and where (the same places ``claude mcp add --scope user`` an
   (user scope: every project), as ``{"type": "stdio", "command": ..., "args": [...], "env": {}}``;
 - a ``SessionEnd`` hook in ``~/.claude/settings.json`` (``hooks.SessionEnd[]``) that queues the
   ended session's transcript for ingest (:mod:`.session_end`);
+- a ``SessionStart`` hook there too (``hooks.SessionStart[]``) that takes revoked received
+  lessons out of the memory folders before the session reads them (:mod:`.session_start`);
 - a nightly ``openmemory run``: a systemd user timer, else a cron entry, else instructions
   (:mod:`.schedule`).
 
@@ -73,10 +75,13 @@ EXIT_CONFLICT = 7  # something in the way that we did not put there, or changed 
 SERVER_NAME = "openmemory"
 HOOK_MODULE = "openmemory_local.integrations.session_end"
 HOOK_TIMEOUT = 15  # seconds Claude Code may wait for the hook; it returns in a fraction of one
+START_HOOK_MODULE = "openmemory_local.integrations.session_start"
+START_HOOK_TIMEOUT = 15  # a fraction of a second when nothing changed; the node is given 2 s at most
 MANIFEST_FORMAT = 1
 
 MCP_ITEM = "mcp-server"
 HOOK_ITEM = "session-end-hook"
+START_HOOK_ITEM = "session-start-hook"
 
 
 class InstallError(Exception):
@@ -150,6 +155,12 @@ class Context:
 
     def session_end_hook(self) -> dict[str, Any]:
         return {"hooks": [{"type": "command", "command": self.hook_command(), "timeout": HOOK_TIMEOUT}]}
+
+    def session_start_command(self) -> str:
+        return shlex.join([self.python, "-P", "-m", START_HOOK_MODULE, "--home", str(self.data)])
+
+    def session_start_hook(self) -> dict[str, Any]:
+        return {"hooks": [{"type": "command", "command": self.session_start_command(), "timeout": START_HOOK_TIMEOUT}]}
 
     def scheduler(self, at: str = "03:17") -> Scheduler:
         return Scheduler(
@@ -253,6 +264,8 @@ def _desired(ctx: Context) -> dict[str, tuple[Path, list[str], str | None, Any, 
     return {
         MCP_ITEM: (ctx.claude_json, ["mcpServers"], SERVER_NAME, ctx.mcp_server(), "MCP server, user scope"),
         HOOK_ITEM: (ctx.settings_json, ["hooks", "SessionEnd"], None, ctx.session_end_hook(), "SessionEnd hook"),
+        START_HOOK_ITEM: (ctx.settings_json, ["hooks", "SessionStart"], None, ctx.session_start_hook(),
+                          "SessionStart hook"),
     }
 
 
@@ -323,7 +336,7 @@ def plan_install(ctx: Context, schedule: str = "auto", at: str = "03:17") -> Pla
             backup = _backup_path(ctx, stamp, "", path)
             files[str(path)]["backups"] = [*files[str(path)].get("backups", []), str(backup)]
         mode = 0o600 if path == ctx.claude_json else 0o644
-        label = "MCP server, user scope" if path.name == ".claude.json" else "SessionEnd hook"
+        label = "MCP server, user scope" if path.name == ".claude.json" else "SessionEnd and SessionStart hooks"
         changes.append(WriteFile(path, raw, after, mode, backup_to=backup, label=label))
 
     scheduler = ctx.scheduler(at)
@@ -367,7 +380,9 @@ def plan_uninstall(ctx: Context, force: bool = False) -> Plan:
     left: dict[str, Any] = {}
     stamp = _stamp()
 
-    for name, record in items.items():
+    # last added, first removed: an item added into a container an earlier one created must go
+    # before it, so that the container is empty again and goes too
+    for name, record in reversed(list(items.items())):
         path = Path(record["file"])
         if path not in texts:
             texts[path] = _read_json(path)
@@ -390,7 +405,7 @@ def plan_uninstall(ctx: Context, force: bool = False) -> Plan:
         if files.get(str(path), {}).get("created") and json.loads(doc.body) == {}:
             after = None  # we created the file and it holds nothing else: remove it
         if after != raw:
-            label = "MCP server, user scope" if path.name == ".claude.json" else "SessionEnd hook"
+            label = "MCP server, user scope" if path.name == ".claude.json" else "SessionEnd and SessionStart hooks"
             backup = _backup_path(ctx, stamp, "uninstall-", path)
             changes.append(WriteFile(path, raw, after, backup_to=backup, label=label))
 
@@ -407,6 +422,7 @@ def plan_uninstall(ctx: Context, force: bool = False) -> Plan:
     warnings += schedule_warnings
 
     remaining = None
+    left = {name: left[name] for name in items if name in left}
     if left:
         remaining = dict(manifest, items=left, schedule={"kind": "none"})
     return Plan(
@@ -555,6 +571,13 @@ def _cmd_uninstall(args: argparse.Namespace) -> int:
 
 
 def _cmd_hook(args: argparse.Namespace) -> int:
+    if args.event == "session-start":
+        from . import session_start
+
+        argv = ["--home", args.home] if getattr(args, "home", None) else []
+        if getattr(args, "node_home", None):
+            argv += ["--node-home", args.node_home]
+        return session_start.hook(argv)
     from . import session_end
 
     argv = ["--openmemory", find_executable()]
@@ -596,7 +619,8 @@ def register(subparsers, common: argparse.ArgumentParser | None = None) -> None:
                            help="also remove our entries that were edited since install")
     uninstall.set_defaults(func=_cmd_uninstall)
 
-    hook = subparsers.add_parser("hook", parents=parents, help="entry points called by agents (Claude Code's SessionEnd)")
-    hook.add_argument("event", choices=["session-end"])
+    hook = subparsers.add_parser("hook", parents=parents,
+                                 help="entry points called by agents (Claude Code's SessionEnd and SessionStart)")
+    hook.add_argument("event", choices=["session-end", "session-start"])
     hook.set_defaults(func=_cmd_hook)
 

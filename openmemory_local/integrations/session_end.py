@@ -66,6 +66,14 @@ def _log(handle, message: str) -> None:
         pass
 
 
+def close_log(handle) -> None:
+    if handle is not None:
+        try:
+            handle.close()
+        except OSError:
+            pass
+
+
 def read_payload(fd: int = 0, deadline: float = STDIN_DEADLINE, limit: int = STDIN_LIMIT) -> bytes:
     """Read stdin until EOF, a complete JSON document, the deadline or the size cap."""
     if os.isatty(fd):
@@ -235,11 +243,7 @@ def hook(argv: list[str], stdin_fd: int = 0) -> int:
     except BaseException as exc:  # noqa: BLE001 - a hook must never fail the session's exit
         _log(log, f"session-end: hook error: {type(exc).__name__}: {exc}")
     finally:
-        if log is not None:
-            try:
-                log.close()
-            except OSError:
-                pass
+        close_log(log)
     return 0
 
 

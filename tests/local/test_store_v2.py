@@ -19,7 +19,7 @@ def test_a_version_1_store_upgrades_and_keeps_its_episodes(tmp_path, monkeypatch
         assert "lessons" not in old.db.table_names()
     monkeypatch.undo()
     with Store.open(config) as new:
-        assert new.schema_version() == store_module.SCHEMA_VERSION
+        assert new.schema_version() == store_module.SCHEMA_VERSION  # every later migration too
         assert [e["key"] for e in new.episodes()] == ["e1", "e2"]
         assert sleep(new, at(0, 23)).learn["learned"]
         # deleting an episode (a transcript re-read) takes its membership with it
