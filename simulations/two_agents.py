@@ -68,7 +68,7 @@ class WorldConfig:
     days: int = 30
     seed: int = 1
     attesters: int = 2
-    sessions_per_day: int = 5
+    sessions_per_day: int = 8
     a_only: int = 8  # pitfalls only A meets at first
     shared: int = 4  # pitfalls everyone meets from day 0
     b_own: int = 4  # pitfalls only B meets
@@ -450,15 +450,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m simulations.two_agents", description=__doc__.split("\n")[0],
                                      epilog="The agents' use of memory is a model (p, the matching): see "
                                             "docs/simulations.md.")
-    parser.add_argument("--days", type=int, default=30)
+    parser.add_argument("--days", type=int, default=WorldConfig.days)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--out", type=Path, required=True, help="output folder (created; world/ inside is replaced)")
-    parser.add_argument("--attesters", type=int, default=2, help="agents beside A and B (attesters in the commons)")
+    parser.add_argument("--attesters", type=int, default=WorldConfig.attesters, help="agents beside A and B (attesters in the commons)")
     parser.add_argument("--arms", default="control", help="comma-separated: control, commons (default: control)")
-    parser.add_argument("--sessions-per-day", type=int, default=5)
-    parser.add_argument("--a-only", type=int, default=8, help="pitfalls only A meets at first")
-    parser.add_argument("--shared", type=int, default=4)
-    parser.add_argument("--b-own", type=int, default=4)
+    parser.add_argument("--sessions-per-day", type=int, default=WorldConfig.sessions_per_day)
+    parser.add_argument("--a-only", type=int, default=WorldConfig.a_only, help="pitfalls only A meets at first")
+    parser.add_argument("--shared", type=int, default=WorldConfig.shared)
+    parser.add_argument("--b-own", type=int, default=WorldConfig.b_own)
     parser.add_argument("--b-from", type=int, default=None, help="day B starts meeting A-only pitfalls (0-based)")
     parser.add_argument("--p-avoid", type=float, default=AgentModel.p_avoid,
                         help="agent model: probability of avoiding a pitfall a lesson matches")
