@@ -171,7 +171,8 @@ def main() -> int:
               rv["lesson_revoked_every_node_s"]["p50"] / p["every_node_s"]["p50"],
               "derived_vs_lesson_every_node_p50": rv["derived_revoked_every_node_s"]["p50"] / p["every_node_s"]["p50"]}
     if "bare_libp2p_every_node_s" in out:
-        ratios["lesson_vs_bare_libp2p_every_node_p50"] = p["every_node_s"]["p50"] / out["bare_libp2p_every_node_s"]["p50"]
+        bare_p50 = out["bare_libp2p_every_node_s"]["p50"]
+        ratios["lesson_vs_bare_libp2p_every_node_p50"] = p["every_node_s"]["p50"] / bare_p50
     out["ratios"] = ratios
     out = _rounded(out)
     if args.json:

@@ -50,13 +50,15 @@ from pathlib import Path
 from typing import Any
 
 from openmemory_local.clock import iso
+from openmemory_local.config import Config
 from openmemory_local.embed import EMBEDDING, embed
+from openmemory_local.episodes import project_dir
 
 from .pitfalls import Call, Pitfall, placeholder_values
 from .transcripts import T
 
-__all__ = ["AgentModel", "MemoryLesson", "read_memory", "situation_text", "best_match", "ingest_check", "Agent", "SessionPlan", "ProcessEngine",
-           "InProcessEngine", "ENGINES", "project_folder"]
+__all__ = ["AgentModel", "MemoryLesson", "read_memory", "situation_text", "best_match", "ingest_check", "Agent",
+           "SessionPlan", "ProcessEngine", "InProcessEngine", "ENGINES"]
 
 ROOT = Path(__file__).resolve().parent.parent
 INDEX = "MEMORY.md"
@@ -73,9 +75,9 @@ class AgentModel:
     p_avoid: float = 0.8
     #: a lesson matches a pitfall when cosine(lesson text, situation) >= this (engine's embedder)
     match_cosine: float = 0.3
-    #: what Claude Code loads of MEMORY.md at session start
-    index_max_lines: int = 200
-    index_max_bytes: int = 25_000
+    #: what Claude Code loads of MEMORY.md at session start (the limits render keeps to)
+    index_max_lines: int = Config.memory_index_max_lines
+    index_max_bytes: int = Config.memory_index_max_bytes
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.p_avoid <= 1.0:
@@ -212,11 +214,6 @@ class SessionPlan:
         return asdict(self)
 
 
-def project_folder(cwd: str) -> str:
-    """Claude Code's folder name for a working directory (every non-alphanumeric -> '-')."""
-    return re.sub(r"[^A-Za-z0-9]", "-", cwd)
-
-
 class Agent:
     """One simulated agent: its folders, its mix of pitfalls, its sessions and nights."""
 
@@ -230,7 +227,7 @@ class Agent:
         self.node_home = self.root / "node"
         self.cwd = cwd or f"/home/{name.lower()}/src/shop"
         self.claude_dir = self.home / ".claude"
-        self.project_dir = self.claude_dir / "projects" / project_folder(self.cwd)
+        self.project_dir = self.claude_dir / "projects" / project_dir(self.cwd)
         self.memory_dir = self.project_dir / "memory"
         self.model = model
         # Three streams, so that two arms of one world meet the same pitfalls at the same times:
@@ -348,7 +345,8 @@ def ingest_check(agent: "Agent") -> dict:
     db = agent.data / "openmemory.db"
     con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)
     try:
-        rows = con.execute("SELECT kind, session_id, fields FROM episodes WHERE kind IN ('session', 'error')").fetchall()
+        rows = con.execute("SELECT kind, session_id, fields FROM episodes "
+                           "WHERE kind IN ('session', 'error')").fetchall()
     finally:
         con.close()
     sessions = {sid for kind, sid, _ in rows if kind == "session"}

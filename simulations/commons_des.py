@@ -68,6 +68,7 @@ from pathlib import Path
 from typing import Any
 
 import nacl.signing
+import numpy as np
 
 from openmemory_node import wire
 from openmemory_node.commons import COMMON, REVOKED, Commons, CommonsConfig
@@ -134,12 +135,16 @@ def _key(label: str) -> nacl.signing.SigningKey:
 
 
 def percentile(values: list[float], q: float) -> float:
-    values = sorted(values)
-    if not values:
+    """Linear interpolation between closest ranks (numpy's default, as benchmarks/gossip.py's);
+    infinite (never reached) when the rank falls on a node that was never reached."""
+    if not len(values):
         return float("nan")
-    k = (len(values) - 1) * q
-    lo, hi = int(k), min(int(k) + 1, len(values) - 1)
-    return values[lo] + (values[hi] - values[lo]) * (k - lo)
+    ordered = np.sort(np.asarray(values, dtype=float))
+    rank = (len(ordered) - 1) * q
+    lo, hi = math.floor(rank), math.ceil(rank)
+    if np.isinf(ordered[hi]):
+        return math.inf
+    return float(np.interp(rank, (lo, hi), (ordered[lo], ordered[hi])))
 
 
 # -- the network ----------------------------------------------------------------------------------
@@ -415,7 +420,8 @@ def propagation(cfg: ModelConfig, progress=None) -> dict:
         rev[name] = {"every_online_node_s": max(lags) if lags else None, "p50_s": percentile(lags, 0.5),
                      "p99_s": percentile(lags, 0.99), "nodes": len(stay),
                      "offline_nodes": len(offline), "offline_back_within_horizon": len(back),
-                     "offline_catch_up_after_return_s": {"p50": percentile(back, 0.5), "max": max(back) if back else None},
+                     "offline_catch_up_after_return_s": {"p50": percentile(back, 0.5),
+                                                         "max": max(back) if back else None},
                      "every_node_s": max((revoked_at[lid][i] for i in range(n) if
                                           net.churn.next_online(i, t_rev) is not None), default=math.inf) - t_rev}
     span = max(1.0, 1.5 * max((have[0][i] - sources[0][0] for i in online_at(sources[0][0]) if have[0][i] < math.inf),
@@ -622,7 +628,8 @@ def sybil_curve(cfg: ModelConfig, progress=None) -> dict:
     return {"observers": len(observers), "honest_attestations": len(world.honest_atts),
             "sybil_attestations_at_max_share": sum(len(a) for a in world.sybil_atts),
             "state_machines_run": runs,
-            "rows": rows, "seconds": {"records": round(made, 2), "state_machine": {k: round(v, 2) for k, v in timing.items()},
+            "rows": rows, "seconds": {"records": round(made, 2),
+                                      "state_machine": {k: round(v, 2) for k, v in timing.items()},
                                       "total": round(time.perf_counter() - started, 2)}}
 
 
@@ -658,7 +665,8 @@ def plot(out: Path, cfg: ModelConfig, result: dict) -> list[str]:
             for policy, colour in (("open", "#c0392b"), ("trusted", "#2471a3")):
                 rows = [r for r in s["rows"] if r["policy"] == policy and r["strategy"] == strategy]
                 xs = [r["share"] * 100 for r in rows]
-                ax.plot(xs, [r["falsely_promoted"] for r in rows], "o-", color=colour, label=f"{policy}: false, ever common")
+                ax.plot(xs, [r["falsely_promoted"] for r in rows], "o-", color=colour,
+                        label=f"{policy}: false, ever common")
                 ax.plot(xs, [r["false_common_at_day_30"] for r in rows], "x:", color=colour,
                         label=f"{policy}: false, common at day 30")
                 ax.plot(xs, [r["true_promoted"] for r in rows], "s--", color=colour, alpha=0.5,
@@ -715,7 +723,8 @@ def _print(result: dict) -> None:
     print(f"  per-hop cost (real wire.validate + Commons.add, measured in this run): {p['hop_cost_ms']} ms; "
           f"{p['online_share']:.0%} of nodes online")
     print(f"  a lesson reaches 50 % of the online nodes in {p['lesson_t50_s']['p50']:.3f} s, 99 % in "
-          f"{p['lesson_t99_s']['p50']:.3f} s (median of {cfg['lessons']} lessons; worst {p['lesson_t99_s']['max']:.3f} s)")
+          f"{p['lesson_t99_s']['p50']:.3f} s (median of {cfg['lessons']} lessons; "
+          f"worst {p['lesson_t99_s']['max']:.3f} s)")
     for name, r in p["revocation"].items():
         what = "the revoked lesson" if name == "revoked" else "the lesson derived from it"
         back = r["offline_catch_up_after_return_s"]
@@ -725,7 +734,8 @@ def _print(result: dict) -> None:
     print(f"  every node holding both shows the lesson revoked: {p['every_holder_shows_revoked']}")
     s = result.get("sybil")
     if s:
-        print(f"  sybil curve ({s['observers']} observers, threshold N = {cfg['threshold']}): share of (observer, false "
+        print(f"  sybil curve ({s['observers']} observers, threshold N = {cfg['threshold']}): "
+              f"share of (observer, false "
               f"lesson) pairs ever common / common at day 30; true lessons promoted")
         for r in s["rows"]:
             print(f"    share {r['share']:>5.0%} ({r['sybil_keys']:>5} keys) {r['strategy']:13} {r['policy']:8} "

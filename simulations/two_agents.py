@@ -116,8 +116,8 @@ class World:
         kw = dict(seed=config.seed, model=config.model, sessions_per_day=config.sessions_per_day,
                   benign_share=config.benign_share)
         self.a = Agent("A", self.root, mix=[(p, 0) for p in self.a_only + self.shared], **kw)
-        self.b = Agent("B", self.root, mix=[(p, later) for p in self.a_only] + [(p, 0) for p in self.shared + self.b_own],
-                       **kw)
+        self.b = Agent("B", self.root, mix=[(p, later) for p in self.a_only]
+                       + [(p, 0) for p in self.shared + self.b_own], **kw)
         self.attesters = [Agent(f"C{k + 1}", self.root, mix=[(p, later) for p in self.a_only]
                                 + [(p, 0) for p in self.shared], **kw) for k in range(config.attesters)]
         self.engine = ENGINES[config.engine]()
@@ -233,7 +233,7 @@ def run_arm(config: WorldConfig, arm: Arm, root: Path, pitfalls: list[Pitfall], 
             results = dict(zip([a.name for a in world.agents],
                                pool.map(lambda agent: world.engine.run(agent, night), world.agents)))
             extra = arm.after_nights(world, day, night, results)
-            record = {"arm": arm.name, "day": day, "date": night.date().isoformat()}
+            record = {"arm": arm.name, "day": day, "date": night.date().isoformat(), "model": config.model.label()}
             for agent in world.agents:
                 record[agent.name] = _day_counts(plans[agent.name], a_only, a_first)
                 record[agent.name]["lessons_rendered"] = len(agent.memory())
@@ -242,6 +242,9 @@ def run_arm(config: WorldConfig, arm: Arm, root: Path, pitfalls: list[Pitfall], 
                 if cos >= config.model.match_cosine:
                     covered.setdefault(pid, day)
             record["B"]["a_only_covered"] = sum(1 for c in cover.values() if c >= config.model.match_cosine)
+            # A's own folder: what A has to share, the ceiling of what a commons could bring B
+            record["A"]["a_only_covered"] = sum(1 for c in _coverage(world.a, world.a_only).values()
+                                                if c >= config.model.match_cosine)
             record["commons"] = extra
             days.append(record)
             if log:
@@ -314,6 +317,7 @@ def summarise(config: WorldConfig, outcome: dict) -> dict:
         },
         "days_from_a_first_meeting_to_a_matching_lesson_in_b_memory": time_to_lesson,
         "a_only_covered_in_b_memory_at_end": days[-1]["B"]["a_only_covered"] if days else 0,
+        "a_only_covered_in_a_memory_at_end": days[-1]["A"]["a_only_covered"] if days else 0,
         "totals": totals,
         "ingest_check": {name: {k: v for k, v in c.items()} for name, c in outcome["ingest"].items()},
         "ingest_check_ok": all(c["ok"] for c in outcome["ingest"].values()),
@@ -357,11 +361,13 @@ def plot(out: Path, config: WorldConfig, arms: dict[str, dict]) -> list[str]:
             ax1.plot([d["day"] + 1 for d in outcome["days"]], [d[agent]["lessons_rendered"] for d in outcome["days"]],
                      "-" if agent == "B" else "--", color=colours.get(name), label=f"{agent}, {name} arm")
         ax2.plot([d["day"] + 1 for d in outcome["days"]], [d["B"]["a_only_covered"] for d in outcome["days"]],
-                 "-", color=colours.get(name), label=f"{name} arm")
+                 "-", color=colours.get(name), label=f"B's folder, {name} arm")
+        ax2.plot([d["day"] + 1 for d in outcome["days"]], [d["A"]["a_only_covered"] for d in outcome["days"]],
+                 "--", color=colours.get(name), alpha=0.6, label=f"A's folder, {name} arm")
     ax1.set_title("lessons in the memory folder (MEMORY.md links)", fontsize=9)
     ax1.set_xlabel("simulated day")
     ax1.legend(fontsize=7)
-    ax2.set_title(f"A-only pitfalls with a matching lesson in B's folder (of {config.a_only})", fontsize=9)
+    ax2.set_title(f"A-only pitfalls with a matching lesson in the folder (of {config.a_only})", fontsize=9)
     ax2.set_xlabel("simulated day")
     ax2.set_ylim(-0.3, config.a_only + 0.3)
     ax2.axvline(config.meets_from + 1, color="#888888", ls=":", lw=1)
@@ -437,6 +443,9 @@ def _print(summary: dict) -> None:
         lags = arm["days_from_a_first_meeting_to_a_matching_lesson_in_b_memory"]
         print("  days from A's first meeting to a matching lesson in B's memory folder: "
               + ", ".join(f"{k} {v}" for k, v in lags.items()))
+        print("  A-only pitfalls a lesson in the memory folder matches, at the end: "
+              f"B {arm['a_only_covered_in_b_memory_at_end']}"
+              f", A {arm['a_only_covered_in_a_memory_at_end']} (what A has to share) of {len(w['pitfalls']['a_only'])}")
         print("  ingest check (transcripts give the sessions and error episodes meant): "
               + ("ok" if arm["ingest_check_ok"] else "MISMATCH, see summary.json"))
     for what, why in summary["not_measured"].items():
@@ -453,7 +462,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--days", type=int, default=WorldConfig.days)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--out", type=Path, required=True, help="output folder (created; world/ inside is replaced)")
-    parser.add_argument("--attesters", type=int, default=WorldConfig.attesters, help="agents beside A and B (attesters in the commons)")
+    parser.add_argument("--attesters", type=int, default=WorldConfig.attesters,
+                        help="agents beside A and B (attesters in the commons)")
     parser.add_argument("--arms", default="control", help="comma-separated: control, commons (default: control)")
     parser.add_argument("--sessions-per-day", type=int, default=WorldConfig.sessions_per_day)
     parser.add_argument("--a-only", type=int, default=WorldConfig.a_only, help="pitfalls only A meets at first")

@@ -24,7 +24,7 @@ def test_memory_is_read_as_claude_code_loads_it(tmp_path):
     a link past those limits, a dangling link, a link out of the folder: not read."""
     folder = tmp_path / "memory"
     folder.mkdir()
-    _lesson_file(folder, "a.md", "`uv sync` failed in 2 sessions: \"error: The lockfile at `uv.lock` needs to be updated\"")
+    _lesson_file(folder, "a.md", '`uv sync` failed in 2 sessions: "error: The lockfile at `uv.lock` needs updating"')
     _lesson_file(folder, "late.md", "`make test` failed in 2 sessions.")
     _lesson_file(folder, "far.md", "`go test` failed in 2 sessions.")
     lines = ["# mine", "- [uv \\[locked\\] lesson](a.md) · strength 1.0", "- [gone](missing.md)", "- [out](../x.md)"]
