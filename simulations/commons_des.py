@@ -710,9 +710,7 @@ def run(cfg: ModelConfig, out: Path | None = None, *, sybil: bool = True, plots:
         out = Path(out)
         out.mkdir(parents=True, exist_ok=True)
         result["plots"] = plot(out, cfg, result) if plots else []
-        summary = {k: v for k, v in result.items()}
-        summary["propagation"] = {k: v for k, v in result["propagation"].items() if k != "curves"}
-        (out / "summary.json").write_text(json.dumps(result, indent=2) + "\n")
+        (out / "summary.json").write_text(json.dumps(result, indent=2) + "\n")  # the curves included
     return result
 
 
