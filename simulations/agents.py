@@ -1,0 +1,408 @@
+"""Simulated agents that write real Claude Code transcripts and run the real engine each night.
+
+An agent is a folder that holds everything a real one has on its own machine::
+
+    <root>/<name>/
+      home/                         its $HOME
+        .claude/projects/<project>/ Claude Code's folder: <session>.jsonl transcripts, and
+          memory/                   its memory folder (MEMORY.md and the lesson files the
+                                    engine renders), read before every session
+      openmemory/                   its engine's data folder ($OPENMEMORY_HOME)
+      node/                         its commons node's data folder (round two: not started yet)
+      sessions.jsonl                what it meant to write: one line per session (the ground
+                                    truth the ingest check compares with)
+
+Each simulated day it runs sessions on tasks drawn from its own mix of pitfalls
+(:mod:`simulations.pitfalls`); each night the engine runs on it, as a real ``openmemory run
+--now <end of the day>`` process (:class:`ProcessEngine`) or through the same entry point in
+this process (:class:`InProcessEngine`: ``load_config`` with the agent's environment, then
+``run_job``).
+
+THE AGENT MODEL. What a real agent does with its memory cannot run here (it is a hosted
+model), so this is a *model of an agent*, named as such wherever its results appear
+(:class:`AgentModel`):
+
+* Before a session the agent reads its memory folder from disk as Claude Code does: the first
+  200 lines and 25,000 bytes of ``MEMORY.md``, and the files it links to (:func:`read_memory`).
+* When the session meets a pitfall, the agent *recognises* a lesson as relevant when the
+  lesson's text (the quoted observation of its file, or its line in the index) resembles the
+  pitfall's situation: cosine >= ``match_cosine`` with the engine's own embedder
+  (``openmemory_local.embed``). A lesson worded badly (a quote that says nothing about the
+  situation) is not recognised and does not help.
+* Recognised, it avoids the pitfall with probability ``p_avoid``: the transcript then shows the
+  resolving call directly, no failure. Otherwise it shows the failing call, its output as the
+  tool prints it, and then the resolution.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import sqlite3
+import subprocess
+import sys
+import uuid
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from openmemory_local.clock import iso
+from openmemory_local.config import Config
+from openmemory_local.embed import EMBEDDING, embed
+from openmemory_local.episodes import project_dir
+
+from .pitfalls import Call, Pitfall, placeholder_values
+from .transcripts import T
+
+__all__ = ["AgentModel", "MemoryLesson", "read_memory", "situation_text", "best_match", "ingest_check", "Agent",
+           "SessionPlan", "ProcessEngine", "InProcessEngine", "ENGINES"]
+
+ROOT = Path(__file__).resolve().parent.parent
+INDEX = "MEMORY.md"
+_ESCAPED = re.compile(r"\\(.)")
+_SESSION_FILE = re.compile(r"([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\.jsonl")
+_LINK = re.compile(r"\[((?:\\.|[^\]\\])*)\]\(([^)\s]+\.md)\)")  # [title](file.md), \] escaped in titles
+
+
+@dataclass(frozen=True)
+class AgentModel:
+    """A model of an agent's use of its memory (not a measured agent: see the module docstring)."""
+
+    #: probability that the agent avoids a pitfall when a lesson it read matches the situation
+    p_avoid: float = 0.8
+    #: a lesson matches a pitfall when cosine(lesson text, situation) >= this (engine's embedder)
+    match_cosine: float = 0.3
+    #: what Claude Code loads of MEMORY.md at session start (the limits render keeps to)
+    index_max_lines: int = Config.memory_index_max_lines
+    index_max_bytes: int = Config.memory_index_max_bytes
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.p_avoid <= 1.0:
+            raise ValueError("p_avoid must be between 0 and 1")
+        if not -1.0 <= self.match_cosine <= 1.0:
+            raise ValueError("match_cosine must be between -1 and 1")
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "what": "a model of an agent, not a measured agent",
+            "p_avoid": self.p_avoid,
+            "match": {"embedding": EMBEDDING, "cosine_at_least": self.match_cosine,
+                      "lesson_text": "the quoted observation of each lesson file MEMORY.md links, or its index line",
+                      "against": "the pitfall's situation (pitfalls.toml)"},
+            "reads": f"MEMORY.md's first {self.index_max_lines} lines and {self.index_max_bytes:,} bytes, "
+                     "and the files it links",
+        }
+
+    def label(self) -> str:
+        return (f"agent model: avoids a pitfall with p={self.p_avoid:g} when a rendered lesson matches it "
+                f"(cosine >= {self.match_cosine:g}, {EMBEDDING})")
+
+
+# -- the memory folder, as Claude Code reads it ---------------------------------------------------
+
+@dataclass(frozen=True)
+class MemoryLesson:
+    file: str
+    texts: tuple[str, ...]  # the observation(s) quoted in the file, and its line in the index
+    #: the sessions its provenance names (transcript file names in the lesson file): for the
+    #: simulation's bookkeeping only (which pitfall taught it), never for matching
+    sessions: tuple[str, ...] = ()
+
+
+def read_memory(folder: Path, model: AgentModel = AgentModel()) -> list[MemoryLesson]:
+    """The lessons an agent has in mind at session start: what ``MEMORY.md`` links to within
+    what Claude Code loads of it (its first lines and bytes), each file read from disk."""
+    try:
+        data = (Path(folder) / INDEX).read_bytes()
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    loaded = data[: model.index_max_bytes].decode("utf-8", "ignore")
+    loaded = "\n".join(loaded.split("\n")[: model.index_max_lines])
+    out: list[MemoryLesson] = []
+    seen: set[str] = set()
+    for match in _LINK.finditer(loaded):
+        title, target = match.group(1).strip(), match.group(2)
+        if "/" in target or target in seen or target == INDEX:
+            continue
+        seen.add(target)
+        try:
+            body = (Path(folder) / target).read_text(encoding="utf-8", errors="replace")
+        except (FileNotFoundError, IsADirectoryError):
+            continue  # a dangling link: nothing to read
+        quoted = [line[1:].strip() for line in _body(body).splitlines() if line.startswith(">")]
+        texts = tuple(dict.fromkeys(t for t in (" ".join(quoted), _ESCAPED.sub(r"\1", title)) if t))
+        if texts:
+            out.append(MemoryLesson(target, texts, tuple(dict.fromkeys(_SESSION_FILE.findall(body)))))
+    return out
+
+
+def _body(text: str) -> str:
+    """A markdown file without its front matter."""
+    if text.startswith("---\n"):
+        end = text.find("\n---", 4)
+        if end > 0:
+            return text[end + 4:]
+    return text
+
+
+_VECTORS: dict[str, Any] = {}
+
+
+def _vector(text: str):
+    vec = _VECTORS.get(text)
+    if vec is None:
+        if len(_VECTORS) > 50_000:
+            _VECTORS.clear()
+        vec = _VECTORS[text] = embed(text)
+    return vec
+
+
+def situation_text(pitfall: Pitfall) -> str:
+    """What a lesson is matched against: the pitfall's situation and the call it leads to (what
+    the agent is about to run), as the agent would have them in mind."""
+    return f"{pitfall.situation} {pitfall.fail.command}"
+
+
+def best_match(lessons: list[MemoryLesson], situation: str) -> tuple[float, MemoryLesson | None]:
+    """The lesson that best resembles a situation, and its cosine (engine's embedder)."""
+    target = _vector(situation)
+    best, chosen = -1.0, None
+    for lesson in lessons:
+        for text in lesson.texts:
+            cos = float(_vector(text) @ target)
+            if cos > best:
+                best, chosen = cos, lesson
+    return best, chosen
+
+
+# -- sessions --------------------------------------------------------------------------------------
+
+_BENIGN = [
+    ("Explain what the importer module does.", [("Bash", {"command": "git status", "description": "Status"},
+                                                  "On branch {branch}\nnothing to commit, working tree clean"),
+                                                 ("Read", {"file_path": "{cwd}/README.md"},
+                                                  "     1→# {project}\n     2→\n     3→The shop's services.")]),
+    ("Add a docstring to the cart module.", [("Read", {"file_path": "{cwd}/lib/cart.ex"},
+                                              "     1→defmodule Cart do\n     2→  def total(items), do: 0"),
+                                             ("Edit", {"file_path": "{cwd}/lib/cart.ex",
+                                                       "old_string": "defmodule Cart do",
+                                                       "new_string": "defmodule Cart do\n  @moduledoc \"The cart.\""},
+                                              "The file {cwd}/lib/cart.ex has been updated.")]),
+    ("Where is the retry logic?", [("Grep", {"pattern": "retry", "path": "{cwd}"}, "Found 3 files\nlib/retry.ex"),
+                                   ("Read", {"file_path": "{cwd}/lib/retry.ex"},
+                                    "     1→defmodule Retry do\n     2→  @max 5")]),
+]
+
+
+@dataclass
+class SessionPlan:
+    """One session as the agent meant it: the ground truth the ingest check compares with."""
+
+    session_id: str
+    day: int
+    started: str
+    task: str
+    branch: str
+    path: str
+    encounters: list[dict] = field(default_factory=list)  # pitfall, failed, matched, cosine, lesson
+    failures: list[dict] = field(default_factory=list)  # tool, command, exit_code: one error episode each
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class Agent:
+    """One simulated agent: its folders, its mix of pitfalls, its sessions and nights."""
+
+    def __init__(self, name: str, root: Path, *, seed: int, model: AgentModel,
+                 mix: list[tuple[Pitfall, int]], sessions_per_day: int = 5, benign_share: float = 0.2,
+                 cwd: str | None = None):
+        self.name = name
+        self.root = Path(root) / name
+        self.home = self.root / "home"
+        self.data = self.root / "openmemory"
+        self.node_home = self.root / "node"
+        self.cwd = cwd or f"/home/{name.lower()}/src/shop"
+        self.claude_dir = self.home / ".claude"
+        self.project_dir = self.claude_dir / "projects" / project_dir(self.cwd)
+        self.memory_dir = self.project_dir / "memory"
+        self.model = model
+        # Three streams, so that two arms of one world meet the same pitfalls at the same times:
+        # what the sessions are (plan), how the transcripts look (text), what the agent does (avoid).
+        self.rng = random.Random(f"{seed}-{name}-plan")
+        self.text_rng = random.Random(f"{seed}-{name}-text")
+        self.avoid_rng = random.Random(f"{seed}-{name}-avoid")
+        self.mix = mix  # (pitfall, first day it can be met)
+        self.sessions_per_day = sessions_per_day
+        self.benign_share = benign_share
+        self.plans: list[SessionPlan] = []
+        self.failed_in: dict[str, str] = {}  # session id -> the pitfall it failed on
+        for folder in (self.project_dir, self.data):
+            folder.mkdir(parents=True, exist_ok=True)
+
+    # -- the environment a real process of this agent has --------------------------------------
+    def environ(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENMEMORY_", "CLAUDE_"))}
+        env.update(HOME=str(self.home), OPENMEMORY_HOME=str(self.data), XDG_DATA_HOME=str(self.home / ".local/share"))
+        return env
+
+    def memory(self) -> list[MemoryLesson]:
+        return read_memory(self.memory_dir, self.model)
+
+    def _choose(self, day: int) -> Pitfall | None:
+        if self.rng.random() < self.benign_share:
+            return None
+        open_ = [p for p, first_day in self.mix if first_day <= day]
+        return self.rng.choice(open_) if open_ else None
+
+    def run_day(self, day: int, date: datetime) -> list[SessionPlan]:
+        """Write this day's sessions as Claude Code transcripts; return what they were meant to be."""
+        plans = []
+        start = date.replace(hour=9, minute=0, second=0, microsecond=0)
+        for k in range(self.sessions_per_day):
+            begin = start + timedelta(minutes=k * (540 // max(1, self.sessions_per_day)) + self.rng.randint(0, 30))
+            plans.append(self._session(day, begin, self._choose(day)))
+        self.plans.extend(plans)
+        with open(self.root / "sessions.jsonl", "a", encoding="utf-8") as log:
+            for plan in plans:
+                log.write(json.dumps(plan.to_dict(), separators=(",", ":")) + "\n")
+        return plans
+
+    def _session(self, day: int, begin: datetime, pitfall: Pitfall | None) -> SessionPlan:
+        plan_rng, rng = self.rng, self.text_rng
+        sid = str(uuid.UUID(int=plan_rng.getrandbits(128), version=4))
+        encounter = pitfall.encounter(plan_rng, self.cwd, str(self.home)) if pitfall else None
+        benign_task, benign_calls = plan_rng.choice(_BENIGN)
+        values = encounter.values if encounter else placeholder_values(plan_rng, self.cwd, str(self.home))
+        task = encounter.task if encounter else benign_task
+        t = T(session=sid, cwd=self.cwd, clock=begin, branch=values["branch"])
+        path = self.project_dir / f"{sid}.jsonl"
+        plan = SessionPlan(sid, day, iso(begin), task, values["branch"], str(path))
+        t.person(task)
+        t.advance(rng.uniform(3, 20))
+        t.says("Let me look at the project first.")
+        for tool, args, output in benign_calls[:1] if encounter else benign_calls:
+            call = Call(tool, args, output).filled(values)
+            self._ok(t, call)
+        if encounter:
+            cosine, lesson = best_match(self.memory(), situation_text(encounter.pitfall))
+            matched = lesson is not None and cosine >= self.model.match_cosine
+            roll = self.avoid_rng.random()  # drawn at every encounter: both arms draw alike
+            avoided = matched and roll < self.model.p_avoid
+            taught = sorted({self.failed_in[s] for s in lesson.sessions if s in self.failed_in}) if lesson else []
+            plan.encounters.append({"pitfall": encounter.pitfall.id, "failed": not avoided, "matched": matched,
+                                    "cosine": round(cosine, 4), "lesson": lesson.file if lesson else None,
+                                    "lesson_from": taught})
+            if not avoided:
+                self.failed_in[sid] = encounter.pitfall.id
+                self._fail(t, encounter.fail)
+                plan.failures.append({"tool": encounter.fail.tool, "command": encounter.fail.command,
+                                      "exit_code": encounter.fail.exit_code})
+                t.advance(rng.uniform(5, 40))
+                t.says("That failed; the output says why. Doing it the way that works here.")
+            for call in encounter.resolve:
+                self._ok(t, call)
+        t.advance(rng.uniform(5, 60))
+        t.says("Done: " + task.rstrip(".?") + ".")
+        t.write(path)
+        return plan
+
+    def _call_id(self) -> str:
+        return "toolu_01" + "".join(self.text_rng.choices("ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz123456789",
+                                                     k=22))
+
+    def _ok(self, t: T, call: Call) -> None:
+        cid = self._call_id()
+        t.advance(self.text_rng.uniform(2, 30))
+        t.call(call.tool, call.input, cid)
+        t.advance(self.text_rng.uniform(0.2, 8))
+        tur: Any = {"stdout": call.output, "stderr": "", "interrupted": False, "isImage": False} \
+            if call.tool == "Bash" else None
+        t.result(cid, call.output, False, tur)
+
+    def _fail(self, t: T, call: Call) -> None:
+        cid = self._call_id()
+        t.advance(self.text_rng.uniform(2, 30))
+        t.call(call.tool, call.input, cid)
+        t.advance(self.text_rng.uniform(0.2, 8))
+        if call.form == "exit":
+            content = f"Exit code {call.exit_code}\n{call.output}"
+        elif call.form == "tool_use_error":
+            content = f"<tool_use_error>{call.output}</tool_use_error>"
+        else:
+            content = call.output
+        t.result(cid, content, True, "Error: " + content.removeprefix("<tool_use_error>")
+                 .removesuffix("</tool_use_error>"))
+
+
+def ingest_check(agent: "Agent") -> dict:
+    """Compare what the agent meant to write (its session plans) with what the engine made of
+    the transcripts: one session episode per session, one error episode per failing call with
+    its tool, command and exit code. Read from the engine's store (read-only)."""
+    db = agent.data / "openmemory.db"
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)
+    try:
+        rows = con.execute("SELECT kind, session_id, fields FROM episodes "
+                           "WHERE kind IN ('session', 'error')").fetchall()
+    finally:
+        con.close()
+    sessions = {sid for kind, sid, _ in rows if kind == "session"}
+    errors: dict[str, list[tuple]] = {}
+    for kind, sid, fields in rows:
+        if kind == "error":
+            f = json.loads(fields)
+            errors.setdefault(sid, []).append((f.get("tool"), f.get("command"), f.get("exit_code")))
+    mismatches = []
+    meant_errors = 0
+    for plan in agent.plans:
+        meant = sorted((x["tool"], x["command"], x["exit_code"]) for x in plan.failures)
+        meant_errors += len(meant)
+        got = sorted(errors.get(plan.session_id, []))
+        if plan.session_id not in sessions:
+            mismatches.append({"session": plan.session_id, "problem": "no session episode"})
+        elif meant != got:
+            mismatches.append({"session": plan.session_id, "meant": meant, "ingested": got})
+    return {"sessions": {"meant": len(agent.plans), "ingested": len(sessions)},
+            "errors": {"meant": meant_errors, "ingested": sum(len(v) for v in errors.values())},
+            "ok": not mismatches and len(sessions) == len(agent.plans), "mismatches": mismatches[:10]}
+
+
+# -- the nightly engine run --------------------------------------------------------------------------
+
+class ProcessEngine:
+    """``openmemory run --now TIME --json`` as a real process with the agent's environment."""
+
+    name = "process"
+
+    def __init__(self, timeout: float = 600.0):
+        self.timeout = timeout
+
+    def run(self, agent: Agent, now: datetime) -> dict:
+        proc = subprocess.run([sys.executable, "-m", "openmemory_local.cli", "run", "--now", iso(now), "--json"],
+                              env=agent.environ(), cwd=ROOT, capture_output=True, text=True,
+                              timeout=self.timeout)
+        if proc.returncode not in (0, 3):
+            raise RuntimeError(f"openmemory run for {agent.name} exited {proc.returncode}:\n{proc.stderr[-2000:]}")
+        return json.loads(proc.stdout)
+
+
+class InProcessEngine:
+    """The engine's Python entry point (what ``openmemory run`` calls), in this process:
+    the configuration loaded from the agent's environment, then ``run_job``."""
+
+    name = "in-process"
+
+    def run(self, agent: Agent, now: datetime) -> dict:
+        from openmemory_local.config import load_config
+        from openmemory_local.run import run_job
+        from openmemory_local.store import Store
+
+        with Store.open(load_config(environ=agent.environ())) as store:
+            report = run_job(store, now)
+        return json.loads(json.dumps(report, default=str))  # the JSON the process prints
+
+
+ENGINES = {"process": ProcessEngine, "in-process": InProcessEngine}

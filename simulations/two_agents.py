@@ -1,0 +1,511 @@
+"""The two-agent experiment (paper, section 7.5): does agent B's repeated-error rate fall for
+errors that only agent A has met?
+
+    python -m simulations.two_agents --days 30 --seed 1 --out DIR [--attesters 2] [--json]
+
+A world of simulated agents (:mod:`simulations.agents`): A, B and ``--attesters`` K more, each
+with its own home, Claude Code folder, memory folder and engine data folder. Their task mixes
+are drawn from the pitfall catalogue (:mod:`simulations.pitfalls`) with the seed:
+
+* *A-only* pitfalls: A meets them from day 0; B (and the attesters) from day ``--b-from``
+  (default: a third of the way in). These are what the experiment measures.
+* *shared* pitfalls: everyone meets them from day 0; *B's own*: only B meets them.
+* about a fifth of the sessions meet no pitfall at all.
+
+Each simulated day every agent runs its sessions and writes them as Claude Code JSONL; each
+night the real engine runs on each agent (``openmemory run --now <23:59:59 of that day>``,
+as a process by default, ``--engine in-process`` for the same entry point in this process),
+which ingests the day's transcripts, sleeps and renders the lessons into the agent's memory
+folder, where the next day's sessions read them (the agent model, :class:`AgentModel`: p and
+the matching are a model of an agent, not a measured one; every output says so).
+
+*B's repeated-error rate on A-only pitfalls*, for a day: of B's sessions that day that met an
+A-only pitfall A had met before, the share in which B made the error.
+
+ARMS. The *control* arm connects nothing: each agent learns only from its own sessions. The
+*commons* arm (each agent's node, B's connected) is the seam round two fills in:
+:class:`Arm` is what the runner calls, :class:`ControlArm` the control, :class:`CommonsArm`
+the commons; until the engine publishes and pulls lessons through its node and the node
+daemon has an accelerated clock, ``--arms commons`` stops with a message saying what is
+missing, rather than fake it. Both arms of one run live the same world: the same seeds, so the
+same sessions meet the same pitfalls at the same moments (a paired comparison).
+
+Writes to DIR: ``summary.json`` (also on stdout with ``--json``), ``days.jsonl`` (one line per
+arm and day), ``b_error_rate.png`` (B's rate over days, per arm), ``lessons.png`` (lessons in
+each agent's memory folder over days, and the A-only pitfalls B's folder has a matching lesson
+for), and ``world/<arm>/<agent>/`` (every agent's folders, left for inspection).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shutil
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+from .agents import ENGINES, Agent, AgentModel, best_match, ingest_check, situation_text
+from .pitfalls import CATALOGUE, Pitfall, load
+
+__all__ = ["WorldConfig", "World", "Arm", "ControlArm", "CommonsArm", "CommonsUnavailable", "ARMS", "run",
+           "main"]
+
+START = datetime(2026, 4, 1, tzinfo=timezone.utc)
+
+
+class CommonsUnavailable(RuntimeError):
+    """The commons arm cannot run yet (see :class:`CommonsArm`)."""
+
+
+@dataclass(frozen=True)
+class WorldConfig:
+    days: int = 30
+    seed: int = 1
+    attesters: int = 2
+    sessions_per_day: int = 8
+    a_only: int = 8  # pitfalls only A meets at first
+    shared: int = 4  # pitfalls everyone meets from day 0
+    b_own: int = 4  # pitfalls only B meets
+    b_from: int | None = None  # the day B and the attesters start meeting A-only pitfalls
+    benign_share: float = 0.2  # sessions that meet no pitfall
+    catalogue: Path = CATALOGUE
+    model: AgentModel = field(default_factory=AgentModel)
+    engine: str = "process"
+
+    def __post_init__(self) -> None:
+        if self.days < 1:
+            raise ValueError("--days must be at least 1")
+        if self.attesters < 0:
+            raise ValueError("--attesters must be 0 or more")
+        if self.sessions_per_day < 1:
+            raise ValueError("--sessions-per-day must be at least 1")
+        if min(self.a_only, self.shared, self.b_own) < 0 or self.a_only < 1:
+            raise ValueError("at least one A-only pitfall, and no negative counts")
+        if self.b_from is not None and not 0 <= self.b_from < self.days:
+            raise ValueError("--b-from must be a day of the run (0 to days - 1)")
+        if self.engine not in ENGINES:
+            raise ValueError(f"--engine must be one of {', '.join(ENGINES)}")
+
+    @property
+    def meets_from(self) -> int:
+        return self.b_from if self.b_from is not None else self.days // 3
+
+
+class World:
+    """The agents of one arm, on the world's calendar."""
+
+    def __init__(self, config: WorldConfig, root: Path, pitfalls: list[Pitfall]):
+        self.config = config
+        self.root = Path(root)
+        rng = random.Random(f"world-{config.seed}")
+        order = list(pitfalls)
+        rng.shuffle(order)
+        need = config.a_only + config.shared + config.b_own
+        if need > len(order):
+            raise ValueError(f"the catalogue has {len(order)} pitfalls; this world needs {need}")
+        self.a_only = order[: config.a_only]
+        self.shared = order[config.a_only: config.a_only + config.shared]
+        self.b_own = order[config.a_only + config.shared: need]
+        later = config.meets_from
+        kw = dict(seed=config.seed, model=config.model, sessions_per_day=config.sessions_per_day,
+                  benign_share=config.benign_share)
+        self.a = Agent("A", self.root, mix=[(p, 0) for p in self.a_only + self.shared], **kw)
+        self.b = Agent("B", self.root, mix=[(p, later) for p in self.a_only]
+                       + [(p, 0) for p in self.shared + self.b_own], **kw)
+        self.attesters = [Agent(f"C{k + 1}", self.root, mix=[(p, later) for p in self.a_only]
+                                + [(p, 0) for p in self.shared], **kw) for k in range(config.attesters)]
+        self.engine = ENGINES[config.engine]()
+
+    @property
+    def agents(self) -> list[Agent]:
+        return [self.a, self.b, *self.attesters]
+
+    def day_start(self, day: int) -> datetime:
+        return START + timedelta(days=day)
+
+    def night(self, day: int) -> datetime:
+        """The end of the simulated day: when its nightly run happens."""
+        return START + timedelta(days=day, hours=23, minutes=59, seconds=59)
+
+
+# -- the seam: how the agents' memories are connected ---------------------------------------------
+
+class Arm:
+    """What the runner calls around the agents' days and nights.
+
+    The control arm does nothing at these points. The commons arm (round two) does, per agent:
+
+    * :meth:`setup`, before day 0: initialise and start the agent's node (``agent.node_home``)
+      on loopback, connect the nodes (B's node included only in the commons arm), add the keys
+      the policy needs (trust list, revokers), and write ``[node] home`` into the engine's
+      ``<agent.data>/config.toml`` so that ``openmemory run`` finds its node;
+    * :meth:`begin_day`: move the nodes' accelerated clock to the world's time (record times,
+      the clock-skew check, sync intervals and the commons' windows follow it);
+    * :meth:`after_nights`: after every agent's nightly run (which, with a node, also
+      publishes, pulls and attests), wait until what was published has reached the other nodes
+      (poll what they report), and return what to record for the day: each lesson's status on
+      each node, promotions to common, lessons later found wrong;
+    * :meth:`close`: stop every node it started.
+    """
+
+    name = "control"
+    connects_b = False
+
+    @classmethod
+    def check(cls) -> None:
+        """Raise :class:`CommonsUnavailable` if this arm cannot run here (before anything runs)."""
+
+    def setup(self, world: World) -> None:
+        pass
+
+    def begin_day(self, world: World, day: int, start: datetime) -> None:
+        pass
+
+    def after_nights(self, world: World, day: int, now: datetime, nights: dict[str, dict]) -> dict:
+        return {}
+
+    def close(self) -> None:
+        pass
+
+
+class ControlArm(Arm):
+    """No commons: each agent learns only from its own sessions."""
+
+
+class CommonsArm(Arm):
+    """The commons: every agent's node, B's connected. Not runnable yet (round two)."""
+
+    name = "commons"
+    connects_b = True
+    MISSING = (
+        "the engine publishing its lessons through its node (issue 12: an `openmemory run` step after sleep)",
+        "the engine pulling received lessons into its memory folder and attesting them (issue 13)",
+        "an accelerated clock for the node daemon (record times, the clock-skew check, sync intervals and the "
+        "fade window on the world's time)",
+    )
+
+    @classmethod
+    def check(cls) -> None:
+        raise CommonsUnavailable("the commons arm is not available yet; it needs: " + "; ".join(cls.MISSING))
+
+    def setup(self, world: World) -> None:
+        self.check()
+
+
+ARMS: dict[str, type[Arm]] = {"control": ControlArm, "commons": CommonsArm}
+
+
+# -- running and measuring ------------------------------------------------------------------------
+
+def _coverage(agent: Agent, pitfalls: list[Pitfall]) -> dict[str, float]:
+    """For each pitfall, the best cosine of a lesson in the agent's memory folder (-inf: none)."""
+    lessons = agent.memory()
+    out = {}
+    for p in pitfalls:
+        cos, lesson = best_match(lessons, situation_text(p))
+        out[p.id] = cos if lesson is not None else float("-inf")
+    return out
+
+
+def run_arm(config: WorldConfig, arm: Arm, root: Path, pitfalls: list[Pitfall], log=None) -> dict:
+    world = World(config, root, pitfalls)
+    a_only = {p.id for p in world.a_only}
+    a_first: dict[str, str] = {}  # A-only pitfall -> when A first met it
+    covered: dict[str, int] = {}  # A-only pitfall -> first night B's folder had a matching lesson
+    days: list[dict] = []
+    arm.setup(world)
+    try:
+        pool = ThreadPoolExecutor(max_workers=2)
+        for day in range(config.days):
+            arm.begin_day(world, day, world.day_start(day))
+            plans = {agent.name: agent.run_day(day, world.day_start(day)) for agent in world.agents}
+            for plan in plans["A"]:
+                for enc in plan.encounters:
+                    if enc["pitfall"] in a_only:
+                        a_first.setdefault(enc["pitfall"], plan.started)
+            night = world.night(day)
+            results = dict(zip([a.name for a in world.agents],
+                               pool.map(lambda agent: world.engine.run(agent, night), world.agents)))
+            extra = arm.after_nights(world, day, night, results)
+            record = {"arm": arm.name, "day": day, "date": night.date().isoformat(), "model": config.model.label()}
+            for agent in world.agents:
+                record[agent.name] = _day_counts(plans[agent.name], a_only, a_first)
+                record[agent.name]["lessons_rendered"] = len(agent.memory())
+            cover = _coverage(world.b, world.a_only)
+            for pid, cos in cover.items():
+                if cos >= config.model.match_cosine:
+                    covered.setdefault(pid, day)
+            record["B"]["a_only_covered"] = sum(1 for c in cover.values() if c >= config.model.match_cosine)
+            # A's own folder: what A has to share, the ceiling of what a commons could bring B
+            record["A"]["a_only_covered"] = sum(1 for c in _coverage(world.a, world.a_only).values()
+                                                if c >= config.model.match_cosine)
+            record["commons"] = extra
+            days.append(record)
+            if log:
+                b = record["B"]["repeated"]
+                rate = f"{b['failed']}/{b['met']}" if b["met"] else "-"
+                log(f"  {arm.name} day {day + 1:>3}: B failed {rate} A-only encounters; lessons rendered "
+                    + ", ".join(f"{a.name} {record[a.name]['lessons_rendered']}" for a in world.agents))
+        pool.shutdown()
+        checks = {agent.name: ingest_check(agent) for agent in world.agents}
+    finally:
+        arm.close()
+    return {"world": world, "days": days, "a_first": a_first, "covered": covered, "ingest": checks}
+
+
+def _day_counts(plans, a_only: set[str], a_first: dict[str, str]) -> dict:
+    out: dict[str, Any] = {"sessions": len(plans), "met": 0, "failed": 0, "matched": 0,
+                           "avoided_with_other_lesson": 0,
+                           "repeated": {"met": 0, "failed": 0}, "a_only": {"met": 0, "failed": 0}}
+    for plan in plans:
+        for enc in plan.encounters:
+            out["met"] += 1
+            out["failed"] += enc["failed"]
+            out["matched"] += enc["matched"]
+            if not enc["failed"] and enc["lesson_from"] and enc["pitfall"] not in enc["lesson_from"]:
+                out["avoided_with_other_lesson"] += 1
+            if enc["pitfall"] in a_only:
+                out["a_only"]["met"] += 1
+                out["a_only"]["failed"] += enc["failed"]
+                first = a_first.get(enc["pitfall"])
+                if first is not None and first < plan.started:  # A had met it before
+                    out["repeated"]["met"] += 1
+                    out["repeated"]["failed"] += enc["failed"]
+    return out
+
+
+def _rate(days: list[dict], agent: str, lo: int, hi: int) -> dict:
+    met = sum(d[agent]["repeated"]["met"] for d in days if lo <= d["day"] < hi)
+    failed = sum(d[agent]["repeated"]["failed"] for d in days if lo <= d["day"] < hi)
+    return {"days": [lo, hi - 1], "met": met, "failed": failed, "rate": round(failed / met, 4) if met else None}
+
+
+def summarise(config: WorldConfig, outcome: dict) -> dict:
+    days, world = outcome["days"], outcome["world"]
+    start = config.meets_from
+    week = max(1, min(7, (config.days - start) // 2))
+    a_first = outcome["a_first"]
+    time_to_lesson = {}
+    for p in world.a_only:
+        first = a_first.get(p.id)
+        night = outcome["covered"].get(p.id)
+        if first is None:
+            time_to_lesson[p.id] = None
+        elif night is None:
+            time_to_lesson[p.id] = "never"
+        else:
+            lag = (world.night(night) - datetime.fromisoformat(first.replace("Z", "+00:00"))).total_seconds()
+            time_to_lesson[p.id] = round(lag / 86400, 2)
+    totals = {a.name: {k: sum(d[a.name][k] for d in days) for k in ("sessions", "met", "failed", "matched",
+                                                                     "avoided_with_other_lesson")}
+              for a in world.agents}
+    return {
+        "b_repeated_error_rate_by_day": [
+            {"day": d["day"], "met": d["B"]["repeated"]["met"], "failed": d["B"]["repeated"]["failed"],
+             "rate": (round(d["B"]["repeated"]["failed"] / d["B"]["repeated"]["met"], 4)
+                      if d["B"]["repeated"]["met"] else None)} for d in days],
+        "b_repeated_error_rate": {
+            "first_week_b_meets_them": _rate(days, "B", start, start + week),
+            "last_week": _rate(days, "B", config.days - week, config.days),
+            "all": _rate(days, "B", 0, config.days),
+        },
+        "days_from_a_first_meeting_to_a_matching_lesson_in_b_memory": time_to_lesson,
+        "a_only_covered_in_b_memory_at_end": days[-1]["B"]["a_only_covered"] if days else 0,
+        "a_only_covered_in_a_memory_at_end": days[-1]["A"]["a_only_covered"] if days else 0,
+        "totals": totals,
+        "ingest_check": {name: {k: v for k, v in c.items()} for name, c in outcome["ingest"].items()},
+        "ingest_check_ok": all(c["ok"] for c in outcome["ingest"].values()),
+    }
+
+
+def plot(out: Path, config: WorldConfig, arms: dict[str, dict]) -> list[str]:
+    from .plots import pyplot, save
+
+    plt = pyplot()
+    paths = []
+    fig, ax = plt.subplots(figsize=(8, 4.6))
+    colours = {"control": "#c0392b", "commons": "#2471a3"}
+    for name, outcome in arms.items():
+        series = [(d["day"] + 1, d["B"]["repeated"]) for d in outcome["days"]]
+        xs = [x for x, r in series if r["met"]]
+        ys = [r["failed"] / r["met"] for x, r in series if r["met"]]
+        ax.plot(xs, ys, "o", ms=4, alpha=0.45, color=colours.get(name))
+        smooth = []
+        for x, _ in series:  # a 5-day window, pooled
+            window = [r for y, r in series if x - 4 <= y <= x]
+            met = sum(r["met"] for r in window)
+            smooth.append((x, sum(r["failed"] for r in window) / met) if met else (x, None))
+        ax.plot([x for x, y in smooth if y is not None], [y for x, y in smooth if y is not None], "-",
+                color=colours.get(name), label=f"{name} arm (5-day pooled)")
+    ax.axvline(config.meets_from + 1, color="#888888", ls=":", lw=1)
+    ax.text(config.meets_from + 1.2, 1.02, "B starts meeting A-only pitfalls", fontsize=8, color="#555555")
+    ax.set_ylim(-0.03, 1.1)
+    ax.set_xlim(0.5, config.days + 0.5)
+    ax.set_xlabel("simulated day")
+    ax.set_ylabel("B's repeated-error rate on A-only pitfalls")
+    ax.set_title(f"Two agents, seed {config.seed}: B's errors on what only A had met")
+    ax.legend(loc="lower left", fontsize=8)
+    fig.subplots_adjust(bottom=0.2)
+    paths.append(save(fig, out / "b_error_rate.png", config.model.label()
+                      + ". Simulated agents; the engine is real (openmemory run each night)."))
+
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4.4))
+    for name, outcome in arms.items():
+        for agent in ("A", "B"):
+            ax1.plot([d["day"] + 1 for d in outcome["days"]], [d[agent]["lessons_rendered"] for d in outcome["days"]],
+                     "-" if agent == "B" else "--", color=colours.get(name), label=f"{agent}, {name} arm")
+        ax2.plot([d["day"] + 1 for d in outcome["days"]], [d["B"]["a_only_covered"] for d in outcome["days"]],
+                 "-", color=colours.get(name), label=f"B's folder, {name} arm")
+        ax2.plot([d["day"] + 1 for d in outcome["days"]], [d["A"]["a_only_covered"] for d in outcome["days"]],
+                 "--", color=colours.get(name), alpha=0.6, label=f"A's folder, {name} arm")
+    ax1.set_title("lessons in the memory folder (MEMORY.md links)", fontsize=9)
+    ax1.set_xlabel("simulated day")
+    ax1.legend(fontsize=7)
+    ax2.set_title(f"A-only pitfalls with a matching lesson in the folder (of {config.a_only})", fontsize=9)
+    ax2.set_xlabel("simulated day")
+    ax2.set_ylim(-0.3, config.a_only + 0.3)
+    ax2.axvline(config.meets_from + 1, color="#888888", ls=":", lw=1)
+    ax2.legend(fontsize=7)
+    fig.subplots_adjust(bottom=0.2)
+    paths.append(save(fig, out / "lessons.png", config.model.label()
+                      + ". Lesson statuses in the commons (candidate, common, revoked) join this plot in round two."))
+    return paths
+
+
+def run(config: WorldConfig, out: Path, arms: list[str], *, plots: bool = True, log=None) -> dict:
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    for name in arms:
+        ARMS[name].check()
+    pitfalls = load(config.catalogue)
+    started = time.perf_counter()
+    outcomes: dict[str, dict] = {}
+    for name in arms:
+        root = out / "world" / name
+        if root.exists():
+            shutil.rmtree(root)
+        outcomes[name] = run_arm(config, ARMS[name](), root, pitfalls, log=log)
+    with open(out / "days.jsonl", "w", encoding="utf-8") as f:
+        for outcome in outcomes.values():
+            for day in outcome["days"]:
+                f.write(json.dumps(day, separators=(",", ":")) + "\n")
+    world = next(iter(outcomes.values()))["world"]
+    summary: dict[str, Any] = {
+        "what": "the two-agent experiment, simulated: real Claude Code transcripts and the real engine each night; "
+                "the agents' use of their memory is a model",
+        "agent_model": config.model.describe(),
+        "world": {
+            "days": config.days, "seed": config.seed, "start": START.date().isoformat(),
+            "agents": [a.name for a in world.agents], "sessions_per_day": config.sessions_per_day,
+            "benign_share": config.benign_share, "b_meets_a_only_from_day": config.meets_from,
+            "engine": world.engine.name,
+            "pitfalls": {"a_only": [p.id for p in world.a_only], "shared": [p.id for p in world.shared],
+                         "b_own": [p.id for p in world.b_own]},
+            "catalogue": str(config.catalogue),
+        },
+        "arms": {name: summarise(config, outcome) for name, outcome in outcomes.items()},
+        "not_measured": {
+            "commons arm": "needs round two: " + "; ".join(CommonsArm.MISSING),
+            "promotions to common, lessons that were wrong": "commons arm only",
+        } if "commons" not in outcomes else {},
+        "plots": [],
+        "seconds": None,
+    }
+    if plots:
+        summary["plots"] = plot(out, config, outcomes)
+    summary["seconds"] = round(time.perf_counter() - started, 1)
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    return summary
+
+
+def _print(summary: dict) -> None:
+    w = summary["world"]
+    print(f"Two agents ({', '.join(w['agents'])}), {w['days']} days, seed {w['seed']}, engine {w['engine']}: "
+          f"{len(w['pitfalls']['a_only'])} A-only pitfalls (B meets them from day {w['b_meets_a_only_from_day'] + 1}), "
+          f"{len(w['pitfalls']['shared'])} shared, {len(w['pitfalls']['b_own'])} B's own.")
+    m = summary["agent_model"]
+    print(f"Agent model (a model, not a measured agent): avoids a pitfall with p={m['p_avoid']} when a rendered "
+          f"lesson matches it, cosine >= {m['match']['cosine_at_least']} ({m['match']['embedding']}).")
+    for name, arm in summary["arms"].items():
+        r = arm["b_repeated_error_rate"]
+
+        def fmt(x):
+            return f"{x['rate']:.2f} ({x['failed']}/{x['met']})" if x["rate"] is not None else "- (0 met)"
+
+        print(f"\n{name} arm: B's repeated-error rate on A-only pitfalls: first week B meets them "
+              f"{fmt(r['first_week_b_meets_them'])}, last week {fmt(r['last_week'])}, all {fmt(r['all'])}")
+        lags = arm["days_from_a_first_meeting_to_a_matching_lesson_in_b_memory"]
+        print("  days from A's first meeting to a matching lesson in B's memory folder: "
+              + ", ".join(f"{k} {v}" for k, v in lags.items()))
+        print("  A-only pitfalls a lesson in the memory folder matches, at the end: "
+              f"B {arm['a_only_covered_in_b_memory_at_end']}"
+              f", A {arm['a_only_covered_in_a_memory_at_end']} (what A has to share) of {len(w['pitfalls']['a_only'])}")
+        print("  ingest check (transcripts give the sessions and error episodes meant): "
+              + ("ok" if arm["ingest_check_ok"] else "MISMATCH, see summary.json"))
+    for what, why in summary["not_measured"].items():
+        print(f"not measured: {what}: {why}")
+    for path in summary["plots"]:
+        print(f"plot: {path}")
+    print(f"{summary['seconds']} s")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m simulations.two_agents", description=__doc__.split("\n")[0],
+                                     epilog="The agents' use of memory is a model (p, the matching): see "
+                                            "docs/simulations.md.")
+    parser.add_argument("--days", type=int, default=WorldConfig.days)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--out", type=Path, required=True, help="output folder (created; world/ inside is replaced)")
+    parser.add_argument("--attesters", type=int, default=WorldConfig.attesters,
+                        help="agents beside A and B (attesters in the commons)")
+    parser.add_argument("--arms", default="control", help="comma-separated: control, commons (default: control)")
+    parser.add_argument("--sessions-per-day", type=int, default=WorldConfig.sessions_per_day)
+    parser.add_argument("--a-only", type=int, default=WorldConfig.a_only, help="pitfalls only A meets at first")
+    parser.add_argument("--shared", type=int, default=WorldConfig.shared)
+    parser.add_argument("--b-own", type=int, default=WorldConfig.b_own)
+    parser.add_argument("--b-from", type=int, default=None, help="day B starts meeting A-only pitfalls (0-based)")
+    parser.add_argument("--p-avoid", type=float, default=AgentModel.p_avoid,
+                        help="agent model: probability of avoiding a pitfall a lesson matches")
+    parser.add_argument("--match-cosine", type=float, default=AgentModel.match_cosine,
+                        help="agent model: cosine a lesson's text needs with the situation")
+    parser.add_argument("--engine", choices=sorted(ENGINES), default="process")
+    parser.add_argument("--catalogue", type=Path, default=CATALOGUE)
+    parser.add_argument("--no-plots", action="store_true")
+    parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
+    args = parser.parse_args(argv)
+    arms = [a.strip() for a in args.arms.split(",") if a.strip()]
+    unknown = [a for a in arms if a not in ARMS]
+    if unknown or not arms:
+        parser.error(f"unknown arm(s) {', '.join(unknown) or '(none)'}; known: {', '.join(ARMS)}")
+    try:
+        config = WorldConfig(days=args.days, seed=args.seed, attesters=args.attesters,
+                             sessions_per_day=args.sessions_per_day, a_only=args.a_only, shared=args.shared,
+                             b_own=args.b_own, b_from=args.b_from, catalogue=args.catalogue, engine=args.engine,
+                             model=AgentModel(p_avoid=args.p_avoid, match_cosine=args.match_cosine))
+    except ValueError as exc:
+        parser.error(str(exc))
+    log = None if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True))
+    try:
+        summary = run(config, args.out, arms, plots=not args.no_plots, log=log)
+    except CommonsUnavailable as exc:
+        print(f"two_agents: {exc}", file=sys.stderr)
+        return 2
+    except ValueError as exc:
+        print(f"two_agents: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(summary, indent=2))
+    else:
+        _print(summary)
+    return 0 if all(arm["ingest_check_ok"] for arm in summary["arms"].values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
