@@ -8,7 +8,9 @@ differs from one machine to the next replaced (:func:`openmemory_local.redact.sc
 left out:
 
 * a failed command: ```git push` failed: "fatal: The current branch <branch> has no
-  upstream branch."`` (the lesson's most common failure message, scrubbed);
+  upstream branch."; `git push --set-upstream origin <branch>` succeeded.`` (the lesson's most
+  common failure message, scrubbed, and what made it go away when the sessions show it: the
+  top resolution, scrubbed, without how often or how soon, which differ between agents);
 * a rejection or interrupt: ```mix phx.server` was rejected by the person.``;
 * a correction: ``The person corrected the agent, saying "no, this project uses uv",
   after it ran `pip install`.``
@@ -19,7 +21,8 @@ first sentence, first clause, none; a failure's quote of one word is no quote) u
 text passes the observation rule.
 
 Only these ``details`` keys are read: ``kind``, ``subject`` (``tool``, ``heads``),
-``failure``, ``messages[0].text``, ``said``, ``action_label``. Any other key (later issues
+``failure``, ``messages[0].text``, ``resolutions[0]`` (``kind``, ``command``, ``after``,
+``went_away``), ``said``, ``action_label``. Any other key (later issues
 add some) is left out until this module handles it: nothing reaches the commons by
 accident. A lesson with nothing specific left to say (no quote, no program, no action)
 has no commons form: it is not published.
@@ -85,10 +88,33 @@ def _error_text(details: dict, ident: Identity) -> CommonsText:
     else:
         messages = details.get("messages") or []
         message = scrub(str(messages[0].get("text") or ""), ident) if messages else ""
-        candidates = [f'{label} failed: "{q}"' for q in quote_steps(message) if len(q.split()) >= 2]
+        quoted = [f'{label} failed: "{q}"' for q in quote_steps(message) if len(q.split()) >= 2]
+        fixed = _resolution(details, ident)
+        # the quote with the resolution, the quote alone, the resolution alone, the bare fact
+        candidates = [f"{q}; {fixed}." for q in quoted] if fixed else []
+        candidates += quoted
+        if fixed:
+            candidates.append(f"{label} failed; {fixed}.")
         candidates.append(f"{label} failed.")
         text = _pick(candidates)
     return CommonsText(text, None if text else "no form of the text passes the observation rule")
+
+
+def _resolution(details: dict, ident: Identity) -> str:
+    """What made the failure go away (the top of ``details["resolutions"]``), scrubbed, without
+    how often or how soon; empty when none was seen or nothing of it survives the scrub."""
+    from .resolutions import phrase
+
+    found = details.get("resolutions") or []
+    if not found or not isinstance(found[0], dict) or not found[0].get("kind"):
+        return ""
+    top = found[0]
+    command = scrub(str(top.get("command") or ""), ident)
+    after = [a for a in (scrub(str(step), ident) for step in (top.get("after") or [])[:3]) if a]
+    if top["kind"] != "retry" and not command:
+        return ""
+    return phrase({"kind": top["kind"], "command": command, "after": after, "went_away": top.get("went_away")},
+                  timing=False)
 
 
 def _correction_text(details: dict, ident: Identity) -> CommonsText:

@@ -387,10 +387,32 @@ def _replace_name(text: str, name: str, placeholder: str, ignore_case: bool) -> 
     return "".join(out)
 
 
+#: Where git's own messages name a branch: a name there is a branch even when no transcript
+#: field said so (``The current branch feature-x has no upstream branch``, ``On branch x``,
+#: ``[x 1a2b3c4] message``, ``--set-upstream origin x``, ``branch 'x'``, ``HEAD -> x``).
+_GIT_BRANCH = re.compile(
+    r"(?:current branch |On branch |HEAD -> |refs/heads/|(?:--set-upstream|--set-upstream-to|-u) (?:origin |upstream )?"
+    r"|(?<![\w-])branch '|Switched to (?:a new )?branch '|'origin/|origin/)([\w][\w./-]*[\w]|[\w])"
+    r"|^\[([\w][\w./-]*) [0-9a-f]{7,40}\]|(?<=\s)\[([\w][\w./-]*) [0-9a-f]{7,40}\]")
+#: Words that follow those phrases in git's prose, not names ("the current branch and set ...").
+_GIT_BRANCH_WORDS = frozenset("""a an and are as at be by does for from has have in is it not of on or set that
+    the this to up was which with you your""".split())
+
+
+def git_branches(text: str) -> set[str]:
+    """The branch names git's messages in ``text`` name (generic ones, ``main``, left out)."""
+    out = set()
+    for m in _GIT_BRANCH.finditer(text):
+        name = next(g for g in m.groups() if g)
+        if name.lower() not in GENERIC_BRANCHES and name.lower() not in _GIT_BRANCH_WORDS and "<" not in name:
+            out.add(name)
+    return out
+
+
 def _names(text: str, ident: Identity, skip: str | None = None) -> str:
     """Branch, project, host and user names replaced (``skip``: one name left alone)."""
     passes = (
-        (sorted(_branches(ident), key=len, reverse=True), "<branch>", False),
+        (sorted(_branches(ident) | git_branches(text), key=len, reverse=True), "<branch>", False),
         (sorted({n for n in ident.names if len(n) >= 2}, key=len, reverse=True), "<project>", True),
         (sorted(_host_names(ident), key=len, reverse=True), "<host>", True),
         (sorted(_user_forms(ident.users), key=len, reverse=True), "<username>", False),

@@ -168,8 +168,9 @@ def resolution(failed: dict, call: dict, kind: str, calls_after: int, after: lis
             "calls_after": calls_after, "after": list(dict.fromkeys(after))[:_MAX_AFTER], "line": line}
 
 
-def phrase(res: dict) -> str:
-    """The resolution as an observation (a sentence without its final period)."""
+def phrase(res: dict, *, timing: bool = True) -> str:
+    """The resolution as an observation (a sentence without its final period). ``timing=False``
+    leaves out when it came (right after, later), which differs from one agent to the next."""
     what = f"`{res['command']}`"
     if res["kind"] == "retry":
         after = [a for a in res.get("after") or []]
@@ -177,11 +178,13 @@ def phrase(res: dict) -> str:
             return f"the same call ran again without this failure after {_steps(after)}"
         if after:
             return f"the same call succeeded after {_steps(after)}"
+        if not timing:
+            return "the same call succeeded when tried again"
         return "the same call succeeded " + ("right after" if res.get("calls_after", 0) == 0 else "later")
-    when = "right after" if res.get("calls_after", 0) == 0 else "later in the session"
+    when = (" right after" if res.get("calls_after", 0) == 0 else " later in the session") if timing else ""
     if res["kind"] == "instead":
-        return f"{what} succeeded on the same target {when}"
-    return f"{what} succeeded {when}"
+        return f"{what} succeeded on the same target{when}"
+    return f"{what} succeeded{when}"
 
 
 def _steps(after: list[str]) -> str:

@@ -42,10 +42,12 @@ def test_a_lesson_travels_is_verified_becomes_common_and_is_revoked_everywhere(c
         node.start(wait=False)
     for node in nodes:
         node.wait_ready()
-    cluster.wait_line_meshed(nodes, timeout=30)
+    cluster.wait_line_meshed(nodes, timeout=120)
     # the hook gives a node 2 s by default; this machine may be busier than a user's
+    # A publishes what it learns as soon as it is a lesson (strength 1.0: the default waits for 1.5)
     a, b, c, d = (Engine(tmp_path / "engines", n.name, n, f"/home/{n.name}/src/shop",
-                         config="[commons]\nhook_timeout = 15.0\n") for n in nodes)
+                         config="[commons]\nhook_timeout = 15.0\n[publish]\nmin_strength = 1.0\n")
+                  for n in nodes)
     receivers = [b, c, d]
     t0 = past(days=3)
 
@@ -53,12 +55,17 @@ def test_a_lesson_travels_is_verified_becomes_common_and_is_revoked_everywhere(c
     for hour in (1, 2):
         a.session(t0 + timedelta(hours=hour), [("git status", "clean", 0),
                                                ("git push", PUSH_FAILURE, 128)])
-    a.run(t0 + timedelta(hours=3))
+    # ... and publishes it: its project opted in, its nightly run sends the lesson's commons form
+    assert a.cli("publish", "enable", a.cwd)[0] == 0
+    published = a.run(t0 + timedelta(hours=3))["publish"]
     with a.store() as store:
-        (learned,) = [row for row in store.conn.execute("SELECT text, kind FROM lessons WHERE state = 'active'")]
-    assert "`git push` failed in 2 sessions" in learned[0]
-    # ... and publishes it (what `openmemory publish` will do: POST /v1/lessons on its node)
-    push_lesson = a.node.publish(learned[0], kind=learned[1])["id"]
+        (learned,) = [row for row in store.conn.execute("SELECT id, text FROM lessons WHERE state = 'active'")]
+        (push_lesson, sent_text) = store.conn.execute("SELECT record_id, text FROM published WHERE lesson_id = ?",
+                                                      (learned[0],)).fetchone()
+    assert "`git push` failed in 2 sessions" in learned[1] and "feature-login" in learned[1]
+    assert [s["record"] for s in published["sent"]] == [push_lesson]
+    assert sent_text == '`git push` failed: "fatal: The current branch <branch> has no upstream branch."'
+    # a second lesson, published by A's node as another agent's engine would
     pytest_lesson = a.node.publish(PYTEST_TEXT, kind="error")["id"]
     wait_until(lambda: all(n.has(push_lesson) and n.has(pytest_lesson) for n in nodes), 60,
                what="both lessons on every node")
@@ -81,7 +88,8 @@ def test_a_lesson_travels_is_verified_becomes_common_and_is_revoked_everywhere(c
         assert len(files) == 2, (engine.name, list(files))
         push_file = files[f"openmemory-commons-{push_lesson[:16]}.md"]
         assert "candidate: not yet verified" in push_file and "reported by other agents" in push_file
-        assert "`git push` failed in 2 sessions" in push_file
+        assert "The current branch &lt;branch&gt; has no upstream branch" in push_file  # received text, escaped
+        assert "feature-login" not in push_file
         index = engine.index()
         assert "## Reported by other agents (Open Memory commons)" in index
         assert f"commons {push_lesson[:16]} \u00b7 candidate: not yet verified" in index
@@ -131,7 +139,8 @@ def test_a_lesson_travels_is_verified_becomes_common_and_is_revoked_everywhere(c
         seconds, out = engine.session_start(t3)
         assert out == "" and "memory folders unchanged" in engine.hook_log()
     revoked_at = time.monotonic()
-    a.node.post("/v1/revoke", {"id": push_lesson, "reason_code": "incorrect", "reason": "a wrong lesson"})
+    code, out = a.cli("revoke", str(learned[0]), "--code", "incorrect", "--reason", "a wrong lesson")
+    assert code == 0, out
     gone: dict[str, float] = {}
 
     errors: dict[str, str] = {}

@@ -137,7 +137,8 @@ def test_changed_text_derives_revoke_veto_disable_and_provenance(cluster, low_ho
         new_record = second["sent"][0]["record"]
         view = node.get(f"/v1/records/{new_record}")
         assert view["record"]["derived_from"] == [old_record]
-        assert view["record"]["text"] == '`git push` failed: "fatal: \'origin\' does not appear to be a git repository"'
+        assert view["record"]["text"] == ('`git push` failed: "fatal: \'origin\' does not appear to be a git '
+                                          'repository"; `git push --set-upstream origin <branch>` succeeded.')
         assert store.conn.execute("SELECT superseded_by FROM published WHERE record_id = ?",
                                   (old_record,)).fetchone()[0] == new_record
         # provenance opens: the salt and the episode hashes give the committed value

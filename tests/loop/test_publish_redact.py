@@ -122,6 +122,31 @@ def test_commons_text_leaves_out_counts_branches_and_unknown_details():
     assert commons_text(other, B).text == form.text
 
 
+def test_commons_text_says_what_made_the_failure_go_away_the_same_on_every_machine():
+    def details(ident, branch, sessions, resolved_in):
+        return {
+            "kind": "error", "sessions": sessions, "failure": "exit_code",
+            "subject": {"tool": "Bash", "heads": ["git push"], "path": None},
+            "messages": [{"text": f"fatal: The current branch {branch} has no upstream branch.", "sessions": 3}],
+            "resolutions": [{"kind": "changed", "command": f"git push --set-upstream origin {branch}",
+                             "sessions": resolved_in, "count": resolved_in, "right_after": resolved_in > 1}],
+        }
+
+    form = commons_text(details(A, "spotter-a0y", 3, 3), A)
+    assert form.text == ('`git push` failed: "fatal: The current branch <branch> has no upstream branch."; '
+                         '`git push --set-upstream origin <branch>` succeeded.')
+    # another machine, another branch, other counts and timing: the same text, one dedup key
+    assert commons_text(details(B, "feat-review", 1, 1), B).text == form.text
+    # a step before the same call worked again, with a path of this machine in it
+    retry = details(A, "spotter-a0y", 2, 2)
+    retry["resolutions"] = [{"kind": "retry", "command": "git push", "after": ["mix format"], "sessions": 2}]
+    assert commons_text(retry, A).text.endswith("; the same call succeeded after `mix format`.")
+    # nothing of the resolution left after the scrub: the failure alone
+    gone = details(A, "spotter-a0y", 2, 2)
+    gone["resolutions"] = [{"kind": "changed", "command": "", "sessions": 2}]
+    assert commons_text(gone, A).text == form.text.split("; ")[0]
+
+
 def test_commons_text_of_rejections_corrections_and_nothing_to_say():
     rejected = {"kind": "error", "failure": "rejected", "subject": {"tool": "Bash", "heads": ["mix phx.server"]}}
     assert commons_text(rejected, A).text == "`mix phx.server` was rejected by the person."
