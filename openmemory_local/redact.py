@@ -395,8 +395,8 @@ _GIT_BRANCH = re.compile(
     r"|(?<![\w-])branch '|Switched to (?:a new )?branch '|'origin/|origin/)([\w][\w./-]*[\w]|[\w])"
     r"|^\[([\w][\w./-]*) [0-9a-f]{7,40}\]|(?<=\s)\[([\w][\w./-]*) [0-9a-f]{7,40}\]")
 #: Words that follow those phrases in git's prose, not names ("the current branch and set ...").
-_GIT_BRANCH_WORDS = frozenset("""a an and are as at be by does for from has have in is it not of on or set that
-    the this to up was which with you your""".split())
+_GIT_BRANCH_WORDS = frozenset("""a an and are as at be by does for from has have in is it not of on or origin set that
+    the this to up upstream was which with you your""".split())
 
 
 def git_branches(text: str) -> set[str]:

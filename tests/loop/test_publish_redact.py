@@ -141,6 +141,16 @@ def test_commons_text_says_what_made_the_failure_go_away_the_same_on_every_machi
     retry = details(A, "spotter-a0y", 2, 2)
     retry["resolutions"] = [{"kind": "retry", "command": "git push", "after": ["mix format"], "sessions": 2}]
     assert commons_text(retry, A).text.endswith("; the same call succeeded after `mix format`.")
+    # a branch git names but no transcript field did; the remote's name stays
+    for raw, want in [("git push --set-upstream origin <branch>", "git push --set-upstream origin <branch>"),
+                      ("git push -u origin fix-login", "git push -u origin <branch>"),
+                      ("To push the current branch and set the remote as upstream, use",
+                       "To push the current branch and set the remote as upstream, use"),
+                      ("[feat/x-1 1a2b3c4] add the thing", "[<branch> <hash>] add the thing"),
+                      ("Your branch is ahead of 'origin/feature-z' by 2 commits.",
+                       "Your branch is ahead of 'origin/<branch>' by <num> commits."),
+                      ("On branch main", "On branch main")]:
+        assert scrub(raw, Identity()) == want, raw
     # nothing of the resolution left after the scrub: the failure alone
     gone = details(A, "spotter-a0y", 2, 2)
     gone["resolutions"] = [{"kind": "changed", "command": "", "sessions": 2}]
