@@ -223,19 +223,10 @@ def _print_sleep(result: dict, out=None) -> None:
 
 def _print_publish(result: dict, out=None) -> None:
     """One or two lines on what publishing did (nothing when no project is opted in)."""
-    if not result or (not result.get("opted_in") and not result.get("sent") and not result.get("waiting")):
-        return
-    sent = result.get("sent") or []
-    parts = [f"{len(sent)} record(s) sent" + (f" to the node at {result['node']['address']}" if result.get("node")
-                                              and sent else "")]
-    if result.get("held"):
-        parts.append(f"{len(result['held'])} lesson(s) held back by the redaction gate (see the report)")
-    if result.get("refused"):
-        parts.append(f"{len(result['refused'])} refused by the node")
-    print("Published: " + ", ".join(parts), file=out)
-    if result.get("waiting"):
-        print(f"  {result['waiting']} record(s) wait in the queue for the commons node: {result.get('error') or ''}"
-              .rstrip(": "), file=out)
+    from .publish import publish_messages
+
+    for line in publish_messages(result):
+        print(line, file=out)
 
 
 def _print_render(result: dict, out=None) -> None:
@@ -306,6 +297,7 @@ def cmd_render(args) -> int:
 
 def cmd_lessons(args) -> int:
     from .lessons import lesson_rows, lessons_for_project
+    from .publish import commons_line, commons_views
 
     with _open(args) as store:
         if args.all:
@@ -320,7 +312,7 @@ def cmd_lessons(args) -> int:
         if args.project:
             wanted = {r["id"] for r in (lessons_for_project(store, str(Path(args.project).absolute())) or [])}
             rows = [r for r in rows if r["id"] in wanted]
-        commons = _commons_views(store, {r["id"] for r in rows})
+        commons = commons_views(store, {r["id"] for r in rows})
         for r in rows:
             r["commons"] = commons["lessons"].get(r["id"])
         if args.json:
@@ -347,58 +339,8 @@ def cmd_lessons(args) -> int:
                 print(f"      open prediction (since {r['prediction_made'][:10]}): "
                       + _clip(r["prediction"], 2 * width))
             for rec in (r["commons"] or {}).get("records", []):
-                print(f"      commons: record {rec['record_id']}  {_commons_line(rec)}")
+                print(f"      commons: record {rec['record_id']}  {commons_line(rec)}")
         return EXIT_OK
-
-
-def _commons_views(store, lesson_ids: set[int]) -> dict:
-    """Each published lesson's records, with their status as the node reports it."""
-    from .node_link import open_link
-    from .publish import commons_status, published_records
-
-    records = published_records(store, lesson_ids)
-    out: dict = {"lessons": {}, "unavailable": None}
-    link = None
-    if any(rec["revoked_at"] is None for recs in records.values() for rec in recs):
-        try:
-            link = open_link(store.config)
-            link.node()
-        except NodeUnavailable as exc:
-            out["unavailable"], link = str(exc), None
-    for lesson_id, recs in records.items():
-        shown = []
-        for rec in recs:
-            view = {k: rec[k] for k in ("record_id", "text", "created", "published_at", "superseded_by",
-                                        "revoked_at", "revoke_code", "dedup_key")}
-            view["node"] = None
-            if link is not None:
-                try:
-                    view["node"] = commons_status(link, rec["record_id"])
-                except NodeUnavailable as exc:
-                    out["unavailable"], link = str(exc), None
-                except NodeError as exc:
-                    view["node"] = {"error": str(exc)}
-            shown.append(view)
-        out["lessons"][lesson_id] = {"records": shown}
-    return out
-
-
-def _commons_line(rec: dict) -> str:
-    local = []
-    if rec.get("superseded_by"):
-        local.append(f"replaced by {rec['superseded_by'][:16]}…")
-    if rec.get("revoked_at"):
-        local.append(f"revoked {rec['revoked_at'][:10]} ({rec.get('revoke_code')})")
-    node = rec.get("node")
-    if node is None:
-        state = "status unknown (node not running)" if not rec.get("revoked_at") else ""
-    elif node.get("error"):
-        state = f"node: {node['error']}"
-    else:
-        group = node.get("group_status")
-        state = (f"{node['status']}; group of {node['members']} record(s) by {node['authors']} author(s)"
-                 + (f", group {group}" if group not in (None, node["status"]) else ""))
-    return "; ".join(p for p in [state, *local] if p)
 
 
 def cmd_veto(args) -> int:
@@ -411,11 +353,11 @@ def cmd_veto(args) -> int:
 
         received = veto_command(args, store, now)
         if received is not None:  # a received lesson, by its record id
+            message = received.pop("message")
             if args.json:
                 _emit_json({**received, word: received["changed"]})
             else:
-                print(f"Received lesson {received['short']} " + (word if received["changed"] else
-                      f"was already {word if word == 'vetoed' else 'not vetoed'}") + ".")
+                print(message)
             return EXIT_OK
         try:
             outcome = set_veto(store, int(args.id), now, vetoed=args.command == "veto")
@@ -533,7 +475,8 @@ _NOT_OPTED_IN = "No project is opted in: nothing is published. `openmemory publi
 
 def cmd_publish(args) -> int:
     """``openmemory publish [enable|disable|status|provenance] [TARGET]``, ``--dry-run``."""
-    from .publish import PublishError, disable, dry_run, enable, open_provenance, publish, status
+    from .publish import (PublishError, disable, disable_messages, dry_run, enable, enable_messages, open_provenance,
+                          publish, publish_messages, status)
 
     action, target = args.action, args.target
     if action is None and target is not None:
@@ -549,11 +492,7 @@ def cmd_publish(args) -> int:
             if args.json:
                 _emit_json(result)
                 return EXIT_OK
-            for fam in result["families"]:
-                state = "opted in" if fam in result["changed"] else "already opted in"
-                print(f"{fam}: {state}; {result['lessons'][fam]} active lesson(s) so far. Lessons at strength "
-                      f"{store.config.publish_min_strength:g} or more are published by the next `openmemory run` "
-                      "(or `openmemory publish`); `openmemory publish --dry-run` shows exactly what would leave.")
+            print("\n".join(enable_messages(result, store.config.publish_min_strength)))
             return EXIT_OK
         if action == "disable":
             try:
@@ -567,17 +506,7 @@ def cmd_publish(args) -> int:
             if args.json:
                 _emit_json(result)
                 return EXIT_OK
-            for fam in result["families"]:
-                print(f"{fam}: {'opted out' if fam in result['changed'] else 'was not opted in'}; nothing more is "
-                      "published from it" + (f" ({result['dropped']} queued record(s) dropped)" if result["dropped"]
-                                             else ""))
-            if result["revoked"]:
-                print(f"Revoked {len(result['revoked'])} record(s) (reason withdrawn).")
-            elif result["published"]:
-                lessons = sorted({p["lesson_id"] for p in result["published"]})
-                print(f"{len(result['published'])} record(s) of lesson(s) {', '.join(map(str, lessons))} stay on the "
-                      "commons. To withdraw them: openmemory publish disable "
-                      f"{target or '.'} --revoke (or openmemory revoke LESSON).")
+            print("\n".join(disable_messages(result, target or ".")))
             return EXIT_OK
         if action == "status":
             result = status(store)
@@ -627,12 +556,7 @@ def cmd_publish(args) -> int:
         if not result["opted_in"] and not result["sent"] and not result["waiting"]:
             print(_NOT_OPTED_IN)
             return EXIT_OK
-        _print_publish(result)
-        for s in result["sent"]:
-            print(f"  lesson {s['lesson']}: record {s['record']}"
-                  + (" (already on the node)" if s["duplicate"] else ""))
-        for h in result["held"]:
-            print(f"  lesson {h['lesson_id']} held back: " + "; ".join(h["reasons"]))
+        print("\n".join(publish_messages(result, detail=True)))
         return EXIT_OK
 
 
@@ -657,7 +581,7 @@ def _print_dry_run(result: dict) -> None:
 
 
 def cmd_revoke(args) -> int:
-    from .publish import PublishError, revoke
+    from .publish import PublishError, revoke, revoke_messages
 
     now = _now(args)
     with _open(args) as store:
@@ -668,12 +592,7 @@ def cmd_revoke(args) -> int:
         if args.json:
             _emit_json(result)
             return EXIT_OK
-        for r in result["revoked"]:
-            print(f"record {r['record']} revoked ({args.code}) by {r['revocation']}; now {r['status']}")
-        if not result["revoked"]:
-            print(f"Lesson {args.lesson}'s records were already revoked.")
-        else:
-            print(f"Lesson {args.lesson} is not published again.")
+        print("\n".join(revoke_messages(result, args.code)))
         return EXIT_OK
 
 

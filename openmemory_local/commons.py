@@ -102,6 +102,7 @@ __all__ = [
     "find_commons",
     "veto_commons",
     "unveto_commons",
+    "set_commons_veto",
     "withdraw",
     "recall_commons",
     "stale_rendered",
@@ -901,6 +902,42 @@ def unveto_commons(store, ident: str, now: datetime) -> tuple[dict, bool]:
         _record_event(store, now_iso, "commons_unvetoed", commons=lesson["id"], record=lesson["record_id"],
                       text=lesson["text"])
     return lesson, True
+
+
+def set_commons_veto(store, ident: str, now: datetime, *, vetoed: bool = True) -> dict:
+    """Veto (or unveto) a received lesson, then render at once, so that its file leaves (or
+    comes back to) the memory folders now: what ``openmemory veto RECORD_ID`` and the page's
+    button do, one code path (as :func:`openmemory_local.lessons.set_veto` for an own lesson).
+
+    Returns ``{"commons", "short", "changed", "render", "pending", "message"}``. Raises
+    :class:`CommonsNotFound`."""
+    from .render import RenderError, render
+    from .sleep import SleepBusy
+
+    word = "vetoed" if vetoed else "unvetoed"
+    lesson, changed = (veto_commons if vetoed else unveto_commons)(store, ident, now)
+    out: dict = {"commons": lesson["record_id"], "short": lesson["short"], "changed": changed, "render": None,
+                 "pending": None}
+    if not changed:
+        out["message"] = f"Received lesson {lesson['short']} was already {word if vetoed else 'not vetoed'}."
+        return out
+    try:
+        result = render(store, now).to_dict()
+    except (SleepBusy, RenderError) as exc:
+        out["pending"] = str(exc)
+        out["message"] = (f"Received lesson {lesson['short']} {word}; the next render "
+                          + ("removes its file" if vetoed else "may write it again") + f" ({exc}).")
+        return out
+    out["render"] = result
+    name = lesson["file_name"] or file_name_for(lesson["record_id"])
+    paths = [p for t in result["targets"] for p in t["removed" if vetoed else "written"]
+             if str(p).rsplit("/", 1)[-1] == name]
+    folders = f"{len(paths)} memory folder{'s' if len(paths) != 1 else ''}"
+    out["message"] = (f"Received lesson {lesson['short']} vetoed: never rendered again; its file was removed from "
+                      f"{folders}." if vetoed else
+                      f"Received lesson {lesson['short']} unvetoed: written again into {folders} (those it is "
+                      "chosen for).")
+    return out
 
 
 def recall_commons(store, query: str, k: int = 3, threshold: float = 0.35) -> list[dict]:

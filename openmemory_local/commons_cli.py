@@ -62,18 +62,18 @@ def cmd_commons(args) -> int:
 
 
 def veto_command(args, store, now) -> dict | None:
-    """``openmemory veto|unveto ID`` for a received lesson (a record id: 8 hex digits or more);
-    None when ``ID`` is an own lesson's number (fewer than 8 digits)."""
+    """``openmemory veto|unveto ID`` for a received lesson (a record id: 8 hex digits or more):
+    :func:`openmemory_local.commons.set_commons_veto` (the page's button too); None when
+    ``ID`` is an own lesson's number (fewer than 8 digits)."""
     from .cli import UsageError
-    from .commons import CommonsNotFound, unveto_commons, veto_commons
+    from .commons import CommonsNotFound, set_commons_veto
 
     if str(args.id).isdigit() and len(str(args.id)) < 8:
         return None
     try:
-        lesson, changed = (unveto_commons if args.command == "unveto" else veto_commons)(store, str(args.id), now)
+        return set_commons_veto(store, str(args.id), now, vetoed=args.command != "unveto")
     except CommonsNotFound as exc:
         raise UsageError(str(exc)) from None
-    return {"commons": lesson["record_id"], "short": lesson["short"], "changed": changed}
 
 
 def print_commons_step(result: dict, out=None) -> None:

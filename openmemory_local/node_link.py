@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode
 
-__all__ = ["NodeLink", "NodeUnavailable", "NodeError", "open_link", "query_path"]
+__all__ = ["NodeLink", "NodeUnavailable", "NodeError", "open_link", "query_path", "KEY_LISTS"]
 
 API_ADDR_FILE = "api.addr"
 TOKEN_FILE = "api.token"
@@ -164,6 +164,64 @@ class NodeLink:
 
     def record(self, record_id: str) -> dict:
         return self.get(f"/v1/records/{quote(record_id, safe='')}")
+
+    def commons(self, record_id: str) -> dict:
+        """``GET /v1/commons/{id}``: a record, why it has its status, and its provenance chain."""
+        return self.get(f"/v1/commons/{quote(record_id, safe='')}")
+
+    # --- what `openmemory-node` commands ask, for the page's node view: the same endpoints
+    # --- and the same bodies as the node's CLI (the engine never imports openmemory_node)
+
+    def status(self) -> dict:
+        """``openmemory-node status``: ``GET /v1/status``."""
+        return self.get("/v1/status")
+
+    def peers(self) -> dict:
+        """``openmemory-node peers``: ``GET /v1/peers``."""
+        return self.get("/v1/peers")
+
+    def records(self, **filters: Any) -> dict:
+        """``openmemory-node records``: ``GET /v1/records`` (type, kind, status, author, limit, before)."""
+        return self.get("/v1/records", **filters)
+
+    def keys(self, name: str) -> dict:
+        """``openmemory-node trust|revokers list``: ``GET /v1/trust`` or ``/v1/revokers``."""
+        return self.get(f"/v1/{_key_list(name)}")
+
+    def add_key(self, name: str, key: str, note: str = "") -> dict:
+        """``openmemory-node trust|revokers add KEY [--note T]``: ``POST /v1/{name}``."""
+        return self.post(f"/v1/{_key_list(name)}", {"key": key, "note": note or ""})
+
+    def remove_key(self, name: str, key: str) -> dict:
+        """``openmemory-node trust|revokers remove KEY``: ``DELETE /v1/{name}/{key}``."""
+        return self.delete(f"/v1/{_key_list(name)}/{quote(key, safe='')}")
+
+    def local_revocations(self) -> dict:
+        """``GET /v1/revocations/local``."""
+        return self.get("/v1/revocations/local")
+
+    def revoke_local(self, record_id: str, reason: str = "", code: str | None = None) -> dict:
+        """``openmemory-node revoke ID --local [--reason T] [--code C]``: revoked on this node
+        only, nothing signed or published."""
+        body: dict[str, Any] = {"id": record_id, "reason": reason or "", "local": True}
+        if code:
+            body["reason_code"] = code
+        return self.post("/v1/revoke", body)
+
+    def lift_local_revocation(self, record_id: str) -> dict:
+        """``openmemory-node revoke ID --undo``: ``DELETE /v1/revoke/{id}``."""
+        return self.delete(f"/v1/revoke/{quote(record_id, safe='')}")
+
+
+#: The node's key lists: ``trust`` (whose attestations count) and ``revokers`` (whose
+#: revocations take effect here).
+KEY_LISTS = ("trust", "revokers")
+
+
+def _key_list(name: str) -> str:
+    if name not in KEY_LISTS:
+        raise ValueError(f"unknown key list {name!r} (trust or revokers)")
+    return name
 
 
 def open_link(config) -> NodeLink:

@@ -154,3 +154,197 @@ def strength_plot(points: Sequence[tuple[datetime, float, str]], *, render_min: 
         hlines.append((archive_below, "archived below"))
     top = max(max(p[1] for p in points), ceiling or 0.0, 1.0)
     return plot([line], marks, ylabel="strength", ylim=(0, top * 1.1), hlines=hlines, fmt=fmt)
+
+
+# --- the provenance graph of a commons lesson (plain SVG, no matplotlib, no Graphviz) ---------------
+#
+# A record's chain, as the node gives it (``GET /v1/commons/{id}``: ``chain`` with ``parents`` and
+# ``children``, recursively), drawn as a small layered graph: every record a box (short id, status,
+# the start of its text), every ``derived_from`` link an arrow from the parent to the record derived
+# from it, ancestors above, descendants below. Pure code over the chain: deterministic SVG text.
+
+__all__ += ["chain_graph", "layered_layout", "provenance_svg", "STATUS_COLOURS"]
+
+#: How each status is drawn: (fill, stroke).
+STATUS_COLOURS = {
+    "common": ("#e3f4ea", "#1e7b4f"),
+    "candidate": ("#e8f0fb", "#0b5cad"),
+    "faded": ("#f0f0f0", "#777777"),
+    "revoked": ("#fde8e4", "#b3261e"),
+    "absent": ("#ffffff", "#999999"),
+}
+_BOX_W, _BOX_H, _GAP_X, _GAP_Y, _PAD = 230, 58, 24, 46, 12
+
+
+def chain_graph(chain: dict) -> tuple[dict[str, dict], list[tuple[str, str]]]:
+    """The records of a chain (id -> ``{id, status, text, type, truncated}``) and its edges
+    ``(parent, child)``, sorted; the record the chain is of has ``focus``."""
+    nodes: dict[str, dict] = {}
+    edges: set[tuple[str, str]] = set()
+
+    def add(entry: dict) -> str:
+        rid = str(entry.get("id") or "")
+        node = nodes.setdefault(rid, {"id": rid, "status": "absent", "text": None, "type": None})
+        for key in ("status", "text", "type"):
+            if entry.get(key) is not None and (node[key] in (None, "absent") or key != "status"):
+                node[key] = entry[key]
+        if entry.get("truncated"):
+            node["truncated"] = True
+        return rid
+
+    def walk(entry: dict, name: str, depth: int = 0) -> None:
+        rid = add(entry)
+        if depth > 500:
+            return
+        for other in entry.get(name) or ():
+            if not isinstance(other, dict) or not other.get("id"):
+                continue
+            oid = add(other)
+            edges.add((oid, rid) if name == "parents" else (rid, oid))
+            walk(other, name, depth + 1)
+
+    walk(chain, "parents")
+    walk(chain, "children")
+    if chain.get("id"):
+        nodes[str(chain["id"])]["focus"] = True
+    return nodes, sorted(edges)
+
+
+def layered_layout(nodes, edges) -> dict[str, tuple[int, int]]:
+    """Each node's (layer, position): the layer is the longest path from a record without
+    parents (a parent is always above what derives from it); within a layer, nodes are
+    ordered by the mean position of their neighbours (two sweeps down and up), ties by id."""
+    ids = sorted(nodes)
+    parents: dict[str, list[str]] = {n: [] for n in ids}
+    children: dict[str, list[str]] = {n: [] for n in ids}
+    for a, b in edges:
+        if a in parents and b in parents and a != b:
+            parents[b].append(a)
+            children[a].append(b)
+    layer: dict[str, int] = {}
+    state: dict[str, int] = {}  # 1 visiting, 2 done: a cycle (never in a real chain) is cut
+
+    def depth(n: str) -> int:
+        stack = [(n, iter(sorted(parents[n])))]
+        state[n] = 1
+        best = {n: 0}
+        while stack:
+            node, it = stack[-1]
+            for p in it:
+                if state.get(p) == 2:
+                    best[node] = max(best[node], layer[p] + 1)
+                elif state.get(p) is None:
+                    state[p] = 1
+                    best[p] = 0
+                    stack.append((p, iter(sorted(parents[p]))))
+                    break
+            else:
+                stack.pop()
+                layer[node] = best[node]
+                state[node] = 2
+                if stack:
+                    up = stack[-1][0]
+                    best[up] = max(best[up], layer[node] + 1)
+        return layer[n]
+
+    for n in ids:
+        if state.get(n) is None:
+            depth(n)
+    rows: dict[int, list[str]] = {}
+    for n in ids:
+        rows.setdefault(layer[n], []).append(n)
+    order = {n: i for row in rows.values() for i, n in enumerate(row)}
+    levels = sorted(rows)
+
+    def arrange(level: int, neighbours: dict[str, list[str]]) -> None:
+        def key(n: str) -> tuple:
+            near = [order[m] for m in neighbours[n]]
+            return (sum(near) / len(near) if near else order[n], n)
+
+        rows[level].sort(key=key)
+        for i, n in enumerate(rows[level]):
+            order[n] = i
+
+    for _ in range(2):
+        for level in levels[1:]:
+            arrange(level, parents)
+        for level in levels[-2::-1]:
+            arrange(level, children)
+    return {n: (layer[n], order[n]) for n in ids}
+
+
+def _xml(text) -> str:
+    return (str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
+            .replace("'", "&#39;"))
+
+
+def _two_lines(text: str, n: int) -> list[str]:
+    """``text`` wrapped in at most two lines of ``n`` characters, the second clipped."""
+    import textwrap
+
+    lines = textwrap.wrap(" ".join(str(text or "").split()), n, break_long_words=True) or [""]
+    if len(lines) > 2:
+        lines = [lines[0], lines[1][: n - 1] + "\u2026"]
+    return lines
+
+
+def provenance_svg(chain: dict, *, href=None, title: str = "provenance chain") -> bytes:
+    """The chain drawn as an SVG (see the section's comment). ``href(node)`` may give a link
+    for a record's box (an inline SVG follows it). Every text is escaped."""
+    if not isinstance(chain, dict) or not chain.get("id"):
+        raise PlotError("an empty chain: no record to draw")
+    nodes, edges = chain_graph(chain)
+    where = layered_layout(nodes, edges)
+    widths: dict[int, int] = {}
+    for layer, pos in where.values():
+        widths[layer] = max(widths.get(layer, 0), pos + 1)
+    columns = max(widths.values())
+    width = _PAD * 2 + columns * _BOX_W + (columns - 1) * _GAP_X
+    height = _PAD * 2 + len(widths) * _BOX_H + (len(widths) - 1) * _GAP_Y
+    top = min(widths)
+
+    def box(rid: str) -> tuple[float, float]:
+        layer, pos = where[rid]
+        span = widths[layer] * _BOX_W + (widths[layer] - 1) * _GAP_X
+        x0 = (width - span) / 2
+        return x0 + pos * (_BOX_W + _GAP_X), _PAD + (layer - top) * (_BOX_H + _GAP_Y)
+
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" class="provenance" width="{width}" height="{height}" '
+           f'viewBox="0 0 {width} {height}" role="img" aria-label="{_xml(title)}" '
+           'font-family="DejaVu Sans, sans-serif">',
+           f"<title>{_xml(title)}</title>",
+           '<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="7" markerHeight="7" '
+           'orient="auto-start-reverse"><path d="M 0 0 L 10 5 L 0 10 z" fill="#5b6475"/></marker></defs>']
+    for parent, child in edges:
+        (px, py), (cx, cy) = box(parent), box(child)
+        x1, y1, x2, y2 = px + _BOX_W / 2, py + _BOX_H, cx + _BOX_W / 2, cy
+        mid = (y1 + y2) / 2
+        out.append(f'<g class="edge" data-from="{_xml(parent)}" data-to="{_xml(child)}"><title>{_xml(child[:16])} '
+                   f'derives from {_xml(parent[:16])}</title><path d="M {x1:.1f} {y1:.1f} C {x1:.1f} {mid:.1f} '
+                   f'{x2:.1f} {mid:.1f} {x2:.1f} {y2 - 1:.1f}" fill="none" stroke="#5b6475" stroke-width="1.4" '
+                   'marker-end="url(#arrow)"/></g>')
+    for rid in sorted(nodes, key=lambda n: where[n]):
+        node = nodes[rid]
+        x, y = box(rid)
+        status = str(node.get("status") or "absent")
+        fill, stroke = STATUS_COLOURS.get(status, STATUS_COLOURS["absent"])
+        focus = bool(node.get("focus"))
+        text = node.get("text") or ("(not held here)" if status == "absent" else f"({node.get('type') or 'record'})")
+        link = href(node) if href is not None else None
+        body = [f'<rect x="{x:.1f}" y="{y:.1f}" width="{_BOX_W}" height="{_BOX_H}" rx="6" fill="{fill}" '
+                f'stroke="{stroke}" stroke-width="{3 if focus else 1.3}"'
+                + (' stroke-dasharray="4 3"' if status == "absent" else "") + "/>",
+                f'<text x="{x + 8:.1f}" y="{y + 17:.1f}" font-size="11" font-weight="700" fill="#1d2330">'
+                f'{_xml(rid[:16])}</text>',
+                f'<text x="{x + _BOX_W - 8:.1f}" y="{y + 17:.1f}" font-size="10" text-anchor="end" '
+                f'fill="{stroke}">{_xml(status)}</text>',
+                *(f'<text x="{x + 8:.1f}" y="{y + 34 + 14 * i:.1f}" font-size="10" fill="#1d2330">{_xml(line)}</text>'
+                  for i, line in enumerate(_two_lines(text, 40)))]
+        inner = (f"<title>{'this record: ' if focus else ''}{_xml(rid)} ({_xml(status)}): "
+                 f"{_xml(node.get('text') or '')}</title>" + "".join(body))
+        if link:
+            inner = f'<a href="{_xml(link)}">{inner}</a>'
+        out.append(f'<g class="node status-{_xml(status)}{" focus" if focus else ""}" data-id="{_xml(rid)}" '
+                   f'data-status="{_xml(status)}">{inner}</g>')
+    out.append("</svg>")
+    return ("\n".join(out) + "\n").encode()

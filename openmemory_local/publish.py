@@ -85,6 +85,12 @@ __all__ = [
     "revoke",
     "published_records",
     "commons_status",
+    "commons_views",
+    "commons_line",
+    "enable_messages",
+    "disable_messages",
+    "revoke_messages",
+    "publish_messages",
     "REVOKE_CODES",
     "ENV_FAULT",
 ]
@@ -226,12 +232,19 @@ def opted_in(store) -> list[str]:
     return [f for (f,) in store.conn.execute("SELECT family FROM publish_projects WHERE enabled = 1 ORDER BY family")]
 
 
-def status(store) -> dict:
-    """Opted-in (and opted-out) families with what each has eligible, published, waiting, held."""
+def status(store, *, known: bool = False) -> dict:
+    """Opted-in (and opted-out) families with what each has eligible, published, waiting, held;
+    ``known``: also every other family the store has sessions or lessons of (never opted in)."""
     threshold = store.config.publish_min_strength
     families = []
-    for fam, enabled, path, enabled_at, disabled_at in store.conn.execute(
-            "SELECT family, enabled, path, enabled_at, disabled_at FROM publish_projects ORDER BY family"):
+    rows = store.conn.execute(
+        "SELECT family, enabled, path, enabled_at, disabled_at FROM publish_projects ORDER BY family").fetchall()
+    if known:
+        listed = {r[0] for r in rows}
+        others = {f for fams in _known_families(store).values() for f in fams}
+        others |= {f for (f,) in store.conn.execute("SELECT DISTINCT family FROM lessons WHERE family IS NOT NULL")}
+        rows = sorted(rows + [(f, 0, None, None, None) for f in others - listed if f])
+    for fam, enabled, path, enabled_at, disabled_at in rows:
         count = lambda sql, *a: store.conn.execute(sql, (fam, *a)).fetchone()[0]  # noqa: E731
         families.append({
             "family": fam, "enabled": bool(enabled), "path": path, "enabled_at": enabled_at,
@@ -420,9 +433,13 @@ def _latest_published(store) -> dict[int, dict]:
     return out
 
 
-def plan(store, now: datetime, context: _Context | None = None) -> list[Candidate]:
-    """What publishing would do now, lesson by lesson (reads only; see the module docstring)."""
-    families = opted_in(store)
+def plan(store, now: datetime, context: _Context | None = None, *, families: list[str] | None = None
+         ) -> list[Candidate]:
+    """What publishing would do now, lesson by lesson (reads only; see the module docstring).
+
+    ``families``: plan for these project families as if they were opted in (what opting one
+    in would send: the page shows it before the person confirms); default, the opted-in ones."""
+    families = opted_in(store) if families is None else sorted(set(families))
     if not families:
         return []
     context = context or _Context(store)
@@ -750,13 +767,15 @@ def publish(store, now: datetime, *, link: NodeLink | None = None, on_sent=None)
     return result
 
 
-def dry_run(store, now: datetime) -> dict:
+def dry_run(store, now: datetime, *, families: list[str] | None = None) -> dict:
     """Exactly the records that would leave now (text, kind, strength, derived_from), and
-    what is held back and why; sends and writes nothing."""
-    candidates = plan(store, now)
+    what is held back and why; sends and writes nothing. ``families``: as :func:`plan` (what
+    opting these in would send), default the opted-in ones."""
+    candidates = plan(store, now, families=families)
     leave = [c for c in candidates if c.action in ("new", "pending")]
     return {
         "opted_in": opted_in(store),
+        "families": opted_in(store) if families is None else sorted(set(families)),
         "threshold": store.config.publish_min_strength,
         "records": [{"lesson": c.lesson_id, "family": c.family, "state": "queued" if c.action == "pending" else "new",
                      "text": c.text, "kind": c.kind, "strength": c.strength, "derived_from": c.derived_from}
@@ -869,3 +888,115 @@ def commons_status(link: NodeLink, record_id: str, *, max_members: int = 50) -> 
     return {"record": record_id, "status": view.get("status") or commons.get("status"),
             "group_status": group.get("status"), "dedup_key": group.get("dedup_key"), "head": group.get("head"),
             "members": len(members), "authors": len(authors), "tally": commons.get("tally")}
+
+
+def commons_views(store, lesson_ids=None) -> dict:
+    """Each published lesson's records, with their status as the node reports it
+    (:func:`commons_status`): ``{"lessons": {lesson id: {"records": [...]}}, "unavailable":
+    why the node could not be asked, or None}``. What ``openmemory lessons`` and the page show."""
+    records = published_records(store, lesson_ids)
+    out: dict = {"lessons": {}, "unavailable": None}
+    link = None
+    if any(rec["revoked_at"] is None for recs in records.values() for rec in recs):
+        try:
+            link = open_link(store.config)
+            link.node()
+        except NodeUnavailable as exc:
+            out["unavailable"], link = str(exc), None
+    for lesson_id, recs in records.items():
+        shown = []
+        for rec in recs:
+            view = {k: rec[k] for k in ("record_id", "text", "created", "published_at", "superseded_by",
+                                        "revoked_at", "revoke_code", "dedup_key")}
+            view["family"] = rec["family"]
+            view["node"] = None
+            if link is not None:
+                try:
+                    view["node"] = commons_status(link, rec["record_id"])
+                except NodeUnavailable as exc:
+                    out["unavailable"], link = str(exc), None
+                except NodeError as exc:
+                    view["node"] = {"error": str(exc)}
+            shown.append(view)
+        out["lessons"][lesson_id] = {"records": shown}
+    return out
+
+
+def commons_line(rec: dict) -> str:
+    """A published record's state in one line: the node's status and group, and what
+    happened to it here (replaced, revoked)."""
+    local = []
+    if rec.get("superseded_by"):
+        local.append(f"replaced by {rec['superseded_by'][:16]}…")
+    if rec.get("revoked_at"):
+        local.append(f"revoked {rec['revoked_at'][:10]} ({rec.get('revoke_code')})")
+    node = rec.get("node")
+    if node is None:
+        state = "status unknown (node not running)" if not rec.get("revoked_at") else ""
+    elif node.get("error"):
+        state = f"node: {node['error']}"
+    else:
+        group = node.get("group_status")
+        state = (f"{node['status']}; group of {node['members']} record(s) by {node['authors']} author(s)"
+                 + (f", group {group}" if group not in (None, node["status"]) else ""))
+    return "; ".join(p for p in [state, *local] if p)
+
+
+# --- what the commands say (the CLI prints it, the page shows it) ----------------------------------
+
+
+def enable_messages(result: dict, threshold: float) -> list[str]:
+    """What :func:`enable` did, one sentence per family."""
+    return [f"{fam}: {'opted in' if fam in result['changed'] else 'already opted in'}; {result['lessons'][fam]} "
+            f"active lesson(s) so far. Lessons at strength {threshold:g} or more are published by the next "
+            "`openmemory run` (or `openmemory publish`); `openmemory publish --dry-run` shows exactly what would "
+            "leave." for fam in result["families"]]
+
+
+def disable_messages(result: dict, target: str) -> list[str]:
+    """What :func:`disable` did: per family, then what was revoked or stays on the commons
+    (``target``: how the person named the project, for the command to withdraw it)."""
+    out = [f"{fam}: {'opted out' if fam in result['changed'] else 'was not opted in'}; nothing more is published "
+           "from it" + (f" ({result['dropped']} queued record(s) dropped)" if result["dropped"] else "")
+           for fam in result["families"]]
+    if result["revoked"]:
+        out.append(f"Revoked {len(result['revoked'])} record(s) (reason withdrawn).")
+    elif result["published"]:
+        lessons = sorted({p["lesson_id"] for p in result["published"]})
+        out.append(f"{len(result['published'])} record(s) of lesson(s) {', '.join(map(str, lessons))} stay on the "
+                   f"commons. To withdraw them: openmemory publish disable {target} --revoke (or openmemory "
+                   "revoke LESSON).")
+    return out
+
+
+def publish_messages(result: dict, *, detail: bool = False) -> list[str]:
+    """What :func:`publish` did, in one or two lines (none when no project is opted in);
+    ``detail``: then each record sent and each lesson held back (``openmemory publish``)."""
+    if not result or (not result.get("opted_in") and not result.get("sent") and not result.get("waiting")):
+        return []
+    sent = result.get("sent") or []
+    parts = [f"{len(sent)} record(s) sent" + (f" to the node at {result['node']['address']}" if result.get("node")
+                                              and sent else "")]
+    if result.get("held"):
+        parts.append(f"{len(result['held'])} lesson(s) held back by the redaction gate (see the report)")
+    if result.get("refused"):
+        parts.append(f"{len(result['refused'])} refused by the node")
+    out = ["Published: " + ", ".join(parts)]
+    if result.get("waiting"):
+        out.append(f"  {result['waiting']} record(s) wait in the queue for the commons node: "
+                   f"{result.get('error') or ''}".rstrip(": "))
+    if detail:
+        out += [f"  lesson {s['lesson']}: record {s['record']}" + (" (already on the node)" if s["duplicate"] else "")
+                for s in result.get("sent") or []]
+        out += [f"  lesson {h['lesson_id']} held back: " + "; ".join(h["reasons"]) for h in result.get("held") or []]
+    return out
+
+
+def revoke_messages(result: dict, code: str) -> list[str]:
+    """What :func:`revoke` did, record by record."""
+    out = [f"record {r['record']} revoked ({code}) by {r['revocation']}; now {r['status']}" for r in result["revoked"]]
+    if not result["revoked"]:
+        out.append(f"Lesson {result['lesson']}'s records were already revoked.")
+    else:
+        out.append(f"Lesson {result['lesson']} is not published again.")
+    return out

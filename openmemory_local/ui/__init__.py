@@ -1,10 +1,15 @@
-"""``openmemory ui``: a local web page of the memory, to see what was learned and to steer it.
+"""``openmemory ui``: a local web page of the memory and its node, to see what was learned and to steer it.
 
-It shows the lessons by project (and, later, by layer: own and commons), each with its
-text, its strength over time, its prediction record, the episodes it was learned from and,
-one click further, the transcript lines they point to (read from the archive); the morning
-reports; and search (the engine's own recall). It vetoes and unvetoes lessons with the same
-function as ``openmemory veto`` (:func:`openmemory_local.lessons.set_veto`).
+It shows the lessons by project and by layer (this agent's own; those received from the
+commons), each own lesson with its text, its strength over time, its prediction record, the
+episodes it was learned from and, one click further, the transcript lines they point to
+(read from the archive); each received lesson as an observation reported by other agents,
+with its status, the node's tally of attestations, its predictions here and its provenance
+chain drawn as a graph; publishing per project (what would leave, what left, what the
+redaction gate held back and why); the commons node (peers, records, revocations, trust);
+the morning reports; and search (the engine's own recall). Every action (veto and unveto,
+opting in and out, publishing, revoking, the node's revoke and trust) calls the same function
+as its command (:mod:`.commons_pages` lists them).
 
 Served on 127.0.0.1 only, behind a one-time token, Host and Origin checks and a CSRF token
 (:mod:`.guard`). Built on Starlette and uvicorn, with Jinja2 templates and a little
@@ -13,8 +18,9 @@ JavaScript (no build step), plots by :mod:`openmemory_local.plots`: the ``ui`` e
 so the other commands start as fast as before.
 
 Modules: :mod:`.guard` (who may use the page: pure), :mod:`.data` (what it shows: reads the
-store), :mod:`.markup` (the morning report as HTML), :mod:`.server` (the ASGI app and
-``serve``), ``templates/`` and ``static/``.
+store), :mod:`.nodeview` (what it asks the node), :mod:`.markup` (the morning report as
+HTML), :mod:`.server` (the ASGI app and ``serve``), :mod:`.commons_pages` (the publishing,
+commons and node handlers), ``templates/`` and ``static/``.
 """
 
 from __future__ import annotations
@@ -34,11 +40,12 @@ def register(subparsers, common: argparse.ArgumentParser | None = None) -> None:
     parser = subparsers.add_parser(
         "ui",
         parents=[common] if common is not None else [],
-        help="a local web page of the memory: lessons, evidence, reports, search, veto",
-        description="Serve a page on 127.0.0.1 (this machine only) showing the lessons by project with "
-        "their strength over time, predictions, episodes and transcript lines, the morning reports "
-        "and search, where lessons can be vetoed and unvetoed. Prints a link with a one-time token "
-        "and opens the browser when there is one.",
+        help="a local web page of the memory and its node: lessons, evidence, the commons, publishing, search",
+        description="Serve a page on 127.0.0.1 (this machine only) showing the lessons by project and "
+        "layer (own, received from the commons) with their strength over time, predictions, episodes and "
+        "transcript lines, provenance graphs, publishing, the commons node, the morning reports and "
+        "search; lessons can be vetoed, projects opted in or out of publishing, lessons revoked, keys "
+        "trusted. Prints a link with a one-time token and opens the browser when there is one.",
     )
     parser.add_argument("--port", type=int, default=0, help="the port on 127.0.0.1 (default: a free one)")
     parser.add_argument("--no-browser", action="store_true", help="do not open a browser; just print the link")

@@ -7,18 +7,23 @@ touches) and the actions, which are the engine's own functions
 (:func:`openmemory_local.lessons.set_veto`, the same code as ``openmemory veto``).
 
 Layers. :func:`lesson_layers` returns the lessons in layers: ``own`` (what this agent
-learned, by project family) and ``commons`` (lessons received from the commons: None until
-the engine has a commons layer; its view goes there).
+learned, by project family) and ``commons`` (lessons received from the commons, by the
+project families they are rendered in: :func:`commons_layer`); :func:`commons_page` is one
+received lesson. :func:`publishing` is what each project family shares. What the node says
+(statuses, votes, the provenance chain, peers) is asked by :mod:`.nodeview`.
 
 Search. :func:`search` is the one adapter between the engine's recall and the page: recall
-with ``touch=False`` (looking is not using), its results turned into rows. When recall also
-returns lessons, they are merged here, and nowhere else.
+with ``touch=False`` (looking is not using), its results turned into rows, with the lessons
+recalled beside them (this agent's, :func:`openmemory_local.recall.recall_lessons`, and
+received ones, :func:`openmemory_local.commons.recall_commons`), as ``openmemory recall``
+shows them.
 """
 
 from __future__ import annotations
 
 import json
 import os
+from collections import defaultdict
 from datetime import datetime
 
 from ..archive import ArchiveFile, original_path, read_lines
@@ -37,6 +42,12 @@ __all__ = [
     "report",
     "search",
     "open_result",
+    "commons_layer",
+    "commons_page",
+    "commons_ids",
+    "local_chain",
+    "publishing",
+    "family_known",
     "LAYERS",
 ]
 
@@ -81,13 +92,149 @@ def lesson_layers(store, *, include: str = "current") -> dict:
         families.setdefault(lesson["family"] or "", []).append(lesson)
     own = [{"family": fam, "label": family_label(fam) if fam else "an unknown project", "lessons": rows}
            for fam, rows in sorted(families.items(), key=lambda item: (family_label(item[0]), item[0]))]
-    return {"own": own, "commons": commons_layer(store)}
+    return {"own": own, "commons": commons_layer(store, include=include)}
 
 
-def commons_layer(store) -> list[dict] | None:
-    """Lessons received from the commons, by project family, as :func:`lesson_layers` gives
-    its own; None: this engine has no commons layer yet (the page says so)."""
-    return None
+def commons_layer(store, *, include: str = "current") -> list[dict]:
+    """Lessons received from the commons (:func:`openmemory_local.commons.commons_rows`), by
+    the project family whose memory folders they are rendered in (one lesson may be in
+    several), then those rendered nowhere; newest first. ``include="all"`` adds revoked ones
+    and this agent's own publications as its node received them."""
+    from ..commons import _memory_folders, commons_rows
+    from ..lessons import project_families
+
+    rows = commons_rows(store, include_all=include == "all")
+    cwd_of = _memory_folders(store)
+    families_of = project_families(store)
+    groups: dict[str, list[dict]] = {}
+    for row in rows:
+        fams = set()
+        for f in row["rendered"]:
+            cwd = cwd_of.get(os.path.realpath(os.path.dirname(f["path"])))
+            fams |= families_of.get(cwd, set()) if cwd else set()
+        row["families"] = sorted(fams)
+        for fam in fams or {""}:
+            groups.setdefault(fam, []).append(row)
+    out = [{"family": fam, "label": family_label(fam), "lessons": rows}
+           for fam, rows in sorted(groups.items(), key=lambda item: (not item[0], family_label(item[0] or "~"),
+                                                                   item[0])) if fam]
+    if "" in groups:
+        out.append({"family": "", "label": "in no memory folder", "lessons": groups[""]})
+    return out
+
+
+def commons_page(store, record_id: str) -> dict | None:
+    """One received lesson, as the store holds it: its row, the files it has in memory
+    folders, its predictions in this agent's projects, this agent's attestations, its
+    history (``events``), and which lessons it derives from are held here. None if absent."""
+    from ..commons import CommonsNotFound, attestations_of, find_commons
+
+    try:
+        row = find_commons(store, record_id)
+    except CommonsNotFound:
+        return None
+    cid = row["id"]
+    c = store.conn
+    row["files"] = [{"path": path, "state": state, "written": written, "exists": os.path.exists(path)}
+                    for path, state, written in c.execute(
+                        "SELECT path, state, written FROM rendered_files WHERE role = 'commons' AND lesson_id = ? "
+                        "ORDER BY path", (cid,))]
+    row["predictions"] = [
+        {"id": pid, "family": fam, "label": family_label(fam), "made": made, "text": text, "state": state,
+         "resolved": resolved, "sessions": sessions, "matched": matched, "episode_id": eid, "facet": facet,
+         "similarity": sim}
+        for pid, fam, made, text, state, resolved, sessions, matched, eid, facet, sim in c.execute(
+            "SELECT id, family, made, text, state, resolved, sessions, matched, episode_id, facet, similarity "
+            "FROM commons_predictions WHERE commons_id = ? ORDER BY id DESC", (cid,))]
+    row["attestations"] = attestations_of(store, [cid]).get(cid, [])
+    row["events"] = [{"at": at, "kind": kind, "detail": loads(detail, {})} for at, kind, detail in c.execute(
+        "SELECT at, kind, detail FROM events WHERE lesson_id IS NULL AND json_extract(detail, '$.commons') = ? "
+        "ORDER BY id", (cid,))]
+    held = {rid for (rid,) in c.execute(
+        f"SELECT record_id FROM commons_lessons WHERE record_id IN ({','.join('?' * len(row['derived_from']))})",
+        row["derived_from"])} if row["derived_from"] else set()
+    row["parents"] = [{"id": rid, "held": rid in held} for rid in row["derived_from"]]
+    own = c.execute("SELECT lesson_id FROM published WHERE record_id = ?", (row["record_id"],)).fetchone()
+    row["own_lesson"] = own[0] if own else None
+    return row
+
+
+def local_chain(store, record_id: str, max_nodes: int = 200) -> dict:
+    """A received lesson's provenance chain as this engine's store has it (each lesson's
+    ``derived_from``), in the shape of the node's ``chain``: what the page draws when the
+    node is not running."""
+    rows = {rid: (status, text, loads(derived, [])) for rid, status, text, derived in store.conn.execute(
+        "SELECT record_id, status, text, derived_from FROM commons_lessons")}
+    children: dict[str, list[str]] = defaultdict(list)
+    for rid, (_, _, derived) in rows.items():
+        for parent in derived:
+            children[parent].append(rid)
+
+    def walk(rid: str, name: str, seen: set[str]) -> dict:
+        status, text, derived = rows.get(rid, ("absent", None, []))
+        entry = {"id": rid, "status": status, "text": text, "type": "lesson" if rid in rows else None}
+        if rid in seen or len(seen) >= max_nodes:
+            entry["repeated"] = True
+            return entry
+        seen.add(rid)
+        entry[name] = [walk(other, name, seen) for other in sorted(derived if name == "parents" else children[rid])]
+        return entry
+
+    chain = walk(record_id, "parents", set())
+    chain["children"] = walk(record_id, "children", set())["children"]
+    return chain
+
+
+def commons_ids(store) -> set[str]:
+    """The record ids of every received lesson the store holds (for links)."""
+    return {rid for (rid,) in store.conn.execute("SELECT record_id FROM commons_lessons")}
+
+
+# --- publishing ---------------------------------------------------------------------------------
+
+
+def publishing(store, on_node: dict | None = None) -> dict:
+    """Publishing, by project family: every family the store knows, opted in or not, with its
+    counts (:func:`openmemory_local.publish.status`); the records each published (oldest
+    first; ``on_node``: record id -> its status as the node reports it,
+    :func:`openmemory_local.publish.commons_views`); what the redaction gate (or the node)
+    held back, and why; what waits for the node."""
+    from ..publish import published_records, status
+
+    state = status(store, known=True)
+    held, waiting = defaultdict(list), defaultdict(list)
+    for lesson_id, fam, qstate, text, kind, strength, reasons, queued, attempts, last_error in store.conn.execute(
+            "SELECT q.lesson_id, q.family, q.state, q.text, q.kind, q.strength, q.reasons, q.queued, q.attempts, "
+            "q.last_error FROM publish_queue q ORDER BY q.id"):
+        entry = {"lesson": lesson_id, "text": text, "kind": kind, "strength": strength, "queued": queued,
+                 "reasons": loads(reasons, []), "attempts": attempts, "last_error": last_error, "state": qstate}
+        (held if qstate == "held" else waiting)[fam].append(entry)
+    local = {lid: text for lid, text in store.conn.execute(
+        "SELECT id, COALESCE(text, rule_text) FROM lessons WHERE id IN (SELECT lesson_id FROM publish_queue "
+        "UNION SELECT lesson_id FROM published)")}
+    published = defaultdict(list)
+    for lesson_id, records in published_records(store).items():
+        fam = records[-1]["family"]
+        for rec in records:
+            rec["node"] = (on_node or {}).get(rec["record_id"])
+        published[fam].append({"lesson": lesson_id, "local_text": local.get(lesson_id), "records": records,
+                               "revoked": all(r["revoked_at"] for r in records)})
+    for fam in state["families"]:
+        fam["label"] = family_label(fam["family"])
+        fam["held_back"] = held.get(fam["family"], [])
+        for entry in fam["held_back"]:
+            entry["local_text"] = local.get(entry["lesson"])
+        fam["waiting"] = waiting.get(fam["family"], [])
+        fam["published"] = published.get(fam["family"], [])
+    state["families"].sort(key=lambda f: (not f["enabled"], f["label"], f["family"]))
+    return state
+
+
+def family_known(store, fam: str) -> bool:
+    """Whether ``fam`` is a project family the publishing view lists (actions take no other)."""
+    from ..publish import status
+
+    return any(f["family"] == fam for f in status(store, known=True)["families"])
 
 
 def lesson_page(store, lesson_id: int) -> dict | None:
@@ -274,12 +421,23 @@ def report(store, report_id: int | None = None) -> dict | None:
 # --- search (the engine's recall) --------------------------------------------------------------
 
 
-def search(store, query: str, k: int, now: datetime, *, kinds: list[str] | None = None) -> list[dict]:
-    """Recall ``query`` (:func:`openmemory_local.recall.recall`, ``touch=False``) as rows:
-    ``kind``, ``id``, ``text``, ``created``, ``project``, ``score``, ``components``, ``url``
-    and ``lessons`` (the lessons the memory is in). Raises ``EmptyQuery``."""
-    from ..recall import recall
+#: Lessons (own, and received) shown beside the episodes a search recalls, at most.
+SEARCH_LESSONS = 3
 
+
+def search(store, query: str, k: int, now: datetime, *, kinds: list[str] | None = None) -> dict:
+    """Recall ``query`` as the engine does, touching nothing: ``{"episodes", "lessons",
+    "commons"}``. Episodes are :func:`openmemory_local.recall.recall` (``touch=False``) as
+    rows: ``kind``, ``id``, ``text``, ``created``, ``project``, ``score``, ``components``,
+    ``url`` and ``lessons`` (the lessons the memory is in). Beside them, as ``openmemory
+    recall`` and the MCP ``recall`` tool show them: this agent's lessons
+    (:func:`openmemory_local.recall.recall_lessons`) and the received lessons resembling the
+    query (:func:`openmemory_local.commons.recall_commons`); none of either when a kind of
+    episode is asked for. Raises ``EmptyQuery``."""
+    from ..commons import recall_commons
+    from ..recall import recall, recall_lessons
+
+    lesson_hits = [] if kinds else recall_lessons(store, query, SEARCH_LESSONS, now)
     results = recall(store, query, k, now, kinds=kinds, touch=False)
     ids = [r.id for r in results]
     in_lessons: dict[int, list[int]] = {}
@@ -297,7 +455,11 @@ def search(store, query: str, k: int, now: datetime, *, kinds: list[str] | None 
             "components": {"relevance": r.relevance, "recency": r.recency, "strength": r.strength},
             "url": f"/episodes/{e['id']}", "lessons": in_lessons.get(e["id"], []),
         })
-    return rows
+    lessons = [{"type": "lesson", **h.to_dict(), "url": f"/lessons/{h.lesson['id']}"} for h in lesson_hits]
+    received = [] if kinds else [
+        {"type": "commons", "lesson": row, "similarity": row["similarity"], "url": f"/commons/{row['record_id']}"}
+        for row in recall_commons(store, query, SEARCH_LESSONS)]
+    return {"episodes": rows, "lessons": lessons, "commons": received}
 
 
 def open_result(store, episode_id: int, now: datetime) -> bool:

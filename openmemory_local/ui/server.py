@@ -8,9 +8,11 @@ Structure (what a later view adds, and where):
 
 - ``NAV``: the sections of the page, in the header; a view appends its entry.
 - ``routes()``: one :class:`~starlette.routing.Route` per page or action; the handlers are
-  methods of :class:`Page`, each a few lines: read the data (:mod:`.data`, run on the store
-  thread by :meth:`Page.store_call`), render a template (``templates/``), or call the
-  engine's own function for an action (never a second implementation) and redirect.
+  methods of :class:`Page` (those of publishing, received lessons and the node in
+  :class:`.commons_pages.CommonsPages`), each a few lines: read the data (:mod:`.data`, run on
+  the store thread by :meth:`Page.store_call`; :mod:`.nodeview` on a worker thread), render a
+  template (``templates/``), or call the engine's own function for an action (never a second
+  implementation) and redirect.
 - :class:`GuardMiddleware` wraps everything: :mod:`.guard`'s checks, the CSRF check of
   every state-changing request, and the security headers of every response.
 
@@ -29,7 +31,7 @@ import sys
 import tempfile
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
@@ -42,8 +44,10 @@ from starlette.templating import Jinja2Templates
 
 from .. import __version__
 from ..clock import resolve_now
+from ..commons_render import NOTICE
 from ..config import Config
 from . import data
+from .commons_pages import CommonsPages
 from .guard import SAFE_METHODS, Guard, Session
 from .markup import report_html
 
@@ -51,10 +55,12 @@ __all__ = ["build_app", "serve", "NAV", "GuardMiddleware", "Page"]
 
 HERE = Path(__file__).parent
 
-#: The page's sections: (label, path, key). Publishing, the commons and the node come next.
+#: The page's sections: (label, path, key).
 NAV = [
     ("Lessons", "/", "lessons"),
     ("Morning reports", "/reports", "reports"),
+    ("Publishing", "/publishing", "publishing"),
+    ("Commons node", "/node", "node"),
     ("Search", "/search", "search"),
 ]
 
@@ -86,6 +92,22 @@ def _when(stamp: Any) -> str:
 def _clip(text: Any, n: int = 300) -> str:
     text = " ".join(str(text or "").split())
     return text if len(text) <= n else text[: n - 1] + "\u2026"
+
+
+def _epoch(seconds: Any) -> str:
+    """Unix seconds (the node's times) as the page shows times."""
+    if seconds is None or seconds == "":
+        return ""
+    try:
+        return _when(datetime.fromtimestamp(float(seconds), tz=timezone.utc))
+    except (TypeError, ValueError, OverflowError, OSError):
+        return str(seconds)
+
+
+def _commons_line(rec: dict) -> str:
+    from ..publish import commons_line
+
+    return commons_line(rec)
 
 
 class _StoreThread:
@@ -120,8 +142,9 @@ class _StoreThread:
         self.executor.shutdown(wait=False)
 
 
-class Page:
-    """The handlers: each reads through the store thread and renders a template."""
+class Page(CommonsPages):
+    """The handlers: each reads through the store thread and renders a template (those of
+    publishing, received lessons and the node are in :class:`.commons_pages.CommonsPages`)."""
 
     def __init__(self, config: Config, guard: Guard, now_option: str | None = None):
         self.config = config
@@ -133,6 +156,10 @@ class Page:
         env.filters["when"] = _when
         env.filters["clip"] = _clip
         env.filters["report_html"] = report_html
+        env.filters["short"] = lambda rid: str(rid or "")[:16]
+        env.filters["epoch"] = _epoch
+        env.globals["notice"] = NOTICE
+        env.globals["commons_line"] = _commons_line
         env.globals["version"] = __version__
         self._plots: dict[tuple, bytes] = {}
 
@@ -176,8 +203,19 @@ class Page:
                                  include=include)
 
     async def lesson(self, request: Request) -> Response:
+        from ..publish import commons_views
+
         lesson_id = request.path_params["lesson_id"]
-        lesson = await self.store_call(lambda s: data.lesson_page(s, lesson_id) if s is not None else None)
+
+        def read(store):
+            lesson = data.lesson_page(store, lesson_id) if store is not None else None
+            if lesson is not None:  # its records on the commons, as the node reports them (if it was published)
+                views = commons_views(store, {lesson_id})
+                lesson["commons"] = dict(views["lessons"].get(lesson_id) or {"records": []},
+                                         unavailable=views["unavailable"])
+            return lesson
+
+        lesson = await self.store_call(read)
         if lesson is None:
             return await self.missing(request, f"There is no lesson #{lesson_id}.")
         return await self.render(request, "lesson.html", "lessons", lesson=lesson, config=self.config)
@@ -267,7 +305,8 @@ class Page:
             now = self.now()
             try:
                 results = await self.store_call(
-                    lambda s: data.search(s, query, k, now, kinds=[kind] if kind else None) if s is not None else [])
+                    lambda s: data.search(s, query, k, now, kinds=[kind] if kind else None) if s is not None
+                    else {"episodes": [], "lessons": [], "commons": []})
             except EmptyQuery as exc:
                 problem = str(exc)
         return await self.render(request, "search.html", "search", query=query, kind=kind or "", k=k,
@@ -295,6 +334,7 @@ class Page:
             Route("/reports/{report_id:int}", self.reports),
             Route("/search", self.search),
             Route("/search/open", self.open_result, methods=["POST"]),
+            *self.commons_routes(),
             Mount("/static", app=StaticFiles(directory=str(HERE / "static")), name="static"),
         ]
 
