@@ -6,11 +6,10 @@ code points, so that another implementation reproduces them.
 
 from __future__ import annotations
 
-import hashlib
 import re
-import unicodedata
 
-from openmemory_local.unicode14 import UNASSIGNED_RE, UNICODE_VERSION
+from openmemory_protocol import content as _content
+from openmemory_protocol.unicode14 import UNASSIGNED_RE, UNICODE_VERSION
 
 from .errors import WireError
 
@@ -92,32 +91,17 @@ def check_text(value: object, field: str, *, min_bytes: int, max_bytes: int) -> 
     return value
 
 
-#: White_Space code points (Unicode property), each run replaced by one space.
-WHITE_SPACE = (
-    "\u0009\u000a\u000b\u000c\u000d\u0020\u0085\u00a0\u1680"
-    "\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a"
-    "\u2028\u2029\u202f\u205f\u3000"
-)
-_WHITE_SPACE_RUN = re.compile("[" + WHITE_SPACE + "]+")
-_QUOTES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"'})
-
-DEDUP_DOMAIN = b"openmemory/dedup/v1\x00"
+#: The content-identity functions live in the protocol package (the engine computes the same keys).
+WHITE_SPACE = _content.WHITE_SPACE
+DEDUP_DOMAIN = _content.DEDUP_DOMAIN
 
 
 def normalise_text(text: str) -> str:
-    """The content-identity form of a lesson text (PROTOCOL.md, "Content identity").
-
-    1. NFKC; 2. typographic quotes to ASCII (U+2018, U+2019 to '; U+201C, U+201D to ");
-    3. Unicode full case folding; 4. NFKC again; 5. every run of White_Space to one space,
-    then leading and trailing spaces removed; 6. trailing full stops and spaces removed.
-    """
-    text = unicodedata.normalize("NFKC", text).translate(_QUOTES)
-    text = unicodedata.normalize("NFKC", text.casefold())
-    text = _WHITE_SPACE_RUN.sub(" ", text).strip(" ")
-    return text.rstrip(". ")
+    """The content-identity form of a lesson text: :func:`openmemory_protocol.normalise`."""
+    return _content.normalise(text)
 
 
 def dedup_key_for(text: str, kind: str) -> str:
-    """Lower-case hex SHA-256 of the dedup domain, the kind, a zero byte, the normalised text."""
-    digest = hashlib.sha256(DEDUP_DOMAIN + kind.encode("utf-8") + b"\x00" + normalise_text(text).encode("utf-8"))
-    return digest.hexdigest()
+    """Lower-case hex SHA-256 of the dedup domain, the kind, a zero byte, the normalised text:
+    :func:`openmemory_protocol.dedup_key`."""
+    return _content.dedup_key(text, kind)

@@ -1,0 +1,561 @@
+"""The observation rule: a lesson states what happened, it never tells an agent what to do.
+
+Safety rule 1 of the design: "the user corrected the agent for using pip; this project uses uv"
+is an observation; "always use uv" is an instruction. This module is the one check for that
+rule, shared by the local engine (when it writes or renders a lesson, and on the optional model's
+answers) and the commons node (a lesson whose text instructs is invalid on the wire, code
+``observation``). PROTOCOL.md, "The observation rule", states it exactly, so that another
+implementation (spec/js/verify.mjs) gives the same answer on every text; spec/vectors/
+observation.json pins it.
+
+In short, on a canonical form of the text (Unicode 14.0 NFKC, invisible characters removed,
+combining marks folded, UTS #39 confusables mapped to ASCII, markup and code-span backticks
+stripped), in this order:
+
+1. ``addressed-to-agent``: words addressed to an agent or model, anywhere (``you must``, ``the
+   agent will``, role tokens such as ``<|im_start|>`` or ``SYSTEM:``, ``please``, ``from now
+   on``, injection phrases);
+2. ``obligation``: deontic phrasing anywhere (``must``, ``should``, ``have to``, ``need to``, ``is
+   required``, ``make sure``, ...) and reported instructions (``told the agent to run``);
+3. ``imperative-opening``: a clause (split at sentence ends, commas, semicolons, colons, dashes,
+   brackets, quotation marks and ``then``/``so``/``but``) that opens, after adverbs and
+   politeness, with an English base-form verb of the committed lexicon, unless that verb is the
+   noun subject of the clause (``Build failed``, ``Type mismatch``: the written rule of
+   spec/generate_observation_tables.py);
+4. ``other-script``: letters of a script other than Latin outside code spans and paths;
+5. ``not-english``: most words not English (v1 lessons are English).
+
+Pure and deterministic, standard library only; the tables are read once from ``data/``.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+
+from .tables import char_class, tables
+from .unicode14 import mask_unassigned
+
+__all__ = [
+    "RULES",
+    "ADDRESSED_PATTERNS",
+    "OBLIGATION_PATTERNS",
+    "REPORTING_VERBS",
+    "SKIPPED_OPENERS",
+    "SKIPPED_PHRASES",
+    "LABELS",
+    "ALWAYS_IMPERATIVE",
+    "PREDICATE_WORDS",
+    "ObservationViolation",
+    "NotAnObservation",
+    "canonical_form",
+    "observation_violation",
+    "is_observation",
+    "check_observation",
+    "is_english_word",
+]
+
+#: The rules, in the order they are checked; the first that fires is reported.
+RULES = ("addressed-to-agent", "obligation", "imperative-opening", "other-script", "not-english")
+
+#: Phrases addressed to an agent or model, or prompt-injection markers, anywhere in the text.
+#: Matched on the lowered text (see PROTOCOL.md); ``\b`` is an ASCII word boundary.
+ADDRESSED_PATTERNS: tuple[str, ...] = (
+    r"\b(?:ignore|disregard|forget|override|overrule|bypass|circumvent) (?:(?:all|any|the|your|these|those|every"
+    r"|my|of|previous|prior|above|earlier|preceding|following|other|original|existing|safety|system) )*"
+    r"(?:instructions?|prompts?|messages?|rules?|directions?|guidelines?|guardrails?|constraints?|restrictions?"
+    r"|filters?|polic(?:y|ies)|programming|training|context)\b",
+    r"\b(?:ignore|disregard|forget) (?:(?:all|the|everything) )?(?:above|previous|prior|everything|that)\b",
+    r"\byou(?:'ll|'d|'re)\b",
+    r"\b(?:you|u|ye) (?:(?:really|now|always|also|just|then|still|first|never|only) )*(?:must|should|shall|will"
+    r"|would|can|could|may|might|need|needs|have to|has to|ought|better|had better|gotta|are to|are required"
+    r"|are expected|are supposed|are allowed|are not allowed|are permitted|are now|are an?|are the|are my"
+    r"|are our|are no longer|cannot|can't|won't|wont|mustn't|shouldn't)\b",
+    r"\b(?:can|could|would|will|should|must|may|might|shall) you\b",
+    r"\b(?:agents?|assistants?|models?|llms?|ais?|bots?|chatbots?|claude|gpt|chatgpt|copilot|codex|gemini) "
+    r"(?:(?:really|now|always|also|just|then|still|first|never|only|from now on) )*(?:must|should|shall|will"
+    r"|can|cannot|can't|may|need|needs|has to|have to|ought|is to|are to|is required|are required|is expected"
+    r"|are expected|is supposed|are supposed|is allowed|are allowed|is permitted|are permitted|is not allowed"
+    r"|are not allowed|is free to|are free to|won't|wont|'ll|'d better)\b",
+    r"<\|[a-z_ ]{1,40}\|>",
+    r"</?(?:system|instructions?|assistant|user|human|developer|prompt|im_start|im_end|system-reminder|tool"
+    r"|function|context|admin)\b",
+    r"\[/?(?:inst|sys|system|user|assistant|human|developer)\]",
+    r"<</?sys>>",
+    r"(?:^|[.!?;>\"'(\[#|] ?)(?:system|assistant|user|human|developer|instructions?|prompt|admin|administrator"
+    r"|operator|sudo|ai|bot|model) ?:",
+    r"\b(?:please|pls|plz|kindly)\b",
+    r"\b(?:from now on|from here on|going forward|henceforth|hereafter|from this (?:point|moment) on)\b",
+    r"\b(?:new|updated|additional|revised|secret|hidden|real|true|actual|override|special) (?:rules?"
+    r"|instructions?|directives?|guidelines?|polic(?:y|ies)|orders?|task|prompt)\b",
+    r"\b(?:system|developer|hidden|initial|original) (?:prompt|message|instructions?)\b",
+    r"\bas an? (?:ai|assistant|language model|llm|chatbot)\b",
+    r"\bact as\b",
+    r"\bpretend (?:to be|that|you)\b",
+    r"\brole-?play",
+    r"\bdo not (?:tell|reveal|mention|disclose)\b",
+    r"\b(?:jailbreak|jailbroken|developer mode|do anything now|dan mode|god mode|system override)\b",
+)
+
+#: Deontic phrasing, anywhere in the text (same matching as ADDRESSED_PATTERNS).
+OBLIGATION_PATTERNS: tuple[str, ...] = (
+    r"\b(?:must|mustn't|mustnt|should|shouldn't|shouldnt|shall|shan't|ought|oughtn't)\b",
+    r"\b(?:have|has|having)(?: got)? to\b",
+    r"\b(?:needs?|gotta) to\b|\bgotta\b",
+    r"\b(?:is|are|be|am|being|'s|'re) (?:(?:not|also|always|never|now|still|strictly|absolutely) )?(?:required"
+    r"|expected|supposed|obliged|obligated|meant|advised|encouraged|urged|instructed|told|asked|ordered"
+    r"|forbidden|prohibited|allowed|permitted) to\b",
+    r"\b(?:is|are|be) (?:(?:not|also|always|strictly|absolutely) )?(?:required|mandatory|compulsory|obligatory"
+    r"|necessary|essential|recommended|advised|advisable|preferred|discouraged|forbidden|prohibited"
+    r"|not allowed|not permitted)\b",
+    r"\bit(?:'s| is| was) (?:(?:very|really|always|also|absolutely|extremely) )?(?:required|mandatory|compulsory"
+    r"|obligatory|necessary|essential|important|crucial|critical|vital|imperative|advisable|recommended|best"
+    r"|better|wise|preferable|a must|key)\b",
+    r"\b(?:mandatory|compulsory|obligatory)\b|\brequired (?:that|to)\b",
+    r"\b(?:is|are) to be\b|\b(?:is|are) (?:not )?to (?:always|never|only)\b",
+    r"\b(?:make|be) (?:sure|certain)\b",
+    r"\b(?:had|'d) better\b",
+)
+
+#: Reporting verbs: ``<reporting verb> [up to 3 words] to [adverbs] <base-form verb>`` is a
+#: reported instruction (``the person told the agent to run``), rule ``obligation``.
+REPORTING_VERBS: tuple[str, ...] = tuple(
+    "said says told tells asked asks instructed instructs ordered orders demanded demands "
+    "reminded reminds advised advises urged urges insisted insists warned warns begged begs".split()
+)
+
+#: Words skipped at the start of a clause before its first word is read (adverbs, politeness,
+#: conjunctions); also every word ending in ``ly`` that is not a verb of the lexicon.
+SKIPPED_OPENERS: frozenset[str] = frozenset(
+    """
+    always never just simply kindly please pls plz now then also first firstly next finally instead again
+    only really definitely absolutely immediately quickly carefully directly merely actually basically
+    literally honestly seriously truly rather perhaps maybe ever so and or but yet thus hence therefore
+    otherwise hereafter henceforth afterwards later once sometimes usually normally generally typically
+    strictly preferably ideally mostly primarily automatically manually explicitly properly correctly
+    safely silently quietly gently politely promptly thoroughly regularly consistently constantly
+    continually forever ok okay hey oh yes still
+    """.split()
+)
+
+#: Phrases skipped at the start of a clause, like SKIPPED_OPENERS.
+SKIPPED_PHRASES: tuple[tuple[str, ...], ...] = tuple(
+    tuple(phrase.split())
+    for phrase in (
+        "in future", "in the future", "next time", "each time", "every time", "at all times", "by default",
+        "if needed", "if necessary", "if possible", "as usual", "as always", "as a rule", "for safety",
+        "to be safe", "in general", "of course", "for now", "right away", "once again", "no matter what",
+        "in all cases", "without exception", "whenever possible", "for good", "by all means",
+    )
+)
+
+#: A clause made of one of these words, and at most one number after it, is a label
+#: (``Note:``, ``hint:``, ``Step 1 -``): skipped.
+LABELS: frozenset[str] = frozenset(
+    """
+    note notes nb ps tip tips hint hints warning warnings error errors fatal info debug notice important
+    reminder lesson lessons observation observations summary context update fyi caution attention output
+    result results reason fix solution answer example remark remarks comment todo tldr step rule item part
+    """.split()
+)
+
+#: First words that make a clause an order whatever follows.
+ALWAYS_IMPERATIVE: frozenset[str] = frozenset({"do", "don't", "dont", "let's"})
+
+#: Words that, after a verb opener and its noun phrase, make the opener the clause's subject.
+PREDICATE_WORDS: frozenset[str] = frozenset(
+    """
+    is are was were am has have had does did can could will would may might not isn't aren't wasn't weren't
+    hasn't haven't hadn't doesn't didn't can't cannot couldn't won't wouldn't
+    """.split()
+)
+
+_B = r"(?:(?<=[a-z0-9_])(?![a-z0-9_])|(?<![a-z0-9_])(?=[a-z0-9_]))"
+
+
+def _compile(patterns: tuple[str, ...]) -> re.Pattern[str]:
+    return re.compile("|".join(f"(?:{p})" for p in patterns).replace(r"\b", _B))
+
+
+_ADDRESSED_RE = _compile(ADDRESSED_PATTERNS)
+_OBLIGATION_RE = _compile(OBLIGATION_PATTERNS)
+_REPORTED_RE = re.compile(
+    (r"\b(?:" + "|".join(REPORTING_VERBS) + r")(?: [a-z']+){0,3}? to (?:(?:always|never|not|only|just|also|now"
+     r"|first) )*([a-z]+)\b").replace(r"\b", _B)
+)
+
+_QUOTES = str.maketrans({c: '"' for c in "\u201c\u201d\u201e\u201f\u00ab\u00bb\u2039\u203a"})
+_ASCII_LOWER = str.maketrans({c: c.lower() for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZ"})
+_WHITE_SPACE_RUN = re.compile(
+    "[\t\n\x0b\x0c\r\x1c-\x1f \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+")
+_CODE_SPAN = re.compile(r"(`+[^`]*`+)")
+_MARKUP = re.compile(r"<!--|-->|<\|[^|<>]{0,40}\|>|</?[A-Za-z][A-Za-z0-9:_-]*(?:\s[^<>]{0,200})?/?>|[*~]+"
+                     r"|(?<![A-Za-z0-9])_+|_+(?![A-Za-z0-9])")
+_LINK = re.compile(r"!?\[([^\[\]]{0,200})\]\([^()\s]{0,300}\)")
+_TOKEN = re.compile(
+    r"(?P<b>[.!?;:]+(?=[\s\"')\]}]|$)|[,()\[\]{}\"\n]|(?<![^\W\d_])'|'(?![^\W\d_])|(?<!\S)-+(?!\S)|[\u2014\u2015]+)"
+    r"|(?P<t>(?:[^\s\"`,()\[\]{}.!?;:'\u2014\u2015]|[.!?;:](?![\s\"')\]}]|$)|(?<=[^\W\d_])'(?=[^\W\d_]))+)"
+)
+_WORD = re.compile(r"[^\W\d_]+(?:'[^\W\d_]+)?")
+_HAS_ALNUM = re.compile(r"[^\W_]")
+_NUMBER = re.compile(r"[0-9][0-9.,]*")
+_PATH_TOKEN = re.compile(r"\S*/\S*")
+_TOWARDS = frozenset({"to", "into", "onto", "with"})
+_CLAUSE_WORDS = frozenset({"then", "so", "but", "otherwise", "else", "whereas"})
+_STOPS = frozenset("""
+if when whenever while whilst because unless though although once where wherever whereas which who whom whose
+that whether lest as since until till before after so then but yet
+""".split())
+
+# token kinds
+_W, _C, _T, _N, _O, _S = "word", "code", "target", "number", "other", "symbol"
+
+
+@dataclass(frozen=True)
+class ObservationViolation:
+    """Why a text is not an observation: which rule (one of RULES), and the words that broke it."""
+
+    rule: str
+    detail: str
+
+    def __str__(self) -> str:
+        if self.rule == "imperative-opening":
+            return f"a clause opens with the imperative {self.detail!r}: state what happened instead"
+        if self.rule == "obligation":
+            return f"the text states an obligation ({self.detail!r}): state what happened instead"
+        if self.rule == "other-script":
+            return (f"the text holds letters of another script ({self.detail!r}) outside code spans and paths: "
+                    "lessons are English in version 1; state what happened, in English")
+        if self.rule == "not-english":
+            return (f"most words of the text are not English ({self.detail}): lessons are English in version 1; "
+                    "state what happened, in English")
+        return f"the text addresses the agent ({self.detail!r}): state what happened instead"
+
+
+class NotAnObservation(ValueError):
+    """Raised by :func:`check_observation` for a text that instructs rather than observes."""
+
+    def __init__(self, violation: ObservationViolation):
+        super().__init__(str(violation))
+        self.violation = violation
+
+
+class _Compiled:
+    """The tables, and what is built from them, made once on first use."""
+
+    def __init__(self) -> None:
+        t = tables()
+        self.ignorable = re.compile(char_class(t.ignorable))
+        self.marks = re.compile(char_class(t.marks))
+        self.other_script = re.compile(char_class(t.other_script))
+        self.confusables = t.confusables
+        self.verbs = t.verbs
+        self.past = t.past_forms
+        self.english = t.english
+        self.objects = t.function["object"]
+        self.function = frozenset().union(*t.function.values()) | SKIPPED_OPENERS
+
+
+_compiled: _Compiled | None = None
+
+
+def _tables() -> _Compiled:
+    global _compiled
+    if _compiled is None:
+        _compiled = _Compiled()
+    return _compiled
+
+
+def canonical_form(text: str) -> tuple[str, str]:
+    """``(folded, canonical)``: the text as the rule reads it (PROTOCOL.md, step 1).
+
+    ``folded``: code points unassigned in Unicode 14.0 read as U+FFFD, NFKC, ignorable code points
+    removed, then NFD with combining marks removed (the script check reads this). ``canonical``:
+    ``folded`` with typographic double quotes as ``"`` and each UTS #39 confusable replaced by its
+    ASCII prototype (every other check reads this).
+    """
+    if text.isascii():
+        return text, text
+    c = _tables()
+    folded = c.ignorable.sub("", unicodedata.normalize("NFKC", mask_unassigned(text)))
+    if not folded.isascii():
+        folded = c.marks.sub("", unicodedata.normalize("NFD", folded))
+    if folded.isascii():
+        return folded, folded
+    return folded, folded.translate(_QUOTES).translate(c.confusables)
+
+
+def _tokens(prose: str) -> list:
+    """The tokens of a prose segment, with ``None`` for a clause boundary and ``"("`` or ``")"``
+    for the start or end of a bracketed or quoted part."""
+    prose = _MARKUP.sub(" ", _LINK.sub(r" \1 ", prose))
+    out: list = []
+    quote = False
+    for match in _TOKEN.finditer(prose):
+        bound = match.group("b")
+        if bound is not None:
+            if bound in "([{":
+                out.append("(")
+            elif bound in ")]}":
+                out.append(")")
+            elif bound in "\"'":
+                out.append(")" if quote else "(")
+                quote = not quote
+            else:
+                out.append(None)
+            continue
+        token = match.group("t")
+        if _WORD.fullmatch(token):
+            if token.translate(_ASCII_LOWER) in _CLAUSE_WORDS:
+                out.append(None)
+            else:
+                out.append((_W, token))
+        elif _HAS_ALNUM.search(token) is None:
+            out.append((_S, token))
+        elif _NUMBER.fullmatch(token):
+            out.append((_N, token))
+        elif "/" in token or token[0] in "-~$.":
+            out.append((_T, token))
+        else:
+            out.append((_O, token))
+    return out
+
+
+def _clauses(canonical: str) -> list[tuple[list[tuple[str, str]], bool]]:
+    """The clauses of the text, each as (tokens, quoted): ``quoted`` for the inside of brackets or
+    quotation marks, which is a clause of its own and is cut out of the clause around it (so
+    ``File content (85812 tokens) exceeds`` is the clause ``File content exceeds``)."""
+    stream: list = []
+    for i, segment in enumerate(_CODE_SPAN.split(canonical)):
+        if i % 2:
+            stream.append((_C, segment))
+        elif segment:
+            stream.extend(_tokens(segment))
+    clauses: list = []
+    stack: list[list] = []  # the clauses a bracket or quote interrupted, innermost last
+    current: list = []
+    for item in stream:
+        if item is None:
+            if current:
+                clauses.append((current, bool(stack)))
+            current = []
+        elif item == "(":
+            stack.append(current)
+            current = []
+        elif item == ")":
+            if current:
+                clauses.append((current, True))
+            current = stack.pop() if stack else []
+        else:
+            current.append(item)
+    while True:
+        if current:
+            clauses.append((current, bool(stack)))
+        if not stack:
+            break
+        current = stack.pop()
+    return clauses
+
+
+def _lower(token: tuple[str, str]) -> str:
+    return token[1].translate(_ASCII_LOWER)
+
+
+def _is_past(word: str, c: _Compiled) -> bool:
+    if word in c.past:
+        return True
+    if not word.endswith("ed") or len(word) < 4:
+        return False
+    verbs = c.verbs
+    return (word[:-2] in verbs or word[:-1] in verbs or (word.endswith("ied") and word[:-3] + "y" in verbs)
+            or (len(word) >= 5 and word[-3] == word[-4] and word[:-3] in verbs))
+
+
+def _is_s_form_of_verb_only(word: str, c: _Compiled) -> bool:
+    if not word.endswith("s") or len(word) < 3:
+        return False
+    verbs = c.verbs
+    for base in (word[:-1], word[:-2] if word.endswith("es") else "", word[:-3] + "y" if word.endswith("ies") else ""):
+        if base and verbs.get(base) == "o":
+            return True
+    return False
+
+
+def _content_word(token: tuple[str, str] | None, c: _Compiled) -> bool:
+    if token is None or token[0] != _W:
+        return False
+    word = _lower(token)
+    return word not in c.function and not word.endswith("ly")
+
+
+def _has_predicate(rest: list[tuple[str, str]], c: _Compiled) -> bool:
+    """Whether, within its first six tokens, ``rest`` holds the predicate of a noun phrase
+    opened by the verb before it (the opener is then the subject: ``Build failed``)."""
+    if rest and rest[0][0] == _W and _lower(rest[0]) in c.objects:
+        return False  # an object right after the verb: Run the tests
+    for j, token in enumerate(rest[:6]):
+        if token[0] != _W:
+            continue
+        word = _lower(token)
+        if word in _STOPS:
+            return False
+        if word in PREDICATE_WORDS or _is_s_form_of_verb_only(word, c):
+            return True
+        if _is_past(word, c) and not _content_word(rest[j + 1] if j + 1 < len(rest) else None, c):
+            return True
+    return False
+
+
+def _opener(tokens: list[tuple[str, str]], c: _Compiled) -> int:
+    """Index of the clause's first word once decoration, adverbs, politeness, purpose prefixes
+    and labels are skipped; ``len(tokens)`` when nothing is left."""
+    n = len(tokens)
+    i = 0
+    while i < n:
+        kind = tokens[i][0]
+        if kind == _S or (kind == _N and i == 0):
+            i += 1
+            continue
+        if kind != _W:
+            return i
+        word = _lower(tokens[i])
+        if word in SKIPPED_OPENERS or (word.endswith("ly") and len(word) > 4 and word not in c.verbs):
+            i += 1
+            continue
+        for phrase in SKIPPED_PHRASES:
+            k = len(phrase)
+            if tuple(_lower(t) for t in tokens[i : i + k] if t[0] == _W) == phrase and all(
+                    t[0] == _W for t in tokens[i : i + k]):
+                i += k
+                break
+        else:
+            if word == "to" and i + 1 < n and tokens[i + 1][0] == _W and _lower(tokens[i + 1]) in c.verbs:
+                i += 2  # a purpose prefix: "to fix this", "to avoid the error"
+                if i < n and tokens[i][0] == _W:
+                    following = _lower(tokens[i])
+                    if following in ("this", "it", "that", "these", "those"):
+                        i += 1
+                    elif following in ("the", "a", "an", "your", "my", "our") and i + 1 < n:
+                        i += 2
+                continue
+            if word in LABELS and all(t[0] == _N for t in tokens[i + 1 :]) and n - i <= 2:
+                return n
+            return i
+    return n
+
+
+def _imperative(tokens: list[tuple[str, str]], quoted: bool, c: _Compiled) -> str | None:
+    """The imperative a clause opens with, or None."""
+    if quoted and len(tokens) == 1:
+        return None  # one quoted or bracketed word is a name: Job "build" failed, [FORMAT]
+    i = _opener(tokens, c)
+    if i >= len(tokens) or tokens[i][0] != _W:
+        return None
+    word = _lower(tokens[i])
+    if word in ALWAYS_IMPERATIVE:
+        return word
+    flag = c.verbs.get(word)
+    if flag is None:
+        return None
+    rest = tokens[i + 1 :]
+    if rest and all(t[0] == _N for t in rest):
+        return None  # a verb and numbers only is a name: Step 1, (char 255), Test 2
+    if flag == "n":
+        if rest and ((rest[0][0] == _W and _lower(rest[0]) in c.objects) or rest[0][0] in (_C, _T)):
+            return word
+        for j in range(1, len(rest) - 1):  # Copy keys to /tmp
+            if rest[j][0] == _W and _lower(rest[j]) in _TOWARDS and rest[j + 1][0] in (_C, _T):
+                return word if not _has_predicate(rest, c) else None
+        return None
+    if _has_predicate(rest, c):
+        return None
+    return word
+
+
+_SUFFIXES = (
+    ("s", "", 1), ("es", "", 2), ("ies", "y", 3), ("ed", "", 2), ("ed", "", 1), ("ied", "y", 3),
+    ("ing", "", 3), ("ing", "e", 3), ("er", "", 2), ("er", "", 1), ("ier", "y", 3), ("est", "", 3),
+    ("est", "", 2), ("iest", "y", 4), ("ly", "", 2), ("ily", "y", 3), ("ally", "", 4), ("bly", "ble", 3),
+)
+
+
+def is_english_word(word: str) -> bool:
+    """Whether a word (letters, at most one inner apostrophe) is English for the language check:
+    in the word list, or an inflection of a listed word by the suffix rules of PROTOCOL.md."""
+    english = _tables().english
+    word = word.translate(_ASCII_LOWER)
+    if word in english:
+        return True
+    if not word.isascii():
+        return False
+    if word.endswith("'s"):
+        word = word[:-2]
+        if word in english:
+            return True
+    for suffix, add, cut in _SUFFIXES:
+        if word.endswith(suffix) and len(word) - cut >= 2 and word[:-cut] + add in english:
+            return True
+    for suffix in ("ed", "ing", "er", "est"):
+        cut = len(suffix) + 1
+        if word.endswith(suffix) and len(word) - cut >= 2 and word[-cut] == word[-cut - 1] and word[:-cut] in english:
+            return True
+    return False
+
+
+def _language(folded: str, clauses: list, c: _Compiled) -> ObservationViolation | None:
+    if not folded.isascii():
+        prose = _PATH_TOKEN.sub(" ", _CODE_SPAN.sub(" ", folded))
+        letter = c.other_script.search(prose)
+        if letter is not None:
+            return ObservationViolation("other-script", letter.group())
+    counted = foreign = 0
+    for tokens, _ in clauses:
+        first = True
+        for token in tokens:
+            if token[0] != _W:
+                continue
+            word = token[1]
+            lowered = word.translate(_ASCII_LOWER)
+            if lowered == word or (first and word[0] != lowered[0] and word[1:] == lowered[1:]):
+                counted += 1
+                if not is_english_word(lowered):
+                    foreign += 1
+            first = False
+    if foreign >= 2 and 3 * foreign > counted:
+        return ObservationViolation("not-english", f"{foreign} of {counted} words")
+    return None
+
+
+def observation_violation(text: str) -> ObservationViolation | None:
+    """Return the first way ``text`` breaks the observation rule, or None if it is an observation."""
+    c = _tables()
+    folded, canonical = canonical_form(text)
+    lowered = _WHITE_SPACE_RUN.sub(" ", canonical.replace("`", " ")).translate(_ASCII_LOWER)
+    match = _ADDRESSED_RE.search(lowered)
+    if match is not None:
+        return ObservationViolation("addressed-to-agent", match.group().strip())
+    match = _OBLIGATION_RE.search(lowered)
+    if match is not None:
+        return ObservationViolation("obligation", match.group().strip())
+    for match in _REPORTED_RE.finditer(lowered):
+        if match.group(1) in c.verbs:
+            return ObservationViolation("obligation", match.group())
+    clauses = _clauses(canonical)
+    for tokens, quoted in clauses:
+        verb = _imperative(tokens, quoted, c)
+        if verb is not None:
+            return ObservationViolation("imperative-opening", verb)
+    return _language(folded, clauses, c)
+
+
+def is_observation(text: str) -> bool:
+    return observation_violation(text) is None
+
+
+def check_observation(text: str) -> str:
+    """Return ``text`` unchanged if it is an observation, else raise NotAnObservation."""
+    violation = observation_violation(text)
+    if violation is not None:
+        raise NotAnObservation(violation)
+    return text
