@@ -33,6 +33,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from dataclasses import dataclass
+from functools import lru_cache
 
 from .tables import char_class, tables
 from .unicode14 import mask_unassigned
@@ -77,13 +78,13 @@ ADDRESSED_PATTERNS: tuple[str, ...] = (
     r"(?:(?:really|now|always|also|just|then|still|first|never|only|from now on) )*(?:must|should|shall|will"
     r"|can|cannot|can't|may|need|needs|has to|have to|ought|is to|are to|is required|are required|is expected"
     r"|are expected|is supposed|are supposed|is allowed|are allowed|is permitted|are permitted|is not allowed"
-    r"|are not allowed|is free to|are free to|won't|wont|'ll|'d better)\b",
+    r"|are not allowed|is free to|are free to|won't|wont)\b",
     r"<\|[a-z_ ]{1,40}\|>",
     r"</?(?:system|instructions?|assistant|user|human|developer|prompt|im_start|im_end|system-reminder|tool"
     r"|function|context|admin)\b",
     r"\[/?(?:inst|sys|system|user|assistant|human|developer)\]",
     r"<</?sys>>",
-    r"(?:^|[.!?;>\"'(\[#|] ?)(?:system|assistant|user|human|developer|instructions?|prompt|admin|administrator"
+    r"""(?:^|[.!?;>"'(\[#|] ?)(?:system|assistant|user|human|developer|instructions?|prompt|admin|administrator"""
     r"|operator|sudo|ai|bot|model) ?:",
     r"\b(?:please|pls|plz|kindly)\b",
     r"\b(?:from now on|from here on|going forward|henceforth|hereafter|from this (?:point|moment) on)\b",
@@ -103,7 +104,7 @@ OBLIGATION_PATTERNS: tuple[str, ...] = (
     r"\b(?:must|mustn't|mustnt|should|shouldn't|shouldnt|shall|shan't|ought|oughtn't)\b",
     r"\b(?:have|has|having)(?: got)? to\b",
     r"\b(?:needs?|gotta) to\b|\bgotta\b",
-    r"\b(?:is|are|be|am|being|'s|'re) (?:(?:not|also|always|never|now|still|strictly|absolutely) )?(?:required"
+    r"\b(?:is|are|be|am|being) (?:(?:not|also|always|never|now|still|strictly|absolutely) )?(?:required"
     r"|expected|supposed|obliged|obligated|meant|advised|encouraged|urged|instructed|told|asked|ordered"
     r"|forbidden|prohibited|allowed|permitted) to\b",
     r"\b(?:is|are|be) (?:(?:not|also|always|strictly|absolutely) )?(?:required|mandatory|compulsory|obligatory"
@@ -115,7 +116,7 @@ OBLIGATION_PATTERNS: tuple[str, ...] = (
     r"\b(?:mandatory|compulsory|obligatory)\b|\brequired (?:that|to)\b",
     r"\b(?:is|are) to be\b|\b(?:is|are) (?:not )?to (?:always|never|only)\b",
     r"\b(?:make|be) (?:sure|certain)\b",
-    r"\b(?:had|'d) better\b",
+    r"\bhad better\b",
 )
 
 #: Reporting verbs: ``<reporting verb> [up to 3 words] to [adverbs] <base-form verb>`` is a
@@ -171,36 +172,66 @@ PREDICATE_WORDS: frozenset[str] = frozenset(
     """.split()
 )
 
-_B = r"(?:(?<=[a-z0-9_])(?![a-z0-9_])|(?<![a-z0-9_])(?=[a-z0-9_]))"
+def _compile(pattern: str) -> re.Pattern[str]:
+    """A pattern as PROTOCOL.md reads it: on the lowered text, ``\\b`` an ASCII word boundary."""
+    return re.compile(pattern, re.ASCII)
 
 
-def _compile(patterns: tuple[str, ...]) -> re.Pattern[str]:
-    return re.compile("|".join(f"(?:{p})" for p in patterns).replace(r"\b", _B))
+def _alternatives(text: str) -> frozenset[str]:
+    return frozenset(text.split())
 
 
-_ADDRESSED_RE = _compile(ADDRESSED_PATTERNS)
-_OBLIGATION_RE = _compile(OBLIGATION_PATTERNS)
-_REPORTED_RE = re.compile(
-    (r"\b(?:" + "|".join(REPORTING_VERBS) + r")(?: [a-z']+){0,3}? to (?:(?:always|never|not|only|just|also|now"
-     r"|first) )*([a-z]+)\b").replace(r"\b", _B)
+# The words one of which every match of a pattern holds (an optimisation only: a pattern is tried
+# on a text that holds one of its words, as a word of [a-z]+; None: always tried). Checked against
+# the patterns by tests/test_observation.py.
+_ADDRESSED_WORDS = (
+    "ignore disregard forget override overrule bypass circumvent", "ignore disregard forget", "you", "you u ye",
+    "can could would will should must may might shall",
+    "agent agents assistant assistants model models llm llms ai ais bot bots chatbot chatbots claude gpt chatgpt "
+    "copilot codex gemini", None, None, None, None,
+    "system assistant user human developer instruction instructions prompt admin administrator operator sudo ai "
+    "bot model", "please pls plz kindly", "from going henceforth hereafter",
+    "new updated additional revised secret hidden real true actual override special",
+    "system developer hidden initial original", "as", "act", "pretend", "role roleplay", "do",
+    "jailbreak jailbroken developer do dan god system",
 )
+_OBLIGATION_WORDS = (
+    "must mustn mustnt should shouldn shouldnt shall shan ought oughtn", "have has having", "needs need gotta",
+    "required expected supposed obliged obligated meant advised encouraged urged instructed told asked ordered "
+    "forbidden prohibited allowed permitted",
+    "required mandatory compulsory obligatory necessary essential recommended advised advisable preferred "
+    "discouraged forbidden prohibited allowed permitted",
+    "required mandatory compulsory obligatory necessary essential important crucial critical vital imperative "
+    "advisable recommended best better wise preferable must key",
+    "mandatory compulsory obligatory required", "be always never only", "sure certain", "better",
+)
+_ADDRESSED = [(_compile(p), None if w is None else _alternatives(w))
+              for p, w in zip(ADDRESSED_PATTERNS, _ADDRESSED_WORDS, strict=True)]
+_OBLIGATION = [(_compile(p), _alternatives(w)) for p, w in zip(OBLIGATION_PATTERNS, _OBLIGATION_WORDS, strict=True)]
+_REPORTED_RE = _compile(
+    r"\b(?:" + "|".join(REPORTING_VERBS) + r")(?: [a-z']+){0,3}? to (?:(?:always|never|not|only|just|also|now"
+    r"|first) )*([a-z]+)\b"
+)
+_REPORTING = frozenset(REPORTING_VERBS)
+_ASCII_WORDS = re.compile(r"[a-z]+")
+_PHRASE_FIRST: dict[str, tuple[tuple[str, ...], ...]] = {}
+for _phrase in SKIPPED_PHRASES:
+    _PHRASE_FIRST[_phrase[0]] = _PHRASE_FIRST.get(_phrase[0], ()) + (_phrase,)
 
 _QUOTES = str.maketrans({c: '"' for c in "\u201c\u201d\u201e\u201f\u00ab\u00bb\u2039\u203a"})
 _ASCII_LOWER = str.maketrans({c: c.lower() for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZ"})
 _WHITE_SPACE_RUN = re.compile(
     "[\t\n\x0b\x0c\r\x1c-\x1f \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+")
 _CODE_SPAN = re.compile(r"(`+[^`]*`+)")
-_MARKUP = re.compile(r"<!--|-->|<\|[^|<>]{0,40}\|>|</?[A-Za-z][A-Za-z0-9:_-]*(?:\s[^<>]{0,200})?/?>|[*~]+"
+_LINE_BREAKS = str.maketrans({c: "\n" for c in "\r\x0b\x0c\x85\x1c\x1d\x1e"})
+_SPACES = re.compile("[\t\x1f\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]")
+_MARKUP = re.compile(r"<!--|-->|<\|[^|<>]{0,40}\|>|</?[A-Za-z][A-Za-z0-9:_-]*(?:[ \n][^<>]{0,200})?/?>|[*~]+"
                      r"|(?<![A-Za-z0-9])_+|_+(?![A-Za-z0-9])")
-_LINK = re.compile(r"!?\[([^\[\]]{0,200})\]\([^()\s]{0,300}\)")
-_TOKEN = re.compile(
-    r"(?P<b>[.!?;:]+(?=[\s\"')\]}]|$)|[,()\[\]{}\"\n]|(?<![^\W\d_])'|'(?![^\W\d_])|(?<!\S)-+(?!\S)|[\u2014\u2015]+)"
-    r"|(?P<t>(?:[^\s\"`,()\[\]{}.!?;:'\u2014\u2015]|[.!?;:](?![\s\"')\]}]|$)|(?<=[^\W\d_])'(?=[^\W\d_]))+)"
-)
-_WORD = re.compile(r"[^\W\d_]+(?:'[^\W\d_]+)?")
-_HAS_ALNUM = re.compile(r"[^\W_]")
+_LINK = re.compile(r"!?\[([^\[\]]{0,200})\]\([^() \n]{0,300}\)")
+_WORD = re.compile(r"[A-Za-z]+(?:'[A-Za-z]+)?")
+_HAS_ALNUM = re.compile(r"[A-Za-z0-9]")
 _NUMBER = re.compile(r"[0-9][0-9.,]*")
-_PATH_TOKEN = re.compile(r"\S*/\S*")
+_PATH_TOKEN = re.compile(r"[^ \n]*/[^ \n]*")
 _TOWARDS = frozenset({"to", "into", "onto", "with"})
 _CLAUSE_WORDS = frozenset({"then", "so", "but", "otherwise", "else", "whereas"})
 _STOPS = frozenset("""
@@ -286,69 +317,98 @@ def canonical_form(text: str) -> tuple[str, str]:
     return folded, folded.translate(_QUOTES).translate(c.confusables)
 
 
-def _tokens(prose: str) -> list:
-    """The tokens of a prose segment, with ``None`` for a clause boundary and ``"("`` or ``")"``
-    for the start or end of a bracketed or quoted part."""
-    prose = _MARKUP.sub(" ", _LINK.sub(r" \1 ", prose))
-    out: list = []
-    quote = False
-    for match in _TOKEN.finditer(prose):
-        bound = match.group("b")
-        if bound is not None:
-            if bound in "([{":
-                out.append("(")
-            elif bound in ")]}":
-                out.append(")")
-            elif bound in "\"'":
-                out.append(")" if quote else "(")
-                quote = not quote
-            else:
-                out.append(None)
-            continue
-        token = match.group("t")
-        if _WORD.fullmatch(token):
-            if token.translate(_ASCII_LOWER) in _CLAUSE_WORDS:
-                out.append(None)
-            else:
-                out.append((_W, token))
-        elif _HAS_ALNUM.search(token) is None:
-            out.append((_S, token))
-        elif _NUMBER.fullmatch(token):
-            out.append((_N, token))
-        elif "/" in token or token[0] in "-~$.":
-            out.append((_T, token))
-        else:
-            out.append((_O, token))
-    return out
+def _prose(canonical: str) -> str:
+    """The text the clauses are read from: line breaks as U+000A, other white space as U+0020,
+    and outside code spans, HTML-like tags, comment markers, role tokens and Markdown emphasis
+    removed and links replaced by their text."""
+    if not canonical.isascii() or "\t" in canonical or "\r" in canonical or "\x1f" in canonical:
+        canonical = _SPACES.sub(" ", canonical.translate(_LINE_BREAKS))
+    if "`" in canonical:
+        parts = _CODE_SPAN.split(canonical)
+    else:
+        parts = [canonical]
+    for i in range(0, len(parts), 2):
+        part = parts[i]
+        if "[" in part:
+            part = _LINK.sub(r" \1 ", part)
+        if "<" in part or "-->" in part or "*" in part or "~" in part or "_" in part:
+            part = _MARKUP.sub(" ", part)
+        parts[i] = part
+    return "".join(parts)
 
 
-def _clauses(canonical: str) -> list[tuple[list[tuple[str, str]], bool]]:
+def _token(text: str) -> tuple[str, str, str]:
+    """A token as (kind, text, lower-case text)."""
+    if text.isalpha() and text.isascii() or _WORD.fullmatch(text):
+        return (_W, text, text.lower())
+    if _HAS_ALNUM.search(text) is None:
+        return (_S, text, text)
+    if text[0].isdigit() and _NUMBER.fullmatch(text):
+        return (_N, text, text)
+    if "/" in text or text[0] in "-~$.":
+        return (_T, text, text)
+    return (_O, text, text)
+
+
+# Splits the prose at code spans (group 1), clause boundaries (group 2) and brackets and quotation
+# marks (group 3); what is left between them is white-space separated tokens.
+# (Every alternative starts with a character of its own, never with a look-behind: the engine
+# then skips quickly to the next candidate character.)
+_SPLIT = re.compile(
+    r"(`+[^`]*`+)"
+    r"|([.!?;:]+(?=[ \n\"')\]}]|$)|[,\n]|[\u2014\u2015]+|-(?:(?<=^-)|(?<=[ \n]-))-*(?![^ \n]))"
+    r"|([()\[\]{}\"]|'(?:(?<=^')|(?<=[^A-Za-z]')|(?![A-Za-z])))"
+)
+
+
+def _clauses(canonical: str) -> list[tuple[list[tuple[str, str, str]], bool]]:
     """The clauses of the text, each as (tokens, quoted): ``quoted`` for the inside of brackets or
     quotation marks, which is a clause of its own and is cut out of the clause around it (so
     ``File content (85812 tokens) exceeds`` is the clause ``File content exceeds``)."""
-    stream: list = []
-    for i, segment in enumerate(_CODE_SPAN.split(canonical)):
-        if i % 2:
-            stream.append((_C, segment))
-        elif segment:
-            stream.extend(_tokens(segment))
     clauses: list = []
     stack: list[list] = []  # the clauses a bracket or quote interrupted, innermost last
     current: list = []
-    for item in stream:
-        if item is None:
+    quote = False
+    parts = _SPLIT.split(_prose(canonical))
+    for i in range(0, len(parts), 4):
+        text = parts[i]
+        if text and not text.isspace():
+            if "`" in text:
+                text = text.replace("`", " ")
+            for raw in text.split():
+                if raw.isalpha() and raw.isascii():
+                    token = (_W, raw, raw.lower())
+                else:
+                    token = _token(raw)
+                if token[0] == _W and token[2] in _CLAUSE_WORDS:
+                    if current:
+                        clauses.append((current, bool(stack)))
+                    current = []
+                else:
+                    current.append(token)
+        if i + 1 >= len(parts):
+            break
+        code, bound, mark = parts[i + 1], parts[i + 2], parts[i + 3]
+        if code is not None:
+            current.append((_C, code, code))
+            continue
+        if bound is not None:
             if current:
                 clauses.append((current, bool(stack)))
             current = []
-        elif item == "(":
+            continue
+        if mark in "\"'":
+            opens = not quote
+            quote = not quote
+        else:
+            opens = mark in "([{"
+        if opens:
             stack.append(current)
             current = []
-        elif item == ")":
+        else:
             if current:
                 clauses.append((current, True))
             current = stack.pop() if stack else []
-        else:
-            current.append(item)
     while True:
         if current:
             clauses.append((current, bool(stack)))
@@ -356,10 +416,6 @@ def _clauses(canonical: str) -> list[tuple[list[tuple[str, str]], bool]]:
             break
         current = stack.pop()
     return clauses
-
-
-def _lower(token: tuple[str, str]) -> str:
-    return token[1].translate(_ASCII_LOWER)
 
 
 def _is_past(word: str, c: _Compiled) -> bool:
@@ -385,19 +441,19 @@ def _is_s_form_of_verb_only(word: str, c: _Compiled) -> bool:
 def _content_word(token: tuple[str, str] | None, c: _Compiled) -> bool:
     if token is None or token[0] != _W:
         return False
-    word = _lower(token)
+    word = token[2]
     return word not in c.function and not word.endswith("ly")
 
 
 def _has_predicate(rest: list[tuple[str, str]], c: _Compiled) -> bool:
     """Whether, within its first six tokens, ``rest`` holds the predicate of a noun phrase
     opened by the verb before it (the opener is then the subject: ``Build failed``)."""
-    if rest and rest[0][0] == _W and _lower(rest[0]) in c.objects:
+    if rest and rest[0][0] == _W and rest[0][2] in c.objects:
         return False  # an object right after the verb: Run the tests
     for j, token in enumerate(rest[:6]):
         if token[0] != _W:
             continue
-        word = _lower(token)
+        word = token[2]
         if word in _STOPS:
             return False
         if word in PREDICATE_WORDS or _is_s_form_of_verb_only(word, c):
@@ -419,21 +475,20 @@ def _opener(tokens: list[tuple[str, str]], c: _Compiled) -> int:
             continue
         if kind != _W:
             return i
-        word = _lower(tokens[i])
+        word = tokens[i][2]
         if word in SKIPPED_OPENERS or (word.endswith("ly") and len(word) > 4 and word not in c.verbs):
             i += 1
             continue
-        for phrase in SKIPPED_PHRASES:
+        for phrase in _PHRASE_FIRST.get(word, ()):
             k = len(phrase)
-            if tuple(_lower(t) for t in tokens[i : i + k] if t[0] == _W) == phrase and all(
-                    t[0] == _W for t in tokens[i : i + k]):
+            if all(t[0] == _W for t in tokens[i : i + k]) and tuple(t[2] for t in tokens[i : i + k]) == phrase:
                 i += k
                 break
         else:
-            if word == "to" and i + 1 < n and tokens[i + 1][0] == _W and _lower(tokens[i + 1]) in c.verbs:
+            if word == "to" and i + 1 < n and tokens[i + 1][0] == _W and tokens[i + 1][2] in c.verbs:
                 i += 2  # a purpose prefix: "to fix this", "to avoid the error"
                 if i < n and tokens[i][0] == _W:
-                    following = _lower(tokens[i])
+                    following = tokens[i][2]
                     if following in ("this", "it", "that", "these", "those"):
                         i += 1
                     elif following in ("the", "a", "an", "your", "my", "our") and i + 1 < n:
@@ -452,7 +507,7 @@ def _imperative(tokens: list[tuple[str, str]], quoted: bool, c: _Compiled) -> st
     i = _opener(tokens, c)
     if i >= len(tokens) or tokens[i][0] != _W:
         return None
-    word = _lower(tokens[i])
+    word = tokens[i][2]
     if word in ALWAYS_IMPERATIVE:
         return word
     flag = c.verbs.get(word)
@@ -462,10 +517,10 @@ def _imperative(tokens: list[tuple[str, str]], quoted: bool, c: _Compiled) -> st
     if rest and all(t[0] == _N for t in rest):
         return None  # a verb and numbers only is a name: Step 1, (char 255), Test 2
     if flag == "n":
-        if rest and ((rest[0][0] == _W and _lower(rest[0]) in c.objects) or rest[0][0] in (_C, _T)):
+        if rest and ((rest[0][0] == _W and rest[0][2] in c.objects) or rest[0][0] in (_C, _T)):
             return word
         for j in range(1, len(rest) - 1):  # Copy keys to /tmp
-            if rest[j][0] == _W and _lower(rest[j]) in _TOWARDS and rest[j + 1][0] in (_C, _T):
+            if rest[j][0] == _W and rest[j][2] in _TOWARDS and rest[j + 1][0] in (_C, _T):
                 return word if not _has_predicate(rest, c) else None
         return None
     if _has_predicate(rest, c):
@@ -480,6 +535,7 @@ _SUFFIXES = (
 )
 
 
+@lru_cache(maxsize=65536)
 def is_english_word(word: str) -> bool:
     """Whether a word (letters, at most one inner apostrophe) is English for the language check:
     in the word list, or an inflection of a listed word by the suffix rules of PROTOCOL.md."""
@@ -505,7 +561,8 @@ def is_english_word(word: str) -> bool:
 
 def _language(folded: str, clauses: list, c: _Compiled) -> ObservationViolation | None:
     if not folded.isascii():
-        prose = _PATH_TOKEN.sub(" ", _CODE_SPAN.sub(" ", folded))
+        spaced = _SPACES.sub(" ", folded.translate(_LINE_BREAKS))
+        prose = _PATH_TOKEN.sub(" ", _CODE_SPAN.sub(" ", spaced))
         letter = c.other_script.search(prose)
         if letter is not None:
             return ObservationViolation("other-script", letter.group())
@@ -516,7 +573,7 @@ def _language(folded: str, clauses: list, c: _Compiled) -> ObservationViolation 
             if token[0] != _W:
                 continue
             word = token[1]
-            lowered = word.translate(_ASCII_LOWER)
+            lowered = token[2]
             if lowered == word or (first and word[0] != lowered[0] and word[1:] == lowered[1:]):
                 counted += 1
                 if not is_english_word(lowered):
@@ -531,16 +588,23 @@ def observation_violation(text: str) -> ObservationViolation | None:
     """Return the first way ``text`` breaks the observation rule, or None if it is an observation."""
     c = _tables()
     folded, canonical = canonical_form(text)
-    lowered = _WHITE_SPACE_RUN.sub(" ", canonical.replace("`", " ")).translate(_ASCII_LOWER)
-    match = _ADDRESSED_RE.search(lowered)
-    if match is not None:
-        return ObservationViolation("addressed-to-agent", match.group().strip())
-    match = _OBLIGATION_RE.search(lowered)
-    if match is not None:
-        return ObservationViolation("obligation", match.group().strip())
-    for match in _REPORTED_RE.finditer(lowered):
-        if match.group(1) in c.verbs:
-            return ObservationViolation("obligation", match.group())
+    lowered = " ".join(canonical.replace("`", " ").split())
+    lowered = lowered.lower() if lowered.isascii() else lowered.translate(_ASCII_LOWER)
+    words = set(_ASCII_WORDS.findall(lowered))
+    for regex, needs in _ADDRESSED:
+        if needs is None or not needs.isdisjoint(words):
+            match = regex.search(lowered)
+            if match is not None:
+                return ObservationViolation("addressed-to-agent", match.group().strip())
+    for regex, needs in _OBLIGATION:
+        if not needs.isdisjoint(words):
+            match = regex.search(lowered)
+            if match is not None:
+                return ObservationViolation("obligation", match.group().strip())
+    if "to" in words and not _REPORTING.isdisjoint(words):
+        for match in _REPORTED_RE.finditer(lowered):
+            if match.group(1) in c.verbs:
+                return ObservationViolation("obligation", match.group())
     clauses = _clauses(canonical)
     for tokens, quoted in clauses:
         verb = _imperative(tokens, quoted, c)

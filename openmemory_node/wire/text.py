@@ -20,13 +20,20 @@ __all__ = ["FORBIDDEN_RANGES", "check_text", "normalise_text", "dedup_key_for"]
 #: separators, and the invisible format characters (zero-width characters, bidirectional
 #: controls, soft hyphen, variation selectors, tag characters, byte order mark, interlinear
 #: annotation), which would let a text read differently to a person than to a check, e.g.
-#: "Al<U+200B>ways" slipping past the observation rule. Also the noncharacters.
+#: "Al<U+200B>ways" slipping past the observation rule: every code point the observation rule
+#: removes as ignorable (Default_Ignorable_Code_Point or General_Category Cf in Unicode 14.0,
+#: spec/observation/ignorable.txt) is here. Also the noncharacters.
 FORBIDDEN_RANGES: tuple[tuple[int, int], ...] = (
     (0x0000, 0x001F),
     (0x007F, 0x009F),
     (0x00AD, 0x00AD),
     (0x034F, 0x034F),
+    (0x0600, 0x0605),
     (0x061C, 0x061C),
+    (0x06DD, 0x06DD),
+    (0x070F, 0x070F),
+    (0x0890, 0x0891),
+    (0x08E2, 0x08E2),
     (0x115F, 0x1160),
     (0x17B4, 0x17B5),
     (0x180B, 0x180F),
@@ -40,6 +47,9 @@ FORBIDDEN_RANGES: tuple[tuple[int, int], ...] = (
     (0xFFA0, 0xFFA0),
     (0xFFF0, 0xFFFB),
     (0xFFFE, 0xFFFF),
+    (0x110BD, 0x110BD),
+    (0x110CD, 0x110CD),
+    (0x13430, 0x13438),
     (0x1BCA0, 0x1BCA3),
     (0x1D173, 0x1D17A),
     (0xE0000, 0xE0FFF),
