@@ -94,7 +94,7 @@ ADDRESSED_PATTERNS: tuple[str, ...] = (
     r"\bas an? (?:ai|assistant|language model|llm|chatbot)\b",
     r"\bact as\b",
     r"\bpretend (?:to be|that|you)\b",
-    r"\brole-?play",
+    r"\brole-?play(?:s|ed|ing)?\b",
     r"\bdo not (?:tell|reveal|mention|disclose)\b",
     r"\b(?:jailbreak|jailbroken|developer mode|do anything now|dan mode|god mode|system override)\b",
 )
@@ -192,7 +192,8 @@ _ADDRESSED_WORDS = (
     "system assistant user human developer instruction instructions prompt admin administrator operator sudo ai "
     "bot model", "please pls plz kindly", "from going henceforth hereafter",
     "new updated additional revised secret hidden real true actual override special",
-    "system developer hidden initial original", "as", "act", "pretend", "role roleplay", "do",
+    "system developer hidden initial original", "as", "act", "pretend",
+    "role roleplay roleplays roleplayed roleplaying", "do",
     "jailbreak jailbroken developer do dan god system",
 )
 _OBLIGATION_WORDS = (
@@ -223,6 +224,7 @@ _ASCII_LOWER = str.maketrans({c: c.lower() for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 _WHITE_SPACE_RUN = re.compile(
     "[\t\n\x0b\x0c\r\x1c-\x1f \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+")
 _CODE_SPAN = re.compile(r"(`+[^`]*`+)")
+_ODD_SPACE = re.compile("[\t\r\x0b\x0c\x1c-\x1f]")
 _LINE_BREAKS = str.maketrans({c: "\n" for c in "\r\x0b\x0c\x85\x1c\x1d\x1e"})
 _SPACES = re.compile("[\t\x1f\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]")
 _MARKUP = re.compile(r"<!--|-->|<\|[^|<>]{0,40}\|>|</?[A-Za-z][A-Za-z0-9:_-]*(?:[ \n][^<>]{0,200})?/?>|[*~]+"
@@ -233,6 +235,7 @@ _HAS_ALNUM = re.compile(r"[A-Za-z0-9]")
 _NUMBER = re.compile(r"[0-9][0-9.,]*")
 _PATH_TOKEN = re.compile(r"[^ \n]*/[^ \n]*")
 _TOWARDS = frozenset({"to", "into", "onto", "with"})
+_REDO = re.compile(r"[Rr][Ee]-[A-Za-z]+")
 _CLAUSE_WORDS = frozenset({"then", "so", "but", "otherwise", "else", "whereas"})
 _STOPS = frozenset("""
 if when whenever while whilst because unless though although once where wherever whereas which who whom whose
@@ -321,7 +324,7 @@ def _prose(canonical: str) -> str:
     """The text the clauses are read from: line breaks as U+000A, other white space as U+0020,
     and outside code spans, HTML-like tags, comment markers, role tokens and Markdown emphasis
     removed and links replaced by their text."""
-    if not canonical.isascii() or "\t" in canonical or "\r" in canonical or "\x1f" in canonical:
+    if not canonical.isascii() or _ODD_SPACE.search(canonical):
         canonical = _SPACES.sub(" ", canonical.translate(_LINE_BREAKS))
     if "`" in canonical:
         parts = _CODE_SPAN.split(canonical)
@@ -505,9 +508,15 @@ def _imperative(tokens: list[tuple[str, str]], quoted: bool, c: _Compiled) -> st
     if quoted and len(tokens) == 1:
         return None  # one quoted or bracketed word is a name: Job "build" failed, [FORMAT]
     i = _opener(tokens, c)
-    if i >= len(tokens) or tokens[i][0] != _W:
+    if i >= len(tokens):
         return None
-    word = tokens[i][2]
+    token = tokens[i]
+    if token[0] == _W:
+        word = token[2]
+    elif token[0] == _O and _REDO.fullmatch(token[1]):
+        word = token[1][3:].lower()  # Re-run the job
+    else:
+        return None
     if word in ALWAYS_IMPERATIVE:
         return word
     flag = c.verbs.get(word)
@@ -528,33 +537,27 @@ def _imperative(tokens: list[tuple[str, str]], quoted: bool, c: _Compiled) -> st
     return word
 
 
+#: (ending, letters removed, letters added): the inflections the language check undoes.
 _SUFFIXES = (
-    ("s", "", 1), ("es", "", 2), ("ies", "y", 3), ("ed", "", 2), ("ed", "", 1), ("ied", "y", 3),
-    ("ing", "", 3), ("ing", "e", 3), ("er", "", 2), ("er", "", 1), ("ier", "y", 3), ("est", "", 3),
-    ("est", "", 2), ("iest", "y", 4), ("ly", "", 2), ("ily", "y", 3), ("ally", "", 4), ("bly", "ble", 3),
+    ("s", 1, ""), ("es", 2, ""), ("ies", 3, "y"), ("ed", 2, ""), ("ed", 1, ""), ("ied", 3, "y"),
+    ("ing", 3, ""), ("ing", 3, "e"), ("er", 2, ""), ("er", 1, ""), ("ier", 3, "y"), ("est", 3, ""),
+    ("est", 2, ""), ("iest", 4, "y"), ("ly", 2, ""), ("ily", 3, "y"), ("ally", 4, ""), ("bly", 3, "ble"),
 )
 
 
 @lru_cache(maxsize=65536)
 def is_english_word(word: str) -> bool:
-    """Whether a word (letters, at most one inner apostrophe) is English for the language check:
-    in the word list, or an inflection of a listed word by the suffix rules of PROTOCOL.md."""
+    """Whether a lower-case word (ASCII letters, at most one inner apostrophe) is English for the
+    language check: in the word list, or an inflection of a listed word (PROTOCOL.md's suffix rules)."""
     english = _tables().english
-    word = word.translate(_ASCII_LOWER)
-    if word in english:
+    if word in english or (word.endswith("'s") and word[:-2] in english):
         return True
-    if not word.isascii():
-        return False
-    if word.endswith("'s"):
-        word = word[:-2]
-        if word in english:
+    for ending, cut, add in _SUFFIXES:
+        if word.endswith(ending) and len(word) - cut >= 2 and word[:-cut] + add in english:
             return True
-    for suffix, add, cut in _SUFFIXES:
-        if word.endswith(suffix) and len(word) - cut >= 2 and word[:-cut] + add in english:
-            return True
-    for suffix in ("ed", "ing", "er", "est"):
-        cut = len(suffix) + 1
-        if word.endswith(suffix) and len(word) - cut >= 2 and word[-cut] == word[-cut - 1] and word[:-cut] in english:
+    for ending in ("ed", "ing", "er", "est"):  # a doubled letter: stopped, running, bigger
+        cut = len(ending) + 1
+        if word.endswith(ending) and len(word) - cut >= 2 and word[-cut] == word[-cut - 1] and word[:-cut] in english:
             return True
     return False
 
