@@ -36,6 +36,7 @@ SECTIONS = (
     ("vetoed", "Vetoed", ("vetoed", "unvetoed")),
     ("edited", "Left alone (edited by their owner)", ("edited", "index_removed")),
     ("predicted", "New predictions", ("predicted",)),
+    ("model_refused", "Model answers refused", ("model_refused",)),
 )
 _NAME = re.compile(r"^(?P<stamp>\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}Z)-(?P<id>\d+)\.md$")
 
@@ -84,6 +85,7 @@ def _collect(store, events: list[tuple]) -> dict:
         "archived_lessons": sum(1 for i in sections["archived"] if i["kind"] == "archived"),
         "archived_episodes": sum(i.get("count", 0) for i in sections["archived"] if i["kind"] == "episodes_archived"),
         "vetoed": sum(1 for i in sections["vetoed"] if i["kind"] == "vetoed"),
+        "model_refused": len(sections["model_refused"]),
     }
     return {"counts": counts, "sections": sections}
 
@@ -185,6 +187,9 @@ def report_markdown(data: dict) -> str:
         for i in s["edited"]])
     section("New predictions", [
         f"- lesson {i['lesson']}: {_q(i.get('text'), 200)}" for i in s["predicted"]])
+    section("Model answers refused", [
+        f"- lesson {i['lesson']}: the lesson model's answer broke the observation rule ({i.get('rule', '?')}); "
+        f"the deterministic text was kept" for i in s.get("model_refused", [])])
     return "\n".join(lines) + "\n"
 
 
