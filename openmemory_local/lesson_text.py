@@ -67,9 +67,18 @@ def clip(text: str, n: int) -> str:
     return text if len(text) <= n else text[: n - 1].rstrip() + "\u2026"
 
 
+#: Where markup starts in a quote (an HTML comment or its end, a role token, a tag): never quoted.
+_MARKUP_START = re.compile(r"<!--|-->|<\|[^|<>]{0,40}\|>|</?[A-Za-z][A-Za-z0-9:_-]*(?:\s[^<>]*)?/?>")
+
+
 def quote_steps(text: str) -> list[str]:
-    """The quote, then shorter and shorter safe forms of it, then nothing."""
+    """The quote, then shorter and shorter safe forms of it, then nothing. A quote is cut before
+    any markup it holds (``<!-- openmemory:end -->`` in a command's output, a tag, a role token):
+    what follows markup in a transcript is never quoted."""
     text = " ".join((text or "").replace('"', "'").split())
+    markup = _MARKUP_START.search(text)
+    if markup is not None:
+        text = text[: markup.start()].rstrip()
     steps = []
     if text:
         steps.append(clip(text, _QUOTE_MAX))
