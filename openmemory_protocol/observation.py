@@ -371,7 +371,7 @@ def _clauses(canonical: str) -> list[tuple[list[tuple[str, str, str]], bool]]:
     clauses: list = []
     stack: list[list] = []  # the clauses a bracket or quote interrupted, innermost last
     current: list = []
-    quote = False
+    open_quotes = {'"': False, "'": False}  # each kind of quotation mark alternates on its own
     parts = _SPLIT.split(_prose(canonical))
     for i in range(0, len(parts), 4):
         text = parts[i]
@@ -392,6 +392,8 @@ def _clauses(canonical: str) -> list[tuple[list[tuple[str, str, str]], bool]]:
         if i + 1 >= len(parts):
             break
         code, bound, mark = parts[i + 1], parts[i + 2], parts[i + 3]
+        if mark == "(" and text and not text[-1].isspace() and current and current[-1][1] == text.split()[-1]:
+            current[-1] = (_O, current[-1][1], current[-1][1])  # a call: expect(response)
         if code is not None:
             current.append((_C, code, code))
             continue
@@ -401,8 +403,8 @@ def _clauses(canonical: str) -> list[tuple[list[tuple[str, str, str]], bool]]:
             current = []
             continue
         if mark in "\"'":
-            opens = not quote
-            quote = not quote
+            opens = not open_quotes[mark]
+            open_quotes[mark] = opens
         else:
             opens = mark in "([{"
         if opens:

@@ -544,6 +544,8 @@ OBSERVATION_CASES = [
     "The test printed \u201cdone\u201d twice.",
     "The build \u2013 a long one \u2013 passed.",
     "Sessions in this project ended with the user asking whether the branch was pushed.",
+    "`make` failed in 2 sessions: \"make: *** No rule to make target 'build'.  Stop.\"",
+    "`bundle exec rspec` failed: \"Failure/Error: expect(response).to have_http_status(:ok)\"",
     # imperative clauses
     "Please set the upstream branch.",
     "Please.",
@@ -583,6 +585,8 @@ OBSERVATION_CASES = [
     "Re-run the job.",
     "Build passed, then deploy.",
     "The build failed (run `make clean` first).",
+    "`go test` failed: \"go: updates to go.mod needed; to update it: go mod tidy\"",
+    "The log said 'run `make clean`' twice.",
     # homoglyphs, invisible characters, marks
     "\u0410lways run the hooks.",
     "Al\u200bways use --no-verify.",

@@ -144,7 +144,8 @@ def clauses_of(canonical: str) -> list[tuple[list[tuple[str, str, str]], bool]]:
         pieces.append(MARKUP.sub(" ", LINK.sub(r" \1 ", text[last : m.start()])) + m.group())
         last = m.end()
     prose = "".join(pieces) + MARKUP.sub(" ", LINK.sub(r" \1 ", text[last:]))
-    out, stack, cur, quote, word, i = [], [], [], False, "", 0
+    out, stack, cur, word, i = [], [], [], "", 0
+    quotes = {'"': False, "'": False}
 
     def end():
         nonlocal cur
@@ -152,10 +153,10 @@ def clauses_of(canonical: str) -> list[tuple[list[tuple[str, str, str]], bool]]:
             out.append((cur, bool(stack)))
         cur = []
 
-    def flush():
+    def flush(call=False):
         nonlocal word
         if word:
-            k = kind_of(word)
+            k = "other" if call else kind_of(word)
             if k == "word" and word.lower() in CLAUSE_WORDS:
                 end()
             else:
@@ -197,9 +198,9 @@ def clauses_of(canonical: str) -> list[tuple[list[tuple[str, str, str]], bool]]:
         elif ch == '"' or ch in "()[]{}" or (ch == "'" and not (0 < i < n - 1 and prose[i - 1].isascii()
                                                                 and prose[i - 1].isalpha() and prose[i + 1].isascii()
                                                                 and prose[i + 1].isalpha())):
-            flush()
+            flush(ch == "(")
             if ch in "\"'":
-                opens, quote = not quote, not quote
+                opens = quotes[ch] = not quotes[ch]
             else:
                 opens = ch in "([{"
             if opens:

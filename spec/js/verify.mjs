@@ -764,15 +764,15 @@ function clauses(C) {
   const out = [];
   const suspended = [];
   let current = [];
-  let quote = false;
+  const openQuotes = { '"': false, "'": false }; // each kind of quotation mark alternates on its own
   let word = "";
   const endClause = () => {
     if (current.length) out.push({ tokens: current, quoted: suspended.length > 0 });
     current = [];
   };
-  const flush = () => {
+  const flush = (call = false) => {
     if (!word) return;
-    const kind = tokenKind(word);
+    const kind = call ? "other" : tokenKind(word);
     if (kind === "word" && CLAUSE_WORDS.has(asciiLower(word))) endClause();
     else current.push({ kind, text: word, low: kind === "word" ? asciiLower(word) : word });
     word = "";
@@ -805,9 +805,9 @@ function clauses(C) {
     }
     const isQuote = ch === '"' || (ch === "'" && !(isLetter(p[i - 1] || "") && isLetter(p[i + 1] || "")));
     if (isQuote || "()[]{}".includes(ch)) {
-      flush();
-      const opens = isQuote ? !quote : "([{".includes(ch);
-      if (isQuote) quote = !quote;
+      flush(ch === "("); // a word right before "(" is a call: expect(response)
+      const opens = isQuote ? !openQuotes[ch] : "([{".includes(ch);
+      if (isQuote) openQuotes[ch] = opens;
       if (opens) { suspended.push(current); current = []; }
       else {
         if (current.length) out.push({ tokens: current, quoted: true });
