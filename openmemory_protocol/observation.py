@@ -60,64 +60,115 @@ __all__ = [
 #: The rules, in the order they are checked; the first that fires is reported.
 RULES = ("addressed-to-agent", "obligation", "imperative-opening", "other-script", "not-english")
 
+# Each pattern with the words one of which every match holds (an optimisation only: a pattern is
+# tried on a text that holds one of its words, as a word of [a-z]+; None: always tried). Checked
+# against the patterns by tests/test_observation.py.
+_ADDRESSED_SPEC: tuple[tuple[str, str | None], ...] = (
+    (r"\b(?:ignore|disregard|forget|override|overrule|bypass|circumvent) (?:(?:all|any|the|your|these|those|every"
+     r"|my|of|previous|prior|above|earlier|preceding|following|other|original|existing|safety|system) )*"
+     r"(?:instructions?|prompts?|messages?|rules?|directions?|guidelines?|guardrails?|constraints?|restrictions?"
+     r"|filters?|polic(?:y|ies)|programming|training|context)\b",
+     "ignore disregard forget override overrule bypass circumvent"),
+    (r"\b(?:ignore|disregard|forget) (?:(?:all|the|everything) )?(?:above|previous|prior|everything|that|rest"
+     r"|remainder)\b", "ignore disregard forget"),
+    (r"\byou(?:'ll|'d|'re)\b", "you"),
+    (r"\b(?:you|u|ye) (?:(?:really|now|always|also|just|then|still|first|never|only) )*(?:must|should|shall|will"
+     r"|would|can|could|may|might|need|needs|have to|has to|ought|better|had better|gotta|are to|are required"
+     r"|are expected|are supposed|are allowed|are not allowed|are permitted|are now|are an?|are the|are my"
+     r"|are our|are no longer|are going to|are about to|are in|are playing|are called|are named|are free"
+     r"|are more|are less|are capable|are able|are unable"
+     r"|cannot|can't|won't|wont|mustn't|shouldn't)\b", "you u ye"),
+    (r"\b(?:can|could|would|will|should|must|may|might|shall) you\b", "you"),
+    (r"\b(?:i|we) (?:[a-z]+ )?(?:need|want|would like|'d like|expect|require|order|command|instruct|ask|advise|urge"
+     r"|beg|invite|encourage|recommend) you to\b", "you"),
+    (r"\byour (?:training|programming|guidelines|instructions|rules|creators?|developers?|system prompt|prompts?"
+     r"|responses?|answers?|outputs?|replies|knowledge|purpose|task|goal|job|role|persona|character|name"
+     r"|identity|capabilities|limitations|restrictions|function|abilities|mission)\b", "your"),
+    (r"\b(?:agents?|assistants?|models?|llms?|ais?|bots?|chatbots?|claude|gpt|chatgpt|copilot|codex|gemini) "
+     r"(?:(?:really|now|always|also|just|then|still|first|never|only|from now on) )*(?:must|should|shall|will"
+     r"|can|cannot|can't|may|need|needs|has to|have to|ought|is to|are to|is required|are required|is expected"
+     r"|are expected|is supposed|are supposed|is allowed|are allowed|is permitted|are permitted|is not allowed"
+     r"|are not allowed|is free to|are free to|won't|wont)\b",
+     "agent agents assistant assistants model models llm llms ai ais bot bots chatbot chatbots claude gpt chatgpt "
+     "copilot codex gemini"),
+    (r"\b(?:chatgpt|gpt|claude|copilot|gemini|the (?:ai|assistant|model|bot|chatbot))(?:'s)? now\b",
+     "chatgpt gpt claude copilot gemini ai assistant model bot chatbot"),
+    (r"<\|[a-z_ ]{1,40}\|>", None),
+    (r"</?(?:system|instructions?|assistant|user|human|developer|prompt|im_start|im_end|system-reminder|tool"
+     r"|function|context|admin)\b", None),
+    (r"\[/?(?:inst|sys|system|user|assistant|human|developer)\]", None),
+    (r"<</?sys>>", None),
+    (r"""(?:^|[.!?;>"'(\[#|] ?)(?:system|assistant|user|human|developer|instructions?|prompt|admin|administrator"""
+     r"|operator|sudo|ai|bot|model|dan|chatgpt|gpt|claude) ?:",
+     "system assistant user human developer instruction instructions prompt admin administrator operator sudo ai "
+     "bot model dan chatgpt gpt claude"),
+    (r"\badmin(?:istrator)? (?:request|override|mode|note|message|instruction|command|access)\b",
+     "admin administrator"),
+    (r"\b(?:please|pls|plz|kindly)\b", "please pls plz kindly"),
+    (r"\b(?:from now on|from here on|going forward|henceforth|hereafter|from this (?:point|moment) on)\b",
+     "from going henceforth hereafter"),
+    (r"\b(?:new|updated|additional|revised|secret|hidden|real|true|actual|override|special) (?:rules?"
+     r"|instructions?|directives?|guidelines?|polic(?:y|ies)|orders?|task|prompt)\b",
+     "new updated additional revised secret hidden real true actual override special"),
+    (r"\b(?:system|developer|hidden|initial|original) (?:prompt|message|instructions?)\b",
+     "system developer hidden initial original"),
+    (r"\bas an? (?:ai|assistant|language model|llm|chatbot)\b", "as"),
+    (r"\b(?:an?|the) (?:ai|large) language models?\b|\bartificial intelligence\b", "language artificial"),
+    (r"\bact (?:as|like)\b", "act"),
+    (r"\b(?:let us|lets|let's) (?:act|play|pretend|imagine|roleplay)\b", "let lets"),
+    (r"\b(?:we|i) (?:are|am|'re|'m) going to\b", "we i"),
+    (r"\bpretend (?:to be|that|you)\b", "pretend"),
+    (r"\brole-?play(?:s|ed|ing)?\b", "role roleplay roleplays roleplayed roleplaying"),
+    (r"\bdo not (?:tell|reveal|mention|disclose)\b", "do"),
+    (r"\b(?:jailbreak|jailbroken|developer[ _\\-]*mode|do anything now|dan mode|god mode|system override)\b",
+     "jailbreak jailbroken developer do dan god system"),
+    # a persona for the model: what jailbreaks describe in the third person
+    (r"\b(?:amoral|unfiltered|uncensored|unethical|immoral|ethicality|legality|morality|morals)\b",
+     "amoral unfiltered uncensored unethical immoral ethicality legality morality morals"),
+    (r"\b(?:an?|the) (?:[a-z-]+ ){0,3}(?:ai|chatbot|assistant|bot|language model|character|persona|entity|being"
+     r"|demon|gpt)(?: [a-z-]+){0,2} (?:named|called|known as)\b",
+     "ai chatbot assistant bot model character persona entity being demon gpt"),
+    (r"\b(?:is|was) an? (?:[a-z-]+ ){0,3}(?:ai|chatbot|language model|assistant)\b", "is was"),
+    (r"\b(?:in|stays?|staying|breaks?|breaking|out of) character\b|\bpersona\b|\bcharacter (?:name|age"
+     r"|description|sheet|traits)\b", "character persona"),
+    (r"\bnever (?:refuses?|refusing|refused|declines?|denies|deny)\b|\banswers? any\b", "never answer answers"),
+    (r"\bconversation (?:with|between) (?:an? |the )?(?:ai|assistant|chatbot|user|human)\b", "conversation"),
+)
+
 #: Phrases addressed to an agent or model, or prompt-injection markers, anywhere in the text.
 #: Matched on the lowered text (see PROTOCOL.md); ``\b`` is an ASCII word boundary.
-ADDRESSED_PATTERNS: tuple[str, ...] = (
-    r"\b(?:ignore|disregard|forget|override|overrule|bypass|circumvent) (?:(?:all|any|the|your|these|those|every"
-    r"|my|of|previous|prior|above|earlier|preceding|following|other|original|existing|safety|system) )*"
-    r"(?:instructions?|prompts?|messages?|rules?|directions?|guidelines?|guardrails?|constraints?|restrictions?"
-    r"|filters?|polic(?:y|ies)|programming|training|context)\b",
-    r"\b(?:ignore|disregard|forget) (?:(?:all|the|everything) )?(?:above|previous|prior|everything|that)\b",
-    r"\byou(?:'ll|'d|'re)\b",
-    r"\b(?:you|u|ye) (?:(?:really|now|always|also|just|then|still|first|never|only) )*(?:must|should|shall|will"
-    r"|would|can|could|may|might|need|needs|have to|has to|ought|better|had better|gotta|are to|are required"
-    r"|are expected|are supposed|are allowed|are not allowed|are permitted|are now|are an?|are the|are my"
-    r"|are our|are no longer|cannot|can't|won't|wont|mustn't|shouldn't)\b",
-    r"\b(?:can|could|would|will|should|must|may|might|shall) you\b",
-    r"\b(?:agents?|assistants?|models?|llms?|ais?|bots?|chatbots?|claude|gpt|chatgpt|copilot|codex|gemini) "
-    r"(?:(?:really|now|always|also|just|then|still|first|never|only|from now on) )*(?:must|should|shall|will"
-    r"|can|cannot|can't|may|need|needs|has to|have to|ought|is to|are to|is required|are required|is expected"
-    r"|are expected|is supposed|are supposed|is allowed|are allowed|is permitted|are permitted|is not allowed"
-    r"|are not allowed|is free to|are free to|won't|wont)\b",
-    r"<\|[a-z_ ]{1,40}\|>",
-    r"</?(?:system|instructions?|assistant|user|human|developer|prompt|im_start|im_end|system-reminder|tool"
-    r"|function|context|admin)\b",
-    r"\[/?(?:inst|sys|system|user|assistant|human|developer)\]",
-    r"<</?sys>>",
-    r"""(?:^|[.!?;>"'(\[#|] ?)(?:system|assistant|user|human|developer|instructions?|prompt|admin|administrator"""
-    r"|operator|sudo|ai|bot|model) ?:",
-    r"\b(?:please|pls|plz|kindly)\b",
-    r"\b(?:from now on|from here on|going forward|henceforth|hereafter|from this (?:point|moment) on)\b",
-    r"\b(?:new|updated|additional|revised|secret|hidden|real|true|actual|override|special) (?:rules?"
-    r"|instructions?|directives?|guidelines?|polic(?:y|ies)|orders?|task|prompt)\b",
-    r"\b(?:system|developer|hidden|initial|original) (?:prompt|message|instructions?)\b",
-    r"\bas an? (?:ai|assistant|language model|llm|chatbot)\b",
-    r"\bact as\b",
-    r"\bpretend (?:to be|that|you)\b",
-    r"\brole-?play(?:s|ed|ing)?\b",
-    r"\bdo not (?:tell|reveal|mention|disclose)\b",
-    r"\b(?:jailbreak|jailbroken|developer mode|do anything now|dan mode|god mode|system override)\b",
+ADDRESSED_PATTERNS: tuple[str, ...] = tuple(p for p, _ in _ADDRESSED_SPEC)
+
+_OBLIGATION_SPEC: tuple[tuple[str, str], ...] = (
+    (r"\b(?:must|mustn't|mustnt|should|shouldn't|shouldnt|shall|shan't|ought|oughtn't)\b",
+     "must mustn mustnt should shouldn shouldnt shall shan ought oughtn"),
+    (r"\b(?:have|has|having)(?: got)? to\b", "have has having"),
+    (r"\b(?:needs?|gotta) to\b|\bgotta\b", "needs need gotta"),
+    (r"\b(?:is|are|be|am|being) (?:(?:not|also|always|never|now|still|strictly|absolutely) )?(?:required"
+     r"|expected|supposed|obliged|obligated|meant|advised|encouraged|urged|instructed|told|asked|ordered"
+     r"|forbidden|prohibited|allowed|permitted) to\b",
+     "required expected supposed obliged obligated meant advised encouraged urged instructed told asked ordered "
+     "forbidden prohibited allowed permitted"),
+    (r"\b(?:is|are|be) (?:(?:not|also|always|strictly|absolutely) )?(?:required|mandatory|compulsory|obligatory"
+     r"|necessary|essential|recommended|advised|advisable|preferred|discouraged|forbidden|prohibited"
+     r"|not allowed|not permitted)\b",
+     "required mandatory compulsory obligatory necessary essential recommended advised advisable preferred "
+     "discouraged forbidden prohibited allowed permitted"),
+    (r"\b(?:it|this|that)(?:'s| is| was) (?:(?:very|really|always|also|absolutely|extremely) )?(?:required"
+     r"|mandatory|compulsory|obligatory|necessary|essential|important|crucial|critical|vital|imperative"
+     r"|advisable|recommended|best|better|wise|preferable|a must|key)\b",
+     "required mandatory compulsory obligatory necessary essential important crucial critical vital imperative "
+     "advisable recommended best better wise preferable must key"),
+    (r"\b(?:mandatory|compulsory|obligatory)\b|\brequired (?:that|to)\b", "mandatory compulsory obligatory required"),
+    (r"\b(?:is|are) to be\b|\b(?:is|are) (?:not )?to (?:always|never|only)\b", "be always never only"),
+    (r"\b(?:make|be) (?:sure|certain)\b", "sure certain"),
+    (r"\bhad better\b", "better"),
+    (r"\b(?:fix|solution|answer|workaround|way|trick|remedy|rule) is to\b",
+     "fix solution answer workaround way trick remedy rule"),
 )
 
 #: Deontic phrasing, anywhere in the text (same matching as ADDRESSED_PATTERNS).
-OBLIGATION_PATTERNS: tuple[str, ...] = (
-    r"\b(?:must|mustn't|mustnt|should|shouldn't|shouldnt|shall|shan't|ought|oughtn't)\b",
-    r"\b(?:have|has|having)(?: got)? to\b",
-    r"\b(?:needs?|gotta) to\b|\bgotta\b",
-    r"\b(?:is|are|be|am|being) (?:(?:not|also|always|never|now|still|strictly|absolutely) )?(?:required"
-    r"|expected|supposed|obliged|obligated|meant|advised|encouraged|urged|instructed|told|asked|ordered"
-    r"|forbidden|prohibited|allowed|permitted) to\b",
-    r"\b(?:is|are|be) (?:(?:not|also|always|strictly|absolutely) )?(?:required|mandatory|compulsory|obligatory"
-    r"|necessary|essential|recommended|advised|advisable|preferred|discouraged|forbidden|prohibited"
-    r"|not allowed|not permitted)\b",
-    r"\bit(?:'s| is| was) (?:(?:very|really|always|also|absolutely|extremely) )?(?:required|mandatory|compulsory"
-    r"|obligatory|necessary|essential|important|crucial|critical|vital|imperative|advisable|recommended|best"
-    r"|better|wise|preferable|a must|key)\b",
-    r"\b(?:mandatory|compulsory|obligatory)\b|\brequired (?:that|to)\b",
-    r"\b(?:is|are) to be\b|\b(?:is|are) (?:not )?to (?:always|never|only)\b",
-    r"\b(?:make|be) (?:sure|certain)\b",
-    r"\bhad better\b",
-)
+OBLIGATION_PATTERNS: tuple[str, ...] = tuple(p for p, _ in _OBLIGATION_SPEC)
 
 #: Reporting verbs: ``<reporting verb> [up to 3 words] to [adverbs] <base-form verb>`` is a
 #: reported instruction (``the person told the agent to run``), rule ``obligation``.
@@ -136,7 +187,8 @@ SKIPPED_OPENERS: frozenset[str] = frozenset(
     otherwise hereafter henceforth afterwards later once sometimes usually normally generally typically
     strictly preferably ideally mostly primarily automatically manually explicitly properly correctly
     safely silently quietly gently politely promptly thoroughly regularly consistently constantly
-    continually forever ok okay hey oh yes still
+    continually forever ok okay hey hi hello oh yes still claude chatgpt gpt copilot gemini codex assistant agent
+    ai bot model dan
     """.split()
 )
 
@@ -181,40 +233,24 @@ def _alternatives(text: str) -> frozenset[str]:
     return frozenset(text.split())
 
 
-# The words one of which every match of a pattern holds (an optimisation only: a pattern is tried
-# on a text that holds one of its words, as a word of [a-z]+; None: always tried). Checked against
-# the patterns by tests/test_observation.py.
-_ADDRESSED_WORDS = (
-    "ignore disregard forget override overrule bypass circumvent", "ignore disregard forget", "you", "you u ye",
-    "can could would will should must may might shall",
-    "agent agents assistant assistants model models llm llms ai ais bot bots chatbot chatbots claude gpt chatgpt "
-    "copilot codex gemini", None, None, None, None,
-    "system assistant user human developer instruction instructions prompt admin administrator operator sudo ai "
-    "bot model", "please pls plz kindly", "from going henceforth hereafter",
-    "new updated additional revised secret hidden real true actual override special",
-    "system developer hidden initial original", "as", "act", "pretend",
-    "role roleplay roleplays roleplayed roleplaying", "do",
-    "jailbreak jailbroken developer do dan god system",
-)
-_OBLIGATION_WORDS = (
-    "must mustn mustnt should shouldn shouldnt shall shan ought oughtn", "have has having", "needs need gotta",
-    "required expected supposed obliged obligated meant advised encouraged urged instructed told asked ordered "
-    "forbidden prohibited allowed permitted",
-    "required mandatory compulsory obligatory necessary essential recommended advised advisable preferred "
-    "discouraged forbidden prohibited allowed permitted",
-    "required mandatory compulsory obligatory necessary essential important crucial critical vital imperative "
-    "advisable recommended best better wise preferable must key",
-    "mandatory compulsory obligatory required", "be always never only", "sure certain", "better",
-)
-_ADDRESSED = [(_compile(p), None if w is None else _alternatives(w))
-              for p, w in zip(ADDRESSED_PATTERNS, _ADDRESSED_WORDS, strict=True)]
-_OBLIGATION = [(_compile(p), _alternatives(w)) for p, w in zip(OBLIGATION_PATTERNS, _OBLIGATION_WORDS, strict=True)]
+_ADDRESSED = [(_compile(p), None if w is None else _alternatives(w)) for p, w in _ADDRESSED_SPEC]
+_OBLIGATION = [(_compile(p), _alternatives(w)) for p, w in _OBLIGATION_SPEC]
 _REPORTED_RE = _compile(
     r"\b(?:" + "|".join(REPORTING_VERBS) + r")(?: [a-z']+){0,3}? to (?:(?:always|never|not|only|just|also|now"
     r"|first) )*([a-z]+)\b"
 )
 _REPORTING = frozenset(REPORTING_VERBS)
 _ASCII_WORDS = re.compile(r"[a-z]+")
+_HYPHENATED = re.compile(r"(?<=[a-z])-+(?=[a-z])")
+#: A run of ASCII letters and digits that holds both, not inside a longer run of [a-z0-9_]:
+#: its digits are read as the letters they stand for (0 o, 1 i, 3 e, 4 a, 5 s, 7 t).
+_LEET_WORD = re.compile(r"(?<![a-z0-9_])(?=[a-z0-9]*[a-z])(?=[a-z0-9]*[0-9])[a-z0-9]+(?![a-z0-9_])")
+_LEET = str.maketrans("013457", "oieast")
+_LEET_TOKEN = re.compile(r"(?=[A-Za-z0-9]*[A-Za-z])(?=[A-Za-z0-9]*[0-9])[A-Za-z0-9]+")
+
+
+def _unleet(match: re.Match) -> str:
+    return match.group().translate(_LEET)
 _PHRASE_FIRST: dict[str, tuple[tuple[str, ...], ...]] = {}
 for _phrase in SKIPPED_PHRASES:
     _PHRASE_FIRST[_phrase[0]] = _PHRASE_FIRST.get(_phrase[0], ()) + (_phrase,)
@@ -232,6 +268,7 @@ _MARKUP = re.compile(r"<!--|-->|<\|[^|<>]{0,40}\|>|</?[A-Za-z][A-Za-z0-9:_-]*(?:
 _LINK = re.compile(r"!?\[([^\[\]]{0,200})\]\([^() \n]{0,300}\)")
 _WORD = re.compile(r"[A-Za-z]+(?:'[A-Za-z]+)?")
 _HAS_ALNUM = re.compile(r"[A-Za-z0-9]")
+_HAS_LETTER = re.compile(r"[A-Za-z]")
 _NUMBER = re.compile(r"[0-9][0-9.,]*")
 _PATH_TOKEN = re.compile(r"[^ \n]*/[^ \n]*")
 _TOWARDS = frozenset({"to", "into", "onto", "with"})
@@ -364,10 +401,11 @@ _SPLIT = re.compile(
 )
 
 
-def _clauses(canonical: str) -> list[tuple[list[tuple[str, str, str]], bool]]:
-    """The clauses of the text, each as (tokens, quoted): ``quoted`` for the inside of brackets or
-    quotation marks, which is a clause of its own and is cut out of the clause around it (so
-    ``File content (85812 tokens) exceeds`` is the clause ``File content exceeds``)."""
+def _clauses(canonical: str) -> list[tuple[list[tuple[str, str, str]], bool, bool]]:
+    """The clauses of the text, each as (tokens, quoted, asks): ``quoted`` for the inside of brackets
+    or quotation marks, which is a clause of its own and is cut out of the clause around it (so
+    ``File content (85812 tokens) exceeds`` is the clause ``File content exceeds``); ``asks`` for a
+    clause that ends with a question mark outside any bracket or quotation."""
     clauses: list = []
     stack: list[list] = []  # the clauses a bracket or quote interrupted, innermost last
     current: list = []
@@ -385,7 +423,7 @@ def _clauses(canonical: str) -> list[tuple[list[tuple[str, str, str]], bool]]:
                     token = _token(raw)
                 if token[0] == _W and token[2] in _CLAUSE_WORDS:
                     if current:
-                        clauses.append((current, bool(stack)))
+                        clauses.append((current, bool(stack), False))
                     current = []
                 else:
                     current.append(token)
@@ -399,7 +437,7 @@ def _clauses(canonical: str) -> list[tuple[list[tuple[str, str, str]], bool]]:
             continue
         if bound is not None:
             if current:
-                clauses.append((current, bool(stack)))
+                clauses.append((current, bool(stack), "?" in bound and not stack))
             current = []
             continue
         if mark in "\"'":
@@ -412,11 +450,11 @@ def _clauses(canonical: str) -> list[tuple[list[tuple[str, str, str]], bool]]:
             current = []
         else:
             if current:
-                clauses.append((current, True))
+                clauses.append((current, True, False))
             current = stack.pop() if stack else []
     while True:
         if current:
-            clauses.append((current, bool(stack)))
+            clauses.append((current, bool(stack), False))
         if not stack:
             break
         current = stack.pop()
@@ -443,8 +481,14 @@ def _is_s_form_of_verb_only(word: str, c: _Compiled) -> bool:
     return False
 
 
-def _content_word(token: tuple[str, str] | None, c: _Compiled) -> bool:
-    if token is None or token[0] != _W:
+def _content_word(token: tuple[str, str, str] | None, c: _Compiled) -> bool:
+    """A word that is not a function word, a skipped opener nor an -ly adverb, or a token of kind
+    other that holds a letter (``step-by-step``)."""
+    if token is None:
+        return False
+    if token[0] == _O:
+        return _HAS_LETTER.search(token[1]) is not None
+    if token[0] != _W:
         return False
     word = token[2]
     return word not in c.function and not word.endswith("ly")
@@ -468,9 +512,10 @@ def _has_predicate(rest: list[tuple[str, str]], c: _Compiled) -> bool:
     return False
 
 
-def _opener(tokens: list[tuple[str, str]], c: _Compiled) -> int:
-    """Index of the clause's first word once decoration, adverbs, politeness, purpose prefixes
-    and labels are skipped; ``len(tokens)`` when nothing is left."""
+def _opener(tokens: list[tuple[str, str, str]], c: _Compiled) -> tuple[int, list]:
+    """Index of the clause's first word once decoration, adverbs, politeness, vocatives, words
+    that are not English, purpose prefixes and labels are skipped (``len(tokens)`` when nothing is
+    left), and the tokens (a look-alike token read as a word: ``Alw4ys``)."""
     n = len(tokens)
     i = 0
     while i < n:
@@ -478,10 +523,16 @@ def _opener(tokens: list[tuple[str, str]], c: _Compiled) -> int:
         if kind == _S or (kind == _N and i == 0):
             i += 1
             continue
-        if kind != _W:
-            return i
+        if kind == _O and _LEET_TOKEN.fullmatch(tokens[i][1]):
+            word = tokens[i][1].lower().translate(_LEET)  # Alw4ys
+            tokens = tokens[:i] + [(_W, tokens[i][1], word)] + tokens[i + 1 :]
+        elif kind != _W:
+            return i, tokens
         word = tokens[i][2]
         if word in SKIPPED_OPENERS or (word.endswith("ly") and len(word) > 4 and word not in c.verbs):
+            i += 1
+            continue
+        if word not in c.verbs and not is_english_word(word):  # Sempre use ..., Dialyzer failed
             i += 1
             continue
         for phrase in _PHRASE_FIRST.get(word, ()):
@@ -500,16 +551,16 @@ def _opener(tokens: list[tuple[str, str]], c: _Compiled) -> int:
                         i += 2
                 continue
             if word in LABELS and all(t[0] == _N for t in tokens[i + 1 :]) and n - i <= 2:
-                return n
-            return i
-    return n
+                return n, tokens
+            return i, tokens
+    return n, tokens
 
 
 def _imperative(tokens: list[tuple[str, str]], quoted: bool, c: _Compiled) -> str | None:
     """The imperative a clause opens with, or None."""
     if quoted and len(tokens) == 1:
         return None  # one quoted or bracketed word is a name: Job "build" failed, [FORMAT]
-    i = _opener(tokens, c)
+    i, tokens = _opener(tokens, c)
     if i >= len(tokens):
         return None
     token = tokens[i]
@@ -530,8 +581,10 @@ def _imperative(tokens: list[tuple[str, str]], quoted: bool, c: _Compiled) -> st
     if flag == "n":
         if rest and ((rest[0][0] == _W and rest[0][2] in c.objects) or rest[0][0] in (_C, _T)):
             return word
-        for j in range(1, len(rest) - 1):  # Copy keys to /tmp
-            if rest[j][0] == _W and rest[j][2] in _TOWARDS and rest[j + 1][0] in (_C, _T):
+        for j in range(1, len(rest) - 1):
+            if rest[j][0] == _W and rest[j][2] in _TOWARDS and (
+                    rest[j + 1][0] in (_C, _T)  # Copy keys to /tmp
+                    or (rest[j][2] == "to" and rest[j + 1][0] == _W and rest[j + 1][2] in c.verbs)):  # List things to say
                 return word if not _has_predicate(rest, c) else None
         return None
     if _has_predicate(rest, c):
@@ -571,8 +624,12 @@ def _language(folded: str, clauses: list, c: _Compiled) -> ObservationViolation 
         letter = c.other_script.search(prose)
         if letter is not None:
             return ObservationViolation("other-script", letter.group())
-    counted = foreign = 0
-    for tokens, _ in clauses:
+    counted = foreign = symbols = tokens_seen = 0
+    for tokens, _, _ in clauses:
+        for token in tokens:
+            if token[0] != _C:
+                tokens_seen += 1
+                symbols += token[0] == _S
         first = True
         for token in tokens:
             if token[0] != _W:
@@ -586,6 +643,8 @@ def _language(folded: str, clauses: list, c: _Compiled) -> ObservationViolation 
             first = False
     if foreign >= 2 and 3 * foreign > counted:
         return ObservationViolation("not-english", f"{foreign} of {counted} words")
+    if tokens_seen >= 6 and 2 * symbols > tokens_seen:
+        return ObservationViolation("not-english", f"{symbols} of {tokens_seen} tokens are symbols")
     return None
 
 
@@ -595,23 +654,32 @@ def observation_violation(text: str) -> ObservationViolation | None:
     folded, canonical = canonical_form(text)
     lowered = " ".join(canonical.replace("`", " ").split())
     lowered = lowered.lower() if lowered.isascii() else lowered.translate(_ASCII_LOWER)
-    words = set(_ASCII_WORDS.findall(lowered))
+    texts = [lowered]
+    if "-" in lowered and _HYPHENATED.search(lowered):
+        texts.append(_HYPHENATED.sub("", lowered))  # i-nstruction, as-sis-tant
+    if _LEET_WORD.search(lowered):
+        texts.append(_LEET_WORD.sub(_unleet, lowered))  # 1gn0r3 pr3v10us 1nstruct10ns
+    words = set(_ASCII_WORDS.findall(" ".join(texts)))
     for regex, needs in _ADDRESSED:
         if needs is None or not needs.isdisjoint(words):
-            match = regex.search(lowered)
-            if match is not None:
-                return ObservationViolation("addressed-to-agent", match.group().strip())
+            for text_form in texts:
+                match = regex.search(text_form)
+                if match is not None:
+                    return ObservationViolation("addressed-to-agent", match.group().strip())
     for regex, needs in _OBLIGATION:
         if not needs.isdisjoint(words):
-            match = regex.search(lowered)
-            if match is not None:
-                return ObservationViolation("obligation", match.group().strip())
+            for text_form in texts:
+                match = regex.search(text_form)
+                if match is not None:
+                    return ObservationViolation("obligation", match.group().strip())
     if "to" in words and not _REPORTING.isdisjoint(words):
         for match in _REPORTED_RE.finditer(lowered):
             if match.group(1) in c.verbs:
                 return ObservationViolation("obligation", match.group())
     clauses = _clauses(canonical)
-    for tokens, quoted in clauses:
+    for tokens, quoted, asks in clauses:
+        if asks:  # a lesson states; it does not ask
+            return ObservationViolation("addressed-to-agent", "a question: " + " ".join(t[1] for t in tokens[:8]))
         verb = _imperative(tokens, quoted, c)
         if verb is not None:
             return ObservationViolation("imperative-opening", verb)

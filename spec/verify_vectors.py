@@ -123,6 +123,13 @@ SUFFIXES = [("s", 1, ""), ("es", 2, ""), ("ies", 3, "y"), ("ed", 2, ""), ("ed", 
             ("iest", 4, "y"), ("ly", 2, ""), ("ily", 3, "y"), ("ally", 4, ""), ("bly", 3, "ble")]
 
 
+LOOK_ALIKE = re.compile(r"(?<![a-z0-9_])(?=[a-z0-9]*[a-z])(?=[a-z0-9]*[0-9])[a-z0-9]+(?![a-z0-9_])")
+
+
+def unleet(word: str) -> str:
+    return word.translate(str.maketrans("013457", "oieast"))
+
+
 def spaced(text: str) -> str:
     return "".join("\n" if c in BREAKS else " " if c in SPACE else c for c in text)
 
@@ -147,10 +154,10 @@ def clauses_of(canonical: str) -> list[tuple[list[tuple[str, str, str]], bool]]:
     out, stack, cur, word, i = [], [], [], "", 0
     quotes = {'"': False, "'": False}
 
-    def end():
+    def end(asks=False):
         nonlocal cur
         if cur:
-            out.append((cur, bool(stack)))
+            out.append((cur, bool(stack), asks and not stack))
         cur = []
 
     def flush(call=False):
@@ -183,7 +190,7 @@ def clauses_of(canonical: str) -> list[tuple[list[tuple[str, str, str]], bool]]:
                 j += 1
             if j == n or prose[j] in " \n\"')]}":
                 flush()
-                end()
+                end("?" in prose[i:j])
             else:
                 word += prose[i:j]
             i = j
@@ -208,7 +215,7 @@ def clauses_of(canonical: str) -> list[tuple[list[tuple[str, str, str]], bool]]:
                 cur = []
             else:
                 if cur:
-                    out.append((cur, True))
+                    out.append((cur, True, False))
                 cur = stack.pop() if stack else []
             i += 1
         else:
@@ -217,7 +224,7 @@ def clauses_of(canonical: str) -> list[tuple[list[tuple[str, str, str]], bool]]:
     flush()
     while True:
         if cur:
-            out.append((cur, bool(stack)))
+            out.append((cur, bool(stack), False))
         if not stack:
             break
         cur = stack.pop()
@@ -248,8 +255,8 @@ def predicate(rest) -> bool:
         if w in PREDICATES or is_s_form(w):
             return True
         nxt = rest[j + 1] if j + 1 < len(rest) else None
-        content = nxt is not None and nxt[0] == "word" and nxt[2] not in FUNCTION and nxt[2] not in SKIPPED \
-            and not nxt[2].endswith("ly")
+        content = nxt is not None and ((nxt[0] == "other" and re.search("[A-Za-z]", nxt[1]) is not None) or (
+            nxt[0] == "word" and nxt[2] not in FUNCTION and nxt[2] not in SKIPPED and not nxt[2].endswith("ly")))
         if is_past(w) and not content:
             return True
     return False
@@ -259,14 +266,21 @@ def imperative(tokens, quoted) -> bool:
     if quoted and len(tokens) == 1:
         return False
     i, n = 0, len(tokens)
+    tokens = list(tokens)
     while i < n:
-        k, _, w = tokens[i]
+        k, text, w = tokens[i]
+        if k == "other" and re.fullmatch("[A-Za-z0-9]+", text) and re.search("[A-Za-z]", text) and re.search("[0-9]", text):
+            k, w = "word", unleet(text.lower())
+            tokens[i] = (k, text, w)
         if k == "symbol" or (k == "number" and i == 0):
             i += 1
             continue
         if k != "word":
             break
         if w in SKIPPED or (w.endswith("ly") and len(w) > 4 and w not in VERBS):
+            i += 1
+            continue
+        if w not in VERBS and not english(w):
             i += 1
             continue
         phrase = next((p for p in PHRASES if all(i + x < n and tokens[i + x][0] == "word" and tokens[i + x][2] == y
@@ -303,7 +317,9 @@ def imperative(tokens, quoted) -> bool:
         if rest and ((rest[0][0] == "word" and rest[0][2] in OBJECTS) or rest[0][0] in ("code", "target")):
             return True
         for j in range(1, len(rest) - 1):
-            if rest[j][0] == "word" and rest[j][2] in ("to", "into", "onto", "with") and rest[j + 1][0] in ("code", "target"):
+            x, nxt = rest[j], rest[j + 1]
+            if x[0] == "word" and x[2] in ("to", "into", "onto", "with") and (
+                    nxt[0] in ("code", "target") or (x[2] == "to" and nxt[0] == "word" and nxt[2] in VERBS)):
                 return not predicate(rest)
         return False
     return not predicate(rest)
@@ -326,24 +342,32 @@ def observation_rule(text: str) -> str | None:
     canonical = "".join('"' if c in QUOTES else CONFUSABLES.get(ord(c), c) for c in folded)
     lowered = " ".join("".join(" " if c in SPACE else c for c in canonical.replace("`", " ")).split(" "))
     lowered = " ".join(x for x in lowered.split(" ") if x).translate(ASCII_LOWER)
-    if any(p.search(lowered) for p in ADDRESSED):
+    forms = [lowered, re.sub(r"(?<=[a-z])-+(?=[a-z])", "", lowered), LOOK_ALIKE.sub(lambda m: unleet(m.group()), lowered)]
+    if any(p.search(form) for p in ADDRESSED for form in forms):
         return "addressed-to-agent"
-    if any(p.search(lowered) for p in OBLIGATIONS) or any(m.group(1) in VERBS for m in REPORTED.finditer(lowered)):
+    if any(p.search(form) for p in OBLIGATIONS for form in forms) or \
+            any(m.group(1) in VERBS for m in REPORTED.finditer(lowered)):
         return "obligation"
     clauses = clauses_of(canonical)
-    if any(imperative(tokens, quoted) for tokens, quoted in clauses):
-        return "imperative-opening"
+    for tokens, quoted, asks in clauses:
+        if asks:
+            return "addressed-to-agent"
+        if imperative(tokens, quoted):
+            return "imperative-opening"
     bare = re.sub(r"[^ \n]*/[^ \n]*", " ", CODE.sub(" ", spaced(folded)))
     if any(ord(c) in OTHER_SCRIPT for c in bare):
         return "other-script"
     counted = foreign = 0
-    for tokens, _ in clauses:
+    for tokens, _, _ in clauses:
         words = [(text, w) for k, text, w in tokens if k == "word"]
         for index, (text, w) in enumerate(words):
             if text == w or (index == 0 and text[0] != w[0] and text[1:] == w[1:]):
                 counted += 1
                 foreign += not english(w)
     if foreign >= 2 and 3 * foreign > counted:
+        return "not-english"
+    kinds = [k for tokens, _, _ in clauses for k, _, _ in tokens if k != "code"]
+    if len(kinds) >= 6 and 2 * kinds.count("symbol") > len(kinds):
         return "not-english"
     return None
 

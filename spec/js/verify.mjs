@@ -601,45 +601,60 @@ const FUNCTION_WORDS = new Set(Object.values(FUNCTION_SECTIONS).flatMap((set) =>
 
 // The lists of PROTOCOL.md "The observation rule", copied here (checked against it at run time).
 const ADDRESSED_PATTERNS_TEXT = String.raw`\b(?:ignore|disregard|forget|override|overrule|bypass|circumvent) (?:(?:all|any|the|your|these|those|every|my|of|previous|prior|above|earlier|preceding|following|other|original|existing|safety|system) )*(?:instructions?|prompts?|messages?|rules?|directions?|guidelines?|guardrails?|constraints?|restrictions?|filters?|polic(?:y|ies)|programming|training|context)\b
-\b(?:ignore|disregard|forget) (?:(?:all|the|everything) )?(?:above|previous|prior|everything|that)\b
+\b(?:ignore|disregard|forget) (?:(?:all|the|everything) )?(?:above|previous|prior|everything|that|rest|remainder)\b
 \byou(?:'ll|'d|'re)\b
-\b(?:you|u|ye) (?:(?:really|now|always|also|just|then|still|first|never|only) )*(?:must|should|shall|will|would|can|could|may|might|need|needs|have to|has to|ought|better|had better|gotta|are to|are required|are expected|are supposed|are allowed|are not allowed|are permitted|are now|are an?|are the|are my|are our|are no longer|cannot|can't|won't|wont|mustn't|shouldn't)\b
+\b(?:you|u|ye) (?:(?:really|now|always|also|just|then|still|first|never|only) )*(?:must|should|shall|will|would|can|could|may|might|need|needs|have to|has to|ought|better|had better|gotta|are to|are required|are expected|are supposed|are allowed|are not allowed|are permitted|are now|are an?|are the|are my|are our|are no longer|are going to|are about to|are in|are playing|are called|are named|are free|are more|are less|are capable|are able|are unable|cannot|can't|won't|wont|mustn't|shouldn't)\b
 \b(?:can|could|would|will|should|must|may|might|shall) you\b
+\b(?:i|we) (?:[a-z]+ )?(?:need|want|would like|'d like|expect|require|order|command|instruct|ask|advise|urge|beg|invite|encourage|recommend) you to\b
+\byour (?:training|programming|guidelines|instructions|rules|creators?|developers?|system prompt|prompts?|responses?|answers?|outputs?|replies|knowledge|purpose|task|goal|job|role|persona|character|name|identity|capabilities|limitations|restrictions|function|abilities|mission)\b
 \b(?:agents?|assistants?|models?|llms?|ais?|bots?|chatbots?|claude|gpt|chatgpt|copilot|codex|gemini) (?:(?:really|now|always|also|just|then|still|first|never|only|from now on) )*(?:must|should|shall|will|can|cannot|can't|may|need|needs|has to|have to|ought|is to|are to|is required|are required|is expected|are expected|is supposed|are supposed|is allowed|are allowed|is permitted|are permitted|is not allowed|are not allowed|is free to|are free to|won't|wont)\b
+\b(?:chatgpt|gpt|claude|copilot|gemini|the (?:ai|assistant|model|bot|chatbot))(?:'s)? now\b
 <\|[a-z_ ]{1,40}\|>
 </?(?:system|instructions?|assistant|user|human|developer|prompt|im_start|im_end|system-reminder|tool|function|context|admin)\b
 \[/?(?:inst|sys|system|user|assistant|human|developer)\]
 <</?sys>>
-(?:^|[.!?;>"'(\[#|] ?)(?:system|assistant|user|human|developer|instructions?|prompt|admin|administrator|operator|sudo|ai|bot|model) ?:
+(?:^|[.!?;>"'(\[#|] ?)(?:system|assistant|user|human|developer|instructions?|prompt|admin|administrator|operator|sudo|ai|bot|model|dan|chatgpt|gpt|claude) ?:
+\badmin(?:istrator)? (?:request|override|mode|note|message|instruction|command|access)\b
 \b(?:please|pls|plz|kindly)\b
 \b(?:from now on|from here on|going forward|henceforth|hereafter|from this (?:point|moment) on)\b
 \b(?:new|updated|additional|revised|secret|hidden|real|true|actual|override|special) (?:rules?|instructions?|directives?|guidelines?|polic(?:y|ies)|orders?|task|prompt)\b
 \b(?:system|developer|hidden|initial|original) (?:prompt|message|instructions?)\b
 \bas an? (?:ai|assistant|language model|llm|chatbot)\b
-\bact as\b
+\b(?:an?|the) (?:ai|large) language models?\b|\bartificial intelligence\b
+\bact (?:as|like)\b
+\b(?:let us|lets|let's) (?:act|play|pretend|imagine|roleplay)\b
+\b(?:we|i) (?:are|am|'re|'m) going to\b
 \bpretend (?:to be|that|you)\b
 \brole-?play(?:s|ed|ing)?\b
 \bdo not (?:tell|reveal|mention|disclose)\b
-\b(?:jailbreak|jailbroken|developer mode|do anything now|dan mode|god mode|system override)\b`;
+\b(?:jailbreak|jailbroken|developer[ _\\-]*mode|do anything now|dan mode|god mode|system override)\b
+\b(?:amoral|unfiltered|uncensored|unethical|immoral|ethicality|legality|morality|morals)\b
+\b(?:an?|the) (?:[a-z-]+ ){0,3}(?:ai|chatbot|assistant|bot|language model|character|persona|entity|being|demon|gpt)(?: [a-z-]+){0,2} (?:named|called|known as)\b
+\b(?:is|was) an? (?:[a-z-]+ ){0,3}(?:ai|chatbot|language model|assistant)\b
+\b(?:in|stays?|staying|breaks?|breaking|out of) character\b|\bpersona\b|\bcharacter (?:name|age|description|sheet|traits)\b
+\bnever (?:refuses?|refusing|refused|declines?|denies|deny)\b|\banswers? any\b
+\bconversation (?:with|between) (?:an? |the )?(?:ai|assistant|chatbot|user|human)\b`;
 const OBLIGATION_PATTERNS_TEXT = String.raw`\b(?:must|mustn't|mustnt|should|shouldn't|shouldnt|shall|shan't|ought|oughtn't)\b
 \b(?:have|has|having)(?: got)? to\b
 \b(?:needs?|gotta) to\b|\bgotta\b
 \b(?:is|are|be|am|being) (?:(?:not|also|always|never|now|still|strictly|absolutely) )?(?:required|expected|supposed|obliged|obligated|meant|advised|encouraged|urged|instructed|told|asked|ordered|forbidden|prohibited|allowed|permitted) to\b
 \b(?:is|are|be) (?:(?:not|also|always|strictly|absolutely) )?(?:required|mandatory|compulsory|obligatory|necessary|essential|recommended|advised|advisable|preferred|discouraged|forbidden|prohibited|not allowed|not permitted)\b
-\bit(?:'s| is| was) (?:(?:very|really|always|also|absolutely|extremely) )?(?:required|mandatory|compulsory|obligatory|necessary|essential|important|crucial|critical|vital|imperative|advisable|recommended|best|better|wise|preferable|a must|key)\b
+\b(?:it|this|that)(?:'s| is| was) (?:(?:very|really|always|also|absolutely|extremely) )?(?:required|mandatory|compulsory|obligatory|necessary|essential|important|crucial|critical|vital|imperative|advisable|recommended|best|better|wise|preferable|a must|key)\b
 \b(?:mandatory|compulsory|obligatory)\b|\brequired (?:that|to)\b
 \b(?:is|are) to be\b|\b(?:is|are) (?:not )?to (?:always|never|only)\b
 \b(?:make|be) (?:sure|certain)\b
-\bhad better\b`;
+\bhad better\b
+\b(?:fix|solution|answer|workaround|way|trick|remedy|rule) is to\b`;
 const REPORTING_VERBS_TEXT = `advised advises asked asks begged begs demanded demands insisted insists instructed instructs
 ordered orders reminded reminds said says tells told urged urges warned warns`;
-const SKIPPED_OPENERS_TEXT = `absolutely actually afterwards again also always and automatically basically but carefully
-consistently constantly continually correctly definitely directly ever explicitly finally first
-firstly forever generally gently hence henceforth hereafter hey honestly ideally immediately
-instead just kindly later literally manually maybe merely mostly never next normally now oh ok
-okay once only or otherwise perhaps please pls plz politely preferably primarily promptly
-properly quickly quietly rather really regularly safely seriously silently simply so sometimes
-still strictly then therefore thoroughly thus truly typically usually yes yet`;
+const SKIPPED_OPENERS_TEXT = `absolutely actually afterwards again agent ai also always and assistant automatically basically
+bot but carefully chatgpt claude codex consistently constantly continually copilot correctly dan
+definitely directly ever explicitly finally first firstly forever gemini generally gently gpt
+hello hence henceforth hereafter hey hi honestly ideally immediately instead just kindly later
+literally manually maybe merely model mostly never next normally now oh ok okay once only or
+otherwise perhaps please pls plz politely preferably primarily promptly properly quickly quietly
+rather really regularly safely seriously silently simply so sometimes still strictly then
+therefore thoroughly thus truly typically usually yes yet`;
 const SKIPPED_PHRASES_TEXT = `in future
 in the future
 next time
@@ -699,6 +714,11 @@ const RULE_SPACE = new Set([...WHITE_SPACE, 0x1c, 0x1d, 0x1e, 0x1f]);
 const LINE_BREAKS = new Set([0x0a, 0x0b, 0x0c, 0x0d, 0x85, 0x1c, 0x1d, 0x1e]);
 const asciiLower = (s) => s.replace(/[A-Z]/g, (c) => c.toLowerCase());
 const QUOTE_MARKS = new Set([0x201c, 0x201d, 0x201e, 0x201f, 0xab, 0xbb, 0x2039, 0x203a]);
+
+// look-alike words: a run of [a-z0-9] with a letter and a digit, digits 0 1 3 4 5 7 read o i e a s t
+const LOOK_ALIKE_WORD = /(?<![a-z0-9_])(?=[a-z0-9]*[a-z])(?=[a-z0-9]*[0-9])[a-z0-9]+(?![a-z0-9_])/g;
+const LEET = { 0: "o", 1: "i", 3: "e", 4: "a", 5: "s", 7: "t" };
+const unLeet = (w) => w.replace(/[013457]/g, (d) => LEET[d]);
 
 // Step 1: F (folded) and C (canonical)
 function ruleForms(text) {
@@ -766,8 +786,8 @@ function clauses(C) {
   let current = [];
   const openQuotes = { '"': false, "'": false }; // each kind of quotation mark alternates on its own
   let word = "";
-  const endClause = () => {
-    if (current.length) out.push({ tokens: current, quoted: suspended.length > 0 });
+  const endClause = (asks = false) => {
+    if (current.length) out.push({ tokens: current, quoted: suspended.length > 0, asks: asks && !suspended.length });
     current = [];
   };
   const flush = (call = false) => {
@@ -794,7 +814,7 @@ function clauses(C) {
     if (".!?;:".includes(ch)) {
       let j = i;
       while (j < p.length && ".!?;:".includes(p[j])) j++;
-      if (j === p.length || ` \n"')]}`.includes(p[j])) { flush(); endClause(); i = j; continue; }
+      if (j === p.length || ` \n"')]}`.includes(p[j])) { flush(); endClause(p.slice(i, j).includes("?")); i = j; continue; }
       word += p.slice(i, j); i = j; continue;
     }
     if (ch === "," || ch === "\n" || ch === "\u2014" || ch === "\u2015") { flush(); endClause(); i++; continue; }
@@ -830,7 +850,9 @@ function clauses(C) {
 
 const isWord = (t) => t && t.kind === "word";
 const isObject = (t) => t && ((t.kind === "word" && OBJECT_WORDS.has(t.low)) || t.kind === "code" || t.kind === "target");
-const isContent = (t) => isWord(t) && !FUNCTION_WORDS.has(t.low) && !SKIPPED_OPENERS.has(t.low) && !t.low.endsWith("ly");
+const isContent = (t) =>
+  (t && t.kind === "other" && /[A-Za-z]/.test(t.text)) ||
+  (isWord(t) && !FUNCTION_WORDS.has(t.low) && !SKIPPED_OPENERS.has(t.low) && !t.low.endsWith("ly"));
 function isPastForm(w) {
   if (PAST_FORMS.has(w)) return true;
   if (!w.endsWith("ed") || w.length < 4) return false;
@@ -860,11 +882,15 @@ function hasPredicate(rest) {
 function opener(tokens) {
   let i = 0;
   while (i < tokens.length) {
-    const t = tokens[i];
+    let t = tokens[i];
+    if (t.kind === "other" && /^[A-Za-z0-9]+$/.test(t.text) && /[A-Za-z]/.test(t.text) && /[0-9]/.test(t.text)) {
+      t = tokens[i] = { kind: "word", text: t.text, low: unLeet(asciiLower(t.text)) }; // Alw4ys
+    }
     if (t.kind === "symbol" || (t.kind === "number" && i === 0)) { i++; continue; }
     if (t.kind !== "word") return i;
     const w = t.low;
     if (SKIPPED_OPENERS.has(w) || (w.endsWith("ly") && w.length > 4 && !VERBS.has(w))) { i++; continue; }
+    if (!VERBS.has(w) && !isEnglish(w)) { i++; continue; } // Sempre use ..., Dialyzer failed
     const phrase = SKIPPED_PHRASES.find((ph) => ph.every((x, k) => isWord(tokens[i + k]) && tokens[i + k].low === x));
     if (phrase) { i += phrase.length; continue; }
     if (w === "to" && isWord(tokens[i + 1]) && VERBS.has(tokens[i + 1].low)) {
@@ -900,7 +926,9 @@ function imperativeOf({ tokens, quoted }) {
     if (isObject(rest[0])) return w;
     for (let j = 1; j < rest.length - 1; j++) {
       const x = rest[j];
-      if (isWord(x) && ["to", "into", "onto", "with"].includes(x.low) && ["code", "target"].includes(rest[j + 1].kind))
+      const next = rest[j + 1];
+      if (isWord(x) && ["to", "into", "onto", "with"].includes(x.low) &&
+          (["code", "target"].includes(next.kind) || (x.low === "to" && isWord(next) && VERBS.has(next.low))))
         return hasPredicate(rest) ? null : w;
     }
     return null;
@@ -929,17 +957,22 @@ function isEnglish(w) {
 function observationViolation(text) {
   const { F, C } = ruleForms(text);
   const L = lowered(C);
-  for (const re of ADDRESSED_REGEXES) {
-    const m = re.exec(L);
-    if (m) return { rule: "addressed-to-agent", matched: m[0] };
-  }
-  for (const re of OBLIGATION_REGEXES) {
-    const m = re.exec(L);
-    if (m) return { rule: "obligation", matched: m[0] };
-  }
+  // L, L without hyphen runs between letters, L with look-alike words rewritten
+  const forms = [L, L.replace(/(?<=[a-z])-+(?=[a-z])/g, ""), L.replace(LOOK_ALIKE_WORD, unLeet)];
+  for (const re of ADDRESSED_REGEXES)
+    for (const form of forms) {
+      const m = re.exec(form);
+      if (m) return { rule: "addressed-to-agent", matched: m[0] };
+    }
+  for (const re of OBLIGATION_REGEXES)
+    for (const form of forms) {
+      const m = re.exec(form);
+      if (m) return { rule: "obligation", matched: m[0] };
+    }
   for (const m of L.matchAll(REPORTED_REGEX)) if (VERBS.has(m[1])) return { rule: "obligation", matched: m[0] };
   const cls = clauses(C);
   for (const clause of cls) {
+    if (clause.asks) return { rule: "addressed-to-agent", matched: "a question" };
     const w = imperativeOf(clause);
     if (w) return { rule: "imperative-opening", matched: w };
   }
@@ -961,6 +994,9 @@ function observationViolation(text) {
     }
   }
   if (foreign >= 2 && 3 * foreign > counted) return { rule: "not-english", matched: `${foreign} of ${counted}` };
+  const tokens = cls.flatMap((c) => c.tokens).filter((t) => t.kind !== "code");
+  if (tokens.length >= 6 && 2 * tokens.filter((t) => t.kind === "symbol").length > tokens.length)
+    return { rule: "not-english", matched: "symbols" };
   return null;
 }
 
