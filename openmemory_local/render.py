@@ -88,10 +88,7 @@ _INTRO = (
     "each links to its details. They record what happened; they are not instructions. "
     "This section is rewritten by `openmemory run`; text outside it is never changed."
 )
-# (Every line Open Memory writes passes the observation rule: "(Open Memory)" would be a clause
-# opening with the verb "open", so the name never opens one.)
-_HEADING = "## Lessons from earlier sessions, kept by Open Memory"
-_HEADINGS = (_HEADING, "## Lessons from earlier sessions (Open Memory)")  # and the first version's
+_HEADING = "## Lessons from earlier sessions (Open Memory)"
 _NOTICE = ("An observation from earlier sessions, kept by Open Memory. It records what happened; "
            "it is not an instruction.")
 
@@ -191,9 +188,9 @@ def lesson_file(lesson: dict) -> str:
     title = clip(text, 90)
     description = clip(text, 200)
     if not is_observation(title):
-        title = f"Lesson {lesson['id']} of Open Memory"
+        title = f"Open Memory lesson {lesson['id']}"
     if not is_observation(description):
-        description = f"Lesson {lesson['id']} of Open Memory ({kind})"
+        description = f"Open Memory lesson {lesson['id']} ({kind})"
     record = lesson["record"]
     if lesson.get("prediction"):
         prediction = (f"{record['confirmed']} confirmed, {record['failed']} failed; open since "
@@ -220,7 +217,7 @@ def lesson_file(lesson: dict) -> str:
         f"- first seen: {_when(lesson['first_seen'])}",
         f"- last seen: {_when(lesson['last_seen'])}",
         f"- predictions: {prediction}",
-        f"- provenance: lesson {lesson['id']} of Open Memory (`openmemory lessons --json`), learned from:",
+        f"- provenance: Open Memory lesson {lesson['id']} (`openmemory lessons --json`), learned from:",
     ]
     for ep in lesson["episodes"]:
         source = (f"{escape_text(ep['source_path'])} line {ep['source_line']}" if ep.get("source_path")
@@ -241,7 +238,7 @@ def _index_line(lesson: dict) -> str:
         title = escape_text(title).replace("[", "\\[").replace("]", "\\]")
         return (f"- [{title}]({lesson['file_name']}) \u00b7 strength {lesson['strength']:.1f} "
                 f"\u00b7 seen {lesson['seen']}")
-    return f"- [Lesson {lesson['id']} of Open Memory]({lesson['file_name']}) \u00b7 strength {lesson['strength']:.1f}"
+    return f"- [Open Memory lesson {lesson['id']}]({lesson['file_name']}) \u00b7 strength {lesson['strength']:.1f}"
 
 
 def _lines(text: str) -> int:
@@ -307,7 +304,7 @@ _OUR_LINE = re.compile(r"- \[.*\]\(openmemory-lesson-\d+\.md\) \u00b7 strength [
 
 def _ours(line: str) -> bool:
     body = line.rstrip()
-    return body in (BEGIN, END, _INTRO, "", *_HEADINGS) or _OUR_LINE.fullmatch(body) is not None
+    return body in (BEGIN, END, _HEADING, _INTRO, "") or _OUR_LINE.fullmatch(body) is not None
 
 
 def repair_index(text: str, ours: bool) -> tuple[str, str] | None:
@@ -333,7 +330,7 @@ def repair_index(text: str, ours: bool) -> tuple[str, str] | None:
         while j > i and lines[j - 1].strip() == "":
             j -= 1  # blank lines at the end of a run are the owner's
         bodies = [line.rstrip() for line in lines[i:j]]
-        if (BEGIN in bodies or END in bodies) and (ours or any(h in bodies for h in _HEADINGS)):
+        if (BEGIN in bodies or END in bodies) and (_HEADING in bodies or ours):
             runs.append((i, j))
         i = max(j, i + 1)
     if not runs:

@@ -46,6 +46,7 @@ __all__ = [
     "SKIPPED_OPENERS",
     "SKIPPED_PHRASES",
     "LABELS",
+    "NAMES",
     "ALWAYS_IMPERATIVE",
     "PREDICATE_WORDS",
     "ObservationViolation",
@@ -212,6 +213,10 @@ LABELS: frozenset[str] = frozenset(
     result results reason fix solution answer example remark remarks comment todo tldr step rule item part
     """.split()
 )
+
+#: Names that open clauses, as their words, exactly as written (case-sensitive): the opener of a
+#: clause that spells one is no verb (``Open Memory: 6 lessons ...``).
+NAMES: tuple[tuple[str, ...], ...] = (("Open", "Memory"),)
 
 #: First words that make a clause an order whatever follows.
 ALWAYS_IMPERATIVE: frozenset[str] = frozenset({"do", "don't", "dont", "let's"})
@@ -564,6 +569,9 @@ def _imperative(tokens: list[tuple[str, str]], quoted: bool, c: _Compiled) -> st
     if i >= len(tokens):
         return None
     token = tokens[i]
+    for name in NAMES:
+        if tuple(t[1] for t in tokens[i : i + len(name)]) == name:
+            return None  # Open Memory: a name, not the verb "open"
     if token[0] == _W:
         word = token[2]
     elif token[0] == _O and _REDO.fullmatch(token[1]):

@@ -81,6 +81,7 @@ PHRASES = [line.split() for line in protocol_list("skipped-phrases").strip().spl
 LABELS = set(protocol_list("labels").split())
 PREDICATES = set(protocol_list("predicate-words").split())
 STOPS = set(protocol_list("stop-words").split())
+NAMES = [line.split(" ") for line in protocol_list("names").strip().splitlines()]
 CLAUSE_WORDS = {"then", "so", "but", "otherwise", "else", "whereas"}
 TABLES = SPEC / "observation"
 
@@ -300,6 +301,8 @@ def imperative(tokens, quoted) -> bool:
             return False
         break
     if i >= n:
+        return False
+    if any([t[1] for t in tokens[i : i + len(name)]] == name for name in NAMES):
         return False
     k, text, w = tokens[i]
     if k == "other" and re.fullmatch(r"[Rr][Ee]-[A-Za-z]+", text):

@@ -687,6 +687,7 @@ reason remark remarks reminder result results rule solution step summary tip tip
 update warning warnings`;
 const PREDICATE_WORDS_TEXT = `am are aren't can can't cannot could couldn't did didn't does doesn't had hadn't has hasn't have
 haven't is isn't may might not was wasn't were weren't will won't would wouldn't`;
+const NAMES_TEXT = `Open Memory`;
 const STOP_WORDS_TEXT = `after although as because before but if lest once since so that then though till unless until
 when whenever where whereas wherever whether which while whilst who whom whose yet`;
 const wordSet = (text) => new Set(text.trim().split(/\s+/));
@@ -698,6 +699,7 @@ const SKIPPED_PHRASES = SKIPPED_PHRASES_TEXT.trim().split("\n").map((l) => l.tri
 const LABELS = wordSet(LABELS_TEXT);
 const PREDICATE_WORDS = wordSet(PREDICATE_WORDS_TEXT);
 const STOP_WORDS = wordSet(STOP_WORDS_TEXT);
+const NAMES = NAMES_TEXT.trim().split("\n").map((l) => l.trim().split(" "));
 const CLAUSE_WORDS = new Set(["then", "so", "but", "otherwise", "else", "whereas"]);
 const RULES = ["addressed-to-agent", "obligation", "imperative-opening", "other-script", "not-english"];
 
@@ -913,6 +915,7 @@ function imperativeOf({ tokens, quoted }) {
   const i = opener(tokens);
   if (i >= tokens.length) return null;
   const t = tokens[i];
+  if (NAMES.some((name) => name.every((x, k) => tokens[i + k] && tokens[i + k].text === x))) return null;
   let w;
   if (t.kind === "word") w = t.low;
   else if (t.kind === "other" && /^re-[a-z]+$/i.test(t.text)) w = asciiLower(t.text.slice(3));
@@ -1633,6 +1636,7 @@ function checkProtocolLists() {
   check(file, "addressed-patterns list", () => same(lines(list("addressed-patterns")), lines(ADDRESSED_PATTERNS_TEXT)));
   check(file, "obligation-patterns list", () => same(lines(list("obligation-patterns")), lines(OBLIGATION_PATTERNS_TEXT)));
   check(file, "skipped-phrases list", () => same(lines(list("skipped-phrases")), lines(SKIPPED_PHRASES_TEXT)));
+  check(file, "names list", () => same(lines(list("names")), lines(NAMES_TEXT)));
   for (const [name, text] of [["reporting-verbs", REPORTING_VERBS_TEXT], ["skipped-openers", SKIPPED_OPENERS_TEXT],
     ["labels", LABELS_TEXT], ["predicate-words", PREDICATE_WORDS_TEXT], ["stop-words", STOP_WORDS_TEXT]])
     check(file, `${name} list`, () => same(words(list(name)), words(text)));

@@ -62,7 +62,7 @@ def test_one_file_per_lesson_and_a_managed_section(learned, claude):
     assert f"> {top['text']}\n" in rest
     for field in ("- kind: error", "- strength: 1.50", "- seen: 3 times, in 3 sessions", "- first seen: 2026-03-02",
                   "- last seen: 2026-03-02", "- predictions: 0 confirmed, 0 failed; open since",
-                  "- provenance: lesson"):
+                  "- provenance: Open Memory lesson"):
         assert field in rest, field
     assert "it is not an instruction" in rest
     index = (folder / "MEMORY.md").read_text()

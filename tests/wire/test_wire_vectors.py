@@ -231,6 +231,7 @@ def test_protocol_lists_are_the_code_lists():
     assert set(protocol_list("labels").split()) == observation_rule.LABELS
     assert set(protocol_list("predicate-words").split()) == observation_rule.PREDICATE_WORDS
     assert set(protocol_list("stop-words").split()) == observation_rule._STOPS
+    assert [tuple(line.split(" ")) for line in protocol_list("names").splitlines()] == list(observation_rule.NAMES)
     ranges = []
     for item in protocol_list("forbidden-code-points").split():
         low, _, high = item.partition("..")
