@@ -253,7 +253,7 @@ class Memory:
                 _quote(lesson["text"]),
             ]
             if lesson.get("prediction"):
-                lines.append(f"   prediction, still open: {lesson['prediction']}")
+                lines.append(f"   prediction (not met yet): {lesson['prediction']}")
             if lesson.get("provenance"):
                 lines.append(f"   provenance: {lesson['provenance']}")
         return "\n".join(lines), data

@@ -177,7 +177,7 @@ async def test_lessons_and_the_report_after_a_sleep(spotter, tmp_path):
         lessons = result.structured_content["lessons"]
         assert any("`git push` failed in 3 sessions" in lesson["text"] for lesson in lessons)
         assert [lesson["strength"] for lesson in lessons] == sorted((l["strength"] for l in lessons), reverse=True)
-        assert "prediction, still open: A coming session in spotter-worktrees/* will run `git push`." in _text(result)
+        assert "prediction (not met yet): A coming session in spotter-worktrees/* will run `git push`." in _text(result)
         none = await client.call_tool("lessons", {"project": str(tmp_path)})
         assert none.structured_content["lessons"] == []
         report = await client.call_tool("report", {})
