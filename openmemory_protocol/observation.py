@@ -62,7 +62,8 @@ __all__ = [
 RULES = ("addressed-to-agent", "obligation", "imperative-opening", "other-script", "not-english")
 
 # Each pattern with the words one of which every match holds (an optimisation only: a pattern is
-# tried on a text that holds one of its words, as a word of [a-z]+; None: always tried). Checked
+# tried on a text that holds one of its words, as a word of [a-z]+; the role-token patterns, on a
+# text holding the character they start with). Checked
 # against the patterns by tests/test_observation.py.
 _ADDRESSED_SPEC: tuple[tuple[str, str | None], ...] = (
     (r"\b(?:ignore|disregard|forget|override|overrule|bypass|circumvent) (?:(?:all|any|the|your|these|those|every"
@@ -94,11 +95,11 @@ _ADDRESSED_SPEC: tuple[tuple[str, str | None], ...] = (
      "copilot codex gemini"),
     (r"\b(?:chatgpt|gpt|claude|copilot|gemini|the (?:ai|assistant|model|bot|chatbot))(?:'s)? now\b",
      "chatgpt gpt claude copilot gemini ai assistant model bot chatbot"),
-    (r"<\|[a-z_ ]{1,40}\|>", None),
+    (r"<\|[a-z_ ]{1,40}\|>", "<"),
     (r"</?(?:system|instructions?|assistant|user|human|developer|prompt|im_start|im_end|system-reminder|tool"
-     r"|function|context|admin)\b", None),
-    (r"\[/?(?:inst|sys|system|user|assistant|human|developer)\]", None),
-    (r"<</?sys>>", None),
+     r"|function|context|admin)\b", "<"),
+    (r"\[/?(?:inst|sys|system|user|assistant|human|developer)\]", "["),
+    (r"<</?sys>>", "<"),
     (r"""(?:^|[.!?;>"'(\[#|] ?)(?:system|assistant|user|human|developer|instructions?|prompt|admin|administrator"""
      r"|operator|sudo|ai|bot|model|dan|chatgpt|gpt|claude) ?:",
      "system assistant user human developer instruction instructions prompt admin administrator operator sudo ai "
@@ -129,7 +130,7 @@ _ADDRESSED_SPEC: tuple[tuple[str, str | None], ...] = (
     (r"\b(?:an?|the) (?:[a-z-]+ ){0,3}(?:ai|chatbot|assistant|bot|language model|character|persona|entity|being"
      r"|demon|gpt)(?: [a-z-]+){0,2} (?:named|called|known as)\b",
      "ai chatbot assistant bot model character persona entity being demon gpt"),
-    (r"\b(?:is|was) an? (?:[a-z-]+ ){0,3}(?:ai|chatbot|language model|assistant)\b", "is was"),
+    (r"\b(?:is|was) an? (?:[a-z-]+ ){0,3}(?:ai|chatbot|language model|assistant)\b", "ai chatbot model assistant"),
     (r"\b(?:in|stays?|staying|breaks?|breaking|out of) character\b|\bpersona\b|\bcharacter (?:name|age"
      r"|description|sheet|traits)\b", "character persona"),
     (r"\bnever (?:refuses?|refusing|refused|declines?|denies|deny)\b|\banswers? any\b", "never answer answers"),
@@ -240,6 +241,29 @@ def _alternatives(text: str) -> frozenset[str]:
 
 _ADDRESSED = [(_compile(p), None if w is None else _alternatives(w)) for p, w in _ADDRESSED_SPEC]
 _OBLIGATION = [(_compile(p), _alternatives(w)) for p, w in _OBLIGATION_SPEC]
+
+
+def _selector(patterns: list) -> tuple[dict[str, frozenset[int]], frozenset[int]]:
+    """word -> the patterns that word selects, and the patterns always tried."""
+    by_word: dict[str, set[int]] = {}
+    always = set()
+    for index, (_, needs) in enumerate(patterns):
+        if needs is None:
+            always.add(index)
+        else:
+            for word in needs:
+                by_word.setdefault(word, set()).add(index)
+    return {w: frozenset(i) for w, i in by_word.items()}, frozenset(always)
+
+
+def _selected(patterns: list, selector: tuple[dict, frozenset], words: set[str]) -> list:
+    by_word, always = selector
+    chosen = set(always)
+    for word in words.intersection(by_word):
+        chosen.update(by_word[word])
+    return [patterns[i][0] for i in sorted(chosen)]
+
+
 _REPORTED_RE = _compile(
     r"\b(?:" + "|".join(REPORTING_VERBS) + r")(?: [a-z']+){0,3}? to (?:(?:always|never|not|only|just|also|now"
     r"|first) )*([a-z]+)\b"
@@ -251,6 +275,7 @@ _HYPHENATED = re.compile(r"(?<=[a-z])-+(?=[a-z])")
 #: its digits are read as the letters they stand for (0 o, 1 i, 3 e, 4 a, 5 s, 7 t).
 _LEET_WORD = re.compile(r"(?<![a-z0-9_])(?=[a-z0-9]*[a-z])(?=[a-z0-9]*[0-9])[a-z0-9]+(?![a-z0-9_])")
 _LEET = str.maketrans("013457", "oieast")
+_DIGIT_BY_LETTER = re.compile(r"[a-z][0-9]|[0-9][a-z]")  # (a quick test before _LEET_WORD)
 _LEET_TOKEN = re.compile(r"(?=[A-Za-z0-9]*[A-Za-z])(?=[A-Za-z0-9]*[0-9])[A-Za-z0-9]+")
 
 
@@ -259,12 +284,16 @@ def _unleet(match: re.Match) -> str:
 _PHRASE_FIRST: dict[str, tuple[tuple[str, ...], ...]] = {}
 for _phrase in SKIPPED_PHRASES:
     _PHRASE_FIRST[_phrase[0]] = _PHRASE_FIRST.get(_phrase[0], ()) + (_phrase,)
+#: First words the opener walk does not stop at, or that are orders: a clause opening with any
+#: other English word that is no verb has that word as its opener.
+_OPENING = SKIPPED_OPENERS | frozenset(_PHRASE_FIRST) | ALWAYS_IMPERATIVE | LABELS | {"to"}
 
 _QUOTES = str.maketrans({c: '"' for c in "\u201c\u201d\u201e\u201f\u00ab\u00bb\u2039\u203a"})
 _ASCII_LOWER = str.maketrans({c: c.lower() for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZ"})
 _WHITE_SPACE_RUN = re.compile(
     "[\t\n\x0b\x0c\r\x1c-\x1f \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+")
 _CODE_SPAN = re.compile(r"(`+[^`]*`+)")
+_MARKUP_CHARS = re.compile(r"[\[<*~_]|-->")
 _ODD_SPACE = re.compile("[\t\r\x0b\x0c\x1c-\x1f]")
 _LINE_BREAKS = str.maketrans({c: "\n" for c in "\r\x0b\x0c\x85\x1c\x1d\x1e"})
 _SPACES = re.compile("[\t\x1f\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]")
@@ -334,6 +363,15 @@ class _Compiled:
 
 
 _compiled: _Compiled | None = None
+_selector_cache: dict[str, tuple] = {}
+
+
+def _selectors() -> tuple:
+    """The word selectors of the two pattern lists (made again if a test replaces a list)."""
+    key = (id(_ADDRESSED), id(_OBLIGATION))
+    if _selector_cache.get("key") != key:
+        _selector_cache.update(key=key, value=(_selector(_ADDRESSED), _selector(_OBLIGATION)))
+    return _selector_cache["value"]
 
 
 def _tables() -> _Compiled:
@@ -368,6 +406,8 @@ def _prose(canonical: str) -> str:
     removed and links replaced by their text."""
     if not canonical.isascii() or _ODD_SPACE.search(canonical):
         canonical = _SPACES.sub(" ", canonical.translate(_LINE_BREAKS))
+    if not _MARKUP_CHARS.search(canonical):
+        return canonical  # nothing to remove
     if "`" in canonical:
         parts = _CODE_SPAN.split(canonical)
     else:
@@ -395,14 +435,19 @@ def _token(text: str) -> tuple[str, str, str]:
     return (_O, text, text)
 
 
+# Tokens already classified (a token's kind depends on its text only), None for a clause word.
+_TOKENS: dict[str, tuple[str, str, str] | None] = {}
+_UNSEEN = object()
+
 # Splits the prose at code spans (group 1), clause boundaries (group 2) and brackets and quotation
 # marks (group 3); what is left between them is white-space separated tokens.
 # (Every alternative starts with a character of its own, never with a look-behind: the engine
 # then skips quickly to the next candidate character.)
 _SPLIT = re.compile(
-    r"(`+[^`]*`+)"
+    r"(?=[`.!?;:,\n\u2014\u2015\-()\[\]{}\"'])"  # (a look-ahead on the first character: much faster)
+    r"(?:(`+[^`]*`+)"
     r"|([.!?;:]+(?=[ \n\"')\]}]|$)|[,\n]|[\u2014\u2015]+|-(?:(?<=^-)|(?<=[ \n]-))-*(?![^ \n]))"
-    r"|([()\[\]{}\"]|'(?:(?<=^')|(?<=[^A-Za-z]')|(?![A-Za-z])))"
+    r"|([()\[\]{}\"]|'(?:(?<=^')|(?<=[^A-Za-z]')|(?![A-Za-z]))))"
 )
 
 
@@ -422,11 +467,16 @@ def _clauses(canonical: str) -> list[tuple[list[tuple[str, str, str]], bool, boo
             if "`" in text:
                 text = text.replace("`", " ")
             for raw in text.split():
-                if raw.isalpha() and raw.isascii():
-                    token = (_W, raw, raw.lower())
-                else:
+                token = _TOKENS.get(raw, _UNSEEN)
+                if token is _UNSEEN:
                     token = _token(raw)
-                if token[0] == _W and token[2] in _CLAUSE_WORDS:
+                    if token[0] == _W:
+                        # words carry whether they are English (step 4), found once per word
+                        token = None if token[2] in _CLAUSE_WORDS else token + (is_english_word(token[2]),)
+                    if len(_TOKENS) >= 65536:
+                        _TOKENS.clear()
+                    _TOKENS[raw] = token
+                if token is None:  # a clause word: then, so, but ...
                     if current:
                         clauses.append((current, bool(stack), False))
                     current = []
@@ -632,12 +682,21 @@ def _language(folded: str, clauses: list, c: _Compiled) -> ObservationViolation 
         letter = c.other_script.search(prose)
         if letter is not None:
             return ObservationViolation("other-script", letter.group())
-    counted = foreign = symbols = tokens_seen = 0
+    counted = foreign = symbols = tokens_seen = candidates = 0
     for tokens, _, _ in clauses:
         for token in tokens:
-            if token[0] != _C:
+            kind = token[0]
+            if kind != _C:
                 tokens_seen += 1
-                symbols += token[0] == _S
+                if kind == _S:
+                    symbols += 1
+                elif kind == _W and not token[3]:
+                    candidates += 1
+    if tokens_seen >= 6 and 2 * symbols > tokens_seen and candidates < 2:
+        return ObservationViolation("not-english", f"{symbols} of {tokens_seen} tokens are symbols")
+    if candidates < 2:  # fewer than 2 words that are not English: the word test cannot refuse
+        return None
+    for tokens, _, _ in clauses:
         first = True
         for token in tokens:
             if token[0] != _W:
@@ -646,7 +705,7 @@ def _language(folded: str, clauses: list, c: _Compiled) -> ObservationViolation 
             lowered = token[2]
             if lowered == word or (first and word[0] != lowered[0] and word[1:] == lowered[1:]):
                 counted += 1
-                if not is_english_word(lowered):
+                if not token[3]:
                     foreign += 1
             first = False
     if foreign >= 2 and 3 * foreign > counted:
@@ -665,29 +724,36 @@ def observation_violation(text: str) -> ObservationViolation | None:
     texts = [lowered]
     if "-" in lowered and _HYPHENATED.search(lowered):
         texts.append(_HYPHENATED.sub("", lowered))  # i-nstruction, as-sis-tant
-    if _LEET_WORD.search(lowered):
+    if _DIGIT_BY_LETTER.search(lowered) and _LEET_WORD.search(lowered):
         texts.append(_LEET_WORD.sub(_unleet, lowered))  # 1gn0r3 pr3v10us 1nstruct10ns
     words = set(_ASCII_WORDS.findall(" ".join(texts)))
-    for regex, needs in _ADDRESSED:
-        if needs is None or not needs.isdisjoint(words):
-            for text_form in texts:
-                match = regex.search(text_form)
-                if match is not None:
-                    return ObservationViolation("addressed-to-agent", match.group().strip())
-    for regex, needs in _OBLIGATION:
-        if not needs.isdisjoint(words):
-            for text_form in texts:
-                match = regex.search(text_form)
-                if match is not None:
-                    return ObservationViolation("obligation", match.group().strip())
+    for mark in "<[":  # the role-token patterns are selected by the character they start with
+        if mark in lowered:
+            words.add(mark)
+    selectors = _selectors()
+    for regex in _selected(_ADDRESSED, selectors[0], words):
+        for text_form in texts:
+            match = regex.search(text_form)
+            if match is not None:
+                return ObservationViolation("addressed-to-agent", match.group().strip())
+    for regex in _selected(_OBLIGATION, selectors[1], words):
+        for text_form in texts:
+            match = regex.search(text_form)
+            if match is not None:
+                return ObservationViolation("obligation", match.group().strip())
     if "to" in words and not _REPORTING.isdisjoint(words):
         for match in _REPORTED_RE.finditer(lowered):
             if match.group(1) in c.verbs:
                 return ObservationViolation("obligation", match.group())
     clauses = _clauses(canonical)
+    verbs = c.verbs
     for tokens, quoted, asks in clauses:
         if asks:  # a lesson states; it does not ask
             return ObservationViolation("addressed-to-agent", "a question: " + " ".join(t[1] for t in tokens[:8]))
+        first = tokens[0]
+        if first[0] == _C or (first[0] == _W and first[3] and first[2] not in verbs and first[2] not in _OPENING
+                              and not first[2].endswith("ly") and first[1] != "Open"):
+            continue  # (a quick exit: this first token is the opener, and no verb)
         verb = _imperative(tokens, quoted, c)
         if verb is not None:
             return ObservationViolation("imperative-opening", verb)
