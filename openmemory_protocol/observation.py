@@ -634,8 +634,8 @@ def _imperative(tokens: list[tuple[str, str]], quoted: bool, c: _Compiled) -> st
     if flag is None:
         return None
     rest = tokens[i + 1 :]
-    if rest and all(t[0] == _N for t in rest):
-        return None  # a verb and numbers only is a name: Step 1, (char 255), Test 2
+    if rest and all(t[0] in (_N, _S) for t in rest):
+        return None  # a verb, then numbers and symbols only: Step 1, (char 255), assert 401 == 200
     if flag == "n":
         if rest and ((rest[0][0] == _W and rest[0][2] in c.objects) or rest[0][0] in (_C, _T)):
             return word

@@ -565,6 +565,8 @@ OBSERVATION_CASES = [
     "Lessons from earlier sessions (Open Memory)",
     "`make` failed in 2 sessions: \"make: *** No rule to make target 'build'.  Stop.\"",
     "`bundle exec rspec` failed: \"Failure/Error: expect(response).to have_http_status(:ok)\"",
+    "`pytest` failed: \"FAILED tests/test_api.py::test_login - AssertionError: assert 401 == 200\"",
+    "`git rebase main` stopped: \"CONFLICT (content): Merge conflict in mix.lock\"",
     # imperative clauses
     "Please set the upstream branch.",
     "Please.",

@@ -314,7 +314,7 @@ def imperative(tokens, quoted) -> bool:
     if w not in VERBS:
         return False
     rest = tokens[i + 1 :]
-    if rest and all(t[0] == "number" for t in rest):
+    if rest and all(t[0] in ("number", "symbol") for t in rest):
         return False
     if VERBS[w] == "n":
         if rest and ((rest[0][0] == "word" and rest[0][2] in OBJECTS) or rest[0][0] in ("code", "target")):

@@ -924,7 +924,7 @@ function imperativeOf({ tokens, quoted }) {
   const flag = VERBS.get(w);
   if (flag === undefined) return null;
   const rest = tokens.slice(i + 1);
-  if (rest.length && rest.every((x) => x.kind === "number")) return null;
+  if (rest.length && rest.every((x) => x.kind === "number" || x.kind === "symbol")) return null;
   if (flag === "n") {
     if (isObject(rest[0])) return w;
     for (let j = 1; j < rest.length - 1; j++) {
