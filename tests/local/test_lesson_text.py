@@ -13,6 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from openmemory_local.config import Config
+from openmemory_local.report import make_report
 from openmemory_local.lesson_text import accept_model_text, ask_model, lesson_text, prediction_text, quote_steps
 from openmemory_local.lessons import lesson_rows
 from openmemory_local.observation import check_observation, is_observation
@@ -202,6 +203,9 @@ def test_the_model_rephrases_only_when_it_gives_an_observation(tmp_path, mode, s
         assert result.phrase["refused"] == (1 if mode in ("instruction", "obligation") else 0)
         refused = store.conn.execute("SELECT COUNT(*) FROM events WHERE kind = 'model_refused'").fetchone()[0]
         assert refused == result.phrase["refused"]
+        report = make_report(store, at(0, 23))
+        assert report["counts"]["model_refused"] == refused
+        assert ("Model answers refused" in report["markdown"]) == bool(refused)
         request = fake.requests[0]
         assert request["path"] == "/v1/chat/completions" and request["auth"] == "Bearer k-123"
         assert request["body"]["model"] == "local" and request["body"]["messages"][-1]["content"].startswith("Note: ")
