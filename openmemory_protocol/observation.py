@@ -230,9 +230,35 @@ PREDICATE_WORDS: frozenset[str] = frozenset(
     """.split()
 )
 
-def _compile(pattern: str) -> re.Pattern[str]:
-    """A pattern as PROTOCOL.md reads it: on the lowered text, ``\\b`` an ASCII word boundary."""
-    return re.compile(pattern, re.ASCII)
+class _Pattern:
+    """A pattern as PROTOCOL.md reads it (on the lowered text, ``\\b`` an ASCII word boundary),
+    compiled on first use: importing the rule stays cheap (a command that never checks a text
+    compiles none of its ~45 patterns)."""
+
+    __slots__ = ("pattern", "_regex")
+
+    def __init__(self, pattern: str):
+        self.pattern = pattern
+        self._regex: re.Pattern[str] | None = None
+
+    def _compiled(self) -> re.Pattern[str]:
+        if self._regex is None:
+            self._regex = re.compile(self.pattern, re.ASCII)
+        return self._regex
+
+    def search(self, text: str) -> re.Match[str] | None:
+        return self._compiled().search(text)
+
+    def finditer(self, text: str):
+        return self._compiled().finditer(text)
+
+    def sub(self, replacement: str, text: str) -> str:
+        return self._compiled().sub(replacement, text)
+
+
+_compile = _Pattern
+_MARKUP = _Pattern(r"<!--|-->|<\|[^|<>]{0,40}\|>|</?[A-Za-z][A-Za-z0-9:_-]*(?:[ \n][^<>]{0,200})?/?>|[*~]+"
+                   r"|(?<![A-Za-z0-9])_+|_+(?![A-Za-z0-9])")
 
 
 def _alternatives(text: str) -> frozenset[str]:
@@ -297,8 +323,6 @@ _MARKUP_CHARS = re.compile(r"[\[<*~_]|-->")
 _ODD_SPACE = re.compile("[\t\r\x0b\x0c\x1c-\x1f]")
 _LINE_BREAKS = str.maketrans({c: "\n" for c in "\r\x0b\x0c\x85\x1c\x1d\x1e"})
 _SPACES = re.compile("[\t\x1f\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]")
-_MARKUP = re.compile(r"<!--|-->|<\|[^|<>]{0,40}\|>|</?[A-Za-z][A-Za-z0-9:_-]*(?:[ \n][^<>]{0,200})?/?>|[*~]+"
-                     r"|(?<![A-Za-z0-9])_+|_+(?![A-Za-z0-9])")
 _LINK = re.compile(r"!?\[([^\[\]]{0,200})\]\([^() \n]{0,300}\)")
 _WORD = re.compile(r"[A-Za-z]+(?:'[A-Za-z]+)?")
 _HAS_ALNUM = re.compile(r"[A-Za-z0-9]")
