@@ -15,6 +15,7 @@ RUN apt-get update \
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY openmemory_local ./openmemory_local
+COPY openmemory_protocol ./openmemory_protocol
 COPY openmemory_node ./openmemory_node
 RUN pip wheel --no-cache-dir --wheel-dir /wheels '.[node]'
 

@@ -10,21 +10,24 @@ Deterministic texts (the default), built from a lesson's episodes (its ``details
   The current branch c has no upstream branch."`` (the most common failure message, by
   sessions, quoted as it was; ``(and 2 other messages)`` when the lesson gathers several);
 * a rejection: ```mix phx.server` was rejected by the person in 2 sessions.``;
-* a correction: ``The person corrected the agent, saying "no, this project uses uv", after
-  it ran `pip install`.``
+* a correction: ``The person corrected the agent after it ran `pip install`: "no, this project
+  uses uv".``
 
-A quoted failure or correction may itself contain an imperative sentence ("Please use
-offset and limit ..."), which the check rejects. Quotes are therefore tried in steps: the
-whole quote (clipped), its first sentence, its first clause, and no quote at all; the first
-text that passes the check is kept. A last fixed phrasing always passes.
+Quoted material is data: a quoted failure or correction may itself instruct ("Please use offset
+and limit ...", "use uv instead"), which the check refuses wherever it stands (an instruction in
+quotes is still one). Quotes are therefore tried in steps: the whole quote (clipped), its first
+sentence, its first clause, and no quote at all; the first text that passes the check is kept. A
+last fixed phrasing always passes. (Rendering escapes the text too: see render.py.)
 
 Optionally a local model rephrases active lessons (:func:`rephrase`): set
 ``Config.lesson_model_url`` (``$OPENMEMORY_LESSON_MODEL_URL``) to an OpenAI-compatible
 endpoint (``http://127.0.0.1:8080/v1``; ``/chat/completions`` is appended). Its answer is
-used only if it is one sentence of 20 to 300 characters, passes the observation check and
-shares at least two content words with the deterministic text; otherwise (an error, a
-timeout, garbage, an instruction) the deterministic text stays. The model runs after the
-sleep's transaction has committed, so a slow model never holds the store's write lock.
+used only if it is one sentence of 20 to 300 characters, passes the observation check (the
+same hardened rule) and shares at least two content words with the deterministic text;
+otherwise (an error, a timeout, garbage, an instruction) the deterministic text stays. An
+answer the observation rule refuses is counted (``refused``) and recorded as a
+``model_refused`` event, which the morning report lists. The model runs after the sleep's
+transaction has committed, so a slow model never holds the store's write lock.
 """
 
 from __future__ import annotations
@@ -40,7 +43,8 @@ from .clock import iso
 from .embed import STOP_WORDS, _raw_tokens
 from .jsonio import dumps, loads
 from .normalize import family_label
-from .observation import is_observation
+from .redact import PLACEHOLDERS
+from .observation import ObservationViolation, is_observation, observation_violation
 
 __all__ = [
     "lesson_text",
@@ -50,6 +54,7 @@ __all__ = [
     "safe_text",
     "ask_model",
     "accept_model_text",
+    "model_refusal",
     "rephrase",
     "clip",
 ]
@@ -64,9 +69,22 @@ def clip(text: str, n: int) -> str:
     return text if len(text) <= n else text[: n - 1].rstrip() + "\u2026"
 
 
+#: Where markup starts in a quote (an HTML comment or its end, a role token, a tag): never quoted.
+#: The commons form's placeholders (``<branch>``, :data:`openmemory_local.redact.PLACEHOLDERS`)
+#: stand for what was scrubbed, not for markup: they are kept.
+_MARKUP_START = re.compile(
+    r"<!--|-->|<\|[^|<>]{0,40}\|>|"
+    r"</?(?!(?:" + "|".join(p.strip("<>") for p in PLACEHOLDERS) + r")>)[A-Za-z][A-Za-z0-9:_-]*(?:\s[^<>]*)?/?>")
+
+
 def quote_steps(text: str) -> list[str]:
-    """The quote, then shorter and shorter safe forms of it, then nothing."""
+    """The quote, then shorter and shorter safe forms of it, then nothing. A quote is cut before
+    any markup it holds (``<!-- openmemory:end -->`` in a command's output, a tag, a role token):
+    what follows markup in a transcript is never quoted."""
     text = " ".join((text or "").replace('"', "'").split())
+    markup = _MARKUP_START.search(text)
+    if markup is not None:
+        text = text[: markup.start()].rstrip()
     steps = []
     if text:
         steps.append(clip(text, _QUOTE_MAX))
@@ -189,12 +207,14 @@ def lesson_text(details: dict, lesson_id: int) -> str:
 
 
 def _correction_text(details: dict, lesson_id: int) -> str:
+    # The person's words are quoted only when they pass the observation rule: "use uv instead" is an
+    # instruction in quotes (a reported instruction), so that lesson says only what the agent did.
     n = int(details.get("sessions") or 1)
     where = f" {_sessions(n)}" if n > 1 else ""
     action = details.get("action_label")
-    after = f", after it ran {action}" if action else ""
+    after = f" after it ran {action}" if action else ""
     candidates = [
-        f'The person corrected the agent{where}, saying "{q}"{after}.' if q
+        f'The person corrected the agent{where}{after}: "{q}".' if q
         else f"The person corrected the agent{where}{after}."
         for q in quote_steps(details.get("said") or "")
     ]
@@ -255,11 +275,20 @@ def _content_words(text: str) -> set[str]:
     return {w for w in _raw_tokens(text) if w not in STOP_WORDS and len(w) > 2}
 
 
+def _model_answer(answer: str) -> str:
+    return " ".join(answer.split()).strip().strip('"').strip()
+
+
+def model_refusal(answer) -> ObservationViolation | None:
+    """How the observation rule refuses a model's answer (None: it does not, or it is no text)."""
+    return observation_violation(_model_answer(answer)) if isinstance(answer, str) else None
+
+
 def accept_model_text(answer, basis: str) -> str | None:
     """The model's answer if it may replace ``basis`` (see the module docstring), else None."""
     if not isinstance(answer, str):
         return None
-    text = " ".join(answer.split()).strip().strip('"').strip()
+    text = _model_answer(answer)
     if not 20 <= len(text) <= 300 or "\n" in answer.strip() or text.startswith(("#", "-", "*", "```")):
         return None
     if not is_observation(text):
@@ -308,7 +337,9 @@ def rephrase(store, now: datetime) -> dict:
     only if the lesson's deterministic text did not change meanwhile. Returns counts.
     """
     config = store.config
-    out = {"asked": 0, "accepted": 0, "rejected": 0}
+    from .sleep import record_event
+
+    out = {"asked": 0, "accepted": 0, "rejected": 0, "refused": 0}
     if not config.lesson_model_url:
         return out
     rows = store.conn.execute(
@@ -337,6 +368,11 @@ def rephrase(store, now: datetime) -> dict:
                 continue
             if text is None:
                 out["rejected"] += 1
+                refusal = model_refusal(answer)
+                if refusal is not None:
+                    out["refused"] += 1
+                    record_event(store, iso(now), "model_refused", lesson_id, rule=refusal.rule,
+                                 answer=clip(answer, 200))
                 store.conn.execute("UPDATE lessons SET details = ? WHERE id = ?", (dumps(details), lesson_id))
             else:
                 out["accepted"] += 1

@@ -285,7 +285,7 @@ class Memory:
                 _quote(lesson["text"]),
             ]
             if lesson.get("prediction"):
-                lines.append(f"   open prediction: {lesson['prediction']}")
+                lines.append(f"   prediction (not met yet): {lesson['prediction']}")
             if lesson.get("provenance"):
                 lines.append(f"   provenance: {lesson['provenance']}")
         if received:

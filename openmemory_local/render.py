@@ -25,8 +25,13 @@ wrote):
 * A file we did not write is never written, moved or deleted, even if it has our name.
 * Text outside the markers is never changed. The first time, the section is appended to
   an existing ``MEMORY.md`` (after a blank line; a missing final newline is added first).
-  If the markers are damaged (one missing, or twice), the file is left alone and the
-  problem reported; if the owner removed the whole section, it is not added again.
+  Markers count only as whole lines. If they are damaged (one missing, or twice), the section
+  is found by its lines (:func:`repair_index`) and rebuilt from the store, every byte outside it
+  kept; a file with markers but no section of ours is left alone and the problem reported. If
+  the owner removed the whole section, it is not added again.
+* What a lesson quotes is data: lesson texts are escaped when rendered (:func:`escape_text`:
+  no ``<!--``, ``-->``, HTML tag or marker can appear in a rendered file), and every line
+  still passes the observation rule.
 * A lesson file whose bytes differ from what we wrote was edited by its owner: it is left
   alone from then on (never rewritten nor removed), reported once, and still indexed.
 * A lesson file we wrote that is gone was deleted by its owner: the lesson is *vetoed*
@@ -48,6 +53,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -71,6 +77,8 @@ __all__ = [
     "lesson_file",
     "index_block",
     "split_index",
+    "repair_index",
+    "escape_text",
 ]
 
 BEGIN = "<!-- openmemory:begin -->"
@@ -166,7 +174,15 @@ def _when(stamp: str | None) -> str:
 
 
 def _yaml(text: str) -> str:
-    return json.dumps(text, ensure_ascii=False)
+    return json.dumps(escape_text(text), ensure_ascii=False)
+
+
+def escape_text(text: str) -> str:
+    """Text quoted from a lesson (so from a transcript, or from another agent), made inert in
+    Markdown: every ``<`` as ``&lt;`` and every ``>`` of ``-->`` as ``&gt;``, so that no HTML
+    comment, tag or managed-section marker can appear in a rendered file (``<!-- openmemory:end
+    -->`` in a failure's output reads ``&lt;!-- openmemory:end --&gt;``)."""
+    return text.replace("<", "&lt;").replace("-->", "--&gt;")
 
 
 def lesson_file(lesson: dict) -> str:
@@ -182,7 +198,7 @@ def lesson_file(lesson: dict) -> str:
     record = lesson["record"]
     if lesson.get("prediction"):
         prediction = (f"{record['confirmed']} confirmed, {record['failed']} failed; open since "
-                      f"{_when(lesson['prediction_made'])}: \"{lesson['prediction']}\"")
+                      f"{_when(lesson['prediction_made'])}: \"{escape_text(lesson['prediction'])}\"")
     else:
         prediction = f"{record['confirmed']} confirmed, {record['failed']} failed; none open"
     what = ("a failed tool call that repeated across sessions" if kind == "error"
@@ -194,7 +210,7 @@ def lesson_file(lesson: dict) -> str:
         f"type: {'feedback' if kind == 'correction' else 'project'}",
         "---",
         "",
-        f"> {text}",
+        f"> {escape_text(text)}",
         "",
         _NOTICE,
         "",
@@ -208,7 +224,8 @@ def lesson_file(lesson: dict) -> str:
         f"- provenance: Open Memory lesson {lesson['id']} (`openmemory lessons --json`), learned from:",
     ]
     for ep in lesson["episodes"]:
-        source = f"{ep['source_path']} line {ep['source_line']}" if ep.get("source_path") else "no transcript"
+        source = (f"{escape_text(ep['source_path'])} line {ep['source_line']}" if ep.get("source_path")
+                  else "no transcript")
         lines.append(f"  - episode #{ep['id']}, {_when(ep['created'])}, session {(ep['session_id'] or '?')[:8]}, "
                      f"{source}")
     more = int(lesson["seen"]) - len(lesson["episodes"])
@@ -218,11 +235,13 @@ def lesson_file(lesson: dict) -> str:
 
 
 def _index_line(lesson: dict) -> str:
-    title = clip(" ".join(lesson["text"].split()), 160).replace("[", "\\[").replace("]", "\\]")
+    title = clip(" ".join(lesson["text"].split()), 160)
     line = (f"- [{title}]({lesson['file_name']}) \u00b7 strength {lesson['strength']:.1f} "
             f"\u00b7 seen {lesson['seen']}")
     if is_observation(line):
-        return line
+        title = escape_text(title).replace("[", "\\[").replace("]", "\\]")
+        return (f"- [{title}]({lesson['file_name']}) \u00b7 strength {lesson['strength']:.1f} "
+                f"\u00b7 seen {lesson['seen']}")
     return f"- [Open Memory lesson {lesson['id']}]({lesson['file_name']}) \u00b7 strength {lesson['strength']:.1f}"
 
 
@@ -258,19 +277,76 @@ def index_block(lessons: list[dict], outside: str, config) -> tuple[str, int]:
     return "\n".join(head + body + tail), len([b for b in body if b.startswith("- [")])
 
 
+def _marker_lines(text: str, marker: str) -> list[tuple[int, int]]:
+    """(start, end) of every line of ``text`` that is ``marker`` alone (trailing white space and a
+    CR allowed); ``end`` excludes the line break. A marker inside a line is no marker."""
+    out, start = [], 0
+    for line in text.splitlines(keepends=True):
+        body = line.rstrip("\r\n")
+        if body.rstrip() == marker:
+            out.append((start, start + len(body)))
+        start += len(line)
+    return out
+
+
 def split_index(text: str) -> tuple[str, str, str] | None | str:
     """``(before, block, after)`` of a MEMORY.md, None without markers, "damaged" if they
-    are not exactly one begin marker followed by one end marker."""
-    begins, ends = text.count(BEGIN), text.count(END)
-    if begins == 0 and ends == 0:
+    are not exactly one begin marker line followed by one end marker line. Markers count only as
+    whole lines: one quoted inside a line (an old render's index line) is text."""
+    begins, ends = _marker_lines(text, BEGIN), _marker_lines(text, END)
+    if not begins and not ends:
         return None
-    if begins != 1 or ends != 1:
+    if len(begins) != 1 or len(ends) != 1 or ends[0][0] < begins[0][0]:
         return "damaged"
-    b = text.index(BEGIN)
-    e = text.index(END) + len(END)
-    if e <= b:
-        return "damaged"
+    b, e = begins[0][0], ends[0][1]
     return text[:b], text[b:e], text[e:]
+
+
+_OUR_LINE = re.compile(r"- \[.*\]\(openmemory-lesson-\d+\.md\) \u00b7 strength [0-9.]+.*"
+                       r"|\d+ more lesson\(s\) not listed: .*|No lessons at the moment\.")
+
+
+def _ours(line: str) -> bool:
+    body = line.rstrip()
+    return body in (BEGIN, END, _HEADING, _INTRO, "") or _OUR_LINE.fullmatch(body) is not None
+
+
+def repair_index(text: str, ours: bool) -> tuple[str, str] | None:
+    """``(before, after)`` of a MEMORY.md whose markers are damaged, with the damaged section cut
+    out, or None when no section of ours can be told from the owner's text.
+
+    A section is a run of lines Open Memory writes (its markers, heading, introduction, index
+    lines, notes, blank lines) that holds a marker line and our heading (or any marker line, when
+    ``ours``: the store records that this index is ours). The first section found is the one that
+    is rewritten; later copies of it are removed; every other byte of the file stays as it is."""
+    lines = text.splitlines(keepends=True)
+    starts = [0]
+    for line in lines:
+        starts.append(starts[-1] + len(line))
+    runs, i = [], 0
+    while i < len(lines):
+        if not _ours(lines[i]) or lines[i].strip() == "":
+            i += 1
+            continue
+        j = i
+        while j < len(lines) and _ours(lines[j]):
+            j += 1
+        while j > i and lines[j - 1].strip() == "":
+            j -= 1  # blank lines at the end of a run are the owner's
+        bodies = [line.rstrip() for line in lines[i:j]]
+        if (BEGIN in bodies or END in bodies) and (_HEADING in bodies or ours):
+            runs.append((i, j))
+        i = max(j, i + 1)
+    if not runs:
+        return None
+    first_start, first_end = runs[0]
+    before = text[: starts[first_start]]
+    end = starts[first_end] - len(lines[first_end - 1]) + len(lines[first_end - 1].rstrip("\r\n"))
+    after = text[end:]
+    for start, stop in reversed(runs[1:]):  # later copies of the section, cut from ``after``
+        cut_from, cut_to = starts[start] - end, starts[stop] - end
+        after = after[:cut_from] + after[cut_to:]
+    return before, after
 
 
 # --- the render ------------------------------------------------------------------------------
@@ -497,11 +573,16 @@ def _write_index(store, target: _Target, real: Path, now_iso: str, out: dict, re
     original = _read(index)
     text = original.decode("utf-8", "surrogateescape") if original is not None else ""
     parts = split_index(text)
+    repaired = False
     if parts == "damaged":
-        result.problems.append(f"{index}: the Open Memory markers are damaged (each must appear once, "
-                               f"begin before end): left alone")
-        out["index"] = "damaged"
-        return
+        cut = repair_index(text, record is not None and record[0] == "ours")
+        if cut is None:
+            result.problems.append(f"{index}: the Open Memory markers are damaged (each must appear once, "
+                                   f"begin before end) and no section of Open Memory's is left in it: left alone")
+            out["index"] = "damaged"
+            return
+        parts = (cut[0], "", cut[1])
+        repaired = True
     if parts is None:
         if record is not None:
             if record[0] != "removed":
@@ -540,8 +621,13 @@ def _write_index(store, target: _Target, real: Path, now_iso: str, out: dict, re
         return
     # recorded after the write: a render killed in between finds the markers and manages them
     with store.write():
+        if repaired:
+            record_event(store, now_iso, "index_repaired", path=str(index))
         conn.execute(
             "INSERT INTO rendered_files (path, memory_dir, lesson_id, role, sha256, pending_sha256, state, written) "
             "VALUES (?, ?, NULL, 'index', ?, NULL, 'ours', ?) ON CONFLICT (path) DO UPDATE SET "
             "sha256 = excluded.sha256, state = 'ours', written = excluded.written", (str(index), target.key, _sha(new), now_iso))
-    out["index"] = "created" if created else "written"
+    out["index"] = "created" if created else "repaired" if repaired else "written"
+    if repaired:
+        result.problems.append(f"{index}: the Open Memory markers were damaged: the section was rebuilt from the "
+                               f"store, the text outside it kept as it was")

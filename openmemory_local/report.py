@@ -44,6 +44,7 @@ SECTIONS = (
     ("commons_status", "Received lessons whose status changed", ("commons_status",)),
     ("commons_attested", "Attested to the commons", ("commons_attested",)),
     ("commons_removed", "Received lessons removed", ("commons_revoked", "commons_vetoed", "commons_unvetoed")),
+    ("model_refused", "Model answers refused", ("model_refused",)),
 )
 _NAME = re.compile(r"^(?P<stamp>\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}Z)-(?P<id>\d+)\.md$")
 
@@ -94,6 +95,7 @@ def _collect(store, events: list[tuple]) -> dict:
         "vetoed": sum(1 for i in sections["vetoed"] if i["kind"] == "vetoed"),
         "published": sum(1 for i in sections["published"] if i["kind"] == "published"),
         "held": len(sections["held"]),
+        "model_refused": len(sections["model_refused"]),
     }
     return {"counts": counts, "sections": sections}
 
@@ -214,6 +216,9 @@ def report_markdown(data: dict) -> str:
         f"- {i.get('count', 0)} record(s) wait in the queue: {_q(i.get('why') or 'the node did not answer', 200)}; "
         "they are sent by the next run that finds the node" for i in s.get("waiting", [])])
     _commons_sections(s, section)
+    section("Model answers refused", [
+        f"- lesson {i['lesson']}: the lesson model's answer broke the observation rule ({i.get('rule', '?')}); "
+        f"the deterministic text was kept" for i in s.get("model_refused", [])])
     return "\n".join(lines) + "\n"
 
 

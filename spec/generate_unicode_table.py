@@ -10,7 +10,7 @@ fields"), so that no answer of the protocol depends on the Unicode version an im
 happens to have. Two files hold the same ranges:
 
 - ``spec/unicode-14.0-assigned.txt``: for other implementations (one range per line);
-- ``openmemory_local/unicode14.py``: for ours, so that neither half reads the running Python's
+- ``openmemory_protocol/unicode14.py``: for ours, so that neither half reads the running Python's
   ``unicodedata`` (3.11 has UCD 14.0.0, 3.12 15.0.0, 3.13 15.1.0) for it.
 
 The source is Python's ``unicodedata``, which is UCD 14.0.0 in Python 3.11 only: writing refuses
@@ -30,7 +30,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 SPEC_FILE = HERE / "unicode-14.0-assigned.txt"
-MODULE_FILE = ROOT / "openmemory_local" / "unicode14.py"
+MODULE_FILE = ROOT / "openmemory_protocol" / "unicode14.py"
 VERSION = "14.0.0"
 PER_LINE = 8
 
@@ -183,7 +183,7 @@ def main() -> int:
         return 2
     ranges = parse(SPEC_FILE.read_text(encoding="utf-8"))
     if ranges != module_ranges() or spec_text(ranges) != SPEC_FILE.read_text(encoding="utf-8"):
-        print("spec/unicode-14.0-assigned.txt and openmemory_local/unicode14.py disagree", file=sys.stderr)
+        print("spec/unicode-14.0-assigned.txt and openmemory_protocol/unicode14.py disagree", file=sys.stderr)
         return 1
     lost = [cp for low, high in ranges for cp in range(low, high + 1) if unicodedata.category(chr(cp)) == "Cn"]
     if lost:

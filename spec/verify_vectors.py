@@ -4,9 +4,9 @@
     python spec/verify_vectors.py        # checks every vector in spec/vectors/, exit 0 if all pass
 
 It imports nothing from this repository: only cbor2, hashlib, PyNaCl and the standard library,
-and it reads the observation rule's word lists and the text rules' code points out of
-PROTOCOL.md itself (and the code points assigned in Unicode 14.0 out of
-spec/unicode-14.0-assigned.txt, the table PROTOCOL.md points to). If it passes, PROTOCOL.md says enough to implement verification; if the
+and it reads the observation rule's lists and the text rules' code points out of PROTOCOL.md
+itself (and the tables PROTOCOL.md points to: spec/unicode-14.0-assigned.txt and the observation
+rule's spec/observation/). If it passes, PROTOCOL.md says enough to implement verification; if the
 document and the reference implementation drift apart, it fails.
 """
 
@@ -67,33 +67,311 @@ for _low, _high in ASSIGNED:
 _gaps.append((_next, 0x10FFFF))
 UNASSIGNED = re.compile("[" + "".join(f"\\U{a:08x}-\\U{b:08x}" for a, b in _gaps) + "]")
 WHITE_SPACE = "".join(chr(int(x, 16)) for x in protocol_list("white-space").split())
-OPENINGS = set(protocol_list("imperative-openings").split())
-PATTERNS = [line.strip() for line in protocol_list("addressed-patterns").splitlines() if line.strip()]
 
 # --- the observation rule (PROTOCOL.md, "The observation rule") ----------------------------
+# Lists from PROTOCOL.md, tables from spec/observation/ (the files PROTOCOL.md names).
 
-ADDRESSED = [re.compile(r"(?<![\w])" + p, re.IGNORECASE) for p in PATTERNS]
-DECORATION = re.compile(r"^(?:[\s\"'*_>#~\-\u2022\u2013\u2014(\[]|\d+[.)]\s)+")
-WORD = re.compile(r"[a-z]+(?:'[a-z]+)?")
+ADDRESSED = [re.compile(p, re.ASCII) for p in protocol_list("addressed-patterns").strip().splitlines()]
+OBLIGATIONS = [re.compile(p, re.ASCII) for p in protocol_list("obligation-patterns").strip().splitlines()]
+REPORTING = protocol_list("reporting-verbs").split()
+REPORTED = re.compile(r"\b(?:" + "|".join(REPORTING) + r")(?: [a-z']+){0,3}? to (?:(?:always|never|not|only|just"
+                      r"|also|now|first) )*([a-z]+)\b", re.ASCII)
+SKIPPED = set(protocol_list("skipped-openers").split())
+PHRASES = [line.split() for line in protocol_list("skipped-phrases").strip().splitlines()]
+LABELS = set(protocol_list("labels").split())
+PREDICATES = set(protocol_list("predicate-words").split())
+STOPS = set(protocol_list("stop-words").split())
+NAMES = [line.split(" ") for line in protocol_list("names").strip().splitlines()]
+CLAUSE_WORDS = {"then", "so", "but", "otherwise", "else", "whereas"}
+TABLES = SPEC / "observation"
+
+
+def table(name: str) -> list[str]:
+    return [x for x in (TABLES / name).read_text(encoding="utf-8").splitlines() if x.strip() and not x.startswith("#")]
+
+
+def code_points(name: str) -> set[int]:
+    out = set()
+    for low, high in code_point_ranges(" ".join(table(name))):
+        out.update(range(low, high + 1))
+    return out
+
+
+IGNORABLE, MARKS, OTHER_SCRIPT = code_points("ignorable.txt"), code_points("marks.txt"), code_points("other-script-letters.txt")
+CONFUSABLES = {int(a, 16): "".join(chr(int(x, 16)) for x in b.split()) for a, b in (x.split(";") for x in table("confusables-ascii.txt"))}
+VERBS = dict(x.split() for x in table("verbs.txt"))
+PAST = {x.split()[0] for x in table("past-forms.txt")}
+ENGLISH = set(table("english-words.txt"))
+SECTIONS: dict[str, set[str]] = {}
+_section = ""
+for _line in table("function-words.txt"):
+    if _line.startswith("["):
+        _section = _line.strip("[] ")
+    else:
+        SECTIONS.setdefault(_section, set()).update(_line.split())
+OBJECTS = SECTIONS["object"]
+FUNCTION = set().union(*SECTIONS.values())
+SPACE = set(WHITE_SPACE) | {"\x1c", "\x1d", "\x1e", "\x1f"}
+BREAKS = set("\n\x0b\x0c\r\x85\x1c\x1d\x1e")
+QUOTES = set("\u201c\u201d\u201e\u201f\u00ab\u00bb\u2039\u203a")
+ASCII_LOWER = {ord(c): c.lower() for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZ"}
+CODE = re.compile(r"`+[^`]*`+")
+LINK = re.compile(r"!?\[([^\[\]]{0,200})\]\([^() \n]{0,300}\)")
+MARKUP = re.compile(r"<!--|-->|<\|[^|<>]{0,40}\|>|</?[A-Za-z][A-Za-z0-9:_-]*(?:[ \n][^<>]{0,200})?/?>|[*~]+"
+                    r"|(?<![A-Za-z0-9])_+|_+(?![A-Za-z0-9])")
+SUFFIXES = [("s", 1, ""), ("es", 2, ""), ("ies", 3, "y"), ("ed", 2, ""), ("ed", 1, ""), ("ied", 3, "y"), ("ing", 3, ""),
+            ("ing", 3, "e"), ("er", 2, ""), ("er", 1, ""), ("ier", 3, "y"), ("est", 3, ""), ("est", 2, ""),
+            ("iest", 4, "y"), ("ly", 2, ""), ("ily", 3, "y"), ("ally", 4, ""), ("bly", 3, "ble")]
+
+
+LOOK_ALIKE = re.compile(r"(?<![a-z0-9_])(?=[a-z0-9]*[a-z])(?=[a-z0-9]*[0-9])[a-z0-9]+(?![a-z0-9_])")
+
+
+def unleet(word: str) -> str:
+    return word.translate(str.maketrans("013457", "oieast"))
+
+
+def spaced(text: str) -> str:
+    return "".join("\n" if c in BREAKS else " " if c in SPACE else c for c in text)
+
+
+def kind_of(tok: str) -> str:
+    if re.fullmatch(r"[A-Za-z]+(?:'[A-Za-z]+)?", tok):
+        return "word"
+    if not re.search(r"[A-Za-z0-9]", tok):
+        return "symbol"
+    if re.fullmatch(r"[0-9][0-9.,]*", tok):
+        return "number"
+    return "target" if "/" in tok or tok[0] in "-~$." else "other"
+
+
+def clauses_of(canonical: str) -> list[tuple[list[tuple[str, str, str]], bool]]:
+    text = spaced(canonical)
+    pieces, last = [], 0
+    for m in CODE.finditer(text):
+        pieces.append(MARKUP.sub(" ", LINK.sub(r" \1 ", text[last : m.start()])) + m.group())
+        last = m.end()
+    prose = "".join(pieces) + MARKUP.sub(" ", LINK.sub(r" \1 ", text[last:]))
+    out, stack, cur, word, i = [], [], [], "", 0
+    quotes = {'"': False, "'": False}
+
+    def end(asks=False):
+        nonlocal cur
+        if cur:
+            out.append((cur, bool(stack), asks and not stack))
+        cur = []
+
+    def flush(call=False):
+        nonlocal word
+        if word:
+            k = "other" if call else kind_of(word)
+            if k == "word" and word.lower() in CLAUSE_WORDS:
+                end()
+            else:
+                cur.append((k, word, word.lower() if k == "word" else word))
+        word = ""
+
+    n = len(prose)
+    while i < n:
+        ch = prose[i]
+        if ch == "`":
+            flush()
+            m = CODE.match(prose, i)
+            if m:
+                cur.append(("code", m.group(), m.group()))
+                i = m.end()
+            else:
+                i += 1
+        elif ch == " ":
+            flush()
+            i += 1
+        elif ch in ".!?;:":
+            j = i
+            while j < n and prose[j] in ".!?;:":
+                j += 1
+            if j == n or prose[j] in " \n\"')]}":
+                flush()
+                end("?" in prose[i:j])
+            else:
+                word += prose[i:j]
+            i = j
+        elif ch in ",\n\u2014\u2015":
+            flush()
+            end()
+            i += 1
+        elif ch == "-" and not word and (i == 0 or prose[i - 1] in " \n") and re.match(r"-+(?:[ \n]|$)", prose[i:]):
+            flush()
+            end()
+            i += len(re.match(r"-+", prose[i:]).group())
+        elif ch == '"' or ch in "()[]{}" or (ch == "'" and not (0 < i < n - 1 and prose[i - 1].isascii()
+                                                                and prose[i - 1].isalpha() and prose[i + 1].isascii()
+                                                                and prose[i + 1].isalpha())):
+            flush(ch == "(")
+            if ch in "\"'":
+                opens = quotes[ch] = not quotes[ch]
+            else:
+                opens = ch in "([{"
+            if opens:
+                stack.append(cur)
+                cur = []
+            else:
+                if cur:
+                    out.append((cur, True, False))
+                cur = stack.pop() if stack else []
+            i += 1
+        else:
+            word += ch
+            i += 1
+    flush()
+    while True:
+        if cur:
+            out.append((cur, bool(stack), False))
+        if not stack:
+            break
+        cur = stack.pop()
+    return out
+
+
+def is_past(w: str) -> bool:
+    return w in PAST or (w.endswith("ed") and len(w) >= 4 and (
+        w[:-2] in VERBS or w[:-1] in VERBS or (w.endswith("ied") and w[:-3] + "y" in VERBS)
+        or (len(w) >= 5 and w[-3] == w[-4] and w[:-3] in VERBS)))
+
+
+def is_s_form(w: str) -> bool:
+    if not w.endswith("s") or len(w) < 3:
+        return False
+    bases = [w[:-1]] + ([w[:-2]] if w.endswith("es") else []) + ([w[:-3] + "y"] if w.endswith("ies") else [])
+    return any(VERBS.get(b) == "o" for b in bases)
+
+
+def predicate(rest) -> bool:
+    if rest and rest[0][0] == "word" and rest[0][2] in OBJECTS:
+        return False
+    for j, (k, _, w) in enumerate(rest[:6]):
+        if k != "word":
+            continue
+        if w in STOPS:
+            return False
+        if w in PREDICATES or is_s_form(w):
+            return True
+        nxt = rest[j + 1] if j + 1 < len(rest) else None
+        content = nxt is not None and ((nxt[0] == "other" and re.search("[A-Za-z]", nxt[1]) is not None) or (
+            nxt[0] == "word" and nxt[2] not in FUNCTION and nxt[2] not in SKIPPED and not nxt[2].endswith("ly")))
+        if is_past(w) and not content:
+            return True
+    return False
+
+
+def imperative(tokens, quoted) -> bool:
+    if quoted and len(tokens) == 1:
+        return False
+    i, n = 0, len(tokens)
+    tokens = list(tokens)
+    while i < n:
+        k, text, w = tokens[i]
+        if k == "other" and re.fullmatch("[A-Za-z0-9]+", text) and re.search("[A-Za-z]", text) and re.search("[0-9]", text):
+            k, w = "word", unleet(text.lower())
+            tokens[i] = (k, text, w)
+        if k == "symbol" or (k == "number" and i == 0):
+            i += 1
+            continue
+        if k != "word":
+            break
+        if w in SKIPPED or (w.endswith("ly") and len(w) > 4 and w not in VERBS):
+            i += 1
+            continue
+        if w not in VERBS and not english(w):
+            i += 1
+            continue
+        phrase = next((p for p in PHRASES if all(i + x < n and tokens[i + x][0] == "word" and tokens[i + x][2] == y
+                                                 for x, y in enumerate(p))), None)
+        if phrase:
+            i += len(phrase)
+            continue
+        if w == "to" and i + 1 < n and tokens[i + 1][0] == "word" and tokens[i + 1][2] in VERBS:
+            i += 2
+            if i < n and tokens[i][0] == "word":
+                if tokens[i][2] in ("this", "it", "that", "these", "those"):
+                    i += 1
+                elif tokens[i][2] in ("the", "a", "an", "your", "my", "our") and i + 1 < n:
+                    i += 2
+            continue
+        if w in LABELS and n - i <= 2 and all(t[0] == "number" for t in tokens[i + 1 :]):
+            return False
+        break
+    if i >= n:
+        return False
+    if any([t[1] for t in tokens[i : i + len(name)]] == name for name in NAMES):
+        return False
+    k, text, w = tokens[i]
+    if k == "other" and re.fullmatch(r"[Rr][Ee]-[A-Za-z]+", text):
+        w = text[3:].lower()
+    elif k != "word":
+        return False
+    if w in ("do", "don't", "dont", "let's"):
+        return True
+    if w not in VERBS:
+        return False
+    rest = tokens[i + 1 :]
+    if rest and all(t[0] in ("number", "symbol") for t in rest):
+        return False
+    if VERBS[w] == "n":
+        if rest and ((rest[0][0] == "word" and rest[0][2] in OBJECTS) or rest[0][0] in ("code", "target")):
+            return True
+        for j in range(1, len(rest) - 1):
+            x, nxt = rest[j], rest[j + 1]
+            if x[0] == "word" and x[2] in ("to", "into", "onto", "with") and (
+                    nxt[0] in ("code", "target") or (x[2] == "to" and nxt[0] == "word" and nxt[2] in VERBS)):
+                return not predicate(rest)
+        return False
+    return not predicate(rest)
+
+
+def english(w: str) -> bool:
+    if w in ENGLISH or (w.endswith("'s") and w[:-2] in ENGLISH):
+        return True
+    if any(w.endswith(e) and len(w) - cut >= 2 and w[:-cut] + add in ENGLISH for e, cut, add in SUFFIXES):
+        return True
+    return any(w.endswith(e) and len(w) - len(e) - 1 >= 2 and w[-len(e) - 1] == w[-len(e) - 2]
+               and w[: -len(e) - 1] in ENGLISH for e in ("ed", "ing", "er", "est"))
 
 
 def observation_rule(text: str) -> str | None:
     """None for an observation, else the rule broken."""
-    t = UNASSIGNED.sub("\ufffd", text)  # unassigned in Unicode 14.0: read as U+FFFD
-    t = unicodedata.normalize("NFKC", t).replace("\u2019", "'").replace("\u2018", "'")
-    if any(p.search(t) for p in ADDRESSED):
+    t = unicodedata.normalize("NFKC", UNASSIGNED.sub("\ufffd", text))
+    t = "".join(c for c in t if ord(c) not in IGNORABLE)
+    folded = "".join(c for c in unicodedata.normalize("NFD", t) if ord(c) not in MARKS)
+    canonical = "".join('"' if c in QUOTES else CONFUSABLES.get(ord(c), c) for c in folded)
+    lowered = " ".join("".join(" " if c in SPACE else c for c in canonical.replace("`", " ")).split(" "))
+    lowered = " ".join(x for x in lowered.split(" ") if x).translate(ASCII_LOWER)
+    forms = [lowered, re.sub(r"(?<=[a-z])-+(?=[a-z])", "", lowered), LOOK_ALIKE.sub(lambda m: unleet(m.group()), lowered)]
+    if any(p.search(form) for p in ADDRESSED for form in forms):
         return "addressed-to-agent"
-    for sentence in re.split(r"[.!?;:\n]+", t):
-        rest = DECORATION.sub("", sentence, count=1).lower()
-        if rest.startswith("`"):
-            continue
-        words = WORD.findall(rest[:80])[:2]
-        if not words:
-            continue
-        if words[0] == "please" and len(words) > 1:
+    if any(p.search(form) for p in OBLIGATIONS for form in forms) or \
+            any(m.group(1) in VERBS for m in REPORTED.finditer(lowered)):
+        return "obligation"
+    clauses = clauses_of(canonical)
+    for tokens, quoted, asks in clauses:
+        if asks:
+            return "addressed-to-agent"
+        if imperative(tokens, quoted):
             return "imperative-opening"
-        if words[0] in OPENINGS:
-            return "imperative-opening"
+    bare = re.sub(r"[^ \n]*/[^ \n]*", " ", CODE.sub(" ", spaced(folded)))
+    if any(ord(c) in OTHER_SCRIPT for c in bare):
+        return "other-script"
+    counted = foreign = 0
+    for tokens, _, _ in clauses:
+        words = [(text, w) for k, text, w in tokens if k == "word"]
+        for index, (text, w) in enumerate(words):
+            if text == w or (index == 0 and text[0] != w[0] and text[1:] == w[1:]):
+                counted += 1
+                foreign += not english(w)
+    if foreign >= 2 and 3 * foreign > counted:
+        return "not-english"
+    kinds = [k for tokens, _, _ in clauses for k, _, _ in tokens if k != "code"]
+    if len(kinds) >= 6 and 2 * kinds.count("symbol") > len(kinds):
+        return "not-english"
     return None
 
 
@@ -283,8 +561,12 @@ def main() -> int:
     counts["dedup"] = len(load("dedup.json")["vectors"])
 
     observation = load("observation.json")
-    if sorted(OPENINGS) != observation["imperative_openings"] or PATTERNS != observation["addressed_patterns"]:
+    if [p.pattern for p in ADDRESSED] != observation["addressed_patterns"] or \
+            [p.pattern for p in OBLIGATIONS] != observation["obligation_patterns"]:
         failures.append("observation: PROTOCOL.md's lists differ from the vectors' lists")
+    for name, digest in observation["tables"].items():
+        if hashlib.sha256((TABLES / name).read_bytes()).hexdigest() != digest:
+            failures.append(f"observation: the table {name} differs from the one the vectors were made with")
     for v in observation["vectors"]:
         rule = observation_rule(v["text"])
         if (rule is None) != v["observation"] or (rule is not None and rule != v["rule"]):

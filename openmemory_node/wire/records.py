@@ -17,7 +17,7 @@ from dataclasses import dataclass, fields
 from functools import cached_property
 from typing import Any, ClassVar, Union
 
-from openmemory_local.observation import observation_violation
+from openmemory_protocol.observation import observation_violation
 
 from . import cbor
 from .errors import WireError

@@ -6,11 +6,10 @@ code points, so that another implementation reproduces them.
 
 from __future__ import annotations
 
-import hashlib
 import re
-import unicodedata
 
-from openmemory_local.unicode14 import UNASSIGNED_RE, UNICODE_VERSION
+from openmemory_protocol import content as _content
+from openmemory_protocol.unicode14 import UNASSIGNED_RE, UNICODE_VERSION
 
 from .errors import WireError
 
@@ -21,13 +20,20 @@ __all__ = ["FORBIDDEN_RANGES", "check_text", "normalise_text", "dedup_key_for"]
 #: separators, and the invisible format characters (zero-width characters, bidirectional
 #: controls, soft hyphen, variation selectors, tag characters, byte order mark, interlinear
 #: annotation), which would let a text read differently to a person than to a check, e.g.
-#: "Al<U+200B>ways" slipping past the observation rule. Also the noncharacters.
+#: "Al<U+200B>ways" slipping past the observation rule: every code point the observation rule
+#: removes as ignorable (Default_Ignorable_Code_Point or General_Category Cf in Unicode 14.0,
+#: spec/observation/ignorable.txt) is here. Also the noncharacters.
 FORBIDDEN_RANGES: tuple[tuple[int, int], ...] = (
     (0x0000, 0x001F),
     (0x007F, 0x009F),
     (0x00AD, 0x00AD),
     (0x034F, 0x034F),
+    (0x0600, 0x0605),
     (0x061C, 0x061C),
+    (0x06DD, 0x06DD),
+    (0x070F, 0x070F),
+    (0x0890, 0x0891),
+    (0x08E2, 0x08E2),
     (0x115F, 0x1160),
     (0x17B4, 0x17B5),
     (0x180B, 0x180F),
@@ -41,6 +47,9 @@ FORBIDDEN_RANGES: tuple[tuple[int, int], ...] = (
     (0xFFA0, 0xFFA0),
     (0xFFF0, 0xFFFB),
     (0xFFFE, 0xFFFF),
+    (0x110BD, 0x110BD),
+    (0x110CD, 0x110CD),
+    (0x13430, 0x13438),
     (0x1BCA0, 0x1BCA3),
     (0x1D173, 0x1D17A),
     (0xE0000, 0xE0FFF),
@@ -92,32 +101,17 @@ def check_text(value: object, field: str, *, min_bytes: int, max_bytes: int) -> 
     return value
 
 
-#: White_Space code points (Unicode property), each run replaced by one space.
-WHITE_SPACE = (
-    "\u0009\u000a\u000b\u000c\u000d\u0020\u0085\u00a0\u1680"
-    "\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a"
-    "\u2028\u2029\u202f\u205f\u3000"
-)
-_WHITE_SPACE_RUN = re.compile("[" + WHITE_SPACE + "]+")
-_QUOTES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"'})
-
-DEDUP_DOMAIN = b"openmemory/dedup/v1\x00"
+#: The content-identity functions live in the protocol package (the engine computes the same keys).
+WHITE_SPACE = _content.WHITE_SPACE
+DEDUP_DOMAIN = _content.DEDUP_DOMAIN
 
 
 def normalise_text(text: str) -> str:
-    """The content-identity form of a lesson text (PROTOCOL.md, "Content identity").
-
-    1. NFKC; 2. typographic quotes to ASCII (U+2018, U+2019 to '; U+201C, U+201D to ");
-    3. Unicode full case folding; 4. NFKC again; 5. every run of White_Space to one space,
-    then leading and trailing spaces removed; 6. trailing full stops and spaces removed.
-    """
-    text = unicodedata.normalize("NFKC", text).translate(_QUOTES)
-    text = unicodedata.normalize("NFKC", text.casefold())
-    text = _WHITE_SPACE_RUN.sub(" ", text).strip(" ")
-    return text.rstrip(". ")
+    """The content-identity form of a lesson text: :func:`openmemory_protocol.normalise`."""
+    return _content.normalise(text)
 
 
 def dedup_key_for(text: str, kind: str) -> str:
-    """Lower-case hex SHA-256 of the dedup domain, the kind, a zero byte, the normalised text."""
-    digest = hashlib.sha256(DEDUP_DOMAIN + kind.encode("utf-8") + b"\x00" + normalise_text(text).encode("utf-8"))
-    return digest.hexdigest()
+    """Lower-case hex SHA-256 of the dedup domain, the kind, a zero byte, the normalised text:
+    :func:`openmemory_protocol.dedup_key`."""
+    return _content.dedup_key(text, kind)

@@ -256,9 +256,10 @@ const VERDICTS = ["confirmed", "failed"];
 const REASON_CODES = ["incorrect", "harmful", "instruction", "private", "spam", "withdrawn", "other"];
 
 // The forbidden code points, copied from PROTOCOL.md's list (checked against it at run time).
-const FORBIDDEN_TEXT = `0000..001F  007F..009F  00AD  034F  061C  115F..1160  17B4..17B5  180B..180F  200B..200F
-2028..202E  2060..206F  3164  FDD0..FDEF  FE00..FE0F  FEFF  FFA0  FFF0..FFFB  FFFE..FFFF
-1BCA0..1BCA3  1D173..1D17A  E0000..E0FFF  1FFFE..1FFFF  2FFFE..2FFFF  3FFFE..3FFFF
+const FORBIDDEN_TEXT = `0000..001F  007F..009F  00AD  034F  0600..0605  061C  06DD  070F  0890..0891  08E2
+115F..1160  17B4..17B5  180B..180F  200B..200F  2028..202E  2060..206F  3164  FDD0..FDEF
+FE00..FE0F  FEFF  FFA0  FFF0..FFFB  FFFE..FFFF  110BD  110CD  13430..13438  1BCA0..1BCA3
+1D173..1D17A  E0000..E0FFF  1FFFE..1FFFF  2FFFE..2FFFF  3FFFE..3FFFF
 4FFFE..4FFFF  5FFFE..5FFFF  6FFFE..6FFFF  7FFFE..7FFFF  8FFFE..8FFFF  9FFFE..9FFFF
 AFFFE..AFFFF  BFFFE..BFFFF  CFFFE..CFFFF  DFFFE..DFFFF  EFFFE..EFFFF  FFFFE..FFFFF
 10FFFE..10FFFF`;
@@ -512,29 +513,6 @@ function ed25519FromSeed(seed) {
 // ----------------------------------------------------------------------------------------
 // The observation rule (PROTOCOL.md "The observation rule")
 
-const IMPERATIVE_OPENINGS_TEXT = `act add always answer assume avoid be beware check configure consider delete disable
-disregard do don't dont enable ensure execute follow forget give ignore install keep let's
-make must never note obey pass please prefer pretend put refrain rely remember remove reply
-respond run say set should skip stick stop switch take tell trust try use verify write`;
-const ADDRESSED_PATTERNS_TEXT = String.raw`ignore (?:all |any |the )?(?:previous|prior|above|earlier|preceding) (?:instructions?|prompts?|messages?|rules?)
-disregard (?:all |any |the )?(?:previous|prior|above|earlier|preceding|your)
-forget (?:all |any |everything|your|the )
-you (?:must|should|shall|need to|have to|are required to|will now|are now|may not|cannot|can't|mustn't)
-you(?:'re| are) (?:an?|the|now)\b
-from now on
-new instructions?
-(?:system|developer) (?:prompt|message|instructions?)
-as an? (?:ai|assistant|language model|llm)
-act as
-pretend (?:to be|that|you)
-do not (?:tell|reveal|mention|disclose)
-<\s*/?\s*(?:system|instructions?|assistant|user|human|im_start|im_end|system-reminder)\b
-\[/?(?:inst|sys)\]
-<<\s*sys\s*>>`;
-const IMPERATIVE_OPENINGS = IMPERATIVE_OPENINGS_TEXT.trim().split(/\s+/);
-const ADDRESSED_PATTERNS = ADDRESSED_PATTERNS_TEXT.trim().split("\n");
-const DECORATION_PATTERN = String.raw`^(?:[\s"'*_>#~\-•–—(\[]|\d+[.)]\s)+`;
-
 // Python's re, for str patterns: \s is str.isspace() (the 25 White_Space code points and
 // U+001C..U+001F), \w is str.isalnum() or "_" (exactly the categories L* and N*, and "_"),
 // \d is category Nd, \b a boundary between \w and not \w. JavaScript's own \s, \w, \d and \b
@@ -581,32 +559,447 @@ function pyIgnoreCaseFold(text) {
   return out;
 }
 
-const ADDRESSED_REGEXES = ADDRESSED_PATTERNS.map((p) => pyRegex(`(?<![\\w])${p}`));
-const DECORATION_REGEX = pyRegex(DECORATION_PATTERN);
-const SENTENCE_SPLIT = /[.!?;:\n]+/u;
-const WORD_REGEX = /[a-z]+(?:'[a-z]+)?/;
-
-function observationViolation(text) {
-  const T = maskUnassigned(text).normalize("NFKC").replace(/[\u2018\u2019]/g, "'");
-  // Rule A
-  const folded = pyIgnoreCaseFold(T);
-  for (const re of ADDRESSED_REGEXES) {
-    const m = re.exec(folded);
-    if (m) {
-      const cps = [...folded.slice(0, m.index)].length;
-      const len = [...m[0]].length;
-      return { rule: "addressed-to-agent", matched: [...T].slice(cps, cps + len).join("").trim() };
+// The rule's tables, from spec/observation/ (PROTOCOL.md lists them and says how each is made).
+const TABLES = path.join(HERE, "..", "observation");
+const tableLines = (name) =>
+  fs
+    .readFileSync(path.join(TABLES, name), "utf8")
+    .split("\n")
+    .filter((l) => l.trim() && !l.trim().startsWith("#"));
+const tableRanges = (name) => parseRanges(tableLines(name).join(" "));
+const inRanges = (ranges) => {
+  const set = new Set();
+  for (const [a, b] of ranges) for (let cp = a; cp <= b; cp++) set.add(cp);
+  return set;
+};
+const IGNORABLE = inRanges(tableRanges("ignorable.txt"));
+const MARKS = inRanges(tableRanges("marks.txt"));
+const OTHER_SCRIPT = inRanges(tableRanges("other-script-letters.txt"));
+const CONFUSABLES = new Map(
+  tableLines("confusables-ascii.txt").map((l) => {
+    const [src, dst] = l.split(";");
+    return [parseInt(src, 16), dst.trim().split(/\s+/).map((h) => String.fromCodePoint(parseInt(h, 16))).join("")];
+  }),
+);
+const VERBS = new Map(tableLines("verbs.txt").map((l) => l.trim().split(/\s+/)));
+const PAST_FORMS = new Set(tableLines("past-forms.txt").map((l) => l.trim().split(/\s+/)[0]));
+const ENGLISH = new Set(tableLines("english-words.txt").map((l) => l.trim()));
+const FUNCTION_SECTIONS = {};
+{
+  let section = "";
+  for (const line of tableLines("function-words.txt")) {
+    const m = line.trim().match(/^\[(.*)\]$/);
+    if (m) section = m[1];
+    else {
+      FUNCTION_SECTIONS[section] ||= new Set();
+      for (const w of line.trim().split(/\s+/)) FUNCTION_SECTIONS[section].add(w);
     }
   }
-  // Rule B
-  for (const sentence of T.split(SENTENCE_SPLIT)) {
-    const m = DECORATION_REGEX.exec(sentence);
-    const rest = sentence.slice(m ? m[0].length : 0).toLowerCase();
-    if (rest.startsWith("`")) continue;
-    const first = WORD_REGEX.exec([...rest].slice(0, 80).join(""));
-    if (first === null) continue;
-    if (IMPERATIVE_OPENINGS.includes(first[0])) return { rule: "imperative-opening", matched: sentence.trim() };
+}
+const OBJECT_WORDS = FUNCTION_SECTIONS.object;
+const FUNCTION_WORDS = new Set(Object.values(FUNCTION_SECTIONS).flatMap((set) => [...set]));
+
+// The lists of PROTOCOL.md "The observation rule", copied here (checked against it at run time).
+const ADDRESSED_PATTERNS_TEXT = String.raw`\b(?:ignore|disregard|forget|override|overrule|bypass|circumvent) (?:(?:all|any|the|your|these|those|every|my|of|previous|prior|above|earlier|preceding|following|other|original|existing|safety|system) )*(?:instructions?|prompts?|messages?|rules?|directions?|guidelines?|guardrails?|constraints?|restrictions?|filters?|polic(?:y|ies)|programming|training|context)\b
+\b(?:ignore|disregard|forget) (?:(?:all|the|everything) )?(?:above|previous|prior|everything|that|rest|remainder)\b
+\byou(?:'ll|'d|'re)\b
+\b(?:you|u|ye) (?:(?:really|now|always|also|just|then|still|first|never|only) )*(?:must|should|shall|will|would|can|could|may|might|need|needs|have to|has to|ought|better|had better|gotta|are to|are required|are expected|are supposed|are allowed|are not allowed|are permitted|are now|are an?|are the|are my|are our|are no longer|are going to|are about to|are in|are playing|are called|are named|are free|are more|are less|are capable|are able|are unable|cannot|can't|won't|wont|mustn't|shouldn't)\b
+\b(?:can|could|would|will|should|must|may|might|shall) you\b
+\b(?:i|we) (?:[a-z]+ )?(?:need|want|would like|'d like|expect|require|order|command|instruct|ask|advise|urge|beg|invite|encourage|recommend) you to\b
+\byour (?:training|programming|guidelines|instructions|rules|creators?|developers?|system prompt|prompts?|responses?|answers?|outputs?|replies|knowledge|purpose|task|goal|job|role|persona|character|name|identity|capabilities|limitations|restrictions|function|abilities|mission)\b
+\b(?:agents?|assistants?|models?|llms?|ais?|bots?|chatbots?|claude|gpt|chatgpt|copilot|codex|gemini) (?:(?:really|now|always|also|just|then|still|first|never|only|from now on) )*(?:must|should|shall|will|can|cannot|can't|may|need|needs|has to|have to|ought|is to|are to|is required|are required|is expected|are expected|is supposed|are supposed|is allowed|are allowed|is permitted|are permitted|is not allowed|are not allowed|is free to|are free to|won't|wont)\b
+\b(?:chatgpt|gpt|claude|copilot|gemini|the (?:ai|assistant|model|bot|chatbot))(?:'s)? now\b
+<\|[a-z_ ]{1,40}\|>
+</?(?:system|instructions?|assistant|user|human|developer|prompt|im_start|im_end|system-reminder|tool|function|context|admin)\b
+\[/?(?:inst|sys|system|user|assistant|human|developer)\]
+<</?sys>>
+(?:^|[.!?;>"'(\[#|] ?)(?:system|assistant|user|human|developer|instructions?|prompt|admin|administrator|operator|sudo|ai|bot|model|dan|chatgpt|gpt|claude) ?:
+\badmin(?:istrator)? (?:request|override|mode|note|message|instruction|command|access)\b
+\b(?:please|pls|plz|kindly)\b
+\b(?:from now on|from here on|going forward|henceforth|hereafter|from this (?:point|moment) on)\b
+\b(?:new|updated|additional|revised|secret|hidden|real|true|actual|override|special) (?:rules?|instructions?|directives?|guidelines?|polic(?:y|ies)|orders?|task|prompt)\b
+\b(?:system|developer|hidden|initial|original) (?:prompt|message|instructions?)\b
+\bas an? (?:ai|assistant|language model|llm|chatbot)\b
+\b(?:an?|the) (?:ai|large) language models?\b|\bartificial intelligence\b
+\bact (?:as|like)\b
+\b(?:let us|lets|let's) (?:act|play|pretend|imagine|roleplay)\b
+\b(?:we|i) (?:are|am|'re|'m) going to\b
+\bpretend (?:to be|that|you)\b
+\brole-?play(?:s|ed|ing)?\b
+\bdo not (?:tell|reveal|mention|disclose)\b
+\b(?:jailbreak|jailbroken|developer[ _\\-]*mode|do anything now|dan mode|god mode|system override)\b
+\b(?:amoral|unfiltered|uncensored|unethical|immoral|ethicality|legality|morality|morals)\b
+\b(?:an?|the) (?:[a-z-]+ ){0,3}(?:ai|chatbot|assistant|bot|language model|character|persona|entity|being|demon|gpt)(?: [a-z-]+){0,2} (?:named|called|known as)\b
+\b(?:is|was) an? (?:[a-z-]+ ){0,3}(?:ai|chatbot|language model|assistant)\b
+\b(?:in|stays?|staying|breaks?|breaking|out of) character\b|\bpersona\b|\bcharacter (?:name|age|description|sheet|traits)\b
+\bnever (?:refuses?|refusing|refused|declines?|denies|deny)\b|\banswers? any\b
+\bconversation (?:with|between) (?:an? |the )?(?:ai|assistant|chatbot|user|human)\b`;
+const OBLIGATION_PATTERNS_TEXT = String.raw`\b(?:must|mustn't|mustnt|should|shouldn't|shouldnt|shall|shan't|ought|oughtn't)\b
+\b(?:have|has|having)(?: got)? to\b
+\b(?:needs?|gotta) to\b|\bgotta\b
+\b(?:is|are|be|am|being) (?:(?:not|also|always|never|now|still|strictly|absolutely) )?(?:required|expected|supposed|obliged|obligated|meant|advised|encouraged|urged|instructed|told|asked|ordered|forbidden|prohibited|allowed|permitted) to\b
+\b(?:is|are|be) (?:(?:not|also|always|strictly|absolutely) )?(?:required|mandatory|compulsory|obligatory|necessary|essential|recommended|advised|advisable|preferred|discouraged|forbidden|prohibited|not allowed|not permitted)\b
+\b(?:it|this|that)(?:'s| is| was) (?:(?:very|really|always|also|absolutely|extremely) )?(?:required|mandatory|compulsory|obligatory|necessary|essential|important|crucial|critical|vital|imperative|advisable|recommended|best|better|wise|preferable|a must|key)\b
+\b(?:mandatory|compulsory|obligatory)\b|\brequired (?:that|to)\b
+\b(?:is|are) to be\b|\b(?:is|are) (?:not )?to (?:always|never|only)\b
+\b(?:make|be) (?:sure|certain)\b
+\bhad better\b
+\b(?:fix|solution|answer|workaround|way|trick|remedy|rule) is to\b`;
+const REPORTING_VERBS_TEXT = `advised advises asked asks begged begs demanded demands insisted insists instructed instructs
+ordered orders reminded reminds said says tells told urged urges warned warns`;
+const SKIPPED_OPENERS_TEXT = `absolutely actually afterwards again agent ai also always and assistant automatically basically
+bot but carefully chatgpt claude codex consistently constantly continually copilot correctly dan
+definitely directly ever explicitly finally first firstly forever gemini generally gently gpt
+hello hence henceforth hereafter hey hi honestly ideally immediately instead just kindly later
+literally manually maybe merely model mostly never next normally now oh ok okay once only or
+otherwise perhaps please pls plz politely preferably primarily promptly properly quickly quietly
+rather really regularly safely seriously silently simply so sometimes still strictly then
+therefore thoroughly thus truly typically usually yes yet`;
+const SKIPPED_PHRASES_TEXT = `in future
+in the future
+next time
+each time
+every time
+at all times
+by default
+if needed
+if necessary
+if possible
+as usual
+as always
+as a rule
+for safety
+to be safe
+in general
+of course
+for now
+right away
+once again
+no matter what
+in all cases
+without exception
+whenever possible
+for good
+by all means`;
+const LABELS_TEXT = `answer attention caution comment context debug error errors example fatal fix fyi hint hints
+important info item lesson lessons nb note notes notice observation observations output part ps
+reason remark remarks reminder result results rule solution step summary tip tips tldr todo
+update warning warnings`;
+const PREDICATE_WORDS_TEXT = `am are aren't can can't cannot could couldn't did didn't does doesn't had hadn't has hasn't have
+haven't is isn't may might not was wasn't were weren't will won't would wouldn't`;
+const NAMES_TEXT = `Open Memory`;
+const STOP_WORDS_TEXT = `after although as because before but if lest once since so that then though till unless until
+when whenever where whereas wherever whether which while whilst who whom whose yet`;
+const wordSet = (text) => new Set(text.trim().split(/\s+/));
+const ADDRESSED_PATTERNS = ADDRESSED_PATTERNS_TEXT.trim().split("\n");
+const OBLIGATION_PATTERNS = OBLIGATION_PATTERNS_TEXT.trim().split("\n");
+const REPORTING_VERBS = REPORTING_VERBS_TEXT.trim().split(/\s+/);
+const SKIPPED_OPENERS = wordSet(SKIPPED_OPENERS_TEXT);
+const SKIPPED_PHRASES = SKIPPED_PHRASES_TEXT.trim().split("\n").map((l) => l.trim().split(" "));
+const LABELS = wordSet(LABELS_TEXT);
+const PREDICATE_WORDS = wordSet(PREDICATE_WORDS_TEXT);
+const STOP_WORDS = wordSet(STOP_WORDS_TEXT);
+const NAMES = NAMES_TEXT.trim().split("\n").map((l) => l.trim().split(" "));
+const CLAUSE_WORDS = new Set(["then", "so", "but", "otherwise", "else", "whereas"]);
+const RULES = ["addressed-to-agent", "obligation", "imperative-opening", "other-script", "not-english"];
+
+// Patterns are ASCII, over the lowered text; \b is ASCII (JavaScript's own, without the u flag).
+const ADDRESSED_REGEXES = ADDRESSED_PATTERNS.map((p) => new RegExp(p));
+const OBLIGATION_REGEXES = OBLIGATION_PATTERNS.map((p) => new RegExp(p));
+const REPORTED_REGEX = new RegExp(
+  String.raw`\b(?:${REPORTING_VERBS.join("|")})(?: [a-z']+){0,3}? to (?:(?:always|never|not|only|just|also|now|first) )*([a-z]+)\b`,
+  "g",
+);
+
+// \s of the rule: the 25 White_Space code points and U+001C..U+001F
+const RULE_SPACE = new Set([...WHITE_SPACE, 0x1c, 0x1d, 0x1e, 0x1f]);
+const LINE_BREAKS = new Set([0x0a, 0x0b, 0x0c, 0x0d, 0x85, 0x1c, 0x1d, 0x1e]);
+const asciiLower = (s) => s.replace(/[A-Z]/g, (c) => c.toLowerCase());
+const QUOTE_MARKS = new Set([0x201c, 0x201d, 0x201e, 0x201f, 0xab, 0xbb, 0x2039, 0x203a]);
+
+// look-alike words: a run of [a-z0-9] with a letter and a digit, digits 0 1 3 4 5 7 read o i e a s t
+const LOOK_ALIKE_WORD = /(?<![a-z0-9_])(?=[a-z0-9]*[a-z])(?=[a-z0-9]*[0-9])[a-z0-9]+(?![a-z0-9_])/g;
+const LEET = { 0: "o", 1: "i", 3: "e", 4: "a", 5: "s", 7: "t" };
+const unLeet = (w) => w.replace(/[013457]/g, (d) => LEET[d]);
+
+// Step 1: F (folded) and C (canonical)
+function ruleForms(text) {
+  let t = maskUnassigned(text).normalize("NFKC");
+  t = [...t].filter((ch) => !IGNORABLE.has(ch.codePointAt(0))).join("");
+  t = [...t.normalize("NFD")].filter((ch) => !MARKS.has(ch.codePointAt(0))).join("");
+  const F = t;
+  const C = [...F]
+    .map((ch) => {
+      const cp = ch.codePointAt(0);
+      if (QUOTE_MARKS.has(cp)) return '"';
+      return CONFUSABLES.has(cp) ? CONFUSABLES.get(cp) : ch;
+    })
+    .join("");
+  return { F, C };
+}
+
+// white space of the rule: line breaks to \n, the rest to a space (step 3's prose, step 4's F)
+const spaceOut = (s) =>
+  [...s].map((ch) => { const cp = ch.codePointAt(0); return LINE_BREAKS.has(cp) ? "\n" : RULE_SPACE.has(cp) ? " " : ch; }).join("");
+
+function lowered(C) {
+  const words = [];
+  let cur = "";
+  for (const ch of C.replace(/`/g, " ")) {
+    if (RULE_SPACE.has(ch.codePointAt(0))) {
+      if (cur) words.push(cur);
+      cur = "";
+    } else cur += ch;
   }
+  if (cur) words.push(cur);
+  return asciiLower(words.join(" "));
+}
+
+// Step 3: the prose, cut into clauses of tokens
+const CODE_SPAN = /`+[^`]*`+/g;
+const LINK = /!?\[([^\[\]]{0,200})\]\([^() \n]{0,300}\)/g;
+const MARKUP = /<!--|-->|<\|[^|<>]{0,40}\|>|<\/?[A-Za-z][A-Za-z0-9:_-]*(?:[ \n][^<>]{0,200})?\/?>|[*~]+|(?<![A-Za-z0-9])_+|_+(?![A-Za-z0-9])/g;
+
+function prose(C) {
+  const text = spaceOut(C);
+  let out = "";
+  let last = 0;
+  const clean = (s) => s.replace(LINK, " $1 ").replace(MARKUP, " ");
+  for (const m of text.matchAll(CODE_SPAN)) {
+    out += clean(text.slice(last, m.index)) + m[0];
+    last = m.index + m[0].length;
+  }
+  return out + clean(text.slice(last));
+}
+
+const isLetter = (c) => (c >= "a" && c <= "z") || (c >= "A" && c <= "Z");
+function tokenKind(t) {
+  if (/^[A-Za-z]+(?:'[A-Za-z]+)?$/.test(t)) return "word";
+  if (!/[A-Za-z0-9]/.test(t)) return "symbol";
+  if (/^[0-9][0-9.,]*$/.test(t)) return "number";
+  if (t.includes("/") || "-~$.".includes(t[0])) return "target";
+  return "other";
+}
+
+function clauses(C) {
+  const p = prose(C);
+  const out = [];
+  const suspended = [];
+  let current = [];
+  const openQuotes = { '"': false, "'": false }; // each kind of quotation mark alternates on its own
+  let word = "";
+  const endClause = (asks = false) => {
+    if (current.length) out.push({ tokens: current, quoted: suspended.length > 0, asks: asks && !suspended.length });
+    current = [];
+  };
+  const flush = (call = false) => {
+    if (!word) return;
+    const kind = call ? "other" : tokenKind(word);
+    if (kind === "word" && CLAUSE_WORDS.has(asciiLower(word))) endClause();
+    else current.push({ kind, text: word, low: kind === "word" ? asciiLower(word) : word });
+    word = "";
+  };
+  const isBreak = (c) => c === undefined || c === " " || c === "\n";
+  let i = 0;
+  while (i < p.length) {
+    const ch = p[i];
+    if (ch === "`") {
+      const m = /^`+[^`]*`+/.exec(p.slice(i));
+      flush();
+      if (m) {
+        current.push({ kind: "code", text: m[0], low: m[0] });
+        i += m[0].length;
+      } else i += 1; // a lone backtick separates tokens
+      continue;
+    }
+    if (ch === " ") { flush(); i++; continue; }
+    if (".!?;:".includes(ch)) {
+      let j = i;
+      while (j < p.length && ".!?;:".includes(p[j])) j++;
+      if (j === p.length || ` \n"')]}`.includes(p[j])) { flush(); endClause(p.slice(i, j).includes("?")); i = j; continue; }
+      word += p.slice(i, j); i = j; continue;
+    }
+    if (ch === "," || ch === "\n" || ch === "\u2014" || ch === "\u2015") { flush(); endClause(); i++; continue; }
+    if (ch === "-" && isBreak(p[i - 1] === undefined ? undefined : p[i - 1]) && !word) {
+      let j = i;
+      while (p[j] === "-") j++;
+      if (isBreak(p[j])) { flush(); endClause(); i = j; continue; }
+    }
+    const isQuote = ch === '"' || (ch === "'" && !(isLetter(p[i - 1] || "") && isLetter(p[i + 1] || "")));
+    if (isQuote || "()[]{}".includes(ch)) {
+      flush(ch === "("); // a word right before "(" is a call: expect(response)
+      const opens = isQuote ? !openQuotes[ch] : "([{".includes(ch);
+      if (isQuote) openQuotes[ch] = opens;
+      if (opens) { suspended.push(current); current = []; }
+      else {
+        if (current.length) out.push({ tokens: current, quoted: true });
+        current = suspended.length ? suspended.pop() : [];
+      }
+      i++;
+      continue;
+    }
+    word += ch;
+    i++;
+  }
+  flush();
+  for (;;) {
+    if (current.length) out.push({ tokens: current, quoted: suspended.length > 0 });
+    if (!suspended.length) break;
+    current = suspended.pop();
+  }
+  return out;
+}
+
+const isWord = (t) => t && t.kind === "word";
+const isObject = (t) => t && ((t.kind === "word" && OBJECT_WORDS.has(t.low)) || t.kind === "code" || t.kind === "target");
+const isContent = (t) =>
+  (t && t.kind === "other" && /[A-Za-z]/.test(t.text)) ||
+  (isWord(t) && !FUNCTION_WORDS.has(t.low) && !SKIPPED_OPENERS.has(t.low) && !t.low.endsWith("ly"));
+function isPastForm(w) {
+  if (PAST_FORMS.has(w)) return true;
+  if (!w.endsWith("ed") || w.length < 4) return false;
+  if (VERBS.has(w.slice(0, -2)) || VERBS.has(w.slice(0, -1))) return true;
+  if (w.endsWith("ied") && VERBS.has(w.slice(0, -3) + "y")) return true;
+  return w.length >= 5 && w[w.length - 3] === w[w.length - 4] && VERBS.has(w.slice(0, -3));
+}
+function isSFormOfVerbOnly(w) {
+  if (!w.endsWith("s") || w.length < 3) return false;
+  const bases = [w.slice(0, -1)];
+  if (w.endsWith("es")) bases.push(w.slice(0, -2));
+  if (w.endsWith("ies")) bases.push(w.slice(0, -3) + "y");
+  return bases.some((b) => VERBS.get(b) === "o");
+}
+function hasPredicate(rest) {
+  if (rest.length && isWord(rest[0]) && OBJECT_WORDS.has(rest[0].low)) return false;
+  for (let j = 0; j < Math.min(6, rest.length); j++) {
+    const t = rest[j];
+    if (!isWord(t)) continue;
+    if (STOP_WORDS.has(t.low)) return false;
+    if (PREDICATE_WORDS.has(t.low) || isSFormOfVerbOnly(t.low)) return true;
+    if (isPastForm(t.low) && !isContent(rest[j + 1])) return true;
+  }
+  return false;
+}
+
+function opener(tokens) {
+  let i = 0;
+  while (i < tokens.length) {
+    let t = tokens[i];
+    if (t.kind === "other" && /^[A-Za-z0-9]+$/.test(t.text) && /[A-Za-z]/.test(t.text) && /[0-9]/.test(t.text)) {
+      t = tokens[i] = { kind: "word", text: t.text, low: unLeet(asciiLower(t.text)) }; // Alw4ys
+    }
+    if (t.kind === "symbol" || (t.kind === "number" && i === 0)) { i++; continue; }
+    if (t.kind !== "word") return i;
+    const w = t.low;
+    if (SKIPPED_OPENERS.has(w) || (w.endsWith("ly") && w.length > 4 && !VERBS.has(w))) { i++; continue; }
+    if (!VERBS.has(w) && !isEnglish(w)) { i++; continue; } // Sempre use ..., Dialyzer failed
+    const phrase = SKIPPED_PHRASES.find((ph) => ph.every((x, k) => isWord(tokens[i + k]) && tokens[i + k].low === x));
+    if (phrase) { i += phrase.length; continue; }
+    if (w === "to" && isWord(tokens[i + 1]) && VERBS.has(tokens[i + 1].low)) {
+      i += 2;
+      if (isWord(tokens[i])) {
+        if (["this", "it", "that", "these", "those"].includes(tokens[i].low)) i += 1;
+        else if (["the", "a", "an", "your", "my", "our"].includes(tokens[i].low) && i + 1 < tokens.length) i += 2;
+      }
+      continue;
+    }
+    const after = tokens.slice(i + 1);
+    if (LABELS.has(w) && after.length <= 1 && after.every((x) => x.kind === "number")) return tokens.length;
+    return i;
+  }
+  return tokens.length;
+}
+
+function imperativeOf({ tokens, quoted }) {
+  if (quoted && tokens.length === 1) return null;
+  const i = opener(tokens);
+  if (i >= tokens.length) return null;
+  const t = tokens[i];
+  if (NAMES.some((name) => name.every((x, k) => tokens[i + k] && tokens[i + k].text === x))) return null;
+  let w;
+  if (t.kind === "word") w = t.low;
+  else if (t.kind === "other" && /^re-[a-z]+$/i.test(t.text)) w = asciiLower(t.text.slice(3));
+  else return null;
+  if (["do", "don't", "dont", "let's"].includes(w)) return w;
+  const flag = VERBS.get(w);
+  if (flag === undefined) return null;
+  const rest = tokens.slice(i + 1);
+  if (rest.length && rest.every((x) => x.kind === "number" || x.kind === "symbol")) return null;
+  if (flag === "n") {
+    if (isObject(rest[0])) return w;
+    for (let j = 1; j < rest.length - 1; j++) {
+      const x = rest[j];
+      const next = rest[j + 1];
+      if (isWord(x) && ["to", "into", "onto", "with"].includes(x.low) &&
+          (["code", "target"].includes(next.kind) || (x.low === "to" && isWord(next) && VERBS.has(next.low))))
+        return hasPredicate(rest) ? null : w;
+    }
+    return null;
+  }
+  return hasPredicate(rest) ? null : w;
+}
+
+// Step 4
+// [ending, letters removed, letters added]
+const SUFFIXES = [["s", 1, ""], ["es", 2, ""], ["ies", 3, "y"], ["ed", 2, ""], ["ed", 1, ""], ["ied", 3, "y"], ["ing", 3, ""],
+  ["ing", 3, "e"], ["er", 2, ""], ["er", 1, ""], ["ier", 3, "y"], ["est", 3, ""], ["est", 2, ""], ["iest", 4, "y"], ["ly", 2, ""],
+  ["ily", 3, "y"], ["ally", 4, ""], ["bly", 3, "ble"]];
+function isEnglish(w) {
+  if (ENGLISH.has(w)) return true;
+  if (w.endsWith("'s") && ENGLISH.has(w.slice(0, -2))) return true;
+  for (const [ending, cut, add] of SUFFIXES)
+    if (w.endsWith(ending) && w.length - cut >= 2 && ENGLISH.has(w.slice(0, -cut) + add)) return true;
+  for (const suffix of ["ed", "ing", "er", "est"]) {
+    const stem = w.slice(0, -suffix.length);
+    if (w.endsWith(suffix) && stem.length - 1 >= 2 && stem[stem.length - 1] === stem[stem.length - 2] && ENGLISH.has(stem.slice(0, -1)))
+      return true;
+  }
+  return false;
+}
+
+function observationViolation(text) {
+  const { F, C } = ruleForms(text);
+  const L = lowered(C);
+  // L, L without hyphen runs between letters, L with look-alike words rewritten
+  const forms = [L, L.replace(/(?<=[a-z])-+(?=[a-z])/g, ""), L.replace(LOOK_ALIKE_WORD, unLeet)];
+  for (const re of ADDRESSED_REGEXES)
+    for (const form of forms) {
+      const m = re.exec(form);
+      if (m) return { rule: "addressed-to-agent", matched: m[0] };
+    }
+  for (const re of OBLIGATION_REGEXES)
+    for (const form of forms) {
+      const m = re.exec(form);
+      if (m) return { rule: "obligation", matched: m[0] };
+    }
+  for (const m of L.matchAll(REPORTED_REGEX)) if (VERBS.has(m[1])) return { rule: "obligation", matched: m[0] };
+  const cls = clauses(C);
+  for (const clause of cls) {
+    if (clause.asks) return { rule: "addressed-to-agent", matched: "a question" };
+    const w = imperativeOf(clause);
+    if (w) return { rule: "imperative-opening", matched: w };
+  }
+  // other-script: F without code spans and without runs of non-white-space holding a "/"
+  const bare = spaceOut(F).replace(CODE_SPAN, " ").replace(/[^ \n]*\/[^ \n]*/g, " ");
+  for (const ch of bare) if (OTHER_SCRIPT.has(ch.codePointAt(0))) return { rule: "other-script", matched: ch };
+  let counted = 0;
+  let foreign = 0;
+  for (const { tokens } of cls) {
+    let first = true;
+    for (const t of tokens) {
+      if (t.kind !== "word") continue;
+      const capitalised = first && t.text[0] !== t.low[0] && t.text.slice(1) === t.low.slice(1);
+      if (t.text === t.low || capitalised) {
+        counted++;
+        if (!isEnglish(t.low)) foreign++;
+      }
+      first = false;
+    }
+  }
+  if (foreign >= 2 && 3 * foreign > counted) return { rule: "not-english", matched: `${foreign} of ${counted}` };
+  const tokens = cls.flatMap((c) => c.tokens).filter((t) => t.kind !== "code");
+  if (tokens.length >= 6 && 2 * tokens.filter((t) => t.kind === "symbol").length > tokens.length)
+    return { rule: "not-english", matched: "symbols" };
   return null;
 }
 
@@ -1239,10 +1632,15 @@ function checkProtocolLists() {
   const words = (s) => s.trim().split(/\s+/).join(" ");
   check(file, "forbidden-code-points list", () => same(words(list("forbidden-code-points")), words(FORBIDDEN_TEXT)));
   check(file, "white-space list", () => same(words(list("white-space")), words(WHITE_SPACE_TEXT)));
-  check(file, "imperative-openings list", () => same(words(list("imperative-openings")), words(IMPERATIVE_OPENINGS_TEXT)));
-  check(file, "addressed-patterns list", () => same(list("addressed-patterns"), ADDRESSED_PATTERNS_TEXT));
+  const lines = (s) => s.trim().split("\n").map((l) => l.trim()).join("\n");
+  check(file, "addressed-patterns list", () => same(lines(list("addressed-patterns")), lines(ADDRESSED_PATTERNS_TEXT)));
+  check(file, "obligation-patterns list", () => same(lines(list("obligation-patterns")), lines(OBLIGATION_PATTERNS_TEXT)));
+  check(file, "skipped-phrases list", () => same(lines(list("skipped-phrases")), lines(SKIPPED_PHRASES_TEXT)));
+  check(file, "names list", () => same(lines(list("names")), lines(NAMES_TEXT)));
+  for (const [name, text] of [["reporting-verbs", REPORTING_VERBS_TEXT], ["skipped-openers", SKIPPED_OPENERS_TEXT],
+    ["labels", LABELS_TEXT], ["predicate-words", PREDICATE_WORDS_TEXT], ["stop-words", STOP_WORDS_TEXT]])
+    check(file, `${name} list`, () => same(words(list(name)), words(text)));
   check(file, "White_Space has 25 code points", () => same(WHITE_SPACE.size, 25));
-  check(file, "58 imperative openings, 15 patterns", () => same(`${IMPERATIVE_OPENINGS.length} ${ADDRESSED_PATTERNS.length}`, "58 15"));
   const ex = fs.readFileSync(path.join(VECTORS, "worked-example.txt"), "utf8");
   check(file, "worked example in PROTOCOL.md is worked-example.txt", () =>
     text.includes(ex.trim()) ? true : "the worked example block differs from spec/vectors/worked-example.txt");
@@ -1353,8 +1751,11 @@ function checkDedup(dedup) {
 
 function checkObservation(obs) {
   const file = "observation.json";
-  check(file, "imperative openings are PROTOCOL.md's", () => same(obs.imperative_openings.join(" "), IMPERATIVE_OPENINGS.join(" ")));
+  check(file, "rules", () => same(obs.rules.join(" "), RULES.join(" ")));
   check(file, "addressed patterns are PROTOCOL.md's", () => same(obs.addressed_patterns.join("\n"), ADDRESSED_PATTERNS.join("\n")));
+  check(file, "obligation patterns are PROTOCOL.md's", () => same(obs.obligation_patterns.join("\n"), OBLIGATION_PATTERNS.join("\n")));
+  for (const [name, digest] of Object.entries(obs.tables))
+    check(file, `table ${name}`, () => same(hex(sha256(fs.readFileSync(path.join(TABLES, name)))), digest));
   obs.vectors.forEach((v, i) => {
     check(file, `#${i} ${JSON.stringify(v.text)}`, () => {
       const got = observationViolation(v.text);

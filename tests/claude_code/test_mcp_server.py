@@ -177,7 +177,7 @@ async def test_lessons_and_the_report_after_a_sleep(spotter, tmp_path):
         lessons = result.structured_content["lessons"]
         assert any("`git push` failed in 3 sessions" in lesson["text"] for lesson in lessons)
         assert [lesson["strength"] for lesson in lessons] == sorted((l["strength"] for l in lessons), reverse=True)
-        assert ("open prediction: A coming session in spotter-worktrees/* that runs `git push` will see this failure "
+        assert ("prediction (not met yet): A coming session in spotter-worktrees/* that runs `git push` will see this failure "
                 "again or its resolution, `git push --set-upstream origin <branch>`.") in _text(result)
         # "have I seen this before?": the answer opens with the lesson, its resolution and how often
         recalled = await client.call_tool("recall", {"query": "git push says the branch has no upstream", "k": 3})

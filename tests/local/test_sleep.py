@@ -126,8 +126,8 @@ def test_one_correction_is_a_lesson_on_its_own(store):
     learn(store, at(0, 23))
     [lesson] = lessons(store)
     assert lesson["state"] == "active" and lesson["kind"] == "correction" and lesson["strength"] == 1.0
-    assert lesson["text"] == ('The person corrected the agent, saying "no, this project uses uv, not pip", '
-                              'after it ran `pip install`.')
+    assert lesson["text"] == ('The person corrected the agent after it ran `pip install`: '
+                              '"no, this project uses uv, not pip".')
 
 
 def test_corrections_are_alike_by_what_was_said_and_done_not_by_being_corrections(store):

@@ -18,8 +18,8 @@ from .engines import Engine, past
 
 pytestmark = pytest.mark.slow
 
-PARENT = '`npm install` failed in 2 sessions: "npm ERR! code ERESOLVE unable to resolve dependency tree"'
-CHILD = '`npm ci` failed in 3 sessions: "npm ERR! code ERESOLVE unable to resolve dependency tree"'
+PARENT = '`npm install` failed in 2 sessions: "npm ERR! ERESOLVE unable to resolve dependency tree"'
+CHILD = '`npm ci` failed in 3 sessions: "npm ERR! ERESOLVE unable to resolve dependency tree"'
 OTHER = '`npm test` failed in 2 sessions: "Error: Cannot find module \'jest-environment-jsdom\'"'
 
 

@@ -83,9 +83,13 @@ def test_publishing_a_text_with_an_unassigned_code_point_is_a_clear_schema_error
 def test_the_observation_rule_reads_unassigned_code_points_as_u_fffd():
     assert mask_unassigned("A\U00010d70you \u0870\U00011f04") == "A\ufffdyou \u0870\ufffd"
     assert mask_unassigned("plain ASCII") == "plain ASCII"
-    # U+0870 is a letter of Unicode 14.0: 'you must' after it is inside a word.
-    assert observation_violation("A\u0870you must rebase.") is None
-    # U+10D70 (16.0) and U+11F04 (15.0) are not letters in 14.0, whatever this Python's tables say.
-    for text in ("A\U00010d70you must rebase.", "A\U00011f04you must rebase."):
+    # The rule's word boundaries are ASCII: 'you must' after any non-ASCII code point is a match,
+    # whatever that code point is in this Python's tables.
+    for text in ("A\u0870you must rebase.", "A\U00010d70you must rebase.", "A\U00011f04you must rebase."):
         violation = observation_violation(text)
         assert violation is not None and violation.rule == "addressed-to-agent"
+    # A letter of another script is refused outside code spans, and allowed inside one; a code point
+    # unassigned in 14.0 reads as U+FFFD, no letter.
+    assert observation_violation("The log printed \u0870 twice.").rule == "other-script"
+    assert observation_violation("The log printed `\u0870` twice.") is None
+    assert observation_violation("The log printed \U00011f04 twice.") is None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import io
+import hashlib
 import json
 import re
 import subprocess
@@ -13,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from openmemory_local.observation import ADDRESSED_PATTERNS, IMPERATIVE_OPENINGS, observation_violation
+from openmemory_protocol import observation as observation_rule
+from openmemory_protocol.observation import ADDRESSED_PATTERNS, OBLIGATION_PATTERNS, RULES, observation_violation
+from openmemory_protocol.tables import DATA_DIR
 from openmemory_node import wire
 from openmemory_node.wire import text as wire_text
 
@@ -119,8 +122,11 @@ def test_dedup_vector(vector):
 
 def test_observation_vectors():
     data = load("observation.json")
-    assert data["imperative_openings"] == sorted(IMPERATIVE_OPENINGS)
+    assert data["rules"] == list(RULES)
     assert data["addressed_patterns"] == list(ADDRESSED_PATTERNS)
+    assert data["obligation_patterns"] == list(OBLIGATION_PATTERNS)
+    for name, digest in data["tables"].items():
+        assert hashlib.sha256((DATA_DIR / name).read_bytes()).hexdigest() == digest, name
     for vector in data["vectors"]:
         violation = observation_violation(vector["text"])
         assert (violation is None) == vector["observation"], vector
@@ -192,11 +198,11 @@ def test_independent_verifier_passes_every_vector():
 
 
 def test_independent_verifier_catches_a_wrong_list(tmp_path):
-    # Copy spec/ and PROTOCOL.md, drop one imperative opening from the copy: it must fail.
+    # Copy spec/ and PROTOCOL.md, drop one skipped opener from the copy: it must fail.
     import shutil
 
     shutil.copytree(SPEC, tmp_path / "spec")
-    block = protocol_list("imperative-openings")
+    block = protocol_list("skipped-openers")
     broken = PROTOCOL.replace(block, re.sub(r"\balways\b ?", "", block, count=1))
     assert broken != PROTOCOL
     (tmp_path / "PROTOCOL.md").write_text(broken, encoding="utf-8")
@@ -216,8 +222,16 @@ def protocol_list(name: str) -> str:
 
 
 def test_protocol_lists_are_the_code_lists():
-    assert set(protocol_list("imperative-openings").split()) == set(IMPERATIVE_OPENINGS)
     assert protocol_list("addressed-patterns").splitlines() == list(ADDRESSED_PATTERNS)
+    assert protocol_list("obligation-patterns").splitlines() == list(OBLIGATION_PATTERNS)
+    assert protocol_list("reporting-verbs").split() == sorted(observation_rule.REPORTING_VERBS)
+    assert set(protocol_list("skipped-openers").split()) == observation_rule.SKIPPED_OPENERS
+    assert [tuple(line.split()) for line in protocol_list("skipped-phrases").splitlines()] == list(
+        observation_rule.SKIPPED_PHRASES)
+    assert set(protocol_list("labels").split()) == observation_rule.LABELS
+    assert set(protocol_list("predicate-words").split()) == observation_rule.PREDICATE_WORDS
+    assert set(protocol_list("stop-words").split()) == observation_rule._STOPS
+    assert [tuple(line.split(" ")) for line in protocol_list("names").splitlines()] == list(observation_rule.NAMES)
     ranges = []
     for item in protocol_list("forbidden-code-points").split():
         low, _, high = item.partition("..")
