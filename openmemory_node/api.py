@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from . import __version__, wire
-from .host import peer_info
+from .host import dial, peer_info
 from .httpserver import HttpError, HttpServer, Request
 from .policy import Action
 from .store import StoredRecord
@@ -228,7 +228,7 @@ def install_v1(api: HttpServer, daemon: "Daemon") -> None:
                 try:
                     info = peer_info(peer)
                     with trio.fail_after(daemon.config.reconnect.dial_timeout):
-                        await daemon.host.connect(info)
+                        await dial(daemon.host, info)
                 except (ValueError, trio.TooSlowError, Exception) as exc:
                     raise HttpError(502, "unreachable", f"cannot connect to {peer}: {exc}") from None
                 peer = info.peer_id.to_base58()

@@ -26,7 +26,7 @@ import trio
 from . import wire
 from .api import _ingest_response, _record_id, record_view
 from .commons import CONFIRMED, FAILED, Commons
-from .host import peer_info
+from .host import dial, peer_info
 from .httpserver import HttpError, HttpServer, Request
 from .identity import parse_public_key, peer_id_of
 from .reconnect import transport_addr
@@ -285,7 +285,7 @@ def install_commons(api: HttpServer, daemon: "Daemon") -> None:
         error = None
         try:
             with trio.fail_after(daemon.config.reconnect.dial_timeout):
-                await daemon.host.connect(info)
+                await dial(daemon.host, info)
         except Exception as exc:  # kept: the reconnect loop goes on trying
             error = f"{type(exc).__name__}: {exc}"[:200]
         return 200, {"peer_id": peer, "addrs": addrs, "connected": peer in daemon.connected_ids(),
