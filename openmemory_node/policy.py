@@ -88,6 +88,7 @@ WRONG_TOPIC = "wrong-topic"  # a record on another type's topic, or several topi
 FETCH_MISMATCH = "id"  # a fetch answered with another record (the wire format's code)
 FETCH_BAD_REQUEST = "fetch-bad-request"
 FETCH_RATE = "fetch-rate-limited"
+FETCH_STREAMS = "fetch-too-many-streams"  # more fetch streams at once than the per-peer cap
 BLOCKED = "blocked"  # the operator blocked the peer (openmemory-node peers block)
 FRESH_KEY = "fresh-key-budget"  # past the peer's budget of records from never-seen keys
 

@@ -179,6 +179,11 @@ class Store:
     def has_idb(self, idb: bytes) -> bool:
         return self.conn.execute("SELECT 1 FROM records WHERE idb=?", (idb,)).fetchone() is not None
 
+    def ids_with_prefix(self, prefix: str, limit: int = 11) -> list[str]:
+        """Ids (text) that start with ``prefix`` (lower-case hex), at most ``limit`` of them."""
+        return [r[0] for r in self.conn.execute(
+            "SELECT id FROM records WHERE id >= ? AND id < ? ORDER BY id LIMIT ?", (prefix, prefix + "g", limit))]
+
     def has_author(self, author: str) -> bool:
         """Whether any stored record is signed by ``author`` (hex public key)."""
         return self.conn.execute("SELECT 1 FROM records WHERE author=? LIMIT 1", (author,)).fetchone() is not None
