@@ -289,7 +289,7 @@ def read_config_file(home: Path) -> dict:
     path = Path(home) / CONFIG_FILE
     try:
         raw = path.read_bytes()
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # no config.toml there (a home that is a file: the store says so)
         return {}
     except OSError as exc:
         raise ConfigError(f"cannot read {path}: {exc.strerror}") from None

@@ -25,18 +25,16 @@ import re
 from typing import Any
 
 from . import __version__, wire
-from .commons import STATUSES
 from .host import peer_info
 from .httpserver import HttpError, HttpServer, Request, bad_request
 from .interface import NodeInterface
 from .policy import Action
-from .status import RECORDED
+from .status import ALL_STATUSES
 from .store import StoredRecord
 
 MAX_LIST = 1000
 MIN_ID_PREFIX = 8  # hex digits: "1220" (every id's multihash header) and four more
 MAX_CANDIDATES = 10
-RECORD_STATUSES = tuple(sorted({s for statuses in STATUSES.values() for s in statuses} | {RECORDED}))
 _HEX = re.compile(r"[0-9a-fA-F]+")
 
 
@@ -132,6 +130,7 @@ def install_v1(api: HttpServer, daemon: NodeInterface) -> None:
             "peer_id": daemon.peer_id,
             "uptime": round(daemon.clock() - daemon.started_at, 3),
             "records": daemon.store.counts(),
+            "kinds": daemon.store.kinds(),
             "peers": {
                 "connected": len(connected),
                 "known": len(daemon.plan.peers),
@@ -143,8 +142,7 @@ def install_v1(api: HttpServer, daemon: NodeInterface) -> None:
                 "delivered": daemon.gossip.delivered,
                 "dropped": daemon.gossip.router.dropped,
                 "mesh": {t: len(daemon.gossip.live_mesh(t)) for t in daemon.gossip.router.mesh},
-                "received": daemon.gossip.pubsub.received,
-                "dropped_before_validation": dict(sorted(daemon.gossip.pubsub.dropped.items())),
+                "inbound": daemon.gossip.inbound_accounting(),
             },
             "ingest": {
                 "accepted": stats.get("accept", 0),
@@ -207,7 +205,7 @@ def install_v1(api: HttpServer, daemon: NodeInterface) -> None:
             raise bad_request("?author= is a public key: 64 lower-case hex digits")
         rows = daemon.store.list(
             type=query_choice(req, "type", wire.RECORD_TYPES), kind=kind,
-            status=query_choice(req, "status", RECORD_STATUSES), author=author,
+            status=query_choice(req, "status", ALL_STATUSES), author=author,
             limit=req.int_query("limit", 100, 1, MAX_LIST),
             before_seq=req.int_query("before", None, 0),
         )

@@ -53,7 +53,10 @@ class NodeSection:
 
 @dataclass
 class ApiSection:
-    address: str = DEFAULT_API  # HOST:PORT; port 0 picks a free one (see api.addr)
+    address: str = DEFAULT_API  # HOST:PORT, loopback only; port 0 picks a free one (see api.addr)
+    max_connections: int = 128  # past it, the connection waiting longest for its head is closed
+    header_timeout: float = 10.0  # seconds to send a request head (and idle time between requests)
+    max_concurrent_requests: int = 16  # handlers running at once (token holders only)
 
 
 @dataclass
@@ -221,6 +224,10 @@ def check_loopback(host: str, what: str) -> None:
 def validate(config: Config) -> None:
     host, _ = config.api_host_port()
     check_loopback(host, f"[api] address {config.api.address!r}: host")
+    if config.api.max_connections < 1 or config.api.max_concurrent_requests < 1:
+        raise ConfigError("[api] max_connections and max_concurrent_requests must be at least 1")
+    if config.api.header_timeout <= 0:
+        raise ConfigError("[api] header_timeout must be positive")
     if config.log.format not in ("text", "json"):
         raise ConfigError("[log] format must be \"text\" or \"json\"")
     g = config.gossip

@@ -155,7 +155,10 @@ class Daemon:
             self.host, self.plan, rc, clock=clock, excluded=self._excluded_ids,
             on_forget=self.store.forget_peer,
         )
-        self.api = HttpServer(self.token)
+        api = config.api
+        self.api = HttpServer(self.token, max_connections=api.max_connections,
+                              header_timeout=api.header_timeout, keep_alive_timeout=api.header_timeout,
+                              max_concurrent_requests=api.max_concurrent_requests)
         install_v1(self.api, self)  # the API sees this daemon as its NodeInterface
         install_commons(self.api, self)
         self.api_address: tuple[str, int] | None = None

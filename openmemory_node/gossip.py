@@ -242,6 +242,7 @@ class Gossip:
                                           max(1.0, limits.author_burst * PACING_MARGIN))
         self.published = 0
         self.delivered = 0  # messages handed to our subscriptions (accepted or own)
+        self.inbound: Counter[str] = Counter()  # what the validator made of each message
 
     # -- scoring --------------------------------------------------------------------------
     def _app_score(self, peer: ID) -> float:
@@ -261,6 +262,7 @@ class Gossip:
         peer = forwarder.to_base58()
         if len(msg.topicIDs) != 1:
             self.ingest.charge(peer, self.ingest.policy.bad_input(WRONG_TOPIC, "one topic per message"))
+            self.inbound["reject:" + WRONG_TOPIC] += 1
             return False
         expect = _TOPIC_TYPE.get(msg.topicIDs[0])
         try:
@@ -270,13 +272,28 @@ class Gossip:
             )
         except Exception:  # e.g. the disk is full: refuse (not forwarded), say why, go on
             log.exception("could not store a record from %s; refused it", peer)
+            self.inbound["error"] += 1
             return False
+        verdict = outcome.verdict
+        self.inbound[verdict.action.value if verdict.code in ("ok", "duplicate")
+                     else f"{verdict.action.value}:{verdict.code}"] += 1
         return outcome.accepted
 
     def _on_seen(self, forwarder: ID, msg: rpc_pb2.Message) -> None:
         # Only accepted records are marked seen, so the message id is a stored record's id.
         self.ingest.store.count_duplicate(message_id(msg))
         self.ingest.stats["duplicate"] += 1
+        self.inbound["duplicate"] += 1
+
+    def inbound_accounting(self) -> dict[str, Any]:
+        """Every message received from peers, and what became of it: ``outcomes`` (the
+        validator's verdicts, duplicates) plus ``dropped`` (before the validator) add up to
+        ``received``; ``unaccounted`` is the difference (0 unless a message is in flight)."""
+        outcomes = dict(sorted(self.inbound.items()))
+        dropped = dict(sorted(self.pubsub.dropped.items()))
+        received = self.pubsub.received
+        return {"received": received, "outcomes": outcomes, "dropped": dropped,
+                "unaccounted": received - sum(outcomes.values()) - sum(dropped.values())}
 
     # -- running --------------------------------------------------------------------------
     @asynccontextmanager

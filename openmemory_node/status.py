@@ -29,6 +29,8 @@ log = logging.getLogger(__name__)
 
 CANDIDATE = "candidate"
 RECORDED = "recorded"
+#: Every status a stored record can have (the commons' and ArrivalStatus's).
+ALL_STATUSES = tuple(sorted({s for statuses in commons.STATUSES.values() for s in statuses} | {RECORDED}))
 
 
 class StoreView(Protocol):

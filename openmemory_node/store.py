@@ -283,6 +283,11 @@ class Store:
         sql = "SELECT count(*) FROM records" + (f" WHERE {clause}" if clause else "")
         return self.conn.execute(sql, list(where.values())).fetchone()[0]
 
+    def kinds(self) -> dict[str, int]:
+        """Lessons held per kind."""
+        return dict(self.conn.execute(
+            "SELECT kind, count(*) FROM records WHERE kind IS NOT NULL GROUP BY kind ORDER BY kind"))
+
     def counts(self) -> dict[str, dict[str, int]]:
         out: dict[str, dict[str, int]] = {}
         for type_, status, n in self.conn.execute(
