@@ -116,11 +116,13 @@ def stop_times(nodes: list[Node]) -> list[float]:
     started = time.monotonic()
     for node in nodes:
         node.proc.send_signal(signal.SIGTERM)
-    out = []
-    for node in nodes:
-        node.proc.wait(timeout=30)
-        out.append(time.monotonic() - started)
-    return out
+    exited: dict[int, float] = {}
+    while len(exited) < len(nodes) and time.monotonic() - started < 30:
+        for i, node in enumerate(nodes):
+            if i not in exited and node.proc.poll() is not None:
+                exited[i] = time.monotonic() - started
+        time.sleep(0.005)
+    return [exited.get(i, float("inf")) for i in range(len(nodes))]
 
 
 def arrivals(nodes: list[Node]) -> list[dict[str, float]]:

@@ -3,9 +3,10 @@
 Gossip (the topic validator), fetch responses, the local API and, later, sync all call
 :meth:`Ingest.accept` with the exact bytes they received. In order: the cheap policy checks
 (graylist, rate per peer, size), the duplicate check (the id is the hash of the bytes, so
-it needs no decoding), the wire format's full validation (encoding, schema, version,
-signature, clock skew, the observation rule), the fresh-key budget of the sending peer (a
-record from a key never seen here), the rate per author, then the record is stored and
+it needs no decoding), the wire format's decoding (encoding, version, type, schema), the
+fresh-key budget of the sending peer (a record from a key never seen here: checked before the
+costly steps), the rest of the validation (clock skew, the observation rule, the signature),
+the record's topic, the rate per author, then the record is stored and
 committed, and its status rules applied. Only then does the caller forward it. Every refusal
 is counted by code and charged to the sending peer's ledger according to
 :mod:`openmemory_node.policy`.
@@ -96,17 +97,20 @@ class Ingest:
             self.stats["duplicate"] += 1
             return Outcome(DUPLICATE, None)
         try:
-            record = wire.validate(data, now=int(now), max_skew=self.policy.limits.max_clock_skew)
+            record = wire.decode(data)
+            # The fresh-key budget is checked on the decoded signer, before the costly checks
+            # (the observation rule, the signature): a flood past it costs no more than this.
+            if peer is not None and not solicited and self.is_fresh(record.signer):
+                verdict = self.policy.admit_fresh_key(peer, originated, now)
+                if not verdict.accepted:
+                    return self._refuse(verdict, peer, None)
+            wire.verify(record, now=int(now), max_skew=self.policy.limits.max_clock_skew)
         except wire.WireError as exc:
             return self._refuse(self.policy.wire_rejected(exc.code, str(exc)), peer, None)
         if expect_type is not None and record.record_type != expect_type:
             return self._refuse(self.policy.bad_input(
                 WRONG_TOPIC, f"a {record.record_type} on the {expect_type} topic"), peer, record)
         if peer is not None and not solicited:
-            if self.is_fresh(record.signer):
-                verdict = self.policy.admit_fresh_key(peer, originated, now)
-                if not verdict.accepted:
-                    return self._refuse(verdict, peer, record)
             verdict = self.policy.admit_author(record.signer, now)
             if not verdict.accepted:
                 return self._refuse(verdict, peer, record)

@@ -209,6 +209,6 @@ async def test_a_peer_that_announces_records_it_does_not_have_is_penalised(clust
         assert wanted == [fake]
         row = await thread(peer_row, x, me)
         assert row["penalty"] == pytest.approx(10, abs=0.5)
-        last = await thread(lambda: wait_until(lambda: x.get("/v1/sync")["last"].get(me), 5, 0.05,
+        last = await thread(lambda: wait_until(lambda: x.get("/v1/sync")["last"].get(me), 20, 0.05,
                                                "x ending the session"))
         assert last["outcome"] == "aborted" and "NOT_FOUND" in last["detail"]
