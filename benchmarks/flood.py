@@ -63,7 +63,7 @@ def flood_records(count: int) -> list[bytes]:
 
 
 class Honest:
-    """z publishes a lesson every 0.5 s; y syncs with x every 4 s (threads: blocking API calls)."""
+    """z publishes a lesson every 1.5 s; y syncs with x every 4 s (threads: blocking API calls)."""
 
     def __init__(self, x: Node, y: Node, z: Node, tag: str):
         self.x, self.y, self.z, self.tag = x, y, z, tag
@@ -76,7 +76,7 @@ class Honest:
         while not self.stop.is_set():
             self.ids.append(self.z.publish(f"The release job {self.tag} {len(self.ids)} needed the signing key.",
                                            kind="error")["id"])
-            self.stop.wait(0.5)
+            self.stop.wait(1.5)
 
     def _sync(self) -> None:
         while not self.stop.wait(4.0):
@@ -102,7 +102,8 @@ class Honest:
         arrived = [n.records() for n in (self.x, self.y, self.z)]
         delays = sorted(max(arrived[0][r]["arrived"], arrived[1][r]["arrived"]) - arrived[2][r]["arrived"]
                         for r in self.ids if r in arrived[0] and r in arrived[1])
-        return {"lessons": len(self.ids), "delivered": len(delays),
+        by_gossip = sum(1 for r in self.ids if arrived[0].get(r, {}).get("via") == "gossip")
+        return {"lessons": len(self.ids), "delivered": len(delays), "to_x_by_gossip": by_gossip,
                 "median_s": round(statistics.median(delays), 3) if delays else None,
                 "p90_s": round(delays[int(0.9 * (len(delays) - 1))], 3) if delays else None,
                 "max_s": round(delays[-1], 3) if delays else None}

@@ -9,7 +9,7 @@ header (so that a web page cannot reach the API through DNS rebinding). Errors a
 Why our own server rather than a general one (hypercorn, say; ``benchmarks/api.py`` measures
 both): the API's threat is another local user, who can connect but has no token, holding
 connections open to lock the owner out. So the limits are applied in this order, each with
-its reason (PROTOCOL.md's sibling, README "Local API", lists the numbers):
+its reason (README, "Configuration" and "Local API", lists the settings):
 
 * **Header deadline**: a request head must be complete ``header_timeout`` seconds after the
   connection opened (or after the previous response, for a kept-alive connection): a client

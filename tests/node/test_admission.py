@@ -15,15 +15,7 @@ from openmemory_node.status import CommonsStatus
 from openmemory_node.store import Store
 from openmemory_node.sync import SyncIndex
 
-NOW = 1_760_000_000
-
-
-class Clock:
-    def __init__(self, t: float = NOW):
-        self.t = t
-
-    def __call__(self) -> float:
-        return self.t
+from .test_ingest_store import NOW, Clock
 
 
 def fresh() -> nacl.signing.SigningKey:
@@ -158,3 +150,24 @@ def test_evictions_take_the_first_inert_ones_never_the_record_being_stored():
     assert evictions(["a", "b", "c", "d"], 2, inert) == ["b", "c"]
     assert evictions(["a", "b", "c", "d"], 5, inert, keep="c") == ["b", "d"]
     assert evictions(["a", "b"], 0, inert) == []
+
+
+def test_sync_stops_announcing_a_dropped_record_but_serves_it_to_sessions_that_saw_it(tmp_path):
+    from openmemory_node.config import SyncSection
+    from openmemory_node.sync import Sync
+
+    node = make(tmp_path, max_without_standing=5, fresh_key_burst=1000)
+    sync = Sync(host=None, ingest=node, settings=SyncSection(session_timeout=120), clock=node.clock,
+                connected=list)
+    flood = [lesson(fresh(), i) for i in range(12)]
+    for data in flood:
+        node.clock.t += 1
+        assert node.accept(data, peer="p", originated=True).accepted
+    dropped = [wire.record_id(d) for d in flood if not node.store.has_idb(wire.record_id(d))]
+    assert dropped and node.without_standing() <= 5
+    for idb in dropped:
+        assert idb not in sync.index.sets["lesson"]  # no longer announced
+        assert sync._served_data(idb) is not None  # but a session that saw it may still pull it
+        assert sync._recently_refused(idb, node.clock())  # and it is not pulled back for an hour
+    node.clock.t += 121
+    assert all(sync._served_data(idb) is None for idb in dropped)
