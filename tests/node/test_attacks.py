@@ -354,7 +354,9 @@ async def test_a_flood_of_records_from_fresh_keys_is_bounded_counted_and_stops_n
             return inbound if inbound["unaccounted"] == 0 else None
 
         inbound = await wait_for(settled, 20, "x accounting for every message it received")
-        row = await call(peer_row, x, rogue.peer_id)
+        row = await wait_for(lambda: (lambda r: r if r and r["graylisted"] and not r["connected"] else None)(
+            peer_row(x, rogue.peer_id)), 20, "the flooder graylisted and cut off")
+        inbound = await wait_for(settled, 20, "x accounting for every message it received")
     # Every honest lesson reached every node.
     await wait_for(lambda: all(n.has(r) for n in (x, y) for r in honest), 20, "honest lessons everywhere")
     # What was stored of the flood stays within the fresh-key budget: burst + rate * time.

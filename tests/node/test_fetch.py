@@ -88,11 +88,14 @@ async def test_fetch_by_id_found_not_found_and_validated_on_arrival(cluster, tmp
         assert answered == 16
         # The rate limit (burst 100) answers RATE_LIMITED, and charges a little.
         statuses = []
+        started = time.monotonic()
         for _ in range(8):
             results = await fetch.fetch(x.peer_id, [bytes.fromhex(unknown)] * 16)
             statuses += [r.status for r in results]
+        elapsed = time.monotonic() - started
         assert "rate-limited" in statuses
-        assert statuses.count("not-found") <= 100
+        # At most the burst, plus what the bucket refilled meanwhile (20/s: a loaded machine is slow).
+        assert statuses.count("not-found") <= 100 + 20 * elapsed + 1
 
 
 async def test_a_fetch_answer_that_is_not_the_record_asked_for_is_refused_and_charged(tmp_path):
