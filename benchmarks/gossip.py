@@ -7,6 +7,9 @@
 For each N: N node processes, each bootstrapping from up to two random earlier ones (a
 connected random graph, every node with 1 to ~4 neighbours), all on 127.0.0.1.
 
+* **Start-up**: from starting the processes to every API answering (``ready``), to every node
+  connected to its neighbours (``connected``), to every node's lesson mesh holding its
+  neighbours (up to 4: ``meshed``); the mesh's own share is ``meshed - ready``.
 * **Idle RSS** per node (VmRSS, after the mesh formed and 3 s of quiet).
 * **Publish-to-every-node latency**: ``--messages`` lessons published one at a time from
   random nodes; for each, the time from its arrival in the publisher's store to its arrival
@@ -19,7 +22,13 @@ connected random graph, every node with 1 to ~4 neighbours), all on 127.0.0.1.
   The per-author limit (1 record/s, burst 60: what the commons allows one agent) would cap
   this at N records/s; the benchmark raises it to measure the network, not the policy.
 
+* **Stop**: SIGTERM to every node at the end; the time until each process has exited
+  (README: within 2 s).
+
 Targets at N = 10: p99 under 1 s; nothing lost at the sustained rate; idle RSS under 150 MB.
+On a busy machine (the 2-core machines this project runs on are shared), every step waits for
+what the nodes report, with generous bounds, so that the run completes: the figures are then
+indicative, and the bare baseline of the same run is the comparison.
 """
 
 from __future__ import annotations
@@ -73,24 +82,47 @@ def rss_mb(pid: int) -> float:
     return float("nan")
 
 
-def start_nodes(cluster: Cluster, n: int, edges: list[list[int]]) -> list[Node]:
+def start_nodes(cluster: Cluster, n: int, edges: list[list[int]]) -> tuple[list[Node], dict]:
     nodes: list[Node] = []
     for i in range(n):
         node = cluster.node(extra_config=BENCH_CONFIG, log_level="warning")
         node.init([nodes[j].multiaddr for j in edges[i]])
         nodes.append(node)
+    t0 = time.monotonic()
     for node in nodes:
         node.start(wait=False)
     for node in nodes:
-        node.wait_ready(timeout=60)
+        node.wait_ready(timeout=120)
+    ready = time.monotonic() - t0
     degree = [0] * n
     for i, parents in enumerate(edges):
         for j in parents:
             degree[i] += 1
             degree[j] += 1
     for node, want in zip(nodes, degree):
-        wait_until(lambda: node.mesh() >= min(want, 4), 60, 0.2, f"{node.name} meshed")
-    return nodes
+        wait_until(lambda: len(node.connected()) >= want, 120, 0.2, f"{node.name} connected")
+    connected = time.monotonic() - t0
+    for node, want in zip(nodes, degree):
+        wait_until(lambda: node.mesh() >= min(want, 4), 120, 0.2, f"{node.name} meshed")
+    meshed = time.monotonic() - t0
+    return nodes, {"ready_s": round(ready, 1), "connected_s": round(connected, 1),
+                   "meshed_s": round(meshed, 1), "mesh_after_ready_s": round(meshed - ready, 1)}
+
+
+def stop_times(nodes: list[Node]) -> list[float]:
+    """SIGTERM to every node at once; how long each took to exit."""
+    import signal
+
+    started = time.monotonic()
+    for node in nodes:
+        node.proc.send_signal(signal.SIGTERM)
+    exited: dict[int, float] = {}
+    while len(exited) < len(nodes) and time.monotonic() - started < 30:
+        for i, node in enumerate(nodes):
+            if i not in exited and node.proc.poll() is not None:
+                exited[i] = time.monotonic() - started
+        time.sleep(0.005)
+    return [exited.get(i, float("inf")) for i in range(len(nodes))]
 
 
 def arrivals(nodes: list[Node]) -> list[dict[str, float]]:
@@ -183,7 +215,7 @@ from contextlib import AsyncExitStack
 from libp2p.pubsub.gossipsub import GossipSub, PROTOCOL_ID_V11, PROTOCOL_ID_V12
 from libp2p.pubsub.pubsub import Pubsub
 from libp2p.tools.anyio_service import background_trio_service
-from openmemory_node.host import build_host, peer_info
+from openmemory_node.host import build_host, dial, peer_info
 from openmemory_node.identity import Identity
 TOPIC = "/bench/bare"
 port, seed, boots = int(sys.argv[1]), bytes.fromhex(sys.argv[2]), sys.argv[3:]
@@ -201,7 +233,7 @@ async def main():
         for b in boots:  # the peer may still be starting: retry for up to 60 s
             for _ in range(300):
                 try:
-                    await host.connect(peer_info(b))
+                    await dial(host, peer_info(b))  # (lifts py-libp2p's 60 s negative cache)
                     break
                 except Exception:
                     await trio.sleep(0.2)
@@ -277,8 +309,15 @@ def bare_latency(n: int, edges: list[list[int]], messages: int, rng: random.Rand
         for i, node in enumerate(nodes):
             node.start([nodes[j].multiaddr for j in edges[i]])
         for node in nodes:
-            wait_until(lambda: "ready" in node.lines, 90, 0.05, "a bare node connected")
-        time.sleep(3.0)  # meshes form on the 1 s heartbeat
+            wait_until(lambda: "ready" in node.lines, 120, 0.05, "a bare node connected")
+        for node in nodes:  # every bare node has a mesh peer (meshes form on the 1 s heartbeat)
+            def meshed() -> bool:
+                node.send("mesh")
+                time.sleep(0.1)
+                sizes = [int(l.split()[1]) for l in node.lines if l.startswith("mesh ")]
+                return bool(sizes) and sizes[-1] >= 1
+
+            wait_until(meshed, 60, 0.1, "a bare node meshed")
         latencies = []
         for i in range(-3, messages):  # three warm-up messages, not measured
             origin = rng.randrange(n)
@@ -307,11 +346,10 @@ def bare_latency(n: int, edges: list[list[int]], messages: int, rng: random.Rand
 def run_size(n: int, args: argparse.Namespace, rng: random.Random) -> dict:
     edges = topology(n, rng)
     with tempfile.TemporaryDirectory(prefix=f"om-bench-{n}-") as tmp:
-        t0 = time.monotonic()
         cluster = Cluster(Path(tmp))
         try:
-            nodes = start_nodes(cluster, n, edges)
-            startup = time.monotonic() - t0
+            nodes, startup = start_nodes(cluster, n, edges)
+            print(f"  N={n} start-up: {startup}", file=sys.stderr)
             time.sleep(3.0)
             rss = [rss_mb(node.proc.pid) for node in nodes]
             measure_latency(nodes, 3, rng)  # warm-up, not measured
@@ -324,6 +362,7 @@ def run_size(n: int, args: argparse.Namespace, rng: random.Random) -> dict:
                 if not result["sustained"]:
                     break
             sustained = max((r["rate"] for r in rates if r["sustained"]), default=0)
+            stops = stop_times(nodes)
         finally:
             cluster.close()
     bare: list[float] = []
@@ -334,7 +373,8 @@ def run_size(n: int, args: argparse.Namespace, rng: random.Random) -> dict:
             print(f"  N={n} bare baseline failed: {exc}", file=sys.stderr)
     result = {
         "nodes": n,
-        "startup_s": round(startup, 1),
+        "startup": startup,
+        "stop_s": {"p50": round(percentile(stops, 0.5), 2), "max": round(max(stops), 2)},
         "idle_rss_mb": {"mean": round(statistics.mean(rss), 1), "max": round(max(rss), 1)},
         "latency_s": {"p50": round(percentile(lat, 0.5), 3), "p99": round(percentile(lat, 0.99), 3),
                       "max": round(max(lat), 3)},
@@ -370,15 +410,18 @@ def main() -> None:
     if args.json:
         print(json.dumps(results, indent=2))
         return
-    print(f"{'N':>3} {'start s':>8} {'idle RSS MB (mean/max)':>23} {'latency p50/p99/max s':>24} "
-          f"{'bare p50/p99 s':>16} {'ratio':>6} {'sustained rec/s':>16}")
+    print(f"{'N':>3} {'ready/conn/mesh s':>18} {'mesh formed s':>13} {'idle RSS MB (mean/max)':>23} "
+          f"{'latency p50/p99/max s':>24} {'bare p50/p99 s':>16} {'ratio':>6} {'sustained rec/s':>16} "
+          f"{'stop p50/max s':>15}")
     for r in results:
-        lat, rss = r["latency_s"], r["idle_rss_mb"]
+        lat, rss, up, stop = r["latency_s"], r["idle_rss_mb"], r["startup"], r["stop_s"]
         bare = r.get("bare_libp2p_latency_s")
         bare_text = f"{bare['p50']:.3f}/{bare['p99']:.3f}" if bare else "-"
-        print(f"{r['nodes']:>3} {r['startup_s']:>8} {rss['mean']:>11}/{rss['max']:<11} "
+        phases = f"{up['ready_s']}/{up['connected_s']}/{up['meshed_s']}"
+        print(f"{r['nodes']:>3} {phases:>18} {up['mesh_after_ready_s']:>13} {rss['mean']:>11}/{rss['max']:<11} "
               f"{lat['p50']:>8.3f}/{lat['p99']:.3f}/{lat['max']:.3f}{'':>2} {bare_text:>16} "
-              f"{r.get('latency_ratio_p50', '-'):>6} {r['sustained_records_per_s']:>16g}")
+              f"{r.get('latency_ratio_p50', '-'):>6} {r['sustained_records_per_s']:>16g} "
+              f"{stop['p50']:>7}/{stop['max']:<7}")
     ten = next((r for r in results if r["nodes"] == 10), None)
     if ten:
         print(f"targets at N=10: p99 {ten['latency_s']['p99']:.3f} s (< 1 s: "

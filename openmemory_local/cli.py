@@ -47,6 +47,7 @@ from .store import Store, StoreError
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_PARTIAL, EXIT_STORE, EXIT_BUSY, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 5, 130
 EXIT_NO_NODE = 8
+EPISODE_KINDS = ("session", "error", "correction")  # what --kind accepts (the store's kinds)
 
 
 class UsageError(Exception):
@@ -692,7 +693,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "Returned memories are touched (use keeps them alive).")
     p.add_argument("query", help="what to remember, in words")
     p.add_argument("-k", type=int, default=5, help="how many (default 5)")
-    p.add_argument("--kind", action="append", metavar="KIND",
+    p.add_argument("--kind", action="append", metavar="KIND", choices=EPISODE_KINDS,
                    help="only this kind: session, error, correction (repeatable)")
     p.add_argument("--project", help="only this project (path, last path part, or Claude Code folder name)")
     p.add_argument("--no-touch", action="store_true", help="do not record this recall")
@@ -700,7 +701,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("episodes", parents=[common], help="list episodes",
                        description="List episodes, oldest first.")
-    p.add_argument("--kind", help="session, error or correction")
+    p.add_argument("--kind", choices=EPISODE_KINDS, help="session, error or correction")
     p.add_argument("--project", help="project (path, last path part, or Claude Code folder name)")
     p.add_argument("--session", help="session id (or a prefix of one)")
     p.add_argument("--archived", action="store_true", help="list archived episodes instead")

@@ -11,26 +11,32 @@
     POST /v1/fetch                {id, peer?}: ask peers (or one, by peer id or multiaddr) for a record
 
 Part 2's endpoints (attest, revoke, trust, vouch, sync, peers) are in
-:mod:`openmemory_node.api_commons`.
+:mod:`openmemory_node.api_commons`. Both are written against
+:class:`openmemory_node.interface.NodeInterface`, which the daemon implements.
+
+Wherever a record id is expected (a path or a body field), an unambiguous prefix of at least
+``MIN_ID_PREFIX`` hex digits of the id of a record held here is accepted too; an ambiguous one
+is refused (400 ``ambiguous-id``, with the ``candidates``), one that matches nothing is 404.
 """
 
 from __future__ import annotations
 
 import hashlib
-from typing import TYPE_CHECKING, Any
-
-import trio
+import re
+from typing import Any
 
 from . import __version__, wire
 from .host import peer_info
-from .httpserver import HttpError, HttpServer, Request
+from .httpserver import HttpError, HttpServer, Request, bad_request
+from .interface import NodeInterface
 from .policy import Action
+from .status import ALL_STATUSES
 from .store import StoredRecord
 
-if TYPE_CHECKING:
-    from .daemon import Daemon
-
 MAX_LIST = 1000
+MIN_ID_PREFIX = 8  # hex digits: "1220" (every id's multihash header) and four more
+MAX_CANDIDATES = 10
+_HEX = re.compile(r"[0-9a-fA-F]+")
 
 
 def record_view(row: StoredRecord) -> dict[str, Any]:
@@ -44,40 +50,66 @@ def record_view(row: StoredRecord) -> dict[str, Any]:
     return view
 
 
-def _record_id(value: Any, name: str = "id") -> bytes:
-    try:
-        return wire.parse_id(value, name)
-    except wire.WireError as exc:
-        raise HttpError(400, "bad-id", exc.message) from None
+def resolve_id(store: Any, value: Any, name: str = "id", extra: Any = ()) -> bytes:
+    """A record id from its text form or an unambiguous prefix of a held record's id (or of
+    one of ``extra``, ids known otherwise, e.g. local revocations)."""
+    if not isinstance(value, str):
+        raise bad_request(f"{name} must be a record id (68 hex digits) or a prefix of one", "bad-id")
+    text = value.strip().lower()
+    if len(text) == 2 * wire.ID_BYTES:
+        try:
+            return wire.parse_id(text, name)
+        except wire.WireError as exc:
+            raise HttpError(400, "bad-id", exc.message) from None
+    if len(text) < MIN_ID_PREFIX or len(text) > 2 * wire.ID_BYTES or not _HEX.fullmatch(text):
+        raise bad_request(f"{name} {value[:80]!r} is neither a record id (68 hex digits) nor a prefix of "
+                          f"at least {MIN_ID_PREFIX} hex digits", "bad-id")
+    found = store.ids_with_prefix(text, MAX_CANDIDATES + 1)
+    found = sorted(set(found) | {i for i in extra if i.startswith(text)})
+    if not found:
+        hint = "" if text.startswith("1220") else " (every id starts with 1220)"
+        raise HttpError(404, "not-found", f"no record here has an id starting {text}{hint}")
+    if len(found) > 1:
+        shown = found[:MAX_CANDIDATES]
+        raise bad_request(f"{name} {text} is ambiguous: {len(found)}{'+' if len(found) > MAX_CANDIDATES else ''} "
+                          f"records start with it; give more digits", "ambiguous-id", candidates=shown)
+    return bytes.fromhex(found[0])
 
 
-def _ingest_response(daemon: "Daemon", outcome: Any, data: bytes) -> tuple[int, Any]:
+def ingest_response(node: NodeInterface, outcome: Any, data: bytes) -> tuple[int, Any]:
     verdict = outcome.verdict
     if verdict.action is Action.DUPLICATE:
-        row = daemon.store.get_by_idb(wire.record_id(data))
+        row = node.store.get_by_idb(wire.record_id(data))
         return 200, {"published": False, "duplicate": True, **(record_view(row) if row else {})}
     if verdict.action is not Action.ACCEPT:
         raise HttpError(422, verdict.code, verdict.detail or verdict.code)
     record = outcome.record
-    daemon.gossip.publish(record.id, record.record_type, data)
-    row = daemon.store.get(record.id)
+    node.gossip.publish(record.id, record.record_type, data)
+    row = node.store.get(record.id)
     assert row is not None
     return 201, {"published": "queued", "duplicate": False, **record_view(row)}
 
 
-def _commons_summary(daemon: "Daemon") -> dict[str, Any] | None:
-    if daemon.commons is None:
+def _commons_summary(node: NodeInterface) -> dict[str, Any] | None:
+    if node.commons is None:
         return None
-    machine = daemon.commons.machine
+    machine = node.commons.machine
     cfg = machine.config
     return {"policy": cfg.policy, "threshold": cfg.threshold, "fade_window": cfg.fade_window,
             "trust_list": len(cfg.trust), "trusted": len(machine.trusted),
             "revokers": len(cfg.revokers), "local_revocations": len(cfg.local_revocations)}
 
 
-def install_v1(api: HttpServer, daemon: "Daemon") -> None:
+def _admission(node: NodeInterface) -> dict[str, Any]:
+    lim = node.policy.limits
+    return {"fresh_key_budget": {"rate": lim.fresh_key_rate, "burst": lim.fresh_key_burst},
+            "without_standing": {"stored": node.ingest.without_standing(), "bound": lim.max_without_standing},
+            "evicted": node.ingest.stats.get("evicted", 0)}
+
+
+def install_v1(api: HttpServer, daemon: NodeInterface) -> None:
     @api.route("GET", "/v1/node")
-    async def node(req: Request) -> tuple[int, Any]:
+    async def node_info(req: Request) -> tuple[int, Any]:
         now = daemon.clock()
         return 200, {
             "peer_id": daemon.peer_id,
@@ -93,16 +125,17 @@ def install_v1(api: HttpServer, daemon: "Daemon") -> None:
     @api.route("GET", "/v1/status")
     async def status(req: Request) -> tuple[int, Any]:
         daemon.store.flush()
-        connected = daemon.host.get_connected_peers()
+        connected = daemon.connected_ids()
         stats = dict(daemon.ingest.stats)
         return 200, {
             "peer_id": daemon.peer_id,
             "uptime": round(daemon.clock() - daemon.started_at, 3),
             "records": daemon.store.counts(),
+            "kinds": daemon.store.kinds(),
             "peers": {
                 "connected": len(connected),
                 "known": len(daemon.plan.peers),
-                "graylisted": sorted(daemon._graylisted_ids()),
+                "graylisted": sorted(daemon.graylisted_ids()),
             },
             "gossip": {
                 "published": daemon.gossip.published,
@@ -110,6 +143,7 @@ def install_v1(api: HttpServer, daemon: "Daemon") -> None:
                 "delivered": daemon.gossip.delivered,
                 "dropped": daemon.gossip.router.dropped,
                 "mesh": {t: len(daemon.gossip.live_mesh(t)) for t in daemon.gossip.router.mesh},
+                "inbound": daemon.gossip.inbound_accounting(),
             },
             "ingest": {
                 "accepted": stats.get("accept", 0),
@@ -117,7 +151,9 @@ def install_v1(api: HttpServer, daemon: "Daemon") -> None:
                 "refused": {k: v for k, v in sorted(stats.items()) if ":" in k},
             },
             "rejections": daemon.store.rejections(),
-            "fetch": {"served": daemon.fetch.served},
+            "admission": _admission(daemon),
+            "fetch": {"served": daemon.fetch.served, "refused_streams": daemon.fetch.refused_streams},
+            "api": daemon.api.stats(),
             "commons": _commons_summary(daemon),
             "sync": {k: v for k, v in daemon.sync.status().items() if k != "last"},
             "reconnect": {"dials": daemon.reconnector.dials,
@@ -129,12 +165,12 @@ def install_v1(api: HttpServer, daemon: "Daemon") -> None:
         from libp2p.peer.id import ID
 
         now = daemon.clock()
-        connected = {p.to_base58(): p for p in daemon.host.get_connected_peers()}
+        connected = set(daemon.connected_ids())
         known = {p["peer_id"]: p for p in daemon.store.known_peers()}
-        ids = sorted(set(connected) | set(known) | set(daemon.plan.peers))
+        ids = sorted(connected | set(known) | set(daemon.plan.peers))
         out = []
         for peer in ids:
-            pid = connected.get(peer) or ID.from_base58(peer)
+            pid = ID.from_base58(peer)
             plan = daemon.plan.peers.get(peer)
             row = known.get(peer, {})
             ledger = daemon.policy.ledger.stats(peer, now)
@@ -154,11 +190,23 @@ def install_v1(api: HttpServer, daemon: "Daemon") -> None:
             })
         return 200, {"peers": out}
 
+    def query_choice(req: Request, name: str, choices: tuple[str, ...]) -> str | None:
+        value = req.query.get(name)
+        if value is not None and value not in choices:
+            raise bad_request(f"?{name}= must be one of {', '.join(choices)}, not {value[:40]!r}")
+        return value
+
     @api.route("GET", "/v1/records")
     async def records(req: Request) -> tuple[int, Any]:
+        kind = req.query.get("kind")
+        if kind is not None and not re.fullmatch(wire.KIND_PATTERN, kind):
+            raise bad_request(f"?kind= {kind[:40]!r} is not a kind ({wire.KIND_PATTERN})")
+        author = req.query.get("author")
+        if author is not None and not re.fullmatch(r"[0-9a-f]{64}", author):
+            raise bad_request("?author= is a public key: 64 lower-case hex digits")
         rows = daemon.store.list(
-            type=req.query.get("type"), kind=req.query.get("kind"),
-            status=req.query.get("status"), author=req.query.get("author"),
+            type=query_choice(req, "type", wire.RECORD_TYPES), kind=kind,
+            status=query_choice(req, "status", ALL_STATUSES), author=author,
             limit=req.int_query("limit", 100, 1, MAX_LIST),
             before_seq=req.int_query("before", None, 0),
         )
@@ -167,7 +215,7 @@ def install_v1(api: HttpServer, daemon: "Daemon") -> None:
 
     @api.route("GET", "/v1/records/{id}")
     async def get_record(req: Request) -> tuple[int, Any]:
-        idb = _record_id(req.params["id"])
+        idb = resolve_id(daemon.store, req.params["id"])
         row = daemon.store.get_by_idb(idb)
         if row is None:
             raise HttpError(404, "not-found", f"no record {idb.hex()} here (POST /v1/fetch asks peers)")
@@ -175,70 +223,63 @@ def install_v1(api: HttpServer, daemon: "Daemon") -> None:
 
     @api.route("POST", "/v1/lessons")
     async def publish_lesson(req: Request) -> tuple[int, Any]:
-        body = req.json_object()
-        unknown = set(body) - {"text", "kind", "strength", "provenance", "derived_from", "created"}
-        if unknown:
-            raise HttpError(400, "bad-request", f"unknown fields: {', '.join(sorted(unknown))}")
-        text = body.get("text")
-        kind = body.get("kind")
-        if not isinstance(text, str) or not isinstance(kind, str):
-            raise HttpError(400, "bad-request", "text and kind are required strings")
-        strength = body.get("strength", 1.0)
+        body = req.fields({"text", "kind", "strength", "provenance", "derived_from", "created"})
+        text = body.string("text", required=True)
+        kind = body.string("kind", required=True)
+        strength = body.number("strength", 1.0, low=0, high=wire.MAX_STRENGTH / 1000)
+        provenance = body.string("provenance")
+        if provenance is not None and not re.fullmatch(r"[0-9a-fA-F]{64}", provenance):
+            raise bad_request("provenance must be 64 hex digits (a SHA-256)")
         # A caller that fixes every field (created included) gets byte-identical records on a
         # retry (Ed25519 is deterministic): a retry after a crash is a duplicate (200), not a
         # second record. A time ahead of the clock is refused by validation (clock-skew).
-        created = body.get("created")
-        if created is None:
-            created = int(daemon.clock())
-        elif isinstance(created, bool) or not isinstance(created, int):
-            raise HttpError(400, "bad-request", "created is whole Unix seconds")
-        provenance = body.get("provenance")
+        created = body.integer("created", int(daemon.clock()), low=wire.MIN_CREATED, high=wire.MAX_CREATED)
         if provenance is None:
             # No source episodes given (a lesson typed by a person): commit to the text.
-            provenance = hashlib.sha256(b"openmemory/manual/v1\x00" + text.encode()).hexdigest()
+            provenance = hashlib.sha256(b"openmemory/manual/v1\x00" + text.encode("utf-8", "replace")).hexdigest()
+        parents = [resolve_id(daemon.store, p, "derived_from")
+                   for p in body.array("derived_from", max_items=wire.MAX_DERIVED_FROM)]
         try:
             lesson = wire.new_lesson(
                 daemon.identity.signing_key, text=text, kind=kind,
                 strength=wire.strength_milli(strength), provenance=provenance,
-                derived_from=body.get("derived_from") or (), created=created,
+                derived_from=sorted(set(parents)), created=created,
             )
         except wire.WireError as exc:
             raise HttpError(422, exc.code, exc.message) from None
         data = wire.encode(lesson)
         outcome = daemon.ingest.accept(data, peer=None, via="local")
-        return _ingest_response(daemon, outcome, data)
+        return ingest_response(daemon, outcome, data)
 
     @api.route("POST", "/v1/records")
     async def publish_record(req: Request) -> tuple[int, Any]:
-        body = req.json_object()
-        raw = body.get("cbor")
-        if not isinstance(raw, str):
-            raise HttpError(400, "bad-request", "cbor (the record's bytes in hex) is required")
+        body = req.fields({"cbor"})
+        raw = body.string("cbor", required=True, max_bytes=4 * wire.MAX_RECORD_BYTES)
         try:
             data = bytes.fromhex(raw)
         except ValueError:
-            raise HttpError(400, "bad-request", "cbor is not hexadecimal") from None
+            raise bad_request("cbor is not hexadecimal") from None
         outcome = daemon.ingest.accept(data, peer=None, via="api")
-        return _ingest_response(daemon, outcome, data)
+        return ingest_response(daemon, outcome, data)
 
     @api.route("POST", "/v1/fetch")
     async def fetch(req: Request) -> tuple[int, Any]:
-        body = req.json_object()
-        idb = _record_id(body.get("id"))
+        body = req.fields({"id", "peer"})
+        idb = resolve_id(daemon.store, body.string("id", required=True))
         row = daemon.store.get_by_idb(idb)
         if row is not None:
             return 200, {**record_view(row), "fetched": {"from": "store", "tried": []}}
-        peers = [p.to_base58() for p in daemon.host.get_connected_peers()]
-        if body.get("peer"):
-            peer = body["peer"]
-            if not isinstance(peer, str):
-                raise HttpError(400, "bad-request", "peer is a peer id or a multiaddr")
+        peers = daemon.connected_ids()
+        peer = body.string("peer")
+        if peer:
             if "/p2p/" in peer:  # a full address: dial it first
                 try:
                     info = peer_info(peer)
-                    with trio.fail_after(daemon.config.reconnect.dial_timeout):
-                        await daemon.host.connect(info)
-                except (ValueError, trio.TooSlowError, Exception) as exc:
+                except ValueError as exc:
+                    raise bad_request(str(exc), "bad-addr") from None
+                try:
+                    await daemon.dial(info)
+                except Exception as exc:
                     raise HttpError(502, "unreachable", f"cannot connect to {peer}: {exc}") from None
                 peer = info.peer_id.to_base58()
             peers = [peer]

@@ -27,7 +27,7 @@ from .httpserver import HttpError, HttpServer, Request
 
 if TYPE_CHECKING:
     from .commons import Commons
-    from .daemon import Daemon
+    from .interface import NodeInterface
 
 DEFAULT_LIMIT = 500
 TYPES = ("lesson", "attestation", "revocation", "vouch")
@@ -55,7 +55,7 @@ def lesson_summary(machine: "Commons", lid: str) -> dict[str, Any] | None:
     }
 
 
-def install_changes(api: HttpServer, daemon: "Daemon") -> None:
+def install_changes(api: HttpServer, daemon: "NodeInterface") -> None:
     @api.route("GET", "/v1/changes")
     async def changes(req: Request) -> tuple[int, Any]:
         after = req.int_query("after", 0, 0)

@@ -19,30 +19,22 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import trio
 
 from . import wire
-from .api import _ingest_response, _record_id, record_view
+from .api import ingest_response, record_view, resolve_id
 from .commons import CONFIRMED, FAILED, Commons
 from .host import peer_info
 from .httpserver import HttpError, HttpServer, Request
 from .identity import parse_public_key, peer_id_of
+from .interface import NodeInterface
 from .reconnect import transport_addr
 from .store import Store
 
-if TYPE_CHECKING:
-    from .daemon import Daemon
-
 DEFAULT_EVIDENCE_WINDOW = 14 * 86400
 ROLES = {"trust": "trust", "revokers": "revoker"}
-
-
-def _fields(body: dict[str, Any], allowed: set[str]) -> None:
-    unknown = set(body) - allowed
-    if unknown:
-        raise HttpError(400, "bad-request", f"unknown fields: {', '.join(sorted(unknown))}")
 
 
 def _key(value: Any) -> bytes:
@@ -52,7 +44,7 @@ def _key(value: Any) -> bytes:
         raise HttpError(400, "bad-key", str(exc)) from None
 
 
-def _commons(daemon: "Daemon") -> Any:
+def _commons(daemon: NodeInterface) -> Any:
     if daemon.commons is None:
         raise HttpError(409, "no-commons", "this node runs without the commons state machine")
     return daemon.commons
@@ -83,11 +75,11 @@ def _with_texts(store: Store, node: dict[str, Any]) -> dict[str, Any]:
     return node
 
 
-def install_commons(api: HttpServer, daemon: "Daemon") -> None:
+def install_commons(api: HttpServer, daemon: NodeInterface) -> None:
     def sign_and_ingest(record: Any) -> tuple[int, Any]:
         data = wire.encode(record)
         outcome = daemon.ingest.accept(data, peer=None, via="local")
-        return _ingest_response(daemon, outcome, data)
+        return ingest_response(daemon, outcome, data)
 
     def now() -> int:
         return int(daemon.clock())
@@ -95,27 +87,32 @@ def install_commons(api: HttpServer, daemon: "Daemon") -> None:
     # -- attest ------------------------------------------------------------------------------
     @api.route("POST", "/v1/attest")
     async def attest(req: Request) -> tuple[int, Any]:
-        body = req.json_object()
-        _fields(body, {"id", "verdict", "met_before", "evidence"})
-        idb = _record_id(body.get("id"))
-        verdict = body.get("verdict")
-        if verdict not in (CONFIRMED, FAILED):
-            raise HttpError(400, "bad-request", "verdict is \"confirmed\" or \"failed\"")
-        met_before = body.get("met_before", False)
-        if not isinstance(met_before, bool):
-            raise HttpError(400, "bad-request", "met_before is true or false")
+        body = req.fields({"id", "verdict", "met_before", "evidence"})
+        idb = resolve_id(daemon.store, body.string("id", required=True))
+        verdict = body.choice("verdict", (CONFIRMED, FAILED), required=True)
+        met_before = body.boolean("met_before", False)
+        given = body.object("evidence", {"sessions", "matched", "window"})
+        if given is None:
+            evidence = {"sessions": 1, "matched": 1 if verdict == CONFIRMED else 0,
+                        "window": DEFAULT_EVIDENCE_WINDOW}
+        else:
+            sessions = given.integer("sessions", required=True, low=0, high=wire.MAX_EVIDENCE_COUNT)
+            evidence = {
+                "sessions": sessions,
+                "matched": given.integer("matched", required=True, low=1 if verdict == CONFIRMED else 0,
+                                         high=sessions),
+                "window": given.integer("window", required=True, low=1, high=wire.MAX_EVIDENCE_WINDOW),
+            }
         row = daemon.store.get_by_idb(idb)
         if row is None:
             raise HttpError(404, "not-found", f"no lesson {idb.hex()} here (fetch it first)")
         if row.type != "lesson":
             raise HttpError(422, "not-a-lesson", f"{idb.hex()} is a {row.type}; attest lessons")
-        evidence = body.get("evidence") or {
-            "sessions": 1, "matched": 1 if verdict == CONFIRMED else 0, "window": DEFAULT_EVIDENCE_WINDOW}
         try:
             record = wire.new_attestation(daemon.identity.signing_key, lesson_id=idb, verdict=verdict,
                                           met_before=met_before, evidence=evidence, created=now())
-        except (wire.WireError, TypeError, KeyError) as exc:
-            raise HttpError(422, getattr(exc, "code", "schema"), str(exc)) from None
+        except wire.WireError as exc:
+            raise HttpError(422, exc.code, exc.message) from None
         status, view = sign_and_ingest(record)
         view["lesson"] = _commons(daemon).machine.explain(idb.hex())
         return status, view
@@ -123,15 +120,12 @@ def install_commons(api: HttpServer, daemon: "Daemon") -> None:
     # -- revoke ------------------------------------------------------------------------------
     @api.route("POST", "/v1/revoke")
     async def revoke(req: Request) -> tuple[int, Any]:
-        body = req.json_object()
-        _fields(body, {"id", "reason_code", "reason", "local"})
-        idb = _record_id(body.get("id"))
-        reason = body.get("reason", "")
-        code = body.get("reason_code", "incorrect")
-        if not isinstance(reason, str) or not isinstance(code, str):
-            raise HttpError(400, "bad-request", "reason and reason_code are strings")
+        body = req.fields({"id", "reason_code", "reason", "local"})
+        idb = resolve_id(daemon.store, body.string("id", required=True))
+        reason = body.string("reason", "", max_bytes=wire.MAX_REASON_BYTES)
+        code = body.choice("reason_code", wire.REASON_CODES, "incorrect")
         rid = idb.hex()
-        if body.get("local", False) is True:
+        if body.boolean("local", False):
             rules = _commons(daemon)
             added = daemon.store.add_local_revocation(rid, reason)
             changed = rules.rebuild()
@@ -152,7 +146,7 @@ def install_commons(api: HttpServer, daemon: "Daemon") -> None:
 
     @api.route("DELETE", "/v1/revoke/{id}")
     async def unrevoke(req: Request) -> tuple[int, Any]:
-        rid = _record_id(req.params["id"]).hex()
+        rid = resolve_id(daemon.store, req.params["id"], extra=daemon.store.local_revocations()).hex()
         if not daemon.store.remove_local_revocation(rid):
             raise HttpError(404, "not-found", f"no local revocation of {rid} (a published revocation is final)")
         changed = _commons(daemon).rebuild()
@@ -169,7 +163,7 @@ def install_commons(api: HttpServer, daemon: "Daemon") -> None:
     # -- status and chain -------------------------------------------------------------------
     @api.route("GET", "/v1/commons/{id}")
     async def commons(req: Request) -> tuple[int, Any]:
-        rid = _record_id(req.params["id"]).hex()
+        rid = resolve_id(daemon.store, req.params["id"]).hex()
         view = commons_view(_commons(daemon).machine, daemon.store, rid)
         if view.get("status") == "absent" and not view["chain"]["children"]:
             raise HttpError(404, "not-found", f"no record {rid} here (POST /v1/fetch asks peers)")
@@ -203,12 +197,9 @@ def install_commons(api: HttpServer, daemon: "Daemon") -> None:
 
         @api.route("POST", f"/v1/{name}")
         async def add(req: Request) -> tuple[int, Any]:
-            body = req.json_object()
-            _fields(body, {"key", "note"})
-            key = _key(body.get("key"))
-            note = body.get("note", "")
-            if not isinstance(note, str):
-                raise HttpError(400, "bad-request", "note is a string")
+            body = req.fields({"key", "note"})
+            key = _key(body.string("key", required=True))
+            note = body.string("note", "", max_bytes=200)
             added = daemon.store.add_commons_key(key.hex(), role, note[:200])
             changed = _commons(daemon).rebuild() if added else 0
             return (201 if added else 200), {"key": key.hex(), "added": added, "changed": changed,
@@ -232,9 +223,8 @@ def install_commons(api: HttpServer, daemon: "Daemon") -> None:
 
     @api.route("POST", "/v1/vouch")
     async def vouch(req: Request) -> tuple[int, Any]:
-        body = req.json_object()
-        _fields(body, {"key"})
-        key = _key(body.get("key"))
+        body = req.fields({"key"})
+        key = _key(body.string("key", required=True))
         try:
             record = wire.new_vouch(daemon.identity.signing_key, subject=key, created=now())
         except wire.WireError as exc:
@@ -248,14 +238,14 @@ def install_commons(api: HttpServer, daemon: "Daemon") -> None:
 
     @api.route("POST", "/v1/sync")
     async def sync_now(req: Request) -> tuple[int, Any]:
-        body = req.json_object() if req.body else {}
-        _fields(body, {"peer"})
+        body = req.fields({"peer"}, optional_body=True)
         connected = daemon.connected_ids()
         peers = connected
-        if body.get("peer"):
-            if body["peer"] not in connected:
-                raise HttpError(404, "not-connected", f"{body['peer']} is not connected")
-            peers = [body["peer"]]
+        peer = body.string("peer")
+        if peer:
+            if peer not in connected:
+                raise HttpError(404, "not-connected", f"{peer[:80]} is not connected")
+            peers = [peer]
         reports: list[Any] = []
 
         async def one(peer: str) -> None:
@@ -269,11 +259,10 @@ def install_commons(api: HttpServer, daemon: "Daemon") -> None:
     # -- peers -------------------------------------------------------------------------------
     @api.route("POST", "/v1/peers")
     async def add_peer(req: Request) -> tuple[int, Any]:
-        body = req.json_object()
-        _fields(body, {"addr"})
-        addr = body.get("addr")
+        body = req.fields({"addr"})
+        addr = body.string("addr", required=True, max_bytes=1024)
         try:
-            info = peer_info(addr if isinstance(addr, str) else "")
+            info = peer_info(addr)
         except ValueError as exc:
             raise HttpError(400, "bad-addr", str(exc)) from None
         peer = info.peer_id.to_base58()
@@ -284,8 +273,7 @@ def install_commons(api: HttpServer, daemon: "Daemon") -> None:
         daemon.store.remember_peer(peer, addrs, "manual")
         error = None
         try:
-            with trio.fail_after(daemon.config.reconnect.dial_timeout):
-                await daemon.host.connect(info)
+            await daemon.dial(info)
         except Exception as exc:  # kept: the reconnect loop goes on trying
             error = f"{type(exc).__name__}: {exc}"[:200]
         return 200, {"peer_id": peer, "addrs": addrs, "connected": peer in daemon.connected_ids(),

@@ -15,11 +15,12 @@ class ApiUnavailable(Exception):
 
 
 class ApiError(Exception):
-    def __init__(self, status: int, code: str, message: str):
+    def __init__(self, status: int, code: str, message: str, details: dict | None = None):
         super().__init__(f"{code}: {message}")
         self.status = status
         self.code = code
         self.message = message
+        self.details = details or {}  # the whole error object (e.g. "candidates")
 
 
 class Client:
@@ -67,7 +68,7 @@ class Client:
             raise ApiError(response.status, "bad-response", raw[:200].decode("latin-1")) from None
         if response.status >= 400:
             err = (data or {}).get("error", {}) if isinstance(data, dict) else {}
-            raise ApiError(response.status, err.get("code", "error"), err.get("message", ""))
+            raise ApiError(response.status, err.get("code", "error"), err.get("message", ""), err)
         return data
 
     def get(self, path: str) -> Any:

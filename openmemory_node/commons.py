@@ -448,6 +448,45 @@ class Commons:
             touched |= self._tally(key)
         return self._diff(touched)
 
+    # -- forgetting (a node's local storage policy, PROTOCOL.md "Admission of new authors") ---
+    def inert(self, rid: str) -> bool:
+        """Whether forgetting ``rid`` leaves every other status as it is: nothing here names it
+        (no attestation, revocation or lesson deriving from it), it is alone in its group (a
+        lesson), its vote does not count (an attestation), its vouch has no effect, it is no
+        revocation (revocations are kept forever) and it is not revoked locally. Forgetting it
+        then gives exactly the machine that never saw it (tests/node/test_commons.py)."""
+        if rid not in self._status or rid in self.revocations or rid in self.config.local_revocations:
+            return False
+        if self.votes_on.get(rid) or self.revocations_of.get(rid) or self.children.get(rid):
+            return False
+        if rid in self.lessons:
+            return self.groups[self.lessons[rid].key].members == {rid}
+        if rid in self.attestations:
+            return self._status[rid] != COUNTED
+        return rid in self.vouches and self._status[rid] == NO_EFFECT
+
+    def forget(self, rid: str) -> None:
+        """Drop an :meth:`inert` record (ValueError for any other)."""
+        if not self.inert(rid):
+            raise ValueError(f"{rid} is not inert: forgetting it would change other statuses")
+        if rid in self.lessons:
+            lesson = self.lessons.pop(rid)
+            del self.groups[lesson.key]
+            for parent in lesson.parents:
+                _discard(self.children, parent, rid)
+        elif rid in self.attestations:
+            att = self.attestations.pop(rid)
+            _discard(self.votes_on, att.lesson, rid)
+            signer = att.vote.signer
+            if not any(self.attestations[a].vote.signer == signer for a in self.votes_on.get(att.lesson, ())):
+                _discard(self.voted_by, signer, att.lesson)
+            if att.lesson in self.lessons:
+                self.groups[self.lessons[att.lesson].key].refused.pop(rid, None)
+        else:
+            del self.vouches[rid]
+        self.revoked.discard(rid)
+        del self._status[rid]
+
     def _diff(self, touched: set[str]) -> dict[str, str]:
         changes: dict[str, str] = {}
         for rid in touched:
@@ -759,6 +798,15 @@ class Commons:
         return {"id": rid, "status": self._status.get(rid, "absent"),
                 "parents": walk(rid, {rid}, parents, "parents"),
                 "children": walk(rid, {rid}, children, "children")}
+
+
+def _discard(index: dict, key: Any, value: Any) -> None:
+    """Remove ``value`` from the set ``index[key]``, and the key once its set is empty."""
+    values = index.get(key)
+    if values is not None:
+        values.discard(value)
+        if not values:
+            del index[key]
 
 
 def evaluate(records: Iterable[Any], config: CommonsConfig | None = None) -> dict[str, str]:

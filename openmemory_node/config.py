@@ -17,6 +17,7 @@ Unknown keys are an error, so that a typo does not silently fall back to a defau
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import os
 import tomllib
 from dataclasses import dataclass, field, fields
@@ -52,7 +53,10 @@ class NodeSection:
 
 @dataclass
 class ApiSection:
-    address: str = DEFAULT_API  # HOST:PORT; port 0 picks a free one (see api.addr)
+    address: str = DEFAULT_API  # HOST:PORT, loopback only; port 0 picks a free one (see api.addr)
+    max_connections: int = 128  # past it, the connection waiting longest for its head is closed
+    header_timeout: float = 10.0  # seconds to send a request head (and idle time between requests)
+    max_concurrent_requests: int = 16  # handlers running at once (token holders only)
 
 
 @dataclass
@@ -86,6 +90,7 @@ class FetchSection:
     max_requests_per_stream: int = 16
     request_timeout: float = 10.0
     max_concurrent_streams: int = 64
+    max_streams_per_peer: int = 4  # served at once to one peer (and opened at once to one)
 
 
 @dataclass
@@ -200,8 +205,29 @@ def from_dict(data: dict[str, Any]) -> Config:
     return config
 
 
+def check_loopback(host: str, what: str) -> None:
+    """The local API listens on loopback only: it has no TLS, and its bearer token, readable by
+    the local user alone, is the only lock. Anything else is refused, with that reason."""
+    if host == "localhost":
+        return
+    try:
+        loopback = ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    if not loopback:
+        raise ConfigError(
+            f"{what} {host!r} is not a loopback address: the local API must listen on 127.0.0.1 "
+            "(or another 127.x.y.z), ::1 or localhost, because it has no TLS and its token is its "
+            "only lock (reach it from elsewhere through an SSH tunnel)")
+
+
 def validate(config: Config) -> None:
-    config.api_host_port()
+    host, _ = config.api_host_port()
+    check_loopback(host, f"[api] address {config.api.address!r}: host")
+    if config.api.max_connections < 1 or config.api.max_concurrent_requests < 1:
+        raise ConfigError("[api] max_connections and max_concurrent_requests must be at least 1")
+    if config.api.header_timeout <= 0:
+        raise ConfigError("[api] header_timeout must be positive")
     if config.log.format not in ("text", "json"):
         raise ConfigError("[log] format must be \"text\" or \"json\"")
     g = config.gossip
@@ -237,9 +263,14 @@ def validate(config: Config) -> None:
     if lim.ungraylist_penalty > lim.graylist_penalty:
         raise ConfigError("[limits] ungraylist_penalty must not exceed graylist_penalty")
     for name in ("peer_rate", "peer_burst", "author_rate", "author_burst", "fetch_rate",
-                 "fetch_burst", "penalty_half_life", "max_record_bytes"):
+                 "fetch_burst", "penalty_half_life", "max_record_bytes", "fresh_key_rate",
+                 "fresh_key_burst", "max_without_standing"):
         if getattr(lim, name) <= 0:
             raise ConfigError(f"[limits] {name} must be positive")
+    f = config.fetch
+    for name in ("max_requests_per_stream", "max_concurrent_streams", "max_streams_per_peer"):
+        if getattr(f, name) < 1:
+            raise ConfigError(f"[fetch] {name} must be at least 1")
 
 
 def load(home: Path) -> Config:

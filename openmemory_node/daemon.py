@@ -4,7 +4,9 @@ loop, the local API and housekeeping, and stops them all on SIGINT or SIGTERM.
 Start order matters (py-libp2p traps 3 and 4): stream handlers are registered and the
 pubsub services run *before* the host listens; the host is closed explicitly on the way out,
 else its listener outlives the process's intent. Shutdown is bounded: the nursery is
-cancelled, the host gets at most 1.5 s to close, the store is flushed and closed.
+cancelled, the host gets at most 1.5 s to close, the store is flushed and closed; then
+``openmemory-node start`` leaves without Python's own teardown (1.5 to 3 s of py-libp2p's
+object graph on a busy machine), so that SIGTERM stops it in about 0.1 s.
 
 Extending the node (what part 2 plugs in, before :meth:`Daemon.run`):
 
@@ -12,7 +14,8 @@ Extending the node (what part 2 plugs in, before :meth:`Daemon.run`):
   ``async run()`` appended to ``daemon.protocols`` (see :mod:`openmemory_node.streams` for
   framing with limits and deadlines, and :mod:`openmemory_node.fetch` for an example);
   records it receives go through ``daemon.ingest.accept(..., via="sync", solicited=True)``;
-* API endpoints: ``@daemon.api.route("POST", "/v1/attest")`` (see :mod:`openmemory_node.api`);
+* API endpoints: ``@daemon.api.route("POST", "/v1/attest")`` (see :mod:`openmemory_node.api`;
+  the endpoints see the daemon as a :class:`openmemory_node.interface.NodeInterface`);
 * record status: ``Daemon(home, config, status_rules=...)`` with a pure
   :class:`openmemory_node.status.StatusRules`; hooks on accepted records:
   ``daemon.ingest.on_accept_hooks``;
@@ -42,11 +45,14 @@ import multiaddr
 import trio
 
 from . import __version__, identity as identity_mod
+from .api import install_v1
+from .api_changes import install_changes
+from .api_commons import install_commons
 from .config import Config
 from .fetch import Fetch
 from .gossip import Gossip
 from .home import ADDRS_FILE, API_ADDR_FILE, LOCK_FILE, ensure_token
-from .host import build_host, peer_info
+from .host import build_host, dial, peer_info
 from .httpserver import HttpServer
 from .ingest import Ingest
 from .log import event
@@ -152,13 +158,11 @@ class Daemon:
             self.host, self.plan, rc, clock=clock, excluded=self._excluded_ids,
             on_forget=self.store.forget_peer,
         )
-        self.api = HttpServer(self.token)
-        from .api import install_v1
-
-        from .api_changes import install_changes
-        from .api_commons import install_commons
-
-        install_v1(self.api, self)
+        api = config.api
+        self.api = HttpServer(self.token, max_connections=api.max_connections,
+                              header_timeout=api.header_timeout, keep_alive_timeout=api.header_timeout,
+                              max_concurrent_requests=api.max_concurrent_requests)
+        install_v1(self.api, self)  # the API sees this daemon as its NodeInterface
         install_commons(self.api, self)
         install_changes(self.api, self)
         self.api_address: tuple[str, int] | None = None
@@ -168,15 +172,19 @@ class Daemon:
         self._announced: set[str] = set()  # peers whose connection was logged
 
     # -- peers ----------------------------------------------------------------------------
-    def _graylisted_ids(self) -> set[str]:
+    def graylisted_ids(self) -> set[str]:
         return set(self.policy.ledger.graylisted(self.clock()))
 
     def _excluded_ids(self) -> set[str]:
         """Peers not to dial nor keep: graylisted ones and those the operator blocked."""
-        return self._graylisted_ids() | self.policy.blocked
+        return self.graylisted_ids() | self.policy.blocked
 
     def connected_ids(self) -> list[str]:
         return [p.to_base58() for p in self.host.get_connected_peers()]
+
+    async def dial(self, info: Any) -> None:
+        with trio.fail_after(self.config.reconnect.dial_timeout):
+            await dial(self.host, info)
 
     def block(self, peer: str) -> None:
         """Cut a peer off (the operator's decision): ignore it, disconnect, never dial it."""

@@ -13,7 +13,10 @@ exact bytes:
 Requests beyond ``max_requests_per_stream`` are not answered (the server closes). Every
 request costs one token of the requester's fetch bucket (``fetch_rate``/``fetch_burst``);
 a graylisted peer's stream is reset unanswered; a request frame must arrive within
-``request_timeout``. The client validates every record it receives through the ingest
+``request_timeout``. At most ``max_concurrent_streams`` streams are served at once, and at
+most ``max_streams_per_peer`` to one peer: a stream beyond that is reset and costs the peer
+``rate_penalty`` (a client of ours never opens more than that to one peer at once), so that
+one peer cannot hold every slot. The client validates every record it receives through the ingest
 pipeline like any other, and charges the server for an answer that is not the record it
 asked for.
 """
@@ -32,7 +35,7 @@ from . import wire
 from .config import FetchSection
 from .ingest import Ingest, Outcome
 from .log import event
-from .policy import BLOCKED, FETCH_BAD_REQUEST, FETCH_MISMATCH, GRAYLISTED, Action
+from .policy import BLOCKED, FETCH_BAD_REQUEST, FETCH_MISMATCH, FETCH_STREAMS, GRAYLISTED, Action, Verdict
 from .streams import FrameError, close_quietly, frame, read_exact, read_frame
 
 log = logging.getLogger(__name__)
@@ -65,7 +68,10 @@ class Fetch:
         self.settings = settings
         self.clock = clock
         self._slots = trio.Semaphore(settings.max_concurrent_streams)
+        self._serving: dict[str, int] = {}  # peer -> streams being served
+        self._opening: dict[str, trio.Semaphore] = {}  # peer -> our streams to it
         self.served = 0
+        self.refused_streams = 0
 
     async def run(self) -> None:
         return None
@@ -76,17 +82,31 @@ class Fetch:
         if policy.ledger.is_graylisted(peer, self.clock()) or peer in policy.blocked:
             await close_quietly(stream, reset=True)
             return
+        if self._serving.get(peer, 0) >= self.settings.max_streams_per_peer:
+            self.refused_streams += 1
+            self.ingest.charge(peer, Verdict(
+                Action.REJECT, FETCH_STREAMS, f"more than {self.settings.max_streams_per_peer} fetch streams at once",
+                policy.limits.rate_penalty))
+            await close_quietly(stream, reset=True)
+            return
         try:
             self._slots.acquire_nowait()
         except trio.WouldBlock:
+            self.refused_streams += 1
             await close_quietly(stream, reset=True)
             return
+        self._serving[peer] = self._serving.get(peer, 0) + 1
         try:
             await self._serve(stream, peer)
         except FrameError as exc:
             event(log, logging.DEBUG, "fetch stream ended", peer=peer, reason=str(exc))
         finally:
             self._slots.release()
+            left = self._serving[peer] - 1
+            if left:
+                self._serving[peer] = left
+            else:
+                del self._serving[peer]
             await close_quietly(stream)
 
     async def _serve(self, stream: Any, peer: str) -> None:
@@ -128,31 +148,36 @@ class Fetch:
         return results
 
     async def _fetch_batch(self, peer: str, ids: list[bytes], timeout: float) -> list[FetchResult]:
+        opening = self._opening.setdefault(peer, trio.Semaphore(self.settings.max_streams_per_peer))
+        with trio.fail_after(timeout):
+            async with opening:  # never more streams at once to a peer than it serves
+                return await self._fetch_stream(peer, ids, timeout)
+
+    async def _fetch_stream(self, peer: str, ids: list[bytes], timeout: float) -> list[FetchResult]:
         max_record = self.ingest.policy.limits.max_record_bytes
         results: list[FetchResult] = []
-        with trio.fail_after(timeout):
-            try:
-                stream = await self.host.new_stream(ID.from_base58(peer), [TProtocol(PROTOCOL_ID)])
-            except Exception as exc:
-                raise FetchError(f"cannot open a fetch stream to {peer}: {exc}") from None
-            try:
-                await stream.write(b"".join(frame(i) for i in ids))
-                await stream.close_write()
-                for wanted in ids:
-                    status = (await read_exact(stream, 1, timeout))[0]
-                    if status != FOUND:
-                        results.append(FetchResult(wanted, STATUS_NAMES.get(status, "bad-status")))
-                        if status in (RATE_LIMITED, BAD_REQUEST) or status not in STATUS_NAMES:
-                            break
-                        continue
-                    data = await read_frame(stream, max_record + 1, timeout)
-                    if data is None:
-                        raise FrameError("stream ended before the record")
-                    results.append(self._receive(peer, wanted, data))
-            except FrameError as exc:
-                event(log, logging.DEBUG, "fetch failed", peer=peer, reason=str(exc))
-            finally:
-                await close_quietly(stream)
+        try:
+            stream = await self.host.new_stream(ID.from_base58(peer), [TProtocol(PROTOCOL_ID)])
+        except Exception as exc:
+            raise FetchError(f"cannot open a fetch stream to {peer}: {exc}") from None
+        try:
+            await stream.write(b"".join(frame(i) for i in ids))
+            await stream.close_write()
+            for wanted in ids:
+                status = (await read_exact(stream, 1, timeout))[0]
+                if status != FOUND:
+                    results.append(FetchResult(wanted, STATUS_NAMES.get(status, "bad-status")))
+                    if status in (RATE_LIMITED, BAD_REQUEST) or status not in STATUS_NAMES:
+                        break
+                    continue
+                data = await read_frame(stream, max_record + 1, timeout)
+                if data is None:
+                    raise FrameError("stream ended before the record")
+                results.append(self._receive(peer, wanted, data))
+        except FrameError as exc:
+            event(log, logging.DEBUG, "fetch failed", peer=peer, reason=str(exc))
+        finally:
+            await close_quietly(stream)
         answered = {r.id for r in results}
         results.extend(FetchResult(i, "unanswered") for i in ids if i not in answered)
         return results

@@ -11,6 +11,15 @@ What this adds to py-libp2p 0.8.1 (see /work/shared/notes/py-libp2p-0.8.1.md):
   carrying a real record's id must not be able to poison it.
 * **Duplicates are counted**: a message the seen-cache already knows still reaches
   :meth:`NodePubsub.push_msg`, which counts it against the record before dropping it.
+* **Every inbound message is accounted for**: :meth:`NodePubsub.push_msg` is py-libp2p's
+  with a counter for each way a message can be dropped before the topic validator (the
+  sender or origin blacklisted, the sender's score under the publish threshold, a bad
+  message signature, a message claiming to be ours, a topic we do not subscribe to);
+  the validator's own verdicts are counted by the ingest. ``status`` shows both.
+* **Topics joined before the host listens**: a GRAFT that reaches py-libp2p before it has
+  joined the topic is answered with a PRUNE and a 60 s backoff on both sides; subscribing
+  every topic before any peer can connect closes that window, and a GRAFT for a topic not
+  joined is ignored (as go-libp2p-pubsub does) rather than pruned.
 * **Scoring**: the node's ledger is GossipSub's application-specific score (P6).
 * **No silent drops**: the per-peer outbound queue is raised from 32 to
   ``gossip.outbound_queue``, local publishing is paced (author token bucket, queue depth,
@@ -21,7 +30,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections import deque
+from collections import Counter, deque
 from contextlib import asynccontextmanager
 from typing import Any, AsyncIterator, Callable
 
@@ -30,7 +39,9 @@ from libp2p.peer.id import ID
 from libp2p.pubsub.gossipsub import PROTOCOL_ID_V11, PROTOCOL_ID_V12, GossipSub
 from libp2p.pubsub.pb import rpc_pb2
 from libp2p.pubsub.pubsub import Pubsub
+from libp2p.exceptions import ValidationError
 from libp2p.pubsub.score import ScoreParams, TopicScoreParams
+from libp2p.pubsub.validators import signature_validator
 from libp2p.tools.anyio_service import background_trio_service
 
 from . import wire
@@ -80,12 +91,51 @@ class NodePubsub(Pubsub):
         self.validation_cache = _NoValidationCache()  # type: ignore[assignment]
         self.outbound_queue = outbound_queue
         self.on_seen = on_seen
+        self.received = 0  # messages from peers that reached push_msg or the topic filter
+        self.dropped: Counter[str] = Counter()  # dropped before the validator, by reason
+
+    def _is_subscribed_to_msg(self, msg: rpc_pb2.Message) -> bool:
+        # Called for every message of an inbound RPC, before push_msg.
+        if super()._is_subscribed_to_msg(msg):
+            return True
+        self.received += 1
+        self.dropped["topic-not-subscribed"] += 1
+        return False
 
     async def push_msg(self, msg_forwarder: ID, msg: rpc_pb2.Message) -> None:
-        if self.on_seen is not None and self._is_msg_seen(msg):
-            self.on_seen(msg_forwarder, msg)
+        """py-libp2p 0.8.1's push_msg, each drop counted (and duplicates counted per record)."""
+        own = msg_forwarder == self.my_id
+        if not own:
+            self.received += 1
+        if self._is_msg_seen(msg):
+            if self.on_seen is not None and not own:
+                self.on_seen(msg_forwarder, msg)
             return
-        await super().push_msg(msg_forwarder, msg)
+        reason = self._drop_reason(msg_forwarder, msg)
+        if reason is not None:
+            self.dropped[reason] += 1
+            return
+        try:
+            await self.validate_msg(msg_forwarder, msg)
+        except ValidationError:
+            return  # refused by the topic validator, which the ingest has counted
+        self._mark_msg_seen(msg)
+        self.notify_subscriptions(msg)
+        await self.router.publish(msg_forwarder, msg)
+
+    def _drop_reason(self, forwarder: ID, msg: rpc_pb2.Message) -> str | None:
+        if self.is_peer_blacklisted(forwarder):
+            return "sender-blacklisted"
+        if self.is_peer_blacklisted(ID(msg.from_id)):
+            return "origin-blacklisted"
+        scorer = getattr(self.router, "scorer", None)
+        if scorer is not None and not scorer.allow_publish(forwarder, list(msg.topicIDs)):
+            return "sender-score"
+        if self.strict_signing and not signature_validator(msg):
+            return "message-signature"
+        if ID(msg.from_id) == self.my_id and forwarder != self.my_id:
+            return "claims-to-be-ours"
+        return None
 
     async def _handle_new_peer(self, peer_id: ID) -> None:
         await super()._handle_new_peer(peer_id)
@@ -96,6 +146,15 @@ class NodePubsub(Pubsub):
 
 class NodeGossipSub(GossipSub):
     dropped: int = 0
+
+    async def handle_graft(self, graft_msg: rpc_pb2.ControlGraft, sender_peer_id: ID) -> None:
+        # py-libp2p answers a GRAFT for a topic it has not joined (yet) with a PRUNE, which
+        # sets a 60 s backoff at the sender; and the sender's own GRAFT, once we do join,
+        # then reads as a flood (within 10 s of "our" PRUNE) and is pruned in turn: a minute
+        # without a mesh. go-libp2p-pubsub ignores such a GRAFT; so do we.
+        if graft_msg.topicID not in self.mesh:
+            return
+        await super().handle_graft(graft_msg, sender_peer_id)
 
     def _handle_dropped_rpc(self, peer_id: ID, rpc: rpc_pb2.RPC, reason: str) -> None:
         if rpc.publish:
@@ -183,6 +242,7 @@ class Gossip:
                                           max(1.0, limits.author_burst * PACING_MARGIN))
         self.published = 0
         self.delivered = 0  # messages handed to our subscriptions (accepted or own)
+        self.inbound: Counter[str] = Counter()  # what the validator made of each message
 
     # -- scoring --------------------------------------------------------------------------
     def _app_score(self, peer: ID) -> float:
@@ -202,6 +262,7 @@ class Gossip:
         peer = forwarder.to_base58()
         if len(msg.topicIDs) != 1:
             self.ingest.charge(peer, self.ingest.policy.bad_input(WRONG_TOPIC, "one topic per message"))
+            self.inbound["reject:" + WRONG_TOPIC] += 1
             return False
         expect = _TOPIC_TYPE.get(msg.topicIDs[0])
         try:
@@ -211,28 +272,44 @@ class Gossip:
             )
         except Exception:  # e.g. the disk is full: refuse (not forwarded), say why, go on
             log.exception("could not store a record from %s; refused it", peer)
+            self.inbound["error"] += 1
             return False
+        verdict = outcome.verdict
+        self.inbound[verdict.action.value if verdict.code in ("ok", "duplicate")
+                     else f"{verdict.action.value}:{verdict.code}"] += 1
         return outcome.accepted
 
     def _on_seen(self, forwarder: ID, msg: rpc_pb2.Message) -> None:
         # Only accepted records are marked seen, so the message id is a stored record's id.
         self.ingest.store.count_duplicate(message_id(msg))
         self.ingest.stats["duplicate"] += 1
+        self.inbound["duplicate"] += 1
+
+    def inbound_accounting(self) -> dict[str, Any]:
+        """Every message received from peers, and what became of it: ``outcomes`` (the
+        validator's verdicts, duplicates) plus ``dropped`` (before the validator) add up to
+        ``received``; ``unaccounted`` is the difference (0 unless a message is in flight)."""
+        outcomes = dict(sorted(self.inbound.items()))
+        dropped = dict(sorted(self.pubsub.dropped.items()))
+        received = self.pubsub.received
+        return {"received": received, "outcomes": outcomes, "dropped": dropped,
+                "unaccounted": received - sum(outcomes.values()) - sum(dropped.values())}
 
     # -- running --------------------------------------------------------------------------
     @asynccontextmanager
     async def services(self) -> AsyncIterator[None]:
-        """Run pubsub and the router; enter this BEFORE host.run() (trap 3)."""
+        """Run pubsub and the router and join every topic; enter this BEFORE host.run()
+        (trap 3), so that no peer meets a topic announced but not yet joined."""
         async with background_trio_service(self.pubsub):
             async with background_trio_service(self.router):
+                await self.pubsub.wait_until_ready()
+                self._subscriptions = [await self.pubsub.subscribe(topic) for topic in TOPICS]
                 yield
 
     async def run(self) -> None:
-        """Subscribe to every topic, drain the subscriptions, run the paced publisher."""
-        await self.pubsub.wait_until_ready()
+        """Drain the subscriptions, run the paced publisher."""
         async with trio.open_nursery() as nursery:
-            for topic in TOPICS:
-                subscription = await self.pubsub.subscribe(topic)
+            for subscription in self._subscriptions:
                 nursery.start_soon(self._drain, subscription)
             for row in self.ingest.store.unpublished(self.author.hex()):
                 self._outbox.append((row.id, row.type, row.data))

@@ -40,6 +40,22 @@ def _disable_auto_connector(host) -> None:
     connector.maybe_connect = _no_dials
 
 
+async def dial(host, info) -> None:
+    """Connect to ``info`` (a PeerInfo) now, whatever py-libp2p remembers of earlier failures.
+
+    py-libp2p 0.8.1's swarm keeps a *negative cache*: a peer whose addresses all failed is
+    refused for 60 s without a dial ("recently failed all addresses"). The node's reconnect
+    loop is the one dialler and has its own backoff, so that cache only hides a peer that is
+    up again: a node whose bootstrap peer was still starting would wait a minute or more
+    (with the loop's own backoff doubling meanwhile) before its first connection. Every dial
+    of ours lifts it first."""
+    network = host.get_network()
+    unblock = getattr(network, "unblock_peer", None)
+    if unblock is not None:
+        unblock(info.peer_id)
+    await host.connect(info)
+
+
 def peer_info(addr: str):
     """PeerInfo from a full multiaddr ending in /p2p/<peer id>; ValueError otherwise."""
     from libp2p.peer.peerinfo import info_from_p2p_addr

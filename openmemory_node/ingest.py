@@ -3,10 +3,18 @@
 Gossip (the topic validator), fetch responses, the local API and, later, sync all call
 :meth:`Ingest.accept` with the exact bytes they received. In order: the cheap policy checks
 (graylist, rate per peer, size), the duplicate check (the id is the hash of the bytes, so
-it needs no decoding), the wire format's full validation (encoding, schema, version,
-signature, clock skew, the observation rule), the rate per author, then the record is stored and committed, and its status rules applied. Only then
-does the caller forward it. Every refusal is counted by code and charged to the sending
-peer's ledger according to :mod:`openmemory_node.policy`.
+it needs no decoding), the wire format's decoding (encoding, version, type, schema), the
+fresh-key budget of the sending peer (a record from a key never seen here: checked before the
+costly steps), the rest of the validation (clock skew, the observation rule, the signature),
+the record's topic, the rate per author, then the record is stored and
+committed, and its status rules applied. Only then does the caller forward it. Every refusal
+is counted by code and charged to the sending peer's ledger according to
+:mod:`openmemory_node.policy`.
+
+The store keeps at most ``max_without_standing`` records from keys without standing (not
+this node's, not trusted or vouched, not a revoker): past it, the oldest inert ones (nothing
+names them, nothing counted for them; never a revocation) are dropped, and the
+``on_evict_hooks`` are told (sync stops announcing them).
 """
 
 from __future__ import annotations
@@ -19,7 +27,7 @@ from typing import Any, Callable
 
 from . import wire
 from .log import event
-from .policy import DUPLICATE, WRONG_TOPIC, Action, NodePolicy, Verdict
+from .policy import DUPLICATE, WRONG_TOPIC, Action, NodePolicy, Verdict, evictions
 from .status import ArrivalStatus, StatusRules
 from .store import Store
 
@@ -55,6 +63,10 @@ class Ingest:
         self.status_rules = status_rules or ArrivalStatus()
         self.on_graylist = on_graylist
         self.on_accept_hooks: list[Callable[[Any, str, str | None], None]] = []
+        #: Called with [(id, id bytes, type, data)] when records without standing are dropped.
+        self.on_evict_hooks: list[Callable[[list[tuple[str, bytes, str, bytes]]], None]] = []
+        self._without: int | None = None  # records without standing in the store (lazy)
+        self._standing_seen: frozenset[bytes] | None = None
         if on_accept:
             self.on_accept_hooks.append(on_accept)
         self.stats: Counter[str] = Counter()  # "accept", "duplicate", "reject:<code>", ...
@@ -85,7 +97,14 @@ class Ingest:
             self.stats["duplicate"] += 1
             return Outcome(DUPLICATE, None)
         try:
-            record = wire.validate(data, now=int(now), max_skew=self.policy.limits.max_clock_skew)
+            record = wire.decode(data)
+            # The fresh-key budget is checked on the decoded signer, before the costly checks
+            # (the observation rule, the signature): a flood past it costs no more than this.
+            if peer is not None and not solicited and self.is_fresh(record.signer):
+                verdict = self.policy.admit_fresh_key(peer, originated, now)
+                if not verdict.accepted:
+                    return self._refuse(verdict, peer, None)
+            wire.verify(record, now=int(now), max_skew=self.policy.limits.max_clock_skew)
         except wire.WireError as exc:
             return self._refuse(self.policy.wire_rejected(exc.code, str(exc)), peer, None)
         if expect_type is not None and record.record_type != expect_type:
@@ -96,6 +115,61 @@ class Ingest:
             if not verdict.accepted:
                 return self._refuse(verdict, peer, record)
         return self.store_new(record, data, via=via, peer=peer)
+
+    # -- standing (PROTOCOL.md, "Admission of new authors") ---------------------------------
+    def standing_keys(self) -> frozenset[bytes]:
+        keys = getattr(self.status_rules, "standing_keys", None)
+        return keys() if keys is not None else frozenset()
+
+    def is_fresh(self, signer: bytes) -> bool:
+        """A key never seen here: no standing, and no record of it in the store."""
+        return signer not in self.standing_keys() and not self.store.has_author(signer.hex())
+
+    def without_standing(self) -> int:
+        """How many stored records are from keys without standing (recounted when those
+        keys change)."""
+        keys = self.standing_keys()
+        if self._without is None or keys is not self._standing_seen:
+            self._without = self.store.count_without(k.hex() for k in keys)
+            self._standing_seen = keys
+        return self._without
+
+    def _bound(self, record: Any) -> None:
+        """Keep the store within ``max_without_standing`` after storing ``record``."""
+        keys = self.standing_keys()
+        if record.signer in keys:
+            return
+        if self._without is not None and keys is self._standing_seen:
+            self._without += 1
+        bound = self.policy.limits.max_without_standing
+        excess = self.without_standing() - bound
+        inert = getattr(self.status_rules, "inert", None)
+        if excess <= 0 or inert is None:
+            return
+        excess += max(1, bound // 100)  # a little more, so that the scan runs once per 1 %
+        rows = {}
+
+        def candidates():
+            for row in self.store.oldest_without(k.hex() for k in keys):
+                rows[row[0]] = row
+                yield row[0]
+
+        ids = evictions(candidates(), excess, inert, keep=record.id)
+        if not ids:
+            return
+        self.store.delete(ids)
+        for rid in ids:
+            self.status_rules.forget(rid)  # type: ignore[attr-defined]
+        self._without = (self._without or 0) - len(ids)
+        self.stats["evicted"] += len(ids)
+        event(log, logging.DEBUG, "records without standing dropped", count=len(ids),
+              bound=self.policy.limits.max_without_standing)
+        dropped = [rows[i] for i in ids]
+        for hook in self.on_evict_hooks:
+            try:
+                hook(dropped)
+            except Exception:
+                log.exception("on_evict hook failed")
 
     def store_new(self, record: Any, data: bytes, *, via: str, peer: str | None) -> Outcome:
         """Store an already validated record and apply its status rules."""
@@ -114,6 +188,7 @@ class Ingest:
         if changes:
             self.store.set_status(changes)
         self.stats["accept"] += 1
+        self._bound(record)
         event(log, logging.INFO, "record accepted", id=record.id, type=record.record_type,
               via=via, peer=peer or "local")
         for hook in self.on_accept_hooks:

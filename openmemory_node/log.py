@@ -59,12 +59,18 @@ class Formatter(logging.Formatter):
 
 class _ExpectedFailures(logging.Filter):
     """py-libp2p logs every failed dial at ERROR; a peer being down is expected (the
-    reconnect loop retries with backoff and logs it at DEBUG): demote these to DEBUG."""
+    reconnect loop retries with backoff and logs it at DEBUG): demote these to DEBUG. So is
+    its seven-line report of a stream refused because the peer does not speak the protocol
+    (sync notes such a peer once, in one line, and does not ask again for an hour)."""
 
     PREFIXES = ("Failed to open TCP stream",)
 
+    def _expected(self, message: str) -> bool:
+        return message.startswith(self.PREFIXES) or (
+            message.startswith("Failed to open stream to peer") and "not supported" in message)
+
     def filter(self, record: logging.LogRecord) -> bool:
-        if record.levelno >= logging.ERROR and str(record.msg).startswith(self.PREFIXES):
+        if record.levelno >= logging.ERROR and self._expected(str(record.msg)):
             record.levelno, record.levelname = logging.DEBUG, "DEBUG"
             return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
         return True

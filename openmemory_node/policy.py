@@ -21,6 +21,12 @@ Everything that affects admission lives here:
   creation time is too far in the future or whose version is unknown is IGNOREd (a clock or
   software difference is not misbehaviour).
 * **Duplicates** (a record already stored) are counted, not stored again, never penalised.
+* **Fresh keys** (PROTOCOL.md, "Admission of new authors"): a record signed by a key this
+  node has never seen (no record of it stored, no standing) costs one token of the
+  forwarding peer's fresh-key bucket (``fresh_key_rate``/``fresh_key_burst``). Past it, the
+  record is REJECTed (penalised) when the peer originated it and IGNOREd when it relays it,
+  as for the rate per peer. The store keeps at most ``max_without_standing`` records from
+  keys without standing (:func:`evictions` picks what goes).
 
 A REJECT adds its penalty to the sending peer's ledger entry; penalties decay exponentially
 (half-life ``penalty_half_life``). The ledger outlives connections, so a peer cannot wash
@@ -34,7 +40,7 @@ import math
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Hashable
+from typing import Callable, Hashable, Iterable
 
 from .wire.limits import MAX_RECORD_BYTES
 
@@ -47,6 +53,7 @@ __all__ = [
     "PeerLedger",
     "NodePolicy",
     "WIRE_ERROR_ACTIONS",
+    "evictions",
 ]
 
 
@@ -81,7 +88,9 @@ WRONG_TOPIC = "wrong-topic"  # a record on another type's topic, or several topi
 FETCH_MISMATCH = "id"  # a fetch answered with another record (the wire format's code)
 FETCH_BAD_REQUEST = "fetch-bad-request"
 FETCH_RATE = "fetch-rate-limited"
+FETCH_STREAMS = "fetch-too-many-streams"  # more fetch streams at once than the per-peer cap
 BLOCKED = "blocked"  # the operator blocked the peer (openmemory-node peers block)
+FRESH_KEY = "fresh-key-budget"  # past the peer's budget of records from never-seen keys
 
 #: How a wire validation error (openmemory_node.wire.ERROR_CODES) is treated. Codes not
 #: listed (size, encoding, type, schema, id, observation, signature) are REJECTed.
@@ -103,6 +112,11 @@ class Limits:
     author_burst: float = 60.0
     fetch_rate: float = 20.0  # fetch requests per second per peer
     fetch_burst: float = 100.0
+    # Admission of new authors: records from never-seen keys, per forwarding peer, and how
+    # many records from keys without standing the store keeps (PROTOCOL.md).
+    fresh_key_rate: float = 0.5
+    fresh_key_burst: float = 30.0
+    max_without_standing: int = 10_000
     # Scoring: penalty points, a score is minus the penalty.
     invalid_penalty: float = 10.0
     rate_penalty: float = 1.0
@@ -289,6 +303,24 @@ class PeerLedger:
         return len(self._entries)
 
 
+def evictions(candidates: Iterable[str], excess: int, inert: Callable[[str], bool],
+              keep: Hashable = None) -> list[str]:
+    """Which records without standing to drop when the store holds ``excess`` too many:
+    ``candidates`` are their ids, oldest arrival first, revocations never among them; the
+    first ``excess`` that are inert (nothing names them, nothing counted for them) and are
+    not ``keep`` (the record being stored) go. Fewer if fewer are inert: what others reference
+    or count is kept, even past the bound."""
+    out: list[str] = []
+    if excess <= 0:
+        return out
+    for rid in candidates:
+        if rid != keep and inert(rid):
+            out.append(rid)
+            if len(out) >= excess:
+                break
+    return out
+
+
 def wire_error_action(code: str) -> Action:
     return WIRE_ERROR_ACTIONS.get(code, Action.REJECT)
 
@@ -309,6 +341,7 @@ class NodePolicy:
         self.peer_rate = RateLimiter(lim.peer_rate, lim.peer_burst, lim.max_tracked_keys)
         self.author_rate = RateLimiter(lim.author_rate, lim.author_burst, lim.max_tracked_keys)
         self.fetch_rate = RateLimiter(lim.fetch_rate, lim.fetch_burst, lim.max_tracked_keys)
+        self.fresh_keys = RateLimiter(lim.fresh_key_rate, lim.fresh_key_burst, lim.max_tracked_keys)
         #: Peers the operator blocked: ignored like graylisted ones, whatever their score.
         self.blocked: set[Hashable] = set()
 
@@ -347,6 +380,15 @@ class NodePolicy:
         if self.author_rate.take(author, now):
             return ACCEPTED
         return Verdict(Action.IGNORE, AUTHOR_RATE, "author publishes faster than its rate limit")
+
+    def admit_fresh_key(self, forwarder: Hashable, originated: bool, now: float) -> Verdict:
+        """A record from a key never seen here, brought by ``forwarder`` unsolicited."""
+        if self.fresh_keys.take(forwarder, now):
+            return ACCEPTED
+        detail = "more records from never-seen keys than the peer's budget"
+        if originated:
+            return Verdict(Action.REJECT, FRESH_KEY, detail, self.limits.rate_penalty)
+        return Verdict(Action.IGNORE, FRESH_KEY, detail + " (relayed)")
 
     def author_wait(self, author: Hashable, now: float) -> float:
         """For local pacing: seconds until this author may publish one more record."""

@@ -125,6 +125,14 @@ class IdSet:
         self._prefix = None
         return True
 
+    def discard(self, id_: bytes) -> bool:
+        at = bisect.bisect_left(self._ids, id_)
+        if at < len(self._ids) and self._ids[at] == id_:
+            del self._ids[at]
+            self._prefix = None
+            return True
+        return False
+
     def __len__(self) -> int:
         return len(self._ids)
 

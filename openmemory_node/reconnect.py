@@ -158,11 +158,13 @@ class Reconnector:
         from libp2p.peer.peerinfo import PeerInfo
         import multiaddr
 
+        from .host import dial
+
         self.dials += 1
         try:
             info = PeerInfo(ID.from_base58(plan.peer_id), [multiaddr.Multiaddr(a) for a in plan.addrs])
             with trio.fail_after(self.settings.dial_timeout):
-                await self.host.connect(info)
+                await dial(self.host, info)
         except Exception as exc:  # unreachable, refused, timed out, handshake failed
             self.dial_failures += 1
             delay = self.plan.failed(plan.peer_id, self.clock())

@@ -29,6 +29,8 @@ log = logging.getLogger(__name__)
 
 CANDIDATE = "candidate"
 RECORDED = "recorded"
+#: Every status a stored record can have (the commons' and ArrivalStatus's).
+ALL_STATUSES = tuple(sorted({s for statuses in commons.STATUSES.values() for s in statuses} | {RECORDED}))
 
 
 class StoreView(Protocol):
@@ -42,6 +44,10 @@ class StatusRules(Protocol):
 
     def after_accept(self, record: Any, store: StoreView, now: float) -> Iterable[tuple[str, str]]:
         """(id, status) changes caused by accepting ``record`` (which is already stored)."""
+
+    # Optional (the store's bound on records without standing; PROTOCOL.md, "Admission of
+    # new authors"): standing_keys() -> frozenset[bytes], inert(id) -> bool, forget(id).
+    # Rules without them: nobody has standing and nothing is ever dropped.
 
 
 class ArrivalStatus:
@@ -87,6 +93,26 @@ class CommonsStatus:
 
     def after_accept(self, record: Any, store: StoreView, now: float) -> Iterable[tuple[str, str]]:
         return list(self.machine.add(record).items())
+
+    # -- standing and forgetting (the store's bound; PROTOCOL.md "Admission of new authors") --
+    def standing_keys(self) -> frozenset[bytes]:
+        """Keys with standing here: this node's, the trusted (listed or vouched) and the
+        revokers. (A key with a counted vote has its records kept by :meth:`inert`.)"""
+        machine = self.machine
+        cached = getattr(self, "_standing", None)
+        if cached is None or cached[0] is not machine.trusted or cached[1] is not machine:
+            keys = set(machine.trusted) | set(machine.config.revokers)
+            if self.own_key is not None:
+                keys.add(self.own_key)
+            cached = (machine.trusted, machine, frozenset(keys))
+            self._standing = cached
+        return cached[2]
+
+    def inert(self, rid: str) -> bool:
+        return self.machine.inert(rid)
+
+    def forget(self, rid: str) -> None:
+        self.machine.forget(rid)
 
     def load(self) -> commons.Commons:
         """Build the machine from the stored records without writing anything (read-only

@@ -198,6 +198,48 @@ class Store:
     def has_idb(self, idb: bytes) -> bool:
         return self.conn.execute("SELECT 1 FROM records WHERE idb=?", (idb,)).fetchone() is not None
 
+    def ids_with_prefix(self, prefix: str, limit: int = 11) -> list[str]:
+        """Ids (text) that start with ``prefix`` (lower-case hex), at most ``limit`` of them."""
+        return [r[0] for r in self.conn.execute(
+            "SELECT id FROM records WHERE id >= ? AND id < ? ORDER BY id LIMIT ?", (prefix, prefix + "g", limit))]
+
+    def has_author(self, author: str) -> bool:
+        """Whether any stored record is signed by ``author`` (hex public key)."""
+        return self.conn.execute("SELECT 1 FROM records WHERE author=? LIMIT 1", (author,)).fetchone() is not None
+
+    def count_without(self, authors: Iterable[str]) -> int:
+        """How many records are signed by none of ``authors`` (hex public keys)."""
+        keys = sorted(set(authors))
+        sql = "SELECT count(*) FROM records"
+        if keys:
+            sql += f" WHERE author NOT IN ({','.join('?' * len(keys))})"
+        return self.conn.execute(sql, keys).fetchone()[0]
+
+    def oldest_without(self, authors: Iterable[str], batch: int = 256) -> Iterable[tuple[str, bytes, str, bytes]]:
+        """Records signed by none of ``authors``, revocations excepted, oldest arrival first,
+        as (id, id bytes, type, data), read in batches."""
+        keys = sorted(set(authors))
+        where = "type <> 'revocation' AND rowid > ?"
+        if keys:
+            where += f" AND author NOT IN ({','.join('?' * len(keys))})"
+        last = 0
+        while True:
+            rows = self.conn.execute(
+                f"SELECT rowid, id, idb, type, data FROM records WHERE {where} ORDER BY rowid LIMIT ?",
+                (last, *keys, batch),
+            ).fetchall()
+            if not rows:
+                return
+            for _, id_, idb, type_, data in rows:
+                yield id_, bytes(idb), type_, bytes(data)
+            last = rows[-1][0]
+
+    def delete(self, ids: Iterable[str]) -> int:
+        """Remove records (a local storage decision: PROTOCOL.md, "Admission of new authors")."""
+        with self.conn:
+            self.conn.execute("BEGIN IMMEDIATE")
+            return sum(self.conn.execute("DELETE FROM records WHERE id=?", (i,)).rowcount for i in ids)
+
     def get(self, id: str) -> StoredRecord | None:
         row = self.conn.execute(f"SELECT {_COLUMNS} FROM records WHERE id=?", (id,)).fetchone()
         return _row(row) if row else None
@@ -274,6 +316,11 @@ class Store:
         clause = " AND ".join(f"{k}=?" for k in where)
         sql = "SELECT count(*) FROM records" + (f" WHERE {clause}" if clause else "")
         return self.conn.execute(sql, list(where.values())).fetchone()[0]
+
+    def kinds(self) -> dict[str, int]:
+        """Lessons held per kind."""
+        return dict(self.conn.execute(
+            "SELECT kind, count(*) FROM records WHERE kind IS NOT NULL GROUP BY kind ORDER BY kind"))
 
     def counts(self) -> dict[str, dict[str, int]]:
         out: dict[str, dict[str, int]] = {}

@@ -64,9 +64,16 @@ SYNC_LIE = "sync-lie"
 SYNC_RATE = "sync-rate-limited"
 SYNC_ROUNDS = "sync-too-many-rounds"
 
-#: How long a record refused on arrival (other than for clock skew) is not asked for again.
+#: How long a record refused on arrival (other than for clock skew), or dropped by the store's
+#: bound on records without standing, is not asked for again.
 REFUSED_TTL = 3600.0
 REFUSED_MAX = 10_000
+#: A dropped record is still served this long (a session that saw it announced may want it:
+#: answering NOT_FOUND would read as a lie), at most this many of them.
+EVICTED_KEPT_MAX = 4096
+#: A peer that does not speak the protocol (a js-libp2p node, say) is not asked again for this
+#: long, however often it reconnects.
+UNSUPPORTED_RETRY = 3600.0
 
 
 class SyncAbort(Exception):
@@ -92,6 +99,10 @@ class SyncIndex:
 
     def on_accept(self, record: Any, via: str, peer: str | None) -> None:
         self.sets[record.record_type].add(record.id_bytes)
+
+    def on_evict(self, rows: list[tuple[str, bytes, str, bytes]]) -> None:
+        for _, idb, type_, _ in rows:
+            self.sets[type_].discard(idb)
 
     def __len__(self) -> int:
         return sum(len(s) for s in self.sets.values())
@@ -156,6 +167,8 @@ class Sync:
         self.rng = rng or random.Random()
         self.index = SyncIndex.from_store(ingest.store)
         ingest.on_accept_hooks.append(self.index.on_accept)
+        ingest.on_evict_hooks.append(self._on_evict)
+        self._evicted: OrderedDict[bytes, tuple[float, bytes]] = OrderedDict()  # idb -> (when, data)
         self.params = Params(max_message_bytes=settings.max_message_bytes,
                              max_ranges=max(64, settings.max_receive_bytes // 16),
                              max_receive_bytes=settings.max_receive_bytes)
@@ -167,6 +180,7 @@ class Sync:
         self._rate = RateLimiter(settings.session_rate, settings.session_burst,
                                  ingest.policy.limits.max_tracked_keys)
         self._next: dict[str, float] = {}  # peer -> when its next session is due
+        self._unsupported: dict[str, float] = {}  # peer -> when it refused the protocol
         self._running: set[str] = set()
         self._refused: OrderedDict[bytes, float] = OrderedDict()
         self.last: dict[str, SessionReport] = {}
@@ -193,13 +207,22 @@ class Sync:
                 now = self.clock()
                 for peer in self.connected():
                     due = self._next.setdefault(peer, now + self._jittered())
-                    if due <= now and peer not in self._running:
+                    if due <= now and peer not in self._running and not self._refuses_sync(peer, now):
                         self._next[peer] = now + self._jittered()
                         self._running.add(peer)
                         nursery.start_soon(self._scheduled, peer)
                 self._wake = trio.Event()
                 with trio.move_on_after(0.25):
                     await self._wake.wait()
+
+    def _refuses_sync(self, peer: str, now: float) -> bool:
+        noted = self._unsupported.get(peer)
+        if noted is None:
+            return False
+        if now - noted >= UNSUPPORTED_RETRY:
+            del self._unsupported[peer]
+            return False
+        return True
 
     async def _scheduled(self, peer: str) -> None:
         try:
@@ -222,7 +245,14 @@ class Sync:
                 try:
                     raw = await self.host.new_stream(ID.from_base58(peer), [TProtocol(PROTOCOL_ID)])
                 except Exception as exc:
-                    report.outcome, report.detail = "unsupported", f"{type(exc).__name__}: {exc}"[:200]
+                    if not protocol_refused(exc):
+                        report.outcome, report.detail = "failed", f"{type(exc).__name__}: {exc}"[:200]
+                        return report
+                    report.outcome, report.detail = "unsupported", f"the peer does not speak {PROTOCOL_ID}"
+                    if peer not in self._unsupported:
+                        event(log, logging.INFO, "peer does not speak sync; not asked again for an hour",
+                              peer=peer, protocol=PROTOCOL_ID)
+                    self._unsupported[peer] = self.clock()
                     return report
                 stream = _Counted(raw, report)
                 budget = s.max_records
@@ -316,6 +346,28 @@ class Sync:
                     self._refused.popitem(last=False)
             if action is Action.REJECT:
                 raise SyncAbort(f"the peer sent an invalid record ({outcome.verdict.code})")
+
+    def _on_evict(self, rows: list[tuple[str, bytes, str, bytes]]) -> None:
+        """Records the store dropped: no longer announced, not pulled again for an hour, and
+        still served for ``session_timeout`` to sessions that saw them announced."""
+        self.index.on_evict(rows)
+        now = self.clock()
+        for _, idb, _, data in rows:
+            self._refused[idb] = now
+            self._evicted[idb] = (now, data)
+        while len(self._refused) > REFUSED_MAX:
+            self._refused.popitem(last=False)
+        while len(self._evicted) > EVICTED_KEPT_MAX:
+            self._evicted.popitem(last=False)
+
+    def _served_data(self, idb: bytes) -> bytes | None:
+        data = self.ingest.store.data_by_idb(idb)
+        if data is not None:
+            return data
+        kept = self._evicted.get(idb)
+        if kept is not None and self.clock() - kept[0] <= self.settings.session_timeout:
+            return kept[1]
+        return None
 
     def _recently_refused(self, idb: bytes, now: float) -> bool:
         at = self._refused.get(idb)
@@ -425,7 +477,7 @@ class Sync:
                     return
                 for k in range(count):
                     idb = data[pos + k * ID_BYTES:pos + (k + 1) * ID_BYTES]
-                    record = self.ingest.store.data_by_idb(idb)
+                    record = self._served_data(idb)
                     if record is None:
                         await _write(stream, frame(bytes([NOT_FOUND])))
                     else:
@@ -447,8 +499,20 @@ class Sync:
             "ids": {t: len(s) for t, s in self.index.sets.items()},
             "interval": self.settings.interval,
             "running": sorted(self._running),
+            "unsupported": sorted(self._unsupported),
             "last": {peer: r.as_dict() for peer, r in sorted(self.last.items())},
         }
+
+
+def protocol_refused(exc: BaseException) -> bool:
+    """Whether opening a stream failed because the peer does not speak the protocol (rather
+    than because the connection broke): py-libp2p's StreamFailure from multistream-select."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if type(seen).__name__ == "ProtocolNotSupportedError" or "not supported" in str(seen):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 async def _write(stream: Any, data: bytes) -> None:

@@ -147,6 +147,8 @@ def valid_records() -> list[tuple[str, str, str, wire.Record]]:
     out.append((
         "lesson-at-skew-limit", f"Created exactly {MAX_SKEW} s after now: still valid; strength 0.", "carol", edge,
     ))
+    epoch = wire.new_vouch(KEYS["carol"], subject=pub("alice"), created=wire.MIN_CREATED)
+    out.append(("vouch-at-epoch", "Created exactly at the protocol epoch, 2025-01-01T00:00:00Z: valid.", "carol", epoch))
     confirmed = wire.new_attestation(
         KEYS["bob"], lesson_id=worked.id, verdict="confirmed", met_before=False,
         evidence={"sessions": 6, "matched": 2, "window": 14 * 86400}, created=T0 + 3600,
@@ -343,6 +345,10 @@ def invalid_vectors() -> list[dict[str, Any]]:
     add("schema-strength-too-big", "schema", resigned(lm, strength=wire.MAX_STRENGTH + 1), "strength over 1,000,000.")
     add("schema-created-bool", "schema", resigned(lm, created=True), "created as true.")
     add("schema-created-too-big", "schema", resigned(lm, created=2**53), "created 2**53 (over the JSON-safe limit).")
+    add("schema-created-before-epoch", "schema", resigned(lm, created=wire.MIN_CREATED - 1),
+        "created one second before the protocol epoch, 2025-01-01T00:00:00Z (1735689600).")
+    add("schema-created-zero", "schema", resigned(lm, created=0),
+        "created 0 (1970): before the protocol epoch; such a lesson would head its group forever.")
     add("schema-text-empty", "schema", resigned(lm, text=""), "An empty text.")
     add("schema-text-whitespace", "schema", resigned(lm, text="   "), "A text of spaces only.")
     add("schema-text-too-long", "schema", resigned(lm, text="a" * (wire.MAX_TEXT_BYTES + 1)), "A 513-byte text.")

@@ -397,6 +397,7 @@ def dedup_key(text: str, kind: str) -> str:
 
 MAX_RECORD = 2048
 U53 = 2**53 - 1
+EPOCH = 1_735_689_600  # the protocol epoch, 2025-01-01T00:00:00Z: the earliest created
 REASON_CODES = {"incorrect", "harmful", "instruction", "private", "spam", "withdrawn", "other"}
 
 
@@ -451,7 +452,7 @@ FIELDS = {
 }
 COMMON = {
     "signer": lambda v: type(v) is bytes and len(v) == 32,
-    "created": lambda v: uint(v, 0, U53),
+    "created": lambda v: uint(v, EPOCH, U53),
     "signature": lambda v: type(v) is bytes and len(v) == 64,
 }
 

@@ -29,7 +29,10 @@ MAX_DERIVED_FROM = 16
 #: Attestation evidence: session counts up to 1,000,000; window 1 s to 366 days.
 MAX_EVIDENCE_COUNT = 1_000_000
 MAX_EVIDENCE_WINDOW = 366 * 86400
-#: created, Unix seconds UTC: 0 to 2**53 - 1 (exact in every JSON implementation).
+#: created, Unix seconds UTC: from the protocol epoch, 2025-01-01T00:00:00Z (no record is older
+#: than the protocol, and a record dated 0 would head its group forever), to 2**53 - 1 (exact in
+#: every JSON implementation).
+MIN_CREATED = 1_735_689_600
 MAX_CREATED = 2**53 - 1
 
 #: Default tolerance, in seconds, for a creation time in the future.

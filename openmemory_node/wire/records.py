@@ -26,6 +26,7 @@ from .limits import (
     KEY_BYTES,
     KIND_PATTERN,
     MAX_CREATED,
+    MIN_CREATED,
     MAX_DERIVED_FROM,
     MAX_EVIDENCE_COUNT,
     MAX_EVIDENCE_WINDOW,
@@ -162,7 +163,7 @@ def _id_list(value: Any) -> tuple[bytes, ...]:
 
 COMMON_FIELDS: dict[str, Check] = {
     "signer": _fixed_bytes("signer", KEY_BYTES),
-    "created": _uint("created", MAX_CREATED),
+    "created": _uint("created", MAX_CREATED, MIN_CREATED),
     "signature": _fixed_bytes("signature", SIGNATURE_BYTES),
 }
 

@@ -240,6 +240,7 @@ function cborEncode(v) {
 
 const MAX_RECORD = 2048;
 const MAX_CREATED = 2n ** 53n - 1n;
+const MIN_CREATED = 1735689600n; // the protocol epoch, 2025-01-01T00:00:00Z (PROTOCOL.md, common fields)
 const TYPES = ["lesson", "attestation", "revocation", "vouch"];
 const DOMAINS = Object.fromEntries(TYPES.map((t) => [t, Buffer.concat([utf8(`openmemory/${t}/v1`), Buffer.from([0])])]));
 const COMMON_FIELDS = ["version", "type", "signer", "created", "signature"];
@@ -341,7 +342,8 @@ function checkRecord(rec) {
   checkFieldSet(rec, [...COMMON_FIELDS, ...TYPE_FIELDS[type]], type);
   const signer = rec.get("signer");
   if (!isBytes(signer, 32)) fail("schema", "signer is not 32 bytes");
-  if (!isUint(rec.get("created"), MAX_CREATED)) fail("schema", "created is not an integer in 0..2^53-1");
+  if (!isUint(rec.get("created"), MAX_CREATED) || rec.get("created") < MIN_CREATED)
+    fail("schema", "created is not an integer from the protocol epoch (1735689600) to 2^53-1");
   if (!isBytes(rec.get("signature"), 64)) fail("schema", "signature is not 64 bytes");
   if (type === "lesson") {
     const text = rec.get("text");

@@ -20,7 +20,7 @@ from openmemory_node import config as config_mod
 from openmemory_node.client import ApiError, ApiUnavailable, Client
 from openmemory_node.home import init_home
 
-START_TIMEOUT = 20.0
+START_TIMEOUT = 60.0  # generous: a loaded 2-core machine starting many interpreters
 
 
 def free_port() -> int:
@@ -187,7 +187,7 @@ class Node:
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait(timeout=5)
 
-    def stop(self, timeout: float = 5.0) -> float:
+    def stop(self, timeout: float = 20.0) -> float:
         """SIGTERM; returns how long the process took to exit."""
         assert self.proc is not None
         started = time.monotonic()
@@ -256,7 +256,7 @@ class Cluster:
             node.wait_ready()
         return nodes
 
-    def wait_line_meshed(self, nodes: list[Node], timeout: float = 15.0) -> None:
+    def wait_line_meshed(self, nodes: list[Node], timeout: float = 30.0) -> None:
         """Every node has its line neighbours connected and in its lesson mesh."""
         for i, node in enumerate(nodes):
             want = (i > 0) + (i < len(nodes) - 1)

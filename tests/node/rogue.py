@@ -7,6 +7,7 @@ record bytes as new messages. Its outbound queue is large, so that a flood reall
 
 from __future__ import annotations
 
+import secrets
 import time
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
@@ -62,6 +63,21 @@ class Rogue:
         await self.pubsub.publish(topic, data)
         if pace:
             await trio.sleep(pace)
+
+    async def relay_as_stranger(self, data: bytes, topic: str = LESSON_TOPIC) -> None:
+        """Send ``data`` as if relaying a message that a peer of its own (a new libp2p key
+        each time) published: to the target, the rogue only relays it."""
+        from libp2p.crypto.ed25519 import create_new_key_pair
+        from libp2p.peer.id import ID
+        from libp2p.pubsub.pb import rpc_pb2
+        from libp2p.pubsub.validators import PUBSUB_SIGNING_PREFIX
+
+        origin = create_new_key_pair()
+        msg = rpc_pb2.Message(data=data, topicIDs=[topic], from_id=ID.from_pubkey(origin.public_key).to_bytes(),
+                              seqno=secrets.token_bytes(8))
+        msg.signature = origin.private_key.sign(PUBSUB_SIGNING_PREFIX.encode() + msg.SerializeToString())
+        msg.key = origin.public_key.serialize()
+        await self.pubsub.router.publish(self.host.get_id(), msg)
 
     async def reconnect(self) -> None:
         await self.host.connect(self.target)

@@ -81,3 +81,65 @@ def test_two_homes_walkthrough_and_exit_codes(tmp_path, cluster):
     offline_rows = json.loads(cli(b_home, "records", "--json").stdout)["records"]
     assert [r["id"] for r in offline_rows] == [rid]
     assert "candidate" in cli(b_home, "show", rid).stdout
+
+
+def colliding_pair(digits: int = 8) -> tuple[bytes, bytes]:
+    """Two valid lessons whose ids share their first ``digits`` hex digits (a birthday search)."""
+    import nacl.signing
+
+    from openmemory_node import wire
+
+    key = nacl.signing.SigningKey(bytes(range(32)))
+    seen: dict[str, bytes] = {}
+    for i in range(200_000):
+        data = wire.encode(wire.new_lesson(key, text=f"The nightly build {i} failed on a cold cache.",
+                                           kind="error", strength=1000, provenance=bytes(32),
+                                           created=1_760_000_000))
+        prefix = wire.record_id(data).hex()[:digits]
+        if prefix in seen:
+            return seen[prefix], data
+        seen[prefix] = data
+    raise AssertionError("no collision")  # pragma: no cover
+
+
+def test_ids_by_unambiguous_prefix_wherever_an_id_is(cluster):
+    from openmemory_node import wire
+
+    (a,) = cluster.line(1)
+    first, second = colliding_pair()
+    for data in (first, second):
+        assert a.post("/v1/records", {"cbor": data.hex()})["status"] == "candidate"
+    shared = wire.record_id(first).hex()[:8]
+    rid = a.publish(TEXT)["id"]
+    short = rid[:16]  # what `records` prints
+    assert short in cli(a.home, "records").stdout
+    assert a.get(f"/v1/records/{short}")["id"] == rid
+    assert a.post("/v1/fetch", {"id": short})["fetched"]["from"] == "store"
+    assert f"id          {rid}" in cli(a.home, "show", short).stdout
+    child = cli(a.home, "publish", "--text", "The uv lock file was regenerated after pip ran.",
+                "--kind", "correction", "--derived-from", short, "--json")
+    assert json.loads(child.stdout)["record"]["derived_from"] == [rid]
+    assert json.loads(cli(a.home, "attest", short, "--confirmed", "--json").stdout)["record"]["lesson_id"] == rid
+    assert json.loads(cli(a.home, "revoke", short, "--local", "--json").stdout)["id"] == rid
+    assert json.loads(cli(a.home, "revoke", short, "--undo", "--json").stdout)["lifted"] is True
+    # Ambiguous: refused with the candidates; unknown: not found; not hex, or too short: usage.
+    ambiguous = cli(a.home, "show", shared, check=False)
+    assert ambiguous.returncode == 2 and "ambiguous" in ambiguous.stderr
+    assert {wire.record_id(first).hex(), wire.record_id(second).hex()} <= set(ambiguous.stderr.split())
+    assert cli(a.home, "attest", shared, "--confirmed", check=False).returncode == 2
+    assert cli(a.home, "show", "1220ffffffff0000", check=False).returncode == 4
+    assert cli(a.home, "show", "1220ab", check=False).returncode == 2
+    assert cli(a.home, "show", "not-an-id", check=False).returncode == 2
+    a.stop()  # offline, `show` reads the store and resolves prefixes the same way
+    assert f"id          {rid}" in cli(a.home, "show", short).stdout
+    assert cli(a.home, "show", shared, check=False).returncode == 2
+
+
+def test_the_api_address_must_be_loopback(tmp_path):
+    for address in ("0.0.0.0:4772", "192.168.1.20:4772", "[::]:4772"):
+        out = cli(tmp_path / "x", "init", "--api", address, check=False)
+        assert out.returncode == 2 and "not a loopback address" in out.stderr, out.stderr
+    (tmp_path / "y").mkdir()
+    (tmp_path / "y" / "config.toml").write_text('[api]\naddress = "0.0.0.0:0"\n')
+    started = cli(tmp_path / "y", "start", check=False)
+    assert started.returncode == 1 and "not a loopback address" in started.stderr

@@ -79,7 +79,7 @@ def test_attest_trust_revoke_vouch_show_and_peers_from_the_command_line(cluster)
     sessions = js(a.home, "sync")["sessions"]
     assert [s["peer"] for s in sessions] == [b.peer_id] and sessions[0]["outcome"] == "done"
     assert "blocked" in cli(a.home, "peers", "block", b.peer_id).stdout
-    wait_until(lambda: b.peer_id not in a.connected(), 5, what="b disconnected")
+    wait_until(lambda: b.peer_id not in a.connected(), 20, what="b disconnected")
     assert cli(a.home, "peers", "unblock", b.peer_id).returncode == 0
     wait_until(lambda: b.peer_id in a.connected(), 10, what="b reconnected")
     assert "sync" in cli(a.home, "status").stdout

@@ -390,3 +390,61 @@ def test_config_checks():
         CommonsConfig(policy="anyone")
     with pytest.raises(ValueError):
         CommonsConfig(threshold=0)
+
+
+# -- forgetting inert records (the store's bound on records without standing) ---------------
+
+@settings(max_examples=120, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.integers(0, len(POOL) - 1), min_size=1, max_size=len(POOL), unique=True),
+       st.randoms(use_true_random=False), st.sampled_from(range(len(CONFIGS))))
+def test_forgetting_an_inert_record_is_as_if_it_never_arrived(indices, rng, which):
+    config = CONFIGS[which]
+    held = [POOL[i] for i in indices]
+    machine = Commons(config)
+    for record in held:
+        machine.add(record)
+    forgotten = []
+    while True:
+        inert = [r for r in held if machine.inert(r.id)]
+        if not inert:
+            break
+        victim = rng.choice(inert)
+        assert victim.record_type != "revocation"
+        machine.forget(victim.id)
+        held.remove(victim)
+        forgotten.append(victim)
+        fresh = Commons(config)
+        for record in held:
+            fresh.add(record)
+        assert machine.statuses() == fresh.statuses()
+        for lid in machine.lessons:
+            assert machine.explain(lid) == fresh.explain(lid)
+    for record in held:  # what is left is all referenced, counted, or a revocation
+        with pytest.raises(ValueError):
+            machine.forget(record.id)
+    # A forgotten record that arrives again is taken in as if for the first time.
+    for record in forgotten[::-1]:
+        machine.add(record)
+        held.append(record)
+    assert machine.statuses() == evaluate(held, config)
+
+
+def test_what_is_inert_and_what_is_not():
+    lsn, other = lesson(AUTHOR), lesson(AUTHOR, text="The build cache was stale after the upgrade.")
+    vote = attest(ATTESTERS[0], lsn)
+    rev = revoke(AUTHOR, other)
+    stranger_vouch = vouch(ATTESTERS[1], ATTESTERS[2])
+    machine = Commons(OPEN)
+    for record in (lsn, other, vote, rev, stranger_vouch):
+        machine.add(record)
+    assert not machine.inert(lsn.id)  # an attestation names it
+    assert not machine.inert(vote.id)  # it counts (open policy)
+    assert not machine.inert(other.id) and not machine.inert(rev.id)  # revoked; a revocation
+    assert machine.inert(stranger_vouch.id)  # no effect, named by nothing
+    untrusted = Commons(trusting(ATTESTERS[3]))
+    for record in (lsn, vote):
+        untrusted.add(record)
+    assert untrusted.inert(vote.id) and not untrusted.inert(lsn.id)  # not counted: inert
+    untrusted.forget(vote.id)
+    assert untrusted.inert(lsn.id)  # nothing names it any more

@@ -115,7 +115,7 @@ def test_one_key_is_the_peer_id_and_the_record_signer():
         pair = ident.key_pair()
         assert pair.public_key.to_bytes() == ident.public_key
     lesson = wire.new_lesson(ident.signing_key, text="The build failed twice on Fridays.",
-                             kind="error", strength=1000, provenance=bytes(32), created=0)
+                             kind="error", strength=1000, provenance=bytes(32), created=wire.MIN_CREATED)
     assert lesson.signer == ident.public_key
     # libp2p's signature under the same key verifies with PyNaCl, and vice versa.
     sig = pair.private_key.sign(b"message")

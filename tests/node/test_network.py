@@ -23,11 +23,8 @@ def test_five_nodes_in_a_line_every_node_gets_a_lesson_validated(cluster):
     rid = published["id"]
     assert published["status"] == "candidate" and published["via"] == "local"
 
-    started = time.monotonic()
     views = wait_until(lambda: [n.has(rid) for n in nodes] if all(n.has(rid) for n in nodes) else None,
-                       timeout=5.0, what="the lesson on all five nodes")
-    elapsed = time.monotonic() - started
-    assert elapsed < 5.0
+                       timeout=20.0, what="the lesson on all five nodes")
     for i, view in enumerate(views[1:], start=1):
         # Each node got it from its neighbour up the line, by gossip, and stored it validated.
         assert view["via"] == "gossip"
@@ -47,7 +44,7 @@ def test_sigkill_and_restart_keeps_identity_and_records_and_reconnects(cluster):
     a, b, c = cluster.line(3)
     cluster.wait_line_meshed([a, b, c])
     first = a.publish(LESSON)["id"]
-    wait_until(lambda: b.has(first) and c.has(first), 5, what="first lesson everywhere")
+    wait_until(lambda: b.has(first) and c.has(first), 20, what="first lesson everywhere")
     b_id = b.peer_id
 
     # A burst from a, and b killed while it relays it: whatever c got from b, b had committed.
@@ -74,7 +71,7 @@ def test_sigkill_and_restart_keeps_identity_and_records_and_reconnects(cluster):
     assert relayed <= stored_at_b, "b forwarded a record it had not committed"
 
     # Published while b is down: a has no mesh peer, holds it, and gossips it once b is back.
-    wait_until(lambda: not a.connected(), 5, what="a noticing that b is gone")
+    wait_until(lambda: not a.connected(), 20, what="a noticing that b is gone")
     while_down = a.publish("The build broke when the lock file was regenerated.", kind="error")["id"]
     assert a.status()["gossip"]["outbox"] >= 1
     b.start()
@@ -85,21 +82,24 @@ def test_sigkill_and_restart_keeps_identity_and_records_and_reconnects(cluster):
     assert stored_at_b <= kept, "records lost across SIGKILL"
     wait_until(lambda: b.has(while_down) and c.has(while_down), 10, what="record published while b was down")
     after = c.publish("The deploy script needs the staging credentials file.", kind="error")["id"]
-    wait_until(lambda: b.has(after) and a.has(after), 5, what="record published after the restart")
+    wait_until(lambda: b.has(after) and a.has(after), 20, what="record published after the restart")
     for node in (a, b, c):
         assert node.status()["gossip"]["dropped"] == 0
+
+
+STOP_WITHIN = 2.0  # README: "Ctrl-C (or SIGTERM) stops a node within two seconds"
 
 
 def test_sigterm_and_sigint_stop_the_daemon_within_two_seconds(cluster):
     a, b = cluster.line(2)
     cluster.wait_line_meshed([a, b])
-    assert a.stop() < 2.0
+    assert a.stop() < STOP_WITHIN
     assert a.proc.returncode == 0
     assert not (a.home / "api.addr").exists()
     b.proc.send_signal(signal.SIGINT)
     started = time.monotonic()
-    b.proc.wait(timeout=5)
-    assert time.monotonic() - started < 2.0
+    b.proc.wait(timeout=20)
+    assert time.monotonic() - started < STOP_WITHIN
     assert b.proc.returncode == 0
     # The listener is closed: the port is free again (host.close() ran).
     import socket

@@ -88,30 +88,57 @@ def test_sync_repairs_a_record_that_gossip_never_delivered(cluster):
     assert x.status()["gossip"]["published"] == 0  # it did not travel by gossip
 
 
-async def test_sessions_run_on_connect_and_then_every_interval():
-    started: list[float] = []
+async def test_sessions_run_on_connect_then_every_interval_but_not_with_a_peer_without_sync():
+    from libp2p.host.exceptions import StreamFailure
+    from libp2p.protocol_muxer.exceptions import ProtocolNotSupportedError
 
-    class NoStreams:
+    attempts: dict[str, int] = {}
+    no_sync = "12D3KooWPjU1x5EAvo3jcwFkmp6jBh5L9wDXRutJYiobGVAssjf8"  # a js-libp2p node, say
+    flaky = "12D3KooWGone8rC1tzh3jaSLLgqu2jqTYCeewW8Zr6FEGFXyCWdV"  # its connection keeps breaking
+
+    class Streams:
         async def new_stream(self, peer, protocols):
-            started.append(time.monotonic())
-            raise ConnectionError("no such protocol")
+            attempts[peer.to_base58()] = attempts.get(peer.to_base58(), 0) + 1
+            if peer.to_base58() == no_sync:
+                try:
+                    raise ProtocolNotSupportedError("protocol not supported: /openmemory/sync/1.0.0")
+                except ProtocolNotSupportedError as exc:
+                    raise StreamFailure("failed to open a stream") from exc
+            raise ConnectionResetError("connection reset")
 
     class FakeStore:
         def ids_by_type(self):
             return iter(())
 
     ingest = Ingest.__new__(Ingest)
-    ingest.store, ingest.policy, ingest.on_accept_hooks = FakeStore(), NodePolicy(), []
-    peer = "12D3KooWPjU1x5EAvo3jcwFkmp6jBh5L9wDXRutJYiobGVAssjf8"
-    sync = Sync(NoStreams(), ingest, SyncSection(interval=0.4, connect_delay=0.05), time.time,
-                connected=lambda: [peer])
-    with trio.move_on_after(1.5):
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(sync.run)
-            await trio.sleep(0.1)
-            sync.peer_connected(peer)  # a connection makes a session due at once
-    assert len(started) >= 3  # on connect, then every ~0.4 s
-    assert sync.last[peer].outcome == "unsupported" and sync.stats["failed"] >= 3
+    ingest.store, ingest.policy, ingest.on_accept_hooks, ingest.on_evict_hooks = FakeStore(), NodePolicy(), [], []
+    now = [1000.0]
+    sync = Sync(Streams(), ingest, SyncSection(interval=30, connect_delay=0.5), lambda: now[0],
+                connected=lambda: [no_sync, flaky])
+
+    async def attempted(peer: str, n: int) -> None:
+        with trio.fail_after(20):
+            while attempts.get(peer, 0) < n:
+                await trio.sleep(0.01)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(sync.run)
+        for peer in (no_sync, flaky):
+            sync.peer_connected(peer)
+        now[0] += 1  # the connect delay has passed: a session with each
+        await attempted(no_sync, 1)
+        await attempted(flaky, 1)
+        for rounds in range(2, 5):  # three intervals later, and a reconnection
+            now[0] += 40
+            sync.peer_connected(no_sync)
+            now[0] += 1
+            await attempted(flaky, rounds)
+        assert attempts[no_sync] == 1  # remembered: not asked every interval nor on reconnect
+        assert sync.status()["unsupported"] == [no_sync]
+        now[0] += 3600  # an hour later it is asked again
+        await attempted(no_sync, 2)
+        nursery.cancel_scope.cancel()
+    assert sync.last[no_sync].outcome == "unsupported" and sync.last[flaky].outcome == "failed"
 
 
 async def test_garbage_and_oversized_messages_are_refused_and_penalised(cluster):
@@ -182,6 +209,6 @@ async def test_a_peer_that_announces_records_it_does_not_have_is_penalised(clust
         assert wanted == [fake]
         row = await thread(peer_row, x, me)
         assert row["penalty"] == pytest.approx(10, abs=0.5)
-        last = await thread(lambda: wait_until(lambda: x.get("/v1/sync")["last"].get(me), 5, 0.05,
+        last = await thread(lambda: wait_until(lambda: x.get("/v1/sync")["last"].get(me), 20, 0.05,
                                                "x ending the session"))
         assert last["outcome"] == "aborted" and "NOT_FOUND" in last["detail"]

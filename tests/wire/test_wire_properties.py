@@ -26,7 +26,7 @@ lesson_text = st.builds(lambda w: "`make` failed: " + w, words).filter(
     and not any(0x7F <= ord(c) <= 0x9F or c == "\xad" or 0x34F == ord(c) for c in t)
 )
 ids = st.binary(min_size=32, max_size=32).map(lambda d: b"\x12\x20" + d)
-created = st.integers(min_value=0, max_value=NOW)
+created = st.integers(min_value=wire.MIN_CREATED, max_value=NOW)
 key = st.sampled_from(KEYS)
 
 

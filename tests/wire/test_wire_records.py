@@ -226,8 +226,9 @@ def test_clock_skew_is_bounded_in_the_future_only(alice):
     assert wire.validate(data, now=NOW) == lesson
     assert codes(lambda: wire.validate(data, now=NOW - 1)) == "clock-skew"
     assert wire.validate(data, now=NOW - 100, max_skew=400) == lesson
-    old = make_lesson(alice, created=0)
+    old = make_lesson(alice, created=wire.MIN_CREATED)
     assert wire.validate(wire.encode(old), now=NOW) == old  # records stay valid forever
+    assert codes(lambda: make_lesson(alice, created=wire.MIN_CREATED - 1)) == "schema"  # before the epoch
     with pytest.raises(TypeError):
         wire.validate(data, now=float(NOW))
 
