@@ -4,9 +4,12 @@ A run is a list of steps, each a function ``(store, now, report) -> dict`` whose
 stored under its name in the run's report (later steps can read earlier ones):
 
 1. ``ingest``: the default transcript sources (Claude Code's ``projects`` folder);
-2. ``sleep``: decay, lessons, verify, predict (:mod:`openmemory_local.sleep`);
-3. ``render``: the lessons into the projects' memory folders (:mod:`openmemory_local.render`);
-4. ``report``: the morning report of what changed (:mod:`openmemory_local.report`).
+2. ``replay``: a history brought in is slept on as it happened, one sleep at the end of each
+   past day that holds activity (:mod:`openmemory_local.replay`; nothing on a store slept
+   every night);
+3. ``sleep``: decay, lessons, verify, predict (:mod:`openmemory_local.sleep`);
+4. ``render``: the lessons into the projects' memory folders (:mod:`openmemory_local.render`);
+5. ``report``: the morning report of what changed (:mod:`openmemory_local.report`).
 
 A run with nothing new changes nothing on disk: ingest opens no unchanged file, sleep and
 render write only what changed, and no events means no report.
@@ -21,7 +24,7 @@ from typing import Callable
 from .ingest import ingest
 from .store import Store
 
-__all__ = ["Step", "STEPS", "run_job", "ingest_step", "sleep_step", "render_step", "report_step"]
+__all__ = ["Step", "STEPS", "run_job", "ingest_step", "replay_step", "sleep_step", "render_step", "report_step"]
 
 
 @dataclass(frozen=True)
@@ -36,6 +39,13 @@ def ingest_step(store: Store, now: datetime, report: dict) -> dict:
     out = summary.to_dict()
     out["problems"] = len(summary.problems)
     return out
+
+
+def replay_step(store: Store, now: datetime, report: dict) -> dict:
+    """Sleep at the end of each past day not slept yet (a history just brought in)."""
+    from .replay import replay
+
+    return replay(store, now, progress=report.get("_replay_progress"))
 
 
 def sleep_step(store: Store, now: datetime, report: dict) -> dict:
@@ -64,16 +74,19 @@ def report_step(store: Store, now: datetime, report: dict) -> dict:
 #: The steps of ``openmemory run``, in order.
 STEPS: list[Step] = [
     Step("ingest", ingest_step),
+    Step("replay", replay_step),
     Step("sleep", sleep_step),
     Step("render", render_step),
     Step("report", report_step),
 ]
 
 
-def run_job(store: Store, now: datetime, steps: list[Step] | None = None, progress=None) -> dict:
+def run_job(store: Store, now: datetime, steps: list[Step] | None = None, progress=None,
+            replay_progress=None) -> dict:
     """Run the steps in order; return ``{step name: step result}``."""
-    report: dict = {"_progress": progress}
+    report: dict = {"_progress": progress, "_replay_progress": replay_progress}
     for step in steps if steps is not None else STEPS:
         report[step.name] = step.run(store, now, report)
     report.pop("_progress", None)
+    report.pop("_replay_progress", None)
     return report
