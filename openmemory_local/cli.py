@@ -631,6 +631,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .integrations.claude_code import register as register_integrations
     from .mcp_server import register as register_mcp
 
+    from .evaluate import register as register_eval
+
+    register_eval(sub, common)  # openmemory eval
     register_mcp(sub, common)  # openmemory mcp
     register_integrations(sub, common)  # openmemory install / uninstall / hook
     return parser
