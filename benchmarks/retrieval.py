@@ -103,8 +103,8 @@ def _programs(ep: dict) -> list[str]:
     return ["(edit a file)" if sub["tool"] in _EDITORS else sub["tool"]]
 
 
-def rebuild(data: Path = DATA) -> dict:
-    """Ingest ``data`` into a throw-away store and write the set with the hand labels."""
+def rebuild(data: Path = DATA, out: Path = SET) -> dict:
+    """Ingest ``data`` into a throw-away store and write the set (to ``out``) with the hand labels."""
     from datetime import datetime, timezone
 
     from openmemory_local.config import Config
@@ -129,10 +129,10 @@ def rebuild(data: Path = DATA) -> dict:
     missing = set(LABELS) - {i["key"] for i in items}
     if missing:
         raise SystemExit(f"labels for tool calls not in the data: {sorted(missing)}")
-    out = {"what": "failures of the real transcripts of ../shared/data/claude-code, labelled by surprise by hand "
-                   "(see benchmarks/retrieval.py)", "items": items}
-    SET.write_text(json.dumps(out, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    return out
+    result = {"what": "failures of the real transcripts of ../shared/data/claude-code, labelled by surprise by hand "
+                      "(see benchmarks/retrieval.py)", "items": items}
+    Path(out).write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    return result
 
 
 def queries(items: list[dict]) -> tuple[list[int], list[set], list[set], list[set]]:

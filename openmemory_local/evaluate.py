@@ -366,7 +366,7 @@ def table(result: dict) -> str:
             rate = arm["b_repeated_error_rate"] or {}
             parts = ", ".join(f"{k.replace('_', ' ')} {_fmt(v if not isinstance(v, dict) else v.get('rate'))}"
                               for k, v in rate.items())
-            lines.append(f"5. two agents ({name:<8})   B's repeated-error rate on A-only errors: {parts}")
+            lines.append(f"5. two agents, {name + ':':<13} B's repeated-error rate on A-only errors: {parts}")
         for what, why in (r5.get("not_measured") or {}).items():
             lines.append(f"   not measured: {what}: {why}")
     else:

@@ -20,7 +20,8 @@ names, hashes, numbers and paths with ids do not keep the same thing apart:
 *Facets* of an episode (:func:`facets`): the situations it shows, each a short text. A
 session episode has one per program it ran (``git push``), one per simple shell command
 (``git add priv/static/assets/app.css``), one per file it read or edited
-(``Edit lib/app.ex``); an error episode has its signature and the commands of its call; a
+(``Edit lib/app.ex``), each with the first and last time the session met it
+(:func:`timed_facets`); an error episode has its signature and the commands of its call; a
 correction its signature and the action it corrected.
 
 *Probes* of a lesson (:func:`probes`): the situation its prediction expects and the outcome.
@@ -52,7 +53,8 @@ from typing import Iterable
 from .episodes import command_heads
 from .normalize import command_segments, normalise, path_like
 
-__all__ = ["FILE_TOOLS", "OPTION_ALIASES", "signature", "subject", "facets", "timed_facets", "probes", "probe_matches", "rel_path"]
+__all__ = ["FILE_TOOLS", "OPTION_ALIASES", "signature", "subject", "facets", "timed_facets", "probes", "probe_matches",
+           "rel_path"]
 
 #: Long options and the short forms that mean the same to the programs agents run most
 #: (``git push -u`` is ``git push --set-upstream``), for a resolution's required words.

@@ -3,14 +3,19 @@
 Rules (every number is a :class:`openmemory_local.config.Config` field):
 
 ``decay(store, now)``
-    Strength halves every ``decay_half_life_days`` (45) without a touch. Decay is applied
-    in whole UTC days: up to the start of ``now``'s day, from the later of an episode's
-    ``last_touched`` and the point the previous decay reached (``meta.decayed_until``);
-    any number of sleeps within one day decay once. An episode below ``archive_below``
-    (0.15) is archived: kept, never deleted, no longer recalled nor consolidated
-    (``openmemory episodes --archived``). Lessons decay the same way from their last
-    reinforcement and are archived below the same threshold (their open prediction is
-    withdrawn). A group still forming whose surprises are all archived is dropped.
+    Strength halves every ``decay_half_life_days`` (45) *days of activity* without a touch:
+    a day counts for a memory when its project family was active that UTC day (an episode of
+    the family was created, or one of its sessions ended, that day: :class:`Activity`), so a
+    project left alone, or a history imported a year late, loses nothing for the agent's
+    absence; with activity every day this is the calendar. Decay is applied up to the start of
+    ``now``'s day, from the later of an episode's ``last_touched`` and the point the previous
+    decay reached (``meta.decayed_until``; the day of that moment counts for the part of it
+    after it); any number of sleeps within one day decay once. An episode below
+    ``archive_below`` (0.15) is archived: kept, never deleted, no longer recalled nor
+    consolidated (``openmemory episodes --archived``). Lessons decay the same way from their
+    last reinforcement, counting their family's active days, and are archived below the same
+    threshold (their open prediction is withdrawn). A group still forming whose surprises are
+    all archived is dropped.
 
 ``learn(store, now)``
     Surprises (error episodes of the failure kinds in ``surprise_failures``, and
@@ -35,25 +40,31 @@ Rules (every number is a :class:`openmemory_local.config.Config` field):
     family meets the situation (``git push`` runs), the failure recurs or its resolution is
     used (``git push --set-upstream origin <branch>``)". Its probes
     (:func:`openmemory_local.situations.probes`) carry a role: ``situation``, ``failure``,
-    ``resolution``. Each open prediction is compared with the episodes of its family created
-    after it was made (and up to ``now``), session by session: their facets (the commands a
-    session ran, the files it touched, the failure itself) against the probes (a match: cosine
-    >= ``verify_cosine``, 0.5, and the probe's required path and words). The first session, in
-    time, that decides, decides:
+    ``resolution``. Each open prediction is compared with what the sessions of its family did
+    after it was made (and up to ``now``), each thing dated at its own time: a failure or a
+    correction when it happened, a command a session ran or a file it touched when the session
+    did it (the session episode's ``times``), so a session that was running when the sleep
+    happened counts for what it did after it, and not for what it did before. Facets (the
+    commands, the files, the failure itself) are matched against the probes (cosine >=
+    ``verify_cosine``, 0.5, and the probe's required path and words; the ``failure`` probe only
+    against a failure's or correction's own signature). The window is activity, not time: the
+    *first later session that meets the situation or the outcome* decides, whenever it comes:
 
-    * *confirmed* when the session shows the failure again (an error or correction episode
-      matching the ``failure`` probe) or its resolution (a ``resolution`` probe): the lesson
-      gains ``confirm_strength`` (0.5);
-    * *failed* when the session met the situation with neither, once it has been quiet
-      ``prediction_settle_minutes`` (60; a session still running may yet show them): the world
-      changed, the lesson loses ``fail_strength`` (0.5);
-    * *open* while no session meets the situation: a project left alone for a month neither
-      confirms nor fails anything.
+    * *confirmed* when that session shows the failure again or its resolution (a ``resolution``
+      probe): the lesson gains ``confirm_strength`` (0.5);
+    * *failed* when that session met the situation with neither, once it has been quiet
+      ``prediction_settle_minutes`` (60; until then nothing is decided, a later session
+      included: it may yet show them): the world changed, the lesson loses ``fail_strength``
+      (0.5);
+    * *open* while no session of the family meets the situation: no amount of time without
+      such a session fails a prediction (a project left alone for a year fails nothing).
+      A prediction fails only when a session of its family happened and met its situation
+      without confirming it.
 
     The verdict, the facet and the episode that decided are kept on the prediction (and in
     the ``confirmed``/``failed`` event, with ``why``). The structure is one function per step
-    (:func:`_evidence` collects matches per session, :func:`_verdict` decides), so that other
-    windows (activity windows, a replayed history) can feed the same decision.
+    (:func:`_evidence` collects matches per session, :func:`_verdict` decides); a history
+    brought in is replayed day by day (:mod:`openmemory_local.replay`) through the same passes.
 
 ``predict(store, now)``
     Each active, unvetoed lesson with strength >= ``predict_min_strength`` (1) and no
@@ -71,7 +82,8 @@ commons form of issue 12): ``kind``, ``seen``, ``sessions``, ``signature``, ``br
 :mod:`openmemory_local.resolutions`); for corrections ``said``, ``action``, ``action_label``,
 ``statement``, ``cue``.
 
-:func:`sleep` runs the four passes in one transaction (a sleep killed midway leaves the
+:func:`sleep` refuses a ``now`` before the store's last sleep (:class:`SleepClockError`: the
+store already holds what happened until then), then runs the four passes in one transaction (a sleep killed midway leaves the
 store as it was before), holding ``<home>/sleep.lock`` so two sleeps never run at once
 (the second gets :class:`SleepBusy` at once rather than waiting), then asks the optional
 local model to rephrase new lessons (:func:`openmemory_local.lesson_text.rephrase`).
