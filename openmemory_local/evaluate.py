@@ -20,8 +20,8 @@ ISO week, Monday 00:00 UTC, of the moment it counts) and overall:
    before it (other sessions only) ranked by relevance (:mod:`openmemory_local.retrieval`):
    recall@1/3/10 and MRR of finding the lesson's evidence (its earlier failures), for the
    hashed embedding (what recall uses), BM25 and their fusion (and the learned embedder with
-   ``--learned`` and the ``learned`` extra). Relevance only: recency and strength at that past
-   moment are not kept.
+   ``--learned`` and the ``learned`` extra), on the latest 500 such failures at most, ranks up to 100 (MRR@100). Relevance
+   only: recency and strength at that past moment are not kept.
 
 ``--split TIME`` learns from what came before TIME and scores only what came after: a copy of
 the store (a temporary folder; the store itself is only read) has its lessons, predictions and
@@ -50,6 +50,10 @@ from .clock import iso, parse_time
 __all__ = ["evaluate", "table", "two_agent_result", "week_of", "register", "EvalError"]
 
 SUMMARY_FILE = "summary.json"
+#: Measure 6 scores at most this many failures, the latest (each ranks every memory of the store).
+MAX_RETRIEVAL_QUERIES = 500
+#: ... looking at the first 100 memories of each ranking (MRR counts a first hit beyond as 0).
+RETRIEVAL_DEPTH = 100
 
 
 class EvalError(ValueError):
@@ -182,8 +186,14 @@ def _retrieval(conn, queries: list[tuple], methods: tuple[str, ...], *, before: 
 
     if not queries:
         return {"overall": {m: {"queries": 0} for m in methods}, "weeks": []}
+    considered = len(queries)
+    queries = queries[-MAX_RETRIEVAL_QUERIES:]  # the latest: each query ranks the whole store
+    import numpy as np
+
     corpus = conn.execute("SELECT id, session_id, created, text FROM episodes ORDER BY id").fetchall()
     position = {row[0]: i for i, row in enumerate(corpus)}
+    created_at = np.array([row[2] for row in corpus])
+    session_of = np.array([row[1] or "" for row in corpus])
     members: dict[int, set] = {}
     for episode_id, lesson_id in conn.execute("SELECT episode_id, lesson_id FROM lesson_members"):
         members.setdefault(lesson_id, set()).add(episode_id)
@@ -191,8 +201,11 @@ def _retrieval(conn, queries: list[tuple], methods: tuple[str, ...], *, before: 
     qtexts, exclude, relevant, weeks = [], [], [], []
     for eid, session_id, created, lesson_id in queries:
         cut = before or created
-        skip = {i for i, (oid, osid, ocreated, _t) in enumerate(corpus)
-                if ocreated >= cut or (session_id and osid == session_id) or oid == eid}
+        mask = created_at >= cut
+        if session_id:
+            mask |= session_of == session_id
+        mask[position[eid]] = True
+        skip = set(np.flatnonzero(mask).tolist())
         pool = evidence.get(lesson_id) if evidence is not None else members.get(lesson_id, set())
         rel = {position[m] for m in pool if m in position} - skip
         if not rel:
@@ -204,12 +217,13 @@ def _retrieval(conn, queries: list[tuple], methods: tuple[str, ...], *, before: 
     cache: dict = {}
     overall, by_week = {}, {}
     for method in methods:
-        ranking = rank(method, qtexts, texts, exclude, cache)
+        ranking = rank(method, qtexts, texts, exclude, cache, depth=RETRIEVAL_DEPTH)
         overall[method] = score(ranking, relevant)
         for w in sorted(set(weeks)):
             picks = [n for n, wk in enumerate(weeks) if wk == w]
             by_week.setdefault(w, {})[method] = score([ranking[n] for n in picks], [relevant[n] for n in picks])
-    return {"overall": overall, "weeks": [dict(week=w, **v) for w, v in sorted(by_week.items())]}
+    return {"overall": overall, "weeks": [dict(week=w, **v) for w, v in sorted(by_week.items())],
+            "failures": considered, "scored": len(queries)}
 
 
 # --- the two-agent experiment ---------------------------------------------------------------

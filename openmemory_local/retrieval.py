@@ -40,44 +40,66 @@ FAST_METHODS = ("hashed", "bm25", "fusion")
 Ranking = list[list[int]]  # per query, corpus indices best first
 
 
-def rank_vectors(queries: np.ndarray, corpus: np.ndarray, exclude: Sequence[set] | None = None) -> Ranking:
-    """Corpus rows by cosine with each query row (both L2-normalised), best first; ties by index."""
+def rank_vectors(queries: np.ndarray, corpus: np.ndarray, exclude: Sequence[set] | None = None,
+                 depth: int | None = None) -> Ranking:
+    """Corpus rows by cosine with each query row (both L2-normalised), best first; ties by index;
+    the first ``depth`` only if given."""
     sims = queries.astype(np.float64) @ corpus.astype(np.float64).T if len(corpus) else np.zeros((len(queries), 0))
     out = []
     for q, row in enumerate(sims):
-        order = sorted(range(len(row)), key=lambda i: (-row[i], i))
-        out.append(_without(order, exclude[q] if exclude else ()))
+        skip = exclude[q] if exclude else ()
+        if skip:
+            row = row.copy()
+            row[list(skip)] = -np.inf
+        order = np.argsort(-row, kind="stable")  # ties: by index
+        keep = len(row) - len(skip)
+        out.append(order[: keep if depth is None else min(depth, keep)].tolist())
     return out
 
 
 _WORD = re.compile(r"[^\W_]+")
 
 
-def rank_bm25(queries: Sequence[str], corpus: Sequence[str], exclude: Sequence[set] | None = None) -> Ranking:
+def rank_bm25(queries: Sequence[str], corpus: Sequence[str], exclude: Sequence[set] | None = None,
+              depth: int | None = None) -> Ranking:
     """Corpus texts by FTS5 BM25 for each query (every corpus text ranked: those that share no
-    word with the query after those that do, in corpus order)."""
+    word with the query after those that do, in corpus order; the first ``depth`` only if given)."""
     conn = sqlite3.connect(":memory:")
     try:
         conn.execute("CREATE VIRTUAL TABLE docs USING fts5(body, tokenize = 'porter unicode61')")
         conn.executemany("INSERT INTO docs (rowid, body) VALUES (?, ?)", ((i, t) for i, t in enumerate(corpus)))
         out = []
+        found: dict[str, list[int]] = {}  # the same text (a retry) is searched once
         for q, text in enumerate(queries):
+            skip = exclude[q] if exclude else set()
             words = list(dict.fromkeys(w.lower() for w in _WORD.findall(text)))
             hits: list[int] = []
             if words:
                 match = " OR ".join('"' + w.replace('"', '""') + '"' for w in words[:64])
-                hits = [row[0] for row in conn.execute(
-                    "SELECT rowid FROM docs WHERE docs MATCH ? ORDER BY bm25(docs), rowid", (match,))]
-            seen = set(hits)
-            order = hits + [i for i in range(len(corpus)) if i not in seen]
-            out.append(_without(order, exclude[q] if exclude else ()))
+                if match not in found:
+                    found[match] = [row[0] for row in conn.execute(
+                        "SELECT rowid FROM docs WHERE docs MATCH ? ORDER BY bm25(docs), rowid", (match,))]
+                for rowid in found[match]:
+                    if rowid not in skip:
+                        hits.append(rowid)
+                        if depth is not None and len(hits) >= depth:
+                            break
+            if depth is None or len(hits) < depth:
+                seen = set(hits)
+                for i in range(len(corpus)):
+                    if depth is not None and len(hits) >= depth:
+                        break
+                    if i not in seen and i not in skip:
+                        hits.append(i)
+            out.append(hits)
         return out
     finally:
         conn.close()
 
 
-def fuse(rankings: Iterable[Ranking], k: int = RRF_K) -> Ranking:
-    """Reciprocal rank fusion of several rankings of the same queries and corpus."""
+def fuse(rankings: Iterable[Ranking], k: int = RRF_K, depth: int | None = None) -> Ranking:
+    """Reciprocal rank fusion of several rankings of the same queries and corpus (an item absent
+    from a truncated ranking adds nothing for it)."""
     rankings = list(rankings)
     out = []
     for per_query in zip(*rankings):
@@ -85,29 +107,32 @@ def fuse(rankings: Iterable[Ranking], k: int = RRF_K) -> Ranking:
         for order in per_query:
             for r, i in enumerate(order, 1):
                 total[i] = total.get(i, 0.0) + 1.0 / (k + r)
-        out.append(sorted(total, key=lambda i: (-total[i], i)))
+        fused = sorted(total, key=lambda i: (-total[i], i))
+        out.append(fused if depth is None else fused[:depth])
     return out
 
 
 def rank(method: str, queries: Sequence[str], corpus: Sequence[str], exclude: Sequence[set] | None = None,
-         cache: dict | None = None) -> Ranking:
-    """The ranking by one of :data:`METHODS` (``cache`` keeps the component rankings between calls)."""
+         cache: dict | None = None, depth: int | None = None) -> Ranking:
+    """The ranking by one of :data:`METHODS` (``cache`` keeps the component rankings between calls;
+    ``depth``: only the first so many of each, for scores that look no further)."""
     cache = {} if cache is None else cache
     if method in cache:
         return cache[method]
     if method == "hashed":
-        out = rank_vectors(embed_many(queries), embed_many(corpus), exclude)
+        out = rank_vectors(embed_many(queries), embed_many(corpus), exclude, depth)
     elif method == "learned":
         from .embed_learned import embed_batch
 
         vectors = embed_batch(list(queries) + list(corpus))
-        out = rank_vectors(vectors[: len(queries)], vectors[len(queries):], exclude)
+        out = rank_vectors(vectors[: len(queries)], vectors[len(queries):], exclude, depth)
     elif method == "bm25":
-        out = rank_bm25(queries, corpus, exclude)
+        out = rank_bm25(queries, corpus, exclude, depth)
     elif method == "fusion":
-        out = fuse([rank(m, queries, corpus, exclude, cache) for m in ("hashed", "bm25")])
+        out = fuse([rank(m, queries, corpus, exclude, cache, depth) for m in ("hashed", "bm25")], depth=depth)
     elif method == "fusion-all":
-        out = fuse([rank(m, queries, corpus, exclude, cache) for m in ("hashed", "learned", "bm25")])
+        out = fuse([rank(m, queries, corpus, exclude, cache, depth) for m in ("hashed", "learned", "bm25")],
+                   depth=depth)
     else:
         raise ValueError(f"unknown retrieval method {method!r} (known: {', '.join(METHODS)})")
     cache[method] = out
@@ -136,7 +161,3 @@ def score(ranking: Ranking, relevant: Sequence[set], hard: Sequence[set] | None 
         out["confused"] = round(confused / with_hard, 4) if with_hard else None
         out["with_hard"] = with_hard
     return out
-
-
-def _without(order: list[int], skip) -> list[int]:
-    return [i for i in order if i not in skip] if skip else order
