@@ -20,8 +20,8 @@ ISO week, Monday 00:00 UTC, of the moment it counts) and overall:
    before it (other sessions only) ranked by relevance (:mod:`openmemory_local.retrieval`):
    recall@1/3/10 and MRR of finding the lesson's evidence (its earlier failures), for the
    hashed embedding (what recall uses), BM25 and their fusion (and the learned embedder with
-   ``--learned`` and the ``learned`` extra), on the latest 500 such failures at most, ranks up to 100 (MRR@100). Relevance
-   only: recency and strength at that past moment are not kept.
+   ``--learned`` and the ``learned`` extra), on the latest 500 such failures at most, ranks up
+   to 100 (MRR@100). Relevance only: recency and strength at that past moment are not kept.
 
 ``--split TIME`` learns from what came before TIME and scores only what came after: a copy of
 the store (a temporary folder; the store itself is only read) has its lessons, predictions and
@@ -369,8 +369,8 @@ def table(result: dict) -> str:
                  f"{r2['failures']} failures, {_fmt(r2['share'])}, were described by a lesson formed before them; "
                  f"{r2['sessions']} sessions)")
     r3 = m["prediction_accuracy"]["overall"]
-    lines.append(f"3. prediction accuracy       {_fmt(r3['accuracy'])}  ({r3['confirmed']} confirmed of {r3['decided']} "
-                 f"decided; {r3['open']} open, {r3['withdrawn']} withdrawn)")
+    lines.append(f"3. prediction accuracy       {_fmt(r3['accuracy'])}  ({r3['confirmed']} confirmed of "
+                 f"{r3['decided']} decided; {r3['open']} open, {r3['withdrawn']} withdrawn)")
     r4 = m["surprises_per_session"]["overall"]
     lines.append(f"4. surprises per session     {_fmt(r4['per_session'])}  ({r4['surprises']} surprises in "
                  f"{r4['sessions']} sessions)")

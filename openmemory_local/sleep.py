@@ -83,8 +83,8 @@ commons form of issue 12): ``kind``, ``seen``, ``sessions``, ``signature``, ``br
 ``statement``, ``cue``.
 
 :func:`sleep` refuses a ``now`` before the store's last sleep (:class:`SleepClockError`: the
-store already holds what happened until then), then runs the four passes in one transaction (a sleep killed midway leaves the
-store as it was before), holding ``<home>/sleep.lock`` so two sleeps never run at once
+store already holds what happened until then), then runs the four passes in one transaction
+(a sleep killed midway leaves the store as it was before), holding ``<home>/sleep.lock`` so two sleeps never run at once
 (the second gets :class:`SleepBusy` at once rather than waiting), then asks the optional
 local model to rephrase new lessons (:func:`openmemory_local.lesson_text.rephrase`).
 Everything a pass changes is also an *event* (table ``events``), from which the morning
