@@ -1,10 +1,12 @@
 """The ``openmemory`` command line.
 
 Commands: ``run``, ``ingest``, ``sleep``, ``render``, ``lessons``, ``veto``, ``unveto``,
-``report``, ``recall``, ``episodes``, ``show``, ``stats``, ``publish``, ``revoke``, ``commons`` (and,
+``report``, ``recall``, ``episodes``, ``show``, ``stats``, ``publish``, ``revoke``, ``commons``, ``eval`` (and,
 registered by their modules, ``mcp``, ``install``, ``uninstall``, ``hook``, ``ui``). Every command takes ``--home DIR``
 (the data folder), ``--json`` (machine-readable output on stdout) and ``--now TIME`` (the
-injected clock, also ``$OPENMEMORY_NOW``).
+injected clock, also ``$OPENMEMORY_NOW``; later than the real clock only with ``--future`` or
+``$OPENMEMORY_ALLOW_FUTURE=1``). ``run`` and ``ingest`` replay a history they bring in
+(:mod:`openmemory_local.replay`).
 
 Exit codes:
 
@@ -12,8 +14,9 @@ Exit codes:
 0     success (lines rejected as bad input and files that are not transcripts are
       reported, not errors)
 1     an unexpected error (a bug: please report it with the message)
-2     usage error: bad arguments, a bad ``--now``, a query without searchable words, an
-      episode or lesson id that does not exist, nowhere to render
+2     usage error: bad arguments, a bad ``--now``, a ``--now`` later than the clock without
+      ``--future``, a ``sleep``/``run`` at a ``--now`` before the store's last sleep, a query
+      without searchable words, an episode or lesson id that does not exist, nowhere to render
 3     ingest finished, but some inputs could not be read (missing, unreadable, deleted
       while read, or the store stayed locked): see the summary; the rest was ingested
 4     the store cannot be used (cannot create the data folder, not a database, written
@@ -42,7 +45,7 @@ from . import __version__
 from .clock import ClockError, resolve_now
 from .config import ConfigError, load_config
 from .node_link import NodeError, NodeUnavailable
-from .sleep import SleepBusy
+from .sleep import SleepBusy, SleepClockError
 from .store import Store, StoreError
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_PARTIAL, EXIT_STORE, EXIT_BUSY, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 5, 130
@@ -115,7 +118,43 @@ def _open(args) -> Store:
 
 
 def _now(args) -> datetime:
-    return resolve_now(args.now)
+    """``--now`` (or ``$OPENMEMORY_NOW``, else the clock); later than the clock only with
+    ``--future`` or ``$OPENMEMORY_ALLOW_FUTURE``."""
+    from .clock import check_not_future, future_allowed
+
+    return check_not_future(resolve_now(args.now), future_allowed(getattr(args, "future", False)))
+
+
+class DayBar(ProgressBar):
+    """The replay's progress: days slept of days to sleep."""
+
+    def __call__(self, done: int, total: int, day: str) -> None:  # type: ignore[override]
+        if not self.enabled or total == 0:
+            return
+        width = 24
+        filled = int(done / total * width)
+        line = f"\r{self.label} [{'#' * filled}{'.' * (width - filled)}] {done}/{total} days {day}"
+        sys.stderr.write(line.ljust(_width() - 1)[: _width() - 1])
+        sys.stderr.flush()
+        self._drawn = True
+
+
+def _replay(store, now, quiet: bool) -> dict:
+    from .replay import replay
+
+    bar = DayBar("replaying") if not quiet else None
+    try:
+        return replay(store, now, progress=bar)
+    finally:
+        if bar:
+            bar.close()
+
+
+def _print_replay(result: dict, out=None) -> None:
+    if result and result.get("days"):
+        print(f"Replayed {result['days']} past days ({result['first'][:10]} to {result['last'][:10]}), one sleep at "
+              f"the end of each: {result['learned']} lessons learned, {result['made']} predictions made, "
+              f"{result['confirmed']} confirmed, {result['failed']} failed ({result['seconds']:.1f} s)", file=out)
 
 
 def _print_ingest(summary: dict, out=None) -> None:
@@ -160,6 +199,13 @@ def cmd_ingest(args) -> int:
             if bar:
                 bar.close()
         data = summary.to_dict()
+        replayed = None
+        if not args.no_replay:
+            try:
+                replayed = data["replay"] = _replay(store, now, args.json or args.quiet)
+            except SleepBusy as exc:
+                data["replay"] = {"busy": str(exc)}
+                print(f"openmemory ingest: not replayed ({exc}): the next run does it", file=sys.stderr)
         if args.json:
             _emit_json(data)
         elif not args.quiet:
@@ -167,20 +213,26 @@ def cmd_ingest(args) -> int:
                 print(f"No transcripts found: {', '.join(summary.missing_sources)} does not exist.")
             else:
                 _print_ingest(data)
+            _print_replay(replayed or {})
         return EXIT_PARTIAL if summary.problems else EXIT_OK
 
 
 def cmd_run(args) -> int:
     from .run import run_job
 
+    from .sleep import check_sleep_time
+
     now = _now(args)
     with _open(args) as store:
+        check_sleep_time(store, now)  # before ingesting anything
         bar = ProgressBar("ingesting") if not args.json else None
+        days = DayBar("replaying") if not args.json else None
         try:
-            report = run_job(store, now, progress=bar)
+            report = run_job(store, now, progress=bar, replay_progress=days)
         finally:
-            if bar:
-                bar.close()
+            for each in (bar, days):
+                if each:
+                    each.close()
         ingest_report = report.get("ingest", {})
         if args.json:
             _emit_json(report)
@@ -192,6 +244,7 @@ def cmd_run(args) -> int:
                       f"run this again after some Claude Code sessions.")
             else:
                 _print_ingest(ingest_report)
+            _print_replay(report.get("replay", {}))
             _print_sleep(report.get("sleep", {}))
             _print_publish(report.get("publish", {}))
             from .commons_cli import print_commons_step
@@ -628,6 +681,8 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--json", action="store_true", help="machine-readable output on stdout")
     common.add_argument("--now", metavar="TIME", help="the current time, ISO 8601 (default: "
                         "$OPENMEMORY_NOW, else the clock)")
+    common.add_argument("--future", action="store_true", help="allow a --now later than the clock (simulations; "
+                        "also $OPENMEMORY_ALLOW_FUTURE=1)")
     common.add_argument("--node-home", metavar="DIR", help="the commons node's data folder (default: "
                         "$OPENMEMORY_NODE_HOME, else [node] home in config.toml, else "
                         "~/.local/share/openmemory-node)")
@@ -644,8 +699,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub.required = True
 
     p = sub.add_parser("run", parents=[common], help="the nightly job: ingest, sleep, render, report",
-                       description="Ingest ~/.claude/projects, sleep (decay, lessons, verify, predict), render "
-                       "the lessons into each project's memory folder, and print the morning report.")
+                       description="Ingest ~/.claude/projects, replay a history brought in (one sleep at the end "
+                       "of each past day), sleep (decay, lessons, verify, predict), render the lessons into each "
+                       "project's memory folder, and print the morning report.")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("sleep", parents=[common], help="consolidate: decay, lessons, verify, predict",
@@ -681,11 +737,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("ingest", parents=[common], help="read transcripts into episodes",
                        description="Archive and ingest transcripts (files or folders; default "
-                       "~/.claude/projects). Incremental: only new bytes are read.")
+                       "~/.claude/projects). Incremental: only new bytes are read. Then the past days brought "
+                       "in are slept on as they happened (one sleep at the end of each; --no-replay: not).")
     p.add_argument("paths", nargs="*", metavar="PATH", help="transcript files or folders")
     p.add_argument("--from-archive", action="store_true",
                    help="rebuild every episode from the archive alone (originals not read)")
     p.add_argument("-q", "--quiet", action="store_true", help="print nothing on success")
+    p.add_argument("--no-replay", action="store_true", help="do not sleep on the past days brought in (the next "
+                   "`openmemory run` does)")
     p.set_defaults(func=cmd_ingest)
 
     p = sub.add_parser("recall", parents=[common], help="the memories that best match a query",
@@ -750,6 +809,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     register_commons(sub, common)  # openmemory commons
 
+    from .evaluate import register as register_eval
+
+    register_eval(sub, common)  # openmemory eval
     register_mcp(sub, common)  # openmemory mcp
     register_ui(sub, common)  # openmemory ui
     register_integrations(sub, common)  # openmemory install / uninstall / hook
@@ -761,7 +823,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.func(args)
-    except (UsageError, ClockError, ConfigError) as exc:
+    except (UsageError, ClockError, ConfigError, SleepClockError) as exc:
         print(f"openmemory {args.command}: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except StoreError as exc:

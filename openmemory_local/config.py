@@ -128,8 +128,9 @@ class Config:
     vector_garbage_min: int = 4096
 
     # --- sleep: decay (openmemory_local.sleep.decay) ---------------------------------
-    #: An episode's strength halves every this many days without a touch (counted from
-    #: ``last_touched``, in whole UTC days); a lesson's, from its last reinforcement.
+    #: An episode's strength halves every this many days of activity of its project family
+    #: without a touch (counted from ``last_touched``, up to whole UTC days; a day without a
+    #: session in the family does not count); a lesson's, from its last reinforcement.
     decay_half_life_days: float = 45.0
     #: Below this strength an episode is archived (kept, never deleted, no longer recalled
     #: nor consolidated) and a lesson is archived (no longer rendered nor predicting).

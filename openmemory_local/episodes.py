@@ -19,7 +19,10 @@ Episodes (``Episode.kind``):
     agent said), ``outcome`` (``completed``, ``interrupted``, ``failed``, ``waiting``: how
     it ended), ``subagents`` (one entry per subagent transcript), ``orphan`` (True when
     only subagent transcripts exist: the parent is missing), ``started``/``ended``,
-    ``cwd``, ``project_dir``, ``branch``.
+    ``cwd``, ``project_dir``, ``branch``, and ``times``: when the session first and last
+    met each of its commands, command lines and files (``{"c git push": [first, last],
+    "l git push -u origin x": [...], "r lib/app.ex": [...], "e lib/app.ex": [...]}``), so
+    that what a session did is dated at its own time, not at the session's start.
 
 ``error``
     One per failed tool call. ``fields``: ``tool``, ``command`` (the command, file,
@@ -399,7 +402,28 @@ def _new_digest() -> dict:
         "last_agent": None,
         "last_event": None,
         "last_line": 0,
+        "times": {},
     }
+
+
+def _when(d: dict, kind: str, item: str, ts: str | None) -> None:
+    """Record when a session met ``item`` (``kind``: ``c`` a command head, ``l`` a command line,
+    ``r`` a file read, ``e`` a file edited): ``times["<kind> <item>"] = [first, last]``."""
+    if not ts:
+        return
+    seen = d["times"].get(f"{kind} {item}")
+    if seen is None:
+        d["times"][f"{kind} {item}"] = [ts, ts]
+    else:
+        seen[0], seen[1] = min(seen[0], ts), max(seen[1], ts)
+
+
+def _merge_times(into: dict, more: dict, kinds: str) -> None:
+    for key, (first, last) in more.items():
+        if key[:1] not in kinds:
+            continue
+        seen = into.get(key)
+        into[key] = [first, last] if seen is None else [min(seen[0], first), max(seen[1], last)]
 
 
 @dataclass
@@ -590,14 +614,19 @@ class EpisodeBuilder:
         if ev.shell and ev.command:
             for head in command_heads(ev.command):
                 d["commands"][head] = d["commands"].get(head, 0) + 1
+                _when(d, "c", head, ev.ts)
             line = _clip(_first_line(ev.command), 200)
             if line not in d["command_lines"] and len(d["command_lines"]) < _MAX_LIST:
                 d["command_lines"].append(line)
+            if line in d["command_lines"]:
+                _when(d, "l", line, ev.ts)
         for name, files in (("files_read", ev.files_read), ("files_edited", ev.files_edited)):
             for path in files:
                 rel = _rel(path, cwd)
                 if rel not in d[name] and len(d[name]) < _MAX_LIST:
                     d[name].append(rel)
+                if rel in d[name]:
+                    _when(d, name[6], rel, ev.ts)
         if ev.tool in ("Task", "Agent") and ev.description:
             if len(d["delegations"]) < _MAX_LIST:
                 d["delegations"].append(_clip(ev.description, 120))
@@ -898,6 +927,7 @@ def session_episode(session_id: str, parts: list[dict]) -> Episode | None:
     failures = list(base["failures"]) if main else []
     files_edited = list(base["files_edited"]) if main else []
     files_read = list(base["files_read"]) if main else []
+    times: dict = {k: list(v) for k, v in (base.get("times") or {}).items()} if main else {}
     subagents = []
     started = [p["digest"]["started"] for p in parts if p["digest"].get("started")]
     ended = [p["digest"]["ended"] for p in parts if p["digest"].get("ended")]
@@ -914,6 +944,7 @@ def session_episode(session_id: str, parts: list[dict]) -> Episode | None:
             continue
         _merge_counts(tools, sd["tools"])
         _merge_counts(commands, sd["commands"])
+        _merge_times(times, sd.get("times") or {}, "cre")  # command lines are the main transcript's
         failed += sd["failed"]
         failures += [dict(f, agent_id=p.get("agent_id")) for f in sd["failures"]]
         for path in sd["files_edited"]:
@@ -951,6 +982,7 @@ def session_episode(session_id: str, parts: list[dict]) -> Episode | None:
         "project_dir": project_dir(cwd),
         "branch": base.get("branch"),
         "version": base.get("version"),
+        "times": times,
     }
     source = main if main else max(subs, key=lambda p: p["digest"].get("last_line") or 0)
     line = ((base.get("asked") or {}).get("line") if main else None) or 1

@@ -4,17 +4,20 @@ A run is a list of steps, each a function ``(store, now, report) -> dict`` whose
 stored under its name in the run's report (later steps can read earlier ones):
 
 1. ``ingest``: the default transcript sources (Claude Code's ``projects`` folder);
-2. ``sleep``: decay, lessons, verify, predict (:mod:`openmemory_local.sleep`);
-2b. ``publish``: for opted-in projects, the lessons strong enough go to the commons node
+2. ``replay``: a history brought in is slept on as it happened, one sleep at the end of each
+   past day that holds activity (:mod:`openmemory_local.replay`; nothing on a store slept
+   every night);
+3. ``sleep``: decay, lessons, verify, predict (:mod:`openmemory_local.sleep`);
+4. ``publish``: for opted-in projects, the lessons strong enough go to the commons node
    (:mod:`openmemory_local.publish`); no project opted in, nothing happens; no node
    running, nothing fails: the records wait in the queue and the report says so;
-3. ``commons``: pull what the node received, verify the received lessons' predictions, send
+5. ``commons``: pull what the node received, verify the received lessons' predictions, send
    the attestations (:mod:`openmemory_local.commons`; a node that is down only delays the
    pull and the attestations);
-4. ``render``: the lessons into the projects' memory folders (:mod:`openmemory_local.render`),
+6. ``render``: the lessons into the projects' memory folders (:mod:`openmemory_local.render`),
    the received ones as their own layer;
-5. ``commons_predict``: a prediction for each received lesson newly rendered in a project;
-6. ``report``: the morning report of what changed (:mod:`openmemory_local.report`).
+7. ``commons_predict``: a prediction for each received lesson newly rendered in a project;
+8. ``report``: the morning report of what changed (:mod:`openmemory_local.report`).
 
 A run with nothing new changes nothing on disk: ingest opens no unchanged file, sleep and
 render write only what changed, and no events means no report.
@@ -29,8 +32,8 @@ from typing import Callable
 from .ingest import ingest
 from .store import Store
 
-__all__ = ["Step", "STEPS", "run_job", "ingest_step", "sleep_step", "publish_step", "commons_step", "render_step",
-           "commons_predict_step", "report_step"]
+__all__ = ["Step", "STEPS", "run_job", "ingest_step", "replay_step", "sleep_step", "publish_step", "commons_step",
+           "render_step", "commons_predict_step", "report_step"]
 
 
 @dataclass(frozen=True)
@@ -45,6 +48,13 @@ def ingest_step(store: Store, now: datetime, report: dict) -> dict:
     out = summary.to_dict()
     out["problems"] = len(summary.problems)
     return out
+
+
+def replay_step(store: Store, now: datetime, report: dict) -> dict:
+    """Sleep at the end of each past day not slept yet (a history just brought in)."""
+    from .replay import replay
+
+    return replay(store, now, progress=report.get("_replay_progress"))
 
 
 def sleep_step(store: Store, now: datetime, report: dict) -> dict:
@@ -110,6 +120,7 @@ def report_step(store: Store, now: datetime, report: dict) -> dict:
 #: The steps of ``openmemory run``, in order.
 STEPS: list[Step] = [
     Step("ingest", ingest_step),
+    Step("replay", replay_step),
     Step("sleep", sleep_step),
     Step("publish", publish_step),
     Step("commons", commons_step),
@@ -119,10 +130,12 @@ STEPS: list[Step] = [
 ]
 
 
-def run_job(store: Store, now: datetime, steps: list[Step] | None = None, progress=None) -> dict:
+def run_job(store: Store, now: datetime, steps: list[Step] | None = None, progress=None,
+            replay_progress=None) -> dict:
     """Run the steps in order; return ``{step name: step result}``."""
-    report: dict = {"_progress": progress}
+    report: dict = {"_progress": progress, "_replay_progress": replay_progress}
     for step in steps if steps is not None else STEPS:
         report[step.name] = step.run(store, now, report)
     report.pop("_progress", None)
+    report.pop("_replay_progress", None)
     return report

@@ -20,7 +20,8 @@ names, hashes, numbers and paths with ids do not keep the same thing apart:
 *Facets* of an episode (:func:`facets`): the situations it shows, each a short text. A
 session episode has one per program it ran (``git push``), one per simple shell command
 (``git add priv/static/assets/app.css``), one per file it read or edited
-(``Edit lib/app.ex``); an error episode has its signature and the commands of its call; a
+(``Edit lib/app.ex``), each with the first and last time the session met it
+(:func:`timed_facets`); an error episode has its signature and the commands of its call; a
 correction its signature and the action it corrected.
 
 *Probes* of a lesson (:func:`probes`): the situation its prediction expects and the outcome.
@@ -52,7 +53,8 @@ from typing import Iterable
 from .episodes import command_heads
 from .normalize import command_segments, normalise, path_like
 
-__all__ = ["FILE_TOOLS", "OPTION_ALIASES", "signature", "subject", "facets", "probes", "probe_matches", "rel_path"]
+__all__ = ["FILE_TOOLS", "OPTION_ALIASES", "signature", "subject", "facets", "timed_facets", "probes", "probe_matches",
+           "rel_path"]
 
 #: Long options and the short forms that mean the same to the programs agents run most
 #: (``git push -u`` is ``git push --set-upstream``), for a resolution's required words.
@@ -152,32 +154,57 @@ def _command_facets(command: str, cwd, branch) -> list[str]:
 
 def facets(ep: dict) -> list[str]:
     """The situations an episode shows (distinct, at most 200; see the module docstring)."""
+    return [facet for facet, _first, _last in timed_facets(ep)]
+
+
+def timed_facets(ep: dict) -> list[tuple[str, str | None, str | None]]:
+    """:func:`facets` with when the episode met each: ``(facet, first, last)``.
+
+    A session episode's facets carry the first and last time the session ran the command or
+    touched the file (its ``times`` field); ``None`` where that is not known (an episode
+    stored before sessions recorded times, or a transcript without timestamps): the caller
+    then dates the facet at the episode's ``created``. Error and correction episodes happen
+    at one moment: ``None`` too (their ``created`` is that moment)."""
     fields = ep.get("fields") or {}
     cwd, branch = _ctx(ep)
-    out: list[str] = []
+    out: list[tuple[str, list | None]] = []
     kind = ep["kind"]
     if kind == "session":
-        out.extend((fields.get("commands") or {}).keys())
+        times = fields.get("times") or {}
+        for head in (fields.get("commands") or {}).keys():
+            out.append((head, times.get(f"c {head}")))
         for line in fields.get("command_lines") or []:
-            out.extend(_command_facets(line, cwd, branch))
+            when = times.get(f"l {line}")
+            out.extend((facet, when) for facet in _command_facets(line, cwd, branch))
         for path in fields.get("files_edited") or []:
-            out.append(f"Edit {rel_path(path, cwd, branch)}")
+            out.append((f"Edit {rel_path(path, cwd, branch)}", times.get(f"e {path}")))
         for path in fields.get("files_read") or []:
-            out.append(f"Read {rel_path(path, cwd, branch)}")
+            out.append((f"Read {rel_path(path, cwd, branch)}", times.get(f"r {path}")))
     elif kind == "error":
-        out.append(signature(ep))
+        out.append((signature(ep), None))
         sub = subject(ep)
         if sub["tool"] == "Bash":
-            out.extend(sub["heads"])
-            out.extend(_command_facets(fields.get("command") or "", cwd, branch))
+            out.extend((head, None) for head in sub["heads"])
+            out.extend((facet, None) for facet in _command_facets(fields.get("command") or "", cwd, branch))
         elif sub["path"]:
-            out.append(f"{sub['tool']} {sub['path']}")
+            out.append((f"{sub['tool']} {sub['path']}", None))
     elif kind == "correction":
-        out.append(signature(ep))
+        out.append((signature(ep), None))
         action = _action_text(fields.get("agent_action") or {}, cwd, branch)
         if action:
-            out.append(action)
-    return list(dict.fromkeys(f for f in out if f))[:_MAX_FACETS]
+            out.append((action, None))
+    merged: dict[str, list | None] = {}
+    for facet, when in out:
+        if not facet:
+            continue
+        if facet not in merged:
+            if len(merged) >= _MAX_FACETS:
+                continue
+            merged[facet] = list(when) if when else None
+        elif when:
+            seen = merged[facet]
+            merged[facet] = list(when) if seen is None else [min(seen[0], when[0]), max(seen[1], when[1])]
+    return [(facet, *(when or (None, None))) for facet, when in merged.items()]
 
 
 def _common_dir(paths: Iterable[str]) -> str | None:

