@@ -329,13 +329,21 @@ def _abs_path(match: re.Match) -> str:
     return path if root in _SYSTEM_ROOTS else "<path>"
 
 
+def _relative(text: str, root: str) -> str:
+    """Paths inside the project's folder become relative (``/home/me/app/lib/x.ex`` ->
+    ``lib/x.ex``), and the folder itself ``.`` (``could not find `Cargo.toml` in `.```), not
+    nothing (which left ``in ``` `` ``)."""
+    text = re.sub(r"(?<![\w./~-])" + re.escape(root) + r"/?(?![\w./-])", ".", text)
+    return _strip_dir(text, root)
+
+
 def _paths(text: str, ident: Identity) -> str:
     fam = ident.family
-    if fam and fam.endswith("/*") and fam[:-2] in text:
-        text = _family_re(fam).sub("", text)
+    if fam and fam.endswith("/*") and fam[:-2] in text:  # a worktree itself is `.`, a path in it relative
+        text = _family_re(fam).sub(lambda m: "" if m.group(0).endswith("/") else ".", text)
     for root in sorted({p.rstrip("/") for p in ident.projects if p and p.strip("/")}, key=len, reverse=True):
         if root in text:
-            text = _strip_dir(text, root)
+            text = _relative(text, root)
         dashed = re.sub(r"[^A-Za-z0-9]", "-", root)
         if dashed in text:
             text = _strip_dir(text, dashed)

@@ -36,6 +36,10 @@ def test_project_names_of_a_worktree_family():
      "** (CompileError) lib/<project>_web/live/x.ex:<num>: undefined function <project>Web.foo/<num>"),
     ("Permission denied: '{home}/.cache/mix/hex.lock'", "", "", "Permission denied: '<home>/.cache/mix/hex.lock'"),
     ("cannot read {home}/notes/plan.txt", "", "", "cannot read <path>"),
+    # the project's folder itself is `.`, not nothing (the two-agent experiment's cargo lesson read "in ``")
+    ("error: could not find `Cargo.toml` in `{root}` or any parent directory", "", "",
+     "error: could not find `Cargo.toml` in `.` or any parent directory"),
+    ("cd {root} && make test", "", "", "cd . && make test"),
     ("File content (85812 tokens) exceeds maximum allowed tokens (25000)", "", "",
      "File content (<num> tokens) exceeds maximum allowed tokens (<num>)"),
 ])
@@ -73,6 +77,15 @@ def test_scrub_replaces_each_kind(text, gone, placeholder):
     out = scrub(text, A)
     assert gone not in out and placeholder in out, out
     assert gate(out, A) == [], out
+
+
+def test_a_projects_own_folder_is_dot_in_a_plain_project():
+    ident = Identity(users=("a",), homes=("/home/a",), family="/home/a/src/shop", projects=("/home/a/src/shop",),
+                     names=("shop",))
+    assert scrub("error: could not find `Cargo.toml` in `/home/a/src/shop` or any parent directory", ident) \
+        == "error: could not find `Cargo.toml` in `.` or any parent directory"
+    assert scrub("/home/a/src/shop/lib/cart.ex: undefined", ident) == "lib/cart.ex: undefined"
+    assert scrub("see /home/a/src/shopping/notes", ident) == "see <path>"  # another folder is not the project
 
 
 def test_loopback_public_hosts_and_system_paths_stay():
