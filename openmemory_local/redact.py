@@ -517,6 +517,13 @@ def _compact(word: str) -> str:
 _WORDS = re.compile(r"[^\s'\"`()\[\]{}<>,;|&=:/\\@!?*]+")
 
 
+def _path_in(path: str, text: str) -> bool:
+    """``path`` in ``text`` as a path of its own: ``/root`` in ``cat /root/.netrc`` but not in
+    ``cmd/root.go`` (a Go project's file, which held every lesson naming it back when the user
+    is root, as in a container)."""
+    return re.search(r"(?<![\w.-])" + re.escape(path) + r"(?![\w.-])", text) is not None
+
+
 def gate(text: str, ident: Identity) -> list[Finding]:
     """What identifying is left in ``text`` (see the module docstring); [] if nothing."""
     findings: list[Finding] = []
@@ -567,12 +574,12 @@ def gate(text: str, ident: Identity) -> list[Finding]:
         if len(name) >= 3 and (has_name(name) or partly_replaced(name)):
             found("name", f"the name {name!r} (another project, branch or account on this machine)")
     for home in ident.homes:
-        if home and home.rstrip("/") and home.rstrip("/") in bare:
+        if home and home.rstrip("/") and _path_in(home.rstrip("/"), bare):
             found("home", f"the home folder {home!r}")
     if re.search(r"(?<![\w.-])(?:/home/|/Users/|/root/)|\b[A-Za-z]:\\Users\\", bare):
         found("home", "a home folder path")
     for project in ident.projects:
-        if project and project.strip("/") and project.rstrip("/") in bare:
+        if project and project.strip("/") and _path_in(project.rstrip("/"), bare):
             found("path", f"the project's folder {project!r}")
     for remote in ident.remotes:
         host, path = _remote_parts(remote)

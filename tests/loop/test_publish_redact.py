@@ -88,6 +88,15 @@ def test_a_projects_own_folder_is_dot_in_a_plain_project():
     assert scrub("see /home/a/src/shopping/notes", ident) == "see <path>"  # another folder is not the project
 
 
+def test_a_home_folder_is_found_as_a_path_not_inside_one():
+    root = Identity(users=("root",), homes=("/root",), family="/srv/shop", projects=("/srv/shop",), names=("shop",))
+    text = scrub("cmd/root.go:6:2: missing go.sum entry for module providing package github.com/spf13/cobra", root)
+    assert text.startswith("cmd/root.go:<num>:<num>: missing go.sum") and gate(text, root) == []  # not root's home
+    assert {f.kind for f in gate("cannot open /root/.netrc", root)} == {"home"}
+    assert "path" in {f.kind for f in gate("see /srv/shop for more", root)}
+    assert "path" not in {f.kind for f in gate("see /srv/shopping for more", root)}  # another folder
+
+
 def test_loopback_public_hosts_and_system_paths_stay():
     out = scrub("http://localhost:4000/projects?id=3 https://hexdocs.pm/phoenix/Phoenix.html /usr/bin/env", A)
     assert out == "http://localhost:<num>/projects https://hexdocs.pm/phoenix/Phoenix.html /usr/bin/env"
