@@ -8,7 +8,7 @@ An agent is a folder that holds everything a real one has on its own machine::
           memory/                   its memory folder (MEMORY.md and the lesson files the
                                     engine renders), read before every session
       openmemory/                   its engine's data folder ($OPENMEMORY_HOME)
-      node/                         its commons node's data folder (round two: not started yet)
+      node/                         its commons node's data folder (the commons arm: simulations.commons_arm)
       sessions.jsonl                what it meant to write: one line per session (the ground
                                     truth the ingest check compares with)
 

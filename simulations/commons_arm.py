@@ -96,29 +96,24 @@ class WorldClock:
         return datetime.fromtimestamp(self.now(), timezone.utc)
 
 
-def record_ids(host) -> set[str]:
-    """Every record id a node holds (all pages)."""
-    out: set[str] = set()
-    before = None
-    while True:
-        page = host.node_request("GET", "/v1/records?limit=1000" + (f"&before={before}" if before else ""))
-        out.update(r["id"] for r in page["records"])
-        if len(page["records"]) < 1000:
-            return out
-        before = page["next_before"]
-
-
-def lesson_views(host) -> dict[str, dict]:
-    """Every lesson a node holds: id -> its view (status, author, record)."""
+def records(host, query: str = "") -> dict[str, dict]:
+    """Every record a node holds (``query``: ``type=lesson&``...): id -> its view, all pages."""
     out: dict[str, dict] = {}
     before = None
     while True:
-        page = host.node_request("GET", "/v1/records?type=lesson&limit=1000"
-                                 + (f"&before={before}" if before else ""))
+        page = host.node_request("GET", f"/v1/records?{query}limit=1000" + (f"&before={before}" if before else ""))
         out.update((r["id"], r) for r in page["records"])
         if len(page["records"]) < 1000:
             return out
         before = page["next_before"]
+
+
+def record_ids(host) -> set[str]:
+    return set(records(host))
+
+
+def lesson_views(host) -> dict[str, dict]:
+    return records(host, "type=lesson&")
 
 
 def status_of(host, record_id: str) -> str | None:
@@ -307,7 +302,8 @@ class CommonsArm(Arm):
         to_b: dict[str, Any] = {}
         for p in world.a_only:
             first = a_first.get(p.id)
-            nights = [x["in_b_memory_day"] for x in lessons if p.id in x["pitfalls"] and x["in_b_memory_day"] is not None]
+            nights = [x["in_b_memory_day"] for x in lessons
+                      if p.id in x["pitfalls"] and x["in_b_memory_day"] is not None]
             if first is None:
                 to_b[p.id] = None
             elif not nights:
@@ -548,8 +544,8 @@ def print_commons(c: dict) -> None:
     print("  days from A's first meeting to its lesson in B's memory folder: "
           + ", ".join(f"{k} {v}" for k, v in c["days_from_a_first_meeting_to_the_lesson_in_b_memory"].items()))
     p = c["promotions_to_common"]
-    print(f"  promotions to common: {p['count']}" + (" (" + ", ".join(f"{x['record']} day {x['day'] + 1}"
-                                                                         for x in p["lessons"]) + ")" if p["count"] else ""))
+    days = ", ".join(f"{x['record']} day {x['day'] + 1}" for x in p["lessons"])
+    print(f"  promotions to common: {p['count']}" + (f" ({days})" if p["count"] else ""))
     w = c["lessons_that_were_wrong"]
     print(f"  lessons that were wrong (failed by an agent's sessions, or faded): {w['count']}")
     n = c["nodes"]["records_on_every_node_seconds"]

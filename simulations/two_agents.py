@@ -1,7 +1,7 @@
 """The two-agent experiment (paper, section 7.5): does agent B's repeated-error rate fall for
 errors that only agent A has met?
 
-    python -m simulations.two_agents --days 30 --seed 1 --out DIR [--attesters 2] [--json]
+    python -m simulations.two_agents --days 30 --seed 1 --out DIR [--attesters 2] [--drill] [--json]
 
 A world of simulated agents (:mod:`simulations.agents`): A, B and ``--attesters`` K more, each
 with its own home, Claude Code folder, memory folder and engine data folder. Their task mixes
@@ -22,18 +22,24 @@ the matching are a model of an agent, not a measured one; every output says so).
 *B's repeated-error rate on A-only pitfalls*, for a day: of B's sessions that day that met an
 A-only pitfall A had met before, the share in which B made the error.
 
-ARMS. The *control* arm connects nothing: each agent learns only from its own sessions. The
-*commons* arm (each agent's node, B's connected) is the seam round two fills in:
-:class:`Arm` is what the runner calls, :class:`ControlArm` the control, :class:`CommonsArm`
-the commons; until the engine publishes and pulls lessons through its node and the node
-daemon has an accelerated clock, ``--arms commons`` stops with a message saying what is
-missing, rather than fake it. Both arms of one run live the same world: the same seeds, so the
-same sessions meet the same pitfalls at the same moments (a paired comparison).
+ARMS (:mod:`simulations.arm`). The *control* arm connects nothing: each agent learns only from
+its own sessions. The *commons* arm (:mod:`simulations.commons_arm`) gives every agent its own
+node on the world's clock, all connected, B's included; A's project publishes; every night
+publishes, pulls, attests and renders. Both arms run by default, in the same world: the same
+seeds, so the same sessions meet the same pitfalls at the same moments (a paired comparison).
+``--drill`` adds the poisoned-lesson drill after the last day of the commons arm.
 
-Writes to DIR: ``summary.json`` (also on stdout with ``--json``), ``days.jsonl`` (one line per
-arm and day), ``b_error_rate.png`` (B's rate over days, per arm), ``lessons.png`` (lessons in
-each agent's memory folder over days, and the A-only pitfalls B's folder has a matching lesson
-for), and ``world/<arm>/<agent>/`` (every agent's folders, left for inspection).
+WHERE THE AGENTS LIVE. In this process, their engines and nodes as local processes
+(:class:`LocalHosts`, the default), or each in its own container (``--hosts
+http://agent-{name}:8470``, :class:`RemoteHosts`: ``docker-compose.yml``), driven through the
+same methods (:mod:`simulations.agent_host`).
+
+Writes to DIR: ``summary.json`` (:data:`SUMMARY_FILE`; also on stdout with ``--json``; its keys
+are documented in docs/simulations.md and read by ``openmemory eval --experiment DIR``),
+``days.jsonl`` (one line per arm and day), ``b_error_rate.png`` (B's rate over days, per arm),
+``lessons.png`` (lessons in the memory folders, the A-only pitfalls they match, and the lessons'
+statuses in the commons), ``drill_revocation.png`` (with ``--drill``), and
+``world/<arm>/<agent>/`` (every agent's folders, left for inspection).
 """
 
 from __future__ import annotations
