@@ -329,13 +329,21 @@ def _abs_path(match: re.Match) -> str:
     return path if root in _SYSTEM_ROOTS else "<path>"
 
 
+def _relative(text: str, root: str) -> str:
+    """Paths inside the project's folder become relative (``/home/me/app/lib/x.ex`` ->
+    ``lib/x.ex``), and the folder itself ``.`` (``could not find `Cargo.toml` in `.```), not
+    nothing (which left ``in ``` `` ``)."""
+    text = re.sub(r"(?<![\w./~-])" + re.escape(root) + r"/?(?![\w./-])", ".", text)
+    return _strip_dir(text, root)
+
+
 def _paths(text: str, ident: Identity) -> str:
     fam = ident.family
-    if fam and fam.endswith("/*") and fam[:-2] in text:
-        text = _family_re(fam).sub("", text)
+    if fam and fam.endswith("/*") and fam[:-2] in text:  # a worktree itself is `.`, a path in it relative
+        text = _family_re(fam).sub(lambda m: "" if m.group(0).endswith("/") else ".", text)
     for root in sorted({p.rstrip("/") for p in ident.projects if p and p.strip("/")}, key=len, reverse=True):
         if root in text:
-            text = _strip_dir(text, root)
+            text = _relative(text, root)
         dashed = re.sub(r"[^A-Za-z0-9]", "-", root)
         if dashed in text:
             text = _strip_dir(text, dashed)
@@ -531,6 +539,13 @@ def _compact(word: str) -> str:
 _WORDS = re.compile(r"[^\s'\"`()\[\]{}<>,;|&=:/\\@!?*]+")
 
 
+def _path_in(path: str, text: str) -> bool:
+    """``path`` in ``text`` as a path of its own: ``/root`` in ``cat /root/.netrc`` but not in
+    ``cmd/root.go`` (a Go project's file, which held every lesson naming it back when the user
+    is root, as in a container)."""
+    return re.search(r"(?<![\w.-])" + re.escape(path) + r"(?![\w.-])", text) is not None
+
+
 def gate(text: str, ident: Identity) -> list[Finding]:
     """What identifying is left in ``text`` (see the module docstring); [] if nothing."""
     findings: list[Finding] = []
@@ -581,12 +596,12 @@ def gate(text: str, ident: Identity) -> list[Finding]:
         if len(name) >= 3 and (has_name(name) or partly_replaced(name)):
             found("name", f"the name {name!r} (another project, branch or account on this machine)")
     for home in ident.homes:
-        if home and home.rstrip("/") and home.rstrip("/") in bare:
+        if home and home.rstrip("/") and _path_in(home.rstrip("/"), bare):
             found("home", f"the home folder {home!r}")
     if re.search(r"(?<![\w.-])(?:/home/|/Users/|/root/)|\b[A-Za-z]:\\Users\\", bare):
         found("home", "a home folder path")
     for project in ident.projects:
-        if project and project.strip("/") and project.rstrip("/") in bare:
+        if project and project.strip("/") and _path_in(project.rstrip("/"), bare):
             found("path", f"the project's folder {project!r}")
     for remote in ident.remotes:
         host, path = _remote_parts(remote)

@@ -2,6 +2,7 @@
 
     openmemory-node [--home DIR] init [--listen MULTIADDR]... [--bootstrap MULTIADDR]... [--api HOST:PORT]
     openmemory-node [--home DIR] start [--listen M]... [--bootstrap M]... [--api HOST:PORT] [--log-level L]
+                    [--clock-file PATH]
     openmemory-node [--home DIR] id | peers | status | config          [--json]
     openmemory-node [--home DIR] records [--type T] [--kind K] [--status S] [--limit N] [--json]
     openmemory-node [--home DIR] show ID [--json]
@@ -152,6 +153,24 @@ def cmd_init(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _clock(args: argparse.Namespace):
+    """The simulated clock of ``--clock-file`` (:mod:`openmemory_node.simclock`), or None."""
+    if not getattr(args, "clock_file", None):
+        return None
+    import logging
+
+    from .log import event
+    from .simclock import ClockFileError, FileClock
+
+    try:
+        clock = FileClock(args.clock_file)
+    except ClockFileError as exc:
+        raise CliError(f"--clock-file: {exc}", EXIT_USAGE) from None
+    event(logging.getLogger("openmemory_node.simclock"), logging.WARNING,
+          "simulated clock: the node runs on the time of a clock file, not the system's", **clock.describe())
+    return clock
+
+
 def cmd_start(args: argparse.Namespace) -> int:
     import trio
 
@@ -165,8 +184,9 @@ def cmd_start(args: argparse.Namespace) -> int:
     _check_multiaddrs(cfg.node.listen, False)
     _check_multiaddrs(cfg.node.bootstrap, True)
     log.setup(cfg.log.level, cfg.log.libp2p_level, cfg.log.format)
+    clock = _clock(args)
     try:
-        daemon = Daemon(home, cfg)
+        daemon = Daemon(home, cfg, **({"clock": clock} if clock is not None else {}))
     except (IdentityError, DaemonError, HomeError) as exc:
         raise CliError(str(exc)) from None
     try:
@@ -666,6 +686,9 @@ def build_parser() -> argparse.ArgumentParser:
     network_options(p)
     p.add_argument("--log-level", choices=["debug", "info", "warning", "error"])
     p.add_argument("--log-format", choices=["text", "json"])
+    p.add_argument("--clock-file", metavar="PATH",
+                   help="simulations and tests only: run on the clock this JSON file describes "
+                   "({\"world\": T, \"wall\": W, \"rate\": R}; rewrite it to move the time), not the system's")
     p = command("id", "print the peer id and listen addresses", cmd_id)
     p.add_argument("-q", "--quiet", action="store_true", help="print the peer id only")
     p = command("peers", "list peers (default), add one, or block and unblock one", cmd_peers)

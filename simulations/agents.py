@@ -8,7 +8,7 @@ An agent is a folder that holds everything a real one has on its own machine::
           memory/                   its memory folder (MEMORY.md and the lesson files the
                                     engine renders), read before every session
       openmemory/                   its engine's data folder ($OPENMEMORY_HOME)
-      node/                         its commons node's data folder (round two: not started yet)
+      node/                         its commons node's data folder (the commons arm: simulations.commons_arm)
       sessions.jsonl                what it meant to write: one line per session (the ground
                                     truth the ingest check compares with)
 
@@ -58,12 +58,13 @@ from .pitfalls import Call, Pitfall, placeholder_values
 from .transcripts import T
 
 __all__ = ["AgentModel", "MemoryLesson", "read_memory", "situation_text", "best_match", "ingest_check", "Agent",
-           "SessionPlan", "ProcessEngine", "InProcessEngine", "ENGINES"]
+           "SessionPlan", "ProcessEngine", "InProcessEngine", "ENGINES", "session_start"]
 
 ROOT = Path(__file__).resolve().parent.parent
 INDEX = "MEMORY.md"
 _ESCAPED = re.compile(r"\\(.)")
 _SESSION_FILE = re.compile(r"([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\.jsonl")
+_COMMONS_FILE = re.compile(r"openmemory-commons-([0-9a-f]{16})\.md")
 _LINK = re.compile(r"\[((?:\\.|[^\]\\])*)\]\(([^)\s]+\.md)\)")  # [title](file.md), \] escaped in titles
 
 
@@ -110,6 +111,9 @@ class MemoryLesson:
     #: the sessions its provenance names (transcript file names in the lesson file): for the
     #: simulation's bookkeeping only (which pitfall taught it), never for matching
     sessions: tuple[str, ...] = ()
+    #: a received lesson (``openmemory-commons-<short id>.md``): its short record id, for the
+    #: same bookkeeping
+    commons: str | None = None
 
 
 def read_memory(folder: Path, model: AgentModel = AgentModel()) -> list[MemoryLesson]:
@@ -135,7 +139,9 @@ def read_memory(folder: Path, model: AgentModel = AgentModel()) -> list[MemoryLe
         quoted = [line[1:].strip() for line in _body(body).splitlines() if line.startswith(">")]
         texts = tuple(dict.fromkeys(t for t in (" ".join(quoted), _ESCAPED.sub(r"\1", title)) if t))
         if texts:
-            out.append(MemoryLesson(target, texts, tuple(dict.fromkeys(_SESSION_FILE.findall(body)))))
+            received = _COMMONS_FILE.fullmatch(target)
+            out.append(MemoryLesson(target, texts, tuple(dict.fromkeys(_SESSION_FILE.findall(body))),
+                                    received.group(1) if received else None))
     return out
 
 
@@ -295,7 +301,7 @@ class Agent:
             taught = sorted({self.failed_in[s] for s in lesson.sessions if s in self.failed_in}) if lesson else []
             plan.encounters.append({"pitfall": encounter.pitfall.id, "failed": not avoided, "matched": matched,
                                     "cosine": round(cosine, 4), "lesson": lesson.file if lesson else None,
-                                    "lesson_from": taught})
+                                    "lesson_from": taught, "commons": lesson.commons if lesson else None})
             if not avoided:
                 self.failed_in[sid] = encounter.pitfall.id
                 self._fail(t, encounter.fail)
@@ -373,25 +379,45 @@ def ingest_check(agent: "Agent") -> dict:
 # -- the nightly engine run --------------------------------------------------------------------------
 
 class ProcessEngine:
-    """``openmemory run --now TIME --json`` as a real process with the agent's environment."""
+    """The engine as real processes with the agent's environment: ``openmemory run --now TIME
+    --json`` each night, and the few other commands the commons arm needs."""
 
     name = "process"
 
     def __init__(self, timeout: float = 600.0):
         self.timeout = timeout
 
-    def run(self, agent: Agent, now: datetime) -> dict:
-        proc = subprocess.run([sys.executable, "-m", "openmemory_local.cli", "run", "--now", iso(now), "--json"],
-                              env=agent.environ(), cwd=ROOT, capture_output=True, text=True,
+    @staticmethod
+    def argv(*args: str) -> list[str]:
+        """The engine's command line: the one place it is built (an option every call of the
+        simulation needs goes here)."""
+        return [sys.executable, "-m", "openmemory_local.cli", *args]
+
+    def cli(self, agent: Agent, *args: str, ok=(0,)) -> subprocess.CompletedProcess:
+        proc = subprocess.run(self.argv(*args), env=agent.environ(), cwd=ROOT, capture_output=True, text=True,
                               timeout=self.timeout)
-        if proc.returncode not in (0, 3):
-            raise RuntimeError(f"openmemory run for {agent.name} exited {proc.returncode}:\n{proc.stderr[-2000:]}")
-        return json.loads(proc.stdout)
+        if proc.returncode not in ok:
+            raise RuntimeError(f"openmemory {args[0]} for {agent.name} exited {proc.returncode}:\n"
+                               f"{proc.stderr[-2000:]}")
+        return proc
+
+    def run(self, agent: Agent, now: datetime) -> dict:
+        return json.loads(self.cli(agent, "run", "--now", iso(now), "--json", ok=(0, 3)).stdout)
+
+    def publish_enable(self, agent: Agent, now: datetime) -> dict:
+        """Opt the agent's project in to publishing (``openmemory publish enable CWD``)."""
+        return json.loads(self.cli(agent, "publish", "enable", agent.cwd, "--now", iso(now), "--json").stdout)
+
+    def install(self, agent: Agent, now: datetime) -> None:
+        """``openmemory install claude-code --schedule none``: the hooks in the agent's
+        ``~/.claude/settings.json`` (the simulation runs the SessionStart hook itself)."""
+        self.cli(agent, "install", "claude-code", "--schedule", "none", "--now", iso(now))
 
 
-class InProcessEngine:
+class InProcessEngine(ProcessEngine):
     """The engine's Python entry point (what ``openmemory run`` calls), in this process:
-    the configuration loaded from the agent's environment, then ``run_job``."""
+    the configuration loaded from the agent's environment, then ``run_job``. The other
+    commands (opting in, installing the hooks) run as processes."""
 
     name = "in-process"
 
@@ -403,6 +429,30 @@ class InProcessEngine:
         with Store.open(load_config(environ=agent.environ())) as store:
             report = run_job(store, now)
         return json.loads(json.dumps(report, default=str))  # the JSON the process prints
+
+
+def session_start(agent: Agent, now: datetime, timeout: float = 120.0) -> dict:
+    """A session starts: the SessionStart hook runs as Claude Code runs it (the command that
+    ``openmemory install claude-code`` wrote into the agent's settings.json, the payload on
+    stdin); ``{"seconds", "stdout"}``."""
+    import shlex
+    import time
+
+    settings = json.loads((agent.claude_dir / "settings.json").read_text(encoding="utf-8"))
+    commands = [h["command"] for group in settings["hooks"]["SessionStart"] for h in group["hooks"]]
+    if len(commands) != 1:
+        raise RuntimeError(f"{agent.name}: {len(commands)} SessionStart hooks in settings.json, expected 1")
+    payload = json.dumps({"session_id": str(uuid.uuid4()), "transcript_path": "", "cwd": agent.cwd,
+                          "hook_event_name": "SessionStart", "source": "startup"})
+    env = agent.environ()
+    env.pop("OPENMEMORY_HOME", None)  # the command names its data folder itself
+    env["OPENMEMORY_NOW"] = iso(now)
+    started = time.monotonic()
+    done = subprocess.run(shlex.split(commands[0]), input=payload, capture_output=True, text=True, env=env,
+                          cwd=ROOT, timeout=timeout)
+    if done.returncode != 0:
+        raise RuntimeError(f"{agent.name}'s SessionStart hook exited {done.returncode}: {done.stderr[-1000:]}")
+    return {"seconds": round(time.monotonic() - started, 3), "stdout": done.stdout}
 
 
 ENGINES = {"process": ProcessEngine, "in-process": InProcessEngine}

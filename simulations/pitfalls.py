@@ -200,7 +200,7 @@ def check(root: Path, pitfalls: list[Pitfall] | None = None, *, match_cosine: fl
     that lesson's text matches its own situation and the others' (the agent model's matching)."""
     from datetime import datetime, timedelta, timezone
 
-    from .agents import Agent, AgentModel, InProcessEngine, best_match, ingest_check, situation_text
+    from .agents import Agent, AgentModel, InProcessEngine, _vector, best_match, ingest_check, situation_text
 
     pitfalls = load() if pitfalls is None else pitfalls
     model = AgentModel(p_avoid=0.0, **({} if match_cosine is None else {"match_cosine": match_cosine}))
@@ -216,9 +216,11 @@ def check(root: Path, pitfalls: list[Pitfall] | None = None, *, match_cosine: fl
                 plan = agent._session(rep, day0 + timedelta(days=rep, minutes=7 * i), pitfall)
                 agent.plans.append(plan)
                 taught[plan.session_id] = pitfall.id
-        InProcessEngine().run(agent, day0 + timedelta(days=1, hours=23, minutes=59))
+        night = day0 + timedelta(days=1, hours=23, minutes=59)
+        InProcessEngine().run(agent, night)
         checks.append(ingest_check(agent))
         lessons = agent.memory()
+        commons = _commons_forms(agent, night)
         for pitfall in part:
             own = [l for l in lessons if any(taught.get(s) == pitfall.id for s in l.sessions)]
             own_cos, own_lesson = best_match(own, situation_text(pitfall)) if own else (None, None)
@@ -230,6 +232,15 @@ def check(root: Path, pitfalls: list[Pitfall] | None = None, *, match_cosine: fl
                 "best_other": max(others) if others else None,
                 "matched": own_cos is not None and own_cos >= model.match_cosine,
             }
+            # the lesson's commons form (what A would publish, what B would read): its cosine too
+            forms = [commons[lid] for lid, sessions in commons["_sessions"].items()
+                     if any(taught.get(sid) == pitfall.id for sid in sessions) and commons.get(lid)]
+            if forms:
+                cos = max(float(_vector(t) @ _vector(situation_text(pitfall))) for t in forms)
+                rows[pitfall.id].update(commons_text=forms[0], cosine_commons=round(cos, 3),
+                                        commons_matched=cos >= model.match_cosine)
+            else:
+                rows[pitfall.id].update(commons_text=None, cosine_commons=None, commons_matched=False)
         # Cross-matches: every lesson of this agent against every other pitfall's situation.
         for pitfall in part:
             wrong = [l for l in lessons if not any(taught.get(s) == pitfall.id for s in l.sessions)]
@@ -241,10 +252,38 @@ def check(root: Path, pitfalls: list[Pitfall] | None = None, *, match_cosine: fl
         "ingest_ok": all(c["ok"] for c in checks), "ingest": checks,
         "with_a_lesson": len(learned),
         "own_lesson_matches": sum(r["matched"] for r in rows.values()),
+        "commons_form_matches": sum(r["commons_matched"] for r in rows.values()),
         "a_wrong_lesson_matches": sum((r["best_wrong_lesson_cosine"] or -1) >= model.match_cosine
                                       for r in rows.values()),
         "rows": rows,
     }
+
+
+def _commons_forms(agent, now) -> dict:
+    """Each lesson's commons form, as ``openmemory publish --dry-run`` shows it for a project
+    opted in with no strength threshold (nothing is sent): lesson id -> text, and
+    ``_sessions``: lesson id -> the sessions of its episodes."""
+    import sqlite3
+
+    from openmemory_local.config import load_config
+    from openmemory_local.publish import dry_run, enable
+    from openmemory_local.store import Store
+
+    (agent.data / "config.toml").write_text("[publish]\nmin_strength = 0.001\n", encoding="utf-8")
+    with Store.open(load_config(environ=agent.environ())) as store:
+        enable(store, agent.cwd, now)
+        report = dry_run(store, now)
+    out: dict = {r["lesson"]: r["text"] for r in report["records"]}
+    con = sqlite3.connect(f"file:{agent.data / 'openmemory.db'}?mode=ro", uri=True)
+    try:
+        sessions: dict[int, set[str]] = {}
+        for lid, sid in con.execute("SELECT m.lesson_id, e.session_id FROM lesson_members m JOIN episodes e "
+                                    "ON e.id = m.episode_id WHERE e.session_id IS NOT NULL"):
+            sessions.setdefault(lid, set()).add(sid)
+    finally:
+        con.close()
+    out["_sessions"] = sessions
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -278,9 +317,13 @@ def main(argv: list[str] | None = None) -> int:
         other = f"{r['best_wrong_lesson_cosine']:.2f}" if r["best_wrong_lesson_cosine"] is not None else "-"
         own = f"{r['cosine_own_situation']:.2f}" if r["cosine_own_situation"] is not None else "-"
         print(f"  {mark} {pid:30} own {own}  best wrong lesson {other}  {(r['lesson'] or '(no lesson)')[:90]}")
+        if r["commons_text"]:
+            print(f"  {'match' if r['commons_matched'] else '     '} {'':30} commons form {r['cosine_commons']:.2f}  "
+                  f"{r['commons_text'][:90]}")
     print(f"transcripts ingested as meant: {'yes' if report['ingest_ok'] else 'NO'}; "
           f"{report['with_a_lesson']} of {report['pitfalls']} made a lesson; its own lesson matches "
-          f"{report['own_lesson_matches']}; a lesson of another pitfall matches {report['a_wrong_lesson_matches']}")
+          f"{report['own_lesson_matches']} (its commons form {report['commons_form_matches']}); a lesson of another "
+          f"pitfall matches {report['a_wrong_lesson_matches']}")
     return 0 if report["ingest_ok"] else 1
 
 

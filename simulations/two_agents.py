@@ -1,7 +1,7 @@
 """The two-agent experiment (paper, section 7.5): does agent B's repeated-error rate fall for
 errors that only agent A has met?
 
-    python -m simulations.two_agents --days 30 --seed 1 --out DIR [--attesters 2] [--json]
+    python -m simulations.two_agents --days 30 --seed 1 --out DIR [--attesters 2] [--drill] [--json]
 
 A world of simulated agents (:mod:`simulations.agents`): A, B and ``--attesters`` K more, each
 with its own home, Claude Code folder, memory folder and engine data folder. Their task mixes
@@ -22,18 +22,24 @@ the matching are a model of an agent, not a measured one; every output says so).
 *B's repeated-error rate on A-only pitfalls*, for a day: of B's sessions that day that met an
 A-only pitfall A had met before, the share in which B made the error.
 
-ARMS. The *control* arm connects nothing: each agent learns only from its own sessions. The
-*commons* arm (each agent's node, B's connected) is the seam round two fills in:
-:class:`Arm` is what the runner calls, :class:`ControlArm` the control, :class:`CommonsArm`
-the commons; until the engine publishes and pulls lessons through its node and the node
-daemon has an accelerated clock, ``--arms commons`` stops with a message saying what is
-missing, rather than fake it. Both arms of one run live the same world: the same seeds, so the
-same sessions meet the same pitfalls at the same moments (a paired comparison).
+ARMS (:mod:`simulations.arm`). The *control* arm connects nothing: each agent learns only from
+its own sessions. The *commons* arm (:mod:`simulations.commons_arm`) gives every agent its own
+node on the world's clock, all connected, B's included; A's project publishes; every night
+publishes, pulls, attests and renders. Both arms run by default, in the same world: the same
+seeds, so the same sessions meet the same pitfalls at the same moments (a paired comparison).
+``--drill`` adds the poisoned-lesson drill after the last day of the commons arm.
 
-Writes to DIR: ``summary.json`` (also on stdout with ``--json``), ``days.jsonl`` (one line per
-arm and day), ``b_error_rate.png`` (B's rate over days, per arm), ``lessons.png`` (lessons in
-each agent's memory folder over days, and the A-only pitfalls B's folder has a matching lesson
-for), and ``world/<arm>/<agent>/`` (every agent's folders, left for inspection).
+WHERE THE AGENTS LIVE. In this process, their engines and nodes as local processes
+(:class:`LocalHosts`, the default), or each in its own container (``--hosts
+http://agent-{name}:8470``, :class:`RemoteHosts`: ``docker-compose.yml``), driven through the
+same methods (:mod:`simulations.agent_host`).
+
+Writes to DIR: ``summary.json`` (:data:`SUMMARY_FILE`; also on stdout with ``--json``; its keys
+are documented in docs/simulations.md and read by ``openmemory eval --experiment DIR``),
+``days.jsonl`` (one line per arm and day), ``b_error_rate.png`` (B's rate over days, per arm),
+``lessons.png`` (lessons in the memory folders, the A-only pitfalls they match, and the lessons'
+statuses in the commons), ``drill_revocation.png`` (with ``--drill``), and
+``world/<arm>/<agent>/`` (every agent's folders, left for inspection).
 """
 
 from __future__ import annotations
@@ -45,22 +51,19 @@ import shutil
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from .agents import ENGINES, Agent, AgentModel, best_match, ingest_check, situation_text
+from .agents import ENGINES, Agent, AgentModel, best_match, situation_text
+from .arm import CommonsUnavailable
 from .pitfalls import CATALOGUE, Pitfall, load
 
-__all__ = ["WorldConfig", "World", "Arm", "ControlArm", "CommonsArm", "CommonsUnavailable", "ARMS", "run",
-           "main"]
+__all__ = ["WorldConfig", "World", "LocalHosts", "RemoteHosts", "Arm", "ControlArm", "CommonsArm",
+           "CommonsUnavailable", "ARMS", "SUMMARY_FILE", "run", "main"]
 
 START = datetime(2026, 4, 1, tzinfo=timezone.utc)
-
-
-class CommonsUnavailable(RuntimeError):
-    """The commons arm cannot run yet (see :class:`CommonsArm`)."""
 
 
 @dataclass(frozen=True)
@@ -77,6 +80,14 @@ class WorldConfig:
     catalogue: Path = CATALOGUE
     model: AgentModel = field(default_factory=AgentModel)
     engine: str = "process"
+    #: these pitfall ids, in this order (A-only first, then shared, then B's own), instead of
+    #: the catalogue shuffled with the seed
+    pitfalls: tuple[str, ...] = ()
+    # -- the commons arm (simulations.commons_arm) --
+    clock_rate: float = 60.0  # world seconds per wall second on the nodes' clock
+    threshold: int = 3  # the nodes' [commons] threshold N
+    policy: str = "trusted"  # the nodes' [commons] policy
+    drill: bool = False  # the poisoned-lesson drill after the last day (commons arm)
 
     def __post_init__(self) -> None:
         if self.days < 1:
@@ -91,6 +102,30 @@ class WorldConfig:
             raise ValueError("--b-from must be a day of the run (0 to days - 1)")
         if self.engine not in ENGINES:
             raise ValueError(f"--engine must be one of {', '.join(ENGINES)}")
+        if self.pitfalls and len(self.pitfalls) < self.a_only + self.shared + self.b_own:
+            raise ValueError(f"--pitfalls names {len(self.pitfalls)} pitfalls; this world needs "
+                             f"{self.a_only + self.shared + self.b_own} (A-only, shared, B's own)")
+        if not 0 < self.clock_rate <= 1e6:
+            raise ValueError("--clock-rate must be positive (world seconds per wall second)")
+        if self.threshold < 1:
+            raise ValueError("--threshold must be at least 1")
+        if self.policy not in ("trusted", "open"):
+            raise ValueError("--policy must be trusted or open")
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        out["catalogue"] = str(self.catalogue)
+        out["model"] = {"p_avoid": self.model.p_avoid, "match_cosine": self.model.match_cosine}
+        out["pitfalls"] = list(self.pitfalls)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "WorldConfig":
+        data = dict(data)
+        data["catalogue"] = Path(data.get("catalogue") or CATALOGUE)
+        data["model"] = AgentModel(**(data.get("model") or {}))
+        data["pitfalls"] = tuple(data.get("pitfalls") or ())
+        return cls(**data)
 
     @property
     def meets_from(self) -> int:
@@ -98,14 +133,24 @@ class WorldConfig:
 
 
 class World:
-    """The agents of one arm, on the world's calendar."""
+    """The agents of one arm, on the world's calendar: which pitfalls each meets, from when.
+    The agents themselves are made where they live (:meth:`make_agent`: here, or in their
+    container, from the same configuration)."""
 
-    def __init__(self, config: WorldConfig, root: Path, pitfalls: list[Pitfall]):
+    def __init__(self, config: WorldConfig, root: Path, pitfalls: list[Pitfall] | None = None):
         self.config = config
         self.root = Path(root)
-        rng = random.Random(f"world-{config.seed}")
-        order = list(pitfalls)
-        rng.shuffle(order)
+        pitfalls = load(config.catalogue) if pitfalls is None else pitfalls
+        if config.pitfalls:
+            by_id = {p.id: p for p in pitfalls}
+            unknown = [pid for pid in config.pitfalls if pid not in by_id]
+            if unknown:
+                raise ValueError(f"no pitfall {', '.join(unknown)} in {config.catalogue}")
+            order = [by_id[pid] for pid in config.pitfalls]
+        else:
+            rng = random.Random(f"world-{config.seed}")
+            order = list(pitfalls)
+            rng.shuffle(order)
         need = config.a_only + config.shared + config.b_own
         if need > len(order):
             raise ValueError(f"the catalogue has {len(order)} pitfalls; this world needs {need}")
@@ -113,18 +158,30 @@ class World:
         self.shared = order[config.a_only: config.a_only + config.shared]
         self.b_own = order[config.a_only + config.shared: need]
         later = config.meets_from
-        kw = dict(seed=config.seed, model=config.model, sessions_per_day=config.sessions_per_day,
-                  benign_share=config.benign_share)
-        self.a = Agent("A", self.root, mix=[(p, 0) for p in self.a_only + self.shared], **kw)
-        self.b = Agent("B", self.root, mix=[(p, later) for p in self.a_only]
-                       + [(p, 0) for p in self.shared + self.b_own], **kw)
-        self.attesters = [Agent(f"C{k + 1}", self.root, mix=[(p, later) for p in self.a_only]
-                                + [(p, 0) for p in self.shared], **kw) for k in range(config.attesters)]
-        self.engine = ENGINES[config.engine]()
+        self.mixes: dict[str, list[tuple[Pitfall, int]]] = {
+            "A": [(p, 0) for p in self.a_only + self.shared],
+            "B": [(p, later) for p in self.a_only] + [(p, 0) for p in self.shared + self.b_own],
+            **{f"C{k + 1}": [(p, later) for p in self.a_only] + [(p, 0) for p in self.shared]
+               for k in range(config.attesters)},
+        }
+        self.names = list(self.mixes)
+        self.agents: list = []  # the handles of the agents (simulations.agent_host), set by the runner
+
+    def make_agent(self, name: str) -> Agent:
+        c = self.config
+        return Agent(name, self.root, mix=self.mixes[name], seed=c.seed, model=c.model,
+                     sessions_per_day=c.sessions_per_day, benign_share=c.benign_share)
+
+    def agent(self, name: str):
+        return next(a for a in self.agents if a.name == name)
 
     @property
-    def agents(self) -> list[Agent]:
-        return [self.a, self.b, *self.attesters]
+    def a(self):
+        return self.agent("A")
+
+    @property
+    def b(self):
+        return self.agent("B")
 
     def day_start(self, day: int) -> datetime:
         return START + timedelta(days=day)
@@ -134,78 +191,65 @@ class World:
         return START + timedelta(days=day, hours=23, minutes=59, seconds=59)
 
 
-# -- the seam: how the agents' memories are connected ---------------------------------------------
+class LocalHosts:
+    """Every agent in this process (:class:`simulations.agent_host.LocalAgent`)."""
 
-class Arm:
-    """What the runner calls around the agents' days and nights.
+    where = "local processes"
 
-    The control arm does nothing at these points. The commons arm (round two) does, per agent:
+    def handles(self, world: World, arm: "Arm") -> list:
+        from .agent_host import LocalAgent
 
-    * :meth:`setup`, before day 0: initialise and start the agent's node (``agent.node_home``)
-      on loopback, connect the nodes (B's node included only in the commons arm), add the keys
-      the policy needs (trust list, revokers), and write ``[node] home`` into the engine's
-      ``<agent.data>/config.toml`` so that ``openmemory run`` finds its node;
-    * :meth:`begin_day`: move the nodes' accelerated clock to the world's time (record times,
-      the clock-skew check, sync intervals and the commons' windows follow it);
-    * :meth:`after_nights`: after every agent's nightly run (which, with a node, also
-      publishes, pulls and attests), wait until what was published has reached the other nodes
-      (poll what they report), and return what to record for the day: each lesson's status on
-      each node, promotions to common, lessons later found wrong;
-    * :meth:`close`: stop every node it started.
-    """
+        return [LocalAgent(name, world.make_agent(name), world.config.engine, world.root / name)
+                for name in world.names]
 
-    name = "control"
-    connects_b = False
+    def node_only(self, world: World, arm: "Arm", name: str):
+        from .agent_host import LocalAgent
 
-    @classmethod
-    def check(cls) -> None:
-        """Raise :class:`CommonsUnavailable` if this arm cannot run here (before anything runs)."""
-
-    def setup(self, world: World) -> None:
-        pass
-
-    def begin_day(self, world: World, day: int, start: datetime) -> None:
-        pass
-
-    def after_nights(self, world: World, day: int, now: datetime, nights: dict[str, dict]) -> dict:
-        return {}
-
-    def close(self) -> None:
-        pass
+        return LocalAgent(name, None, world.config.engine, world.root / name)
 
 
-class ControlArm(Arm):
-    """No commons: each agent learns only from its own sessions."""
+class RemoteHosts:
+    """Every agent in its own container: ``template`` names each one's service
+    (``http://agent-{name}:8470``, the name in lower case)."""
+
+    where = "containers"
+
+    def __init__(self, template: str):
+        if "{name}" not in template:
+            raise ValueError("--hosts must contain {name}, e.g. http://agent-{name}:8470")
+        self.template = template
+
+    def _remote(self, name: str, **scope):
+        from .agent_host import RemoteAgent
+
+        remote = RemoteAgent(self.template.format(name=name.lower()), name)
+        remote.wait_ready()
+        return remote.attach(**scope)
+
+    def handles(self, world: World, arm: "Arm") -> list:
+        return [self._remote(name, world=world.config.to_dict(), arm=arm.name) for name in world.names]
+
+    def node_only(self, world: World, arm: "Arm", name: str):
+        return self._remote(name, world=world.config.to_dict(), arm=arm.name, node_only=True)
+
+    def shutdown(self, names: list[str]) -> None:
+        """The run is over: every agent's service stops (so that `docker-compose up` ends)."""
+        from .agent_host import RemoteAgent
+
+        for name in names:
+            RemoteAgent(self.template.format(name=name.lower()), name, timeout=60).shutdown()
 
 
-class CommonsArm(Arm):
-    """The commons: every agent's node, B's connected. Not runnable yet (round two)."""
-
-    name = "commons"
-    connects_b = True
-    MISSING = (
-        "the engine publishing its lessons through its node (issue 12: an `openmemory run` step after sleep)",
-        "the engine pulling received lessons into its memory folder and attesting them (issue 13)",
-        "an accelerated clock for the node daemon (record times, the clock-skew check, sync intervals and the "
-        "fade window on the world's time)",
-    )
-
-    @classmethod
-    def check(cls) -> None:
-        raise CommonsUnavailable("the commons arm is not available yet; it needs: " + "; ".join(cls.MISSING))
-
-    def setup(self, world: World) -> None:
-        self.check()
-
+from .arm import Arm, ControlArm  # noqa: E402  (the seam: how the agents' memories are connected)
+from .commons_arm import CommonsArm  # noqa: E402
 
 ARMS: dict[str, type[Arm]] = {"control": ControlArm, "commons": CommonsArm}
 
 
 # -- running and measuring ------------------------------------------------------------------------
 
-def _coverage(agent: Agent, pitfalls: list[Pitfall]) -> dict[str, float]:
-    """For each pitfall, the best cosine of a lesson in the agent's memory folder (-inf: none)."""
-    lessons = agent.memory()
+def _coverage(lessons: list, pitfalls: list[Pitfall]) -> dict[str, float]:
+    """For each pitfall, the best cosine of a lesson in a memory folder (-inf: none)."""
     out = {}
     for p in pitfalls:
         cos, lesson = best_match(lessons, situation_text(p))
@@ -213,37 +257,41 @@ def _coverage(agent: Agent, pitfalls: list[Pitfall]) -> dict[str, float]:
     return out
 
 
-def run_arm(config: WorldConfig, arm: Arm, root: Path, pitfalls: list[Pitfall], log=None) -> dict:
-    world = World(config, root, pitfalls)
+def run_arm(config: WorldConfig, arm: Arm, root: Path, hosts=None, log=None) -> dict:
+    hosts = hosts or LocalHosts()
+    world = World(config, root)
     a_only = {p.id for p in world.a_only}
     a_first: dict[str, str] = {}  # A-only pitfall -> when A first met it
     covered: dict[str, int] = {}  # A-only pitfall -> first night B's folder had a matching lesson
     days: list[dict] = []
-    arm.setup(world)
+    pool = ThreadPoolExecutor(max_workers=2)
     try:
-        pool = ThreadPoolExecutor(max_workers=2)
+        world.agents = hosts.handles(world, arm)
+        arm.setup(world, hosts)
         for day in range(config.days):
             arm.begin_day(world, day, world.day_start(day))
-            plans = {agent.name: agent.run_day(day, world.day_start(day)) for agent in world.agents}
+            plans = dict(zip(world.names, pool.map(lambda agent: agent.run_day(day, world.day_start(day)),
+                                                   world.agents)))
             for plan in plans["A"]:
-                for enc in plan.encounters:
+                for enc in plan["encounters"]:
                     if enc["pitfall"] in a_only:
-                        a_first.setdefault(enc["pitfall"], plan.started)
+                        a_first.setdefault(enc["pitfall"], plan["started"])
             night = world.night(day)
-            results = dict(zip([a.name for a in world.agents],
-                               pool.map(lambda agent: world.engine.run(agent, night), world.agents)))
+            results = arm.nights(world, day, night, pool)
             extra = arm.after_nights(world, day, night, results)
             record = {"arm": arm.name, "day": day, "date": night.date().isoformat(), "model": config.model.label()}
-            for agent in world.agents:
-                record[agent.name] = _day_counts(plans[agent.name], a_only, a_first)
-                record[agent.name]["lessons_rendered"] = len(agent.memory())
-            cover = _coverage(world.b, world.a_only)
+            memories = dict(zip(world.names, pool.map(lambda agent: agent.memory(), world.agents)))
+            for name in world.names:
+                record[name] = _day_counts(plans[name], a_only, a_first)
+                record[name]["lessons_rendered"] = len(memories[name])
+                record[name]["commons_rendered"] = sum(1 for m in memories[name] if m.commons)
+            cover = _coverage(memories["B"], world.a_only)
             for pid, cos in cover.items():
                 if cos >= config.model.match_cosine:
                     covered.setdefault(pid, day)
             record["B"]["a_only_covered"] = sum(1 for c in cover.values() if c >= config.model.match_cosine)
             # A's own folder: what A has to share, the ceiling of what a commons could bring B
-            record["A"]["a_only_covered"] = sum(1 for c in _coverage(world.a, world.a_only).values()
+            record["A"]["a_only_covered"] = sum(1 for c in _coverage(memories["A"], world.a_only).values()
                                                 if c >= config.model.match_cosine)
             record["commons"] = extra
             days.append(record)
@@ -251,30 +299,42 @@ def run_arm(config: WorldConfig, arm: Arm, root: Path, pitfalls: list[Pitfall], 
                 b = record["B"]["repeated"]
                 rate = f"{b['failed']}/{b['met']}" if b["met"] else "-"
                 log(f"  {arm.name} day {day + 1:>3}: B failed {rate} A-only encounters; lessons rendered "
-                    + ", ".join(f"{a.name} {record[a.name]['lessons_rendered']}" for a in world.agents))
-        pool.shutdown()
-        checks = {agent.name: ingest_check(agent) for agent in world.agents}
+                    + ", ".join(f"{n} {record[n]['lessons_rendered']}" for n in world.names)
+                    + (f"; {extra['line']}" if extra.get("line") else ""))
+        finished = arm.finish(world)
+        checks = dict(zip(world.names, pool.map(lambda agent: agent.ingest_check(), world.agents)))
+        outcome = {"world": world, "days": days, "a_first": a_first, "covered": covered, "ingest": checks,
+                   "finish": finished}
+        outcome["arm"] = arm.summary(world, outcome)
     finally:
+        pool.shutdown()
         arm.close()
-    return {"world": world, "days": days, "a_first": a_first, "covered": covered, "ingest": checks}
+        for agent in world.agents:
+            try:
+                agent.close()
+            except Exception:  # a remote agent already gone: nothing of ours left there
+                pass
+    return outcome
 
 
 def _day_counts(plans, a_only: set[str], a_first: dict[str, str]) -> dict:
     out: dict[str, Any] = {"sessions": len(plans), "met": 0, "failed": 0, "matched": 0,
-                           "avoided_with_other_lesson": 0,
+                           "avoided_with_other_lesson": 0, "avoided_with_commons_lesson": 0,
                            "repeated": {"met": 0, "failed": 0}, "a_only": {"met": 0, "failed": 0}}
     for plan in plans:
-        for enc in plan.encounters:
+        for enc in plan["encounters"]:
             out["met"] += 1
             out["failed"] += enc["failed"]
             out["matched"] += enc["matched"]
             if not enc["failed"] and enc["lesson_from"] and enc["pitfall"] not in enc["lesson_from"]:
                 out["avoided_with_other_lesson"] += 1
+            if not enc["failed"] and enc.get("commons"):
+                out["avoided_with_commons_lesson"] += 1
             if enc["pitfall"] in a_only:
                 out["a_only"]["met"] += 1
                 out["a_only"]["failed"] += enc["failed"]
                 first = a_first.get(enc["pitfall"])
-                if first is not None and first < plan.started:  # A had met it before
+                if first is not None and first < plan["started"]:  # A had met it before
                     out["repeated"]["met"] += 1
                     out["repeated"]["failed"] += enc["failed"]
     return out
@@ -302,9 +362,10 @@ def summarise(config: WorldConfig, outcome: dict) -> dict:
         else:
             lag = (world.night(night) - datetime.fromisoformat(first.replace("Z", "+00:00"))).total_seconds()
             time_to_lesson[p.id] = round(lag / 86400, 2)
-    totals = {a.name: {k: sum(d[a.name][k] for d in days) for k in ("sessions", "met", "failed", "matched",
-                                                                     "avoided_with_other_lesson")}
-              for a in world.agents}
+    totals = {name: {k: sum(d[name][k] for d in days) for k in ("sessions", "met", "failed", "matched",
+                                                                "avoided_with_other_lesson",
+                                                                "avoided_with_commons_lesson")}
+              for name in world.names}
     return {
         "b_repeated_error_rate_by_day": [
             {"day": d["day"], "met": d["B"]["repeated"]["met"], "failed": d["B"]["repeated"]["failed"],
@@ -321,6 +382,7 @@ def summarise(config: WorldConfig, outcome: dict) -> dict:
         "totals": totals,
         "ingest_check": {name: {k: v for k, v in c.items()} for name, c in outcome["ingest"].items()},
         "ingest_check_ok": all(c["ok"] for c in outcome["ingest"].values()),
+        **({"commons": outcome["arm"]} if outcome.get("arm") else {}),
     }
 
 
@@ -355,7 +417,9 @@ def plot(out: Path, config: WorldConfig, arms: dict[str, dict]) -> list[str]:
     paths.append(save(fig, out / "b_error_rate.png", config.model.label()
                       + ". Simulated agents; the engine is real (openmemory run each night)."))
 
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4.4))
+    commons = arms.get("commons")
+    fig, axes = plt.subplots(1, 3 if commons else 2, figsize=(15 if commons else 10, 4.4))
+    ax1, ax2 = axes[0], axes[1]
     for name, outcome in arms.items():
         for agent in ("A", "B"):
             ax1.plot([d["day"] + 1 for d in outcome["days"]], [d[agent]["lessons_rendered"] for d in outcome["days"]],
@@ -364,6 +428,9 @@ def plot(out: Path, config: WorldConfig, arms: dict[str, dict]) -> list[str]:
                  "-", color=colours.get(name), label=f"B's folder, {name} arm")
         ax2.plot([d["day"] + 1 for d in outcome["days"]], [d["A"]["a_only_covered"] for d in outcome["days"]],
                  "--", color=colours.get(name), alpha=0.6, label=f"A's folder, {name} arm")
+    if commons:
+        ax1.plot([d["day"] + 1 for d in commons["days"]], [d["B"]["commons_rendered"] for d in commons["days"]],
+                 ":", color=colours["commons"], label="B, received (commons files)")
     ax1.set_title("lessons in the memory folder (MEMORY.md links)", fontsize=9)
     ax1.set_xlabel("simulated day")
     ax1.legend(fontsize=7)
@@ -372,25 +439,52 @@ def plot(out: Path, config: WorldConfig, arms: dict[str, dict]) -> list[str]:
     ax2.set_ylim(-0.3, config.a_only + 0.3)
     ax2.axvline(config.meets_from + 1, color="#888888", ls=":", lw=1)
     ax2.legend(fontsize=7)
+    if commons:
+        ax3 = axes[2]
+        xs = [d["day"] + 1 for d in commons["days"]]
+        for status, colour in (("candidate", "#f39c12"), ("common", "#27ae60"), ("faded", "#7f8c8d"),
+                               ("revoked", "#c0392b")):
+            ax3.plot(xs, [(d["commons"].get("statuses_on_b_node") or {}).get(status, 0) for d in commons["days"]],
+                     "-", color=colour, label=status)
+        ax3.set_title("lessons in the commons by status (B's node)", fontsize=9)
+        ax3.set_xlabel("simulated day")
+        ax3.legend(fontsize=7)
     fig.subplots_adjust(bottom=0.2)
     paths.append(save(fig, out / "lessons.png", config.model.label()
-                      + ". Lesson statuses in the commons (candidate, common, revoked) join this plot in round two."))
+                      + ". Statuses: the real nodes' commons state machine (policy "
+                      + f"{config.policy}, N = {config.threshold})."))
     return paths
 
 
-def run(config: WorldConfig, out: Path, arms: list[str], *, plots: bool = True, log=None) -> dict:
+SUMMARY_FILE = "summary.json"
+
+
+def run(config: WorldConfig, out: Path, arms: list[str], *, plots: bool = True, log=None, hosts=None) -> dict:
+    """Run the arms of one world (the same seeds: a paired comparison) and write DIR's files;
+    the summary (also ``DIR/summary.json``). ``hosts``: where the agents live
+    (:class:`LocalHosts` by default, :class:`RemoteHosts` for containers)."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    if config.drill and "commons" not in arms:
+        raise ValueError("--drill runs in the commons arm: add it to --arms")
     for name in arms:
-        ARMS[name].check()
-    pitfalls = load(config.catalogue)
+        ARMS[name].check(config)
+    hosts = hosts or LocalHosts()
+    names = World(config, out / "world").names  # a bad pitfall list is refused before anything runs
     started = time.perf_counter()
     outcomes: dict[str, dict] = {}
-    for name in arms:
-        root = out / "world" / name
-        if root.exists():
-            shutil.rmtree(root)
-        outcomes[name] = run_arm(config, ARMS[name](), root, pitfalls, log=log)
+    timings: dict[str, float] = {}
+    try:
+        for name in arms:
+            root = out / "world" / name
+            if root.exists():
+                shutil.rmtree(root)
+            t0 = time.perf_counter()
+            outcomes[name] = run_arm(config, ARMS[name](), root, hosts, log=log)
+            timings[name] = round(time.perf_counter() - t0, 1)
+    finally:
+        if hasattr(hosts, "shutdown"):
+            hosts.shutdown(names + (["Rogue", "Revoker"] if config.drill else []))
     with open(out / "days.jsonl", "w", encoding="utf-8") as f:
         for outcome in outcomes.values():
             for day in outcome["days"]:
@@ -402,60 +496,76 @@ def run(config: WorldConfig, out: Path, arms: list[str], *, plots: bool = True, 
         "agent_model": config.model.describe(),
         "world": {
             "days": config.days, "seed": config.seed, "start": START.date().isoformat(),
-            "agents": [a.name for a in world.agents], "sessions_per_day": config.sessions_per_day,
+            "agents": list(world.names), "sessions_per_day": config.sessions_per_day,
             "benign_share": config.benign_share, "b_meets_a_only_from_day": config.meets_from,
-            "engine": world.engine.name,
+            "engine": config.engine, "where": hosts.where,
             "pitfalls": {"a_only": [p.id for p in world.a_only], "shared": [p.id for p in world.shared],
                          "b_own": [p.id for p in world.b_own]},
             "catalogue": str(config.catalogue),
         },
         "arms": {name: summarise(config, outcome) for name, outcome in outcomes.items()},
-        "not_measured": {
-            "commons arm": "needs round two: " + "; ".join(CommonsArm.MISSING),
+        "not_measured": {} if "commons" in outcomes else {
+            "commons arm": "not run (--arms control,commons runs it)",
             "promotions to common, lessons that were wrong": "commons arm only",
-        } if "commons" not in outcomes else {},
+        },
         "plots": [],
         "seconds": None,
+        "seconds_by_arm": timings,
     }
+    if "commons" in outcomes and outcomes["commons"].get("finish"):
+        summary["drill"] = outcomes["commons"]["finish"]
     if plots:
         summary["plots"] = plot(out, config, outcomes)
+        if summary.get("drill"):
+            from .commons_arm import plot_drill
+
+            summary["plots"].append(plot_drill(out, summary["drill"]))
     summary["seconds"] = round(time.perf_counter() - started, 1)
-    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    (out / SUMMARY_FILE).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     return summary
+
+
+def _fmt(x: dict) -> str:
+    return f"{x['rate']:.2f} ({x['failed']}/{x['met']})" if x["rate"] is not None else "- (0 met)"
 
 
 def _print(summary: dict) -> None:
     w = summary["world"]
-    print(f"Two agents ({', '.join(w['agents'])}), {w['days']} days, seed {w['seed']}, engine {w['engine']}: "
-          f"{len(w['pitfalls']['a_only'])} A-only pitfalls (B meets them from day {w['b_meets_a_only_from_day'] + 1}), "
-          f"{len(w['pitfalls']['shared'])} shared, {len(w['pitfalls']['b_own'])} B's own.")
+    print(f"Two agents ({', '.join(w['agents'])}), {w['days']} days, seed {w['seed']}, engine {w['engine']}, "
+          f"as {w['where']}: {len(w['pitfalls']['a_only'])} A-only pitfalls (B meets them from day "
+          f"{w['b_meets_a_only_from_day'] + 1}), {len(w['pitfalls']['shared'])} shared, "
+          f"{len(w['pitfalls']['b_own'])} B's own.")
     m = summary["agent_model"]
     print(f"Agent model (a model, not a measured agent): avoids a pitfall with p={m['p_avoid']} when a rendered "
           f"lesson matches it, cosine >= {m['match']['cosine_at_least']} ({m['match']['embedding']}).")
     for name, arm in summary["arms"].items():
         r = arm["b_repeated_error_rate"]
-
-        def fmt(x):
-            return f"{x['rate']:.2f} ({x['failed']}/{x['met']})" if x["rate"] is not None else "- (0 met)"
-
         print(f"\n{name} arm: B's repeated-error rate on A-only pitfalls: first week B meets them "
-              f"{fmt(r['first_week_b_meets_them'])}, last week {fmt(r['last_week'])}, all {fmt(r['all'])}")
+              f"{_fmt(r['first_week_b_meets_them'])}, last week {_fmt(r['last_week'])}, all {_fmt(r['all'])}")
         lags = arm["days_from_a_first_meeting_to_a_matching_lesson_in_b_memory"]
         print("  days from A's first meeting to a matching lesson in B's memory folder: "
               + ", ".join(f"{k} {v}" for k, v in lags.items()))
         print("  A-only pitfalls a lesson in the memory folder matches, at the end: "
               f"B {arm['a_only_covered_in_b_memory_at_end']}"
               f", A {arm['a_only_covered_in_a_memory_at_end']} (what A has to share) of {len(w['pitfalls']['a_only'])}")
+        if arm.get("commons"):
+            from .commons_arm import print_commons
+
+            print_commons(arm["commons"])
         print("  ingest check (transcripts give the sessions and error episodes meant): "
               + ("ok" if arm["ingest_check_ok"] else "MISMATCH, see summary.json"))
+    if summary.get("drill"):
+        from .commons_arm import print_drill
+
+        print_drill(summary["drill"])
     for what, why in summary["not_measured"].items():
         print(f"not measured: {what}: {why}")
     for path in summary["plots"]:
         print(f"plot: {path}")
-    print(f"{summary['seconds']} s")
+    print(f"{summary['seconds']} s ({', '.join(f'{k} {v} s' for k, v in summary['seconds_by_arm'].items())})")
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m simulations.two_agents", description=__doc__.split("\n")[0],
                                      epilog="The agents' use of memory is a model (p, the matching): see "
                                             "docs/simulations.md.")
@@ -464,21 +574,40 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True, help="output folder (created; world/ inside is replaced)")
     parser.add_argument("--attesters", type=int, default=WorldConfig.attesters,
                         help="agents beside A and B (attesters in the commons)")
-    parser.add_argument("--arms", default="control", help="comma-separated: control, commons (default: control)")
+    parser.add_argument("--arms", default="control,commons",
+                        help="comma-separated: control, commons (default: both, the same world)")
+    parser.add_argument("--drill", action="store_true",
+                        help="the poisoned-lesson drill after the last day (commons arm)")
     parser.add_argument("--sessions-per-day", type=int, default=WorldConfig.sessions_per_day)
     parser.add_argument("--a-only", type=int, default=WorldConfig.a_only, help="pitfalls only A meets at first")
     parser.add_argument("--shared", type=int, default=WorldConfig.shared)
     parser.add_argument("--b-own", type=int, default=WorldConfig.b_own)
     parser.add_argument("--b-from", type=int, default=None, help="day B starts meeting A-only pitfalls (0-based)")
+    parser.add_argument("--pitfalls", default="",
+                        help="comma-separated pitfall ids, A-only first, then shared, then B's own "
+                        "(default: the catalogue shuffled with the seed)")
     parser.add_argument("--p-avoid", type=float, default=AgentModel.p_avoid,
                         help="agent model: probability of avoiding a pitfall a lesson matches")
     parser.add_argument("--match-cosine", type=float, default=AgentModel.match_cosine,
                         help="agent model: cosine a lesson's text needs with the situation")
+    parser.add_argument("--clock-rate", type=float, default=WorldConfig.clock_rate,
+                        help="the nodes' clock: world seconds per wall second (default 60)")
+    parser.add_argument("--threshold", type=int, default=WorldConfig.threshold,
+                        help="the nodes' [commons] threshold N (default 3)")
+    parser.add_argument("--policy", choices=["trusted", "open"], default=WorldConfig.policy)
     parser.add_argument("--engine", choices=sorted(ENGINES), default="process")
+    parser.add_argument("--hosts", metavar="URL_TEMPLATE",
+                        help="the agents run in containers: each one's service, e.g. http://agent-{name}:8470 "
+                        "(docker-compose.yml); default: every agent here, as local processes")
     parser.add_argument("--catalogue", type=Path, default=CATALOGUE)
     parser.add_argument("--no-plots", action="store_true")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     arms = [a.strip() for a in args.arms.split(",") if a.strip()]
     unknown = [a for a in arms if a not in ARMS]
@@ -488,12 +617,18 @@ def main(argv: list[str] | None = None) -> int:
         config = WorldConfig(days=args.days, seed=args.seed, attesters=args.attesters,
                              sessions_per_day=args.sessions_per_day, a_only=args.a_only, shared=args.shared,
                              b_own=args.b_own, b_from=args.b_from, catalogue=args.catalogue, engine=args.engine,
-                             model=AgentModel(p_avoid=args.p_avoid, match_cosine=args.match_cosine))
+                             model=AgentModel(p_avoid=args.p_avoid, match_cosine=args.match_cosine),
+                             pitfalls=tuple(p.strip() for p in args.pitfalls.split(",") if p.strip()),
+                             clock_rate=args.clock_rate, threshold=args.threshold, policy=args.policy,
+                             drill=args.drill)
+        hosts = RemoteHosts(args.hosts) if args.hosts else None
     except ValueError as exc:
         parser.error(str(exc))
+    if config.drill and "commons" not in arms:
+        parser.error("--drill runs in the commons arm: add it to --arms")
     log = None if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True))
     try:
-        summary = run(config, args.out, arms, plots=not args.no_plots, log=log)
+        summary = run(config, args.out, arms, plots=not args.no_plots, log=log, hosts=hosts)
     except CommonsUnavailable as exc:
         print(f"two_agents: {exc}", file=sys.stderr)
         return 2
@@ -504,7 +639,8 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(summary, indent=2))
     else:
         _print(summary)
-    return 0 if all(arm["ingest_check_ok"] for arm in summary["arms"].values()) else 1
+    ok = all(arm["ingest_check_ok"] for arm in summary["arms"].values())
+    return 0 if ok and (summary.get("drill") or {}).get("ok", True) else 1
 
 
 if __name__ == "__main__":

@@ -36,6 +36,10 @@ def test_project_names_of_a_worktree_family():
      "** (CompileError) lib/<project>_web/live/x.ex:<num>: undefined function <project>Web.foo/<num>"),
     ("Permission denied: '{home}/.cache/mix/hex.lock'", "", "", "Permission denied: '<home>/.cache/mix/hex.lock'"),
     ("cannot read {home}/notes/plan.txt", "", "", "cannot read <path>"),
+    # the project's folder itself is `.`, not nothing (the two-agent experiment's cargo lesson read "in ``")
+    ("error: could not find `Cargo.toml` in `{root}` or any parent directory", "", "",
+     "error: could not find `Cargo.toml` in `.` or any parent directory"),
+    ("cd {root} && make test", "", "", "cd . && make test"),
     ("File content (85812 tokens) exceeds maximum allowed tokens (25000)", "", "",
      "File content (<num> tokens) exceeds maximum allowed tokens (<num>)"),
 ])
@@ -73,6 +77,24 @@ def test_scrub_replaces_each_kind(text, gone, placeholder):
     out = scrub(text, A)
     assert gone not in out and placeholder in out, out
     assert gate(out, A) == [], out
+
+
+def test_a_projects_own_folder_is_dot_in_a_plain_project():
+    ident = Identity(users=("a",), homes=("/home/a",), family="/home/a/src/shop", projects=("/home/a/src/shop",),
+                     names=("shop",))
+    assert scrub("error: could not find `Cargo.toml` in `/home/a/src/shop` or any parent directory", ident) \
+        == "error: could not find `Cargo.toml` in `.` or any parent directory"
+    assert scrub("/home/a/src/shop/lib/cart.ex: undefined", ident) == "lib/cart.ex: undefined"
+    assert scrub("see /home/a/src/shopping/notes", ident) == "see <path>"  # another folder is not the project
+
+
+def test_a_home_folder_is_found_as_a_path_not_inside_one():
+    root = Identity(users=("root",), homes=("/root",), family="/srv/shop", projects=("/srv/shop",), names=("shop",))
+    text = scrub("cmd/root.go:6:2: missing go.sum entry for module providing package github.com/spf13/cobra", root)
+    assert text.startswith("cmd/root.go:<num>:<num>: missing go.sum") and gate(text, root) == []  # not root's home
+    assert {f.kind for f in gate("cannot open /root/.netrc", root)} == {"home"}
+    assert "path" in {f.kind for f in gate("see /srv/shop for more", root)}
+    assert "path" not in {f.kind for f in gate("see /srv/shopping for more", root)}  # another folder
 
 
 def test_loopback_public_hosts_and_system_paths_stay():

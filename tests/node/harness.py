@@ -63,6 +63,8 @@ class Node:
         self.log_path = self.home.parent / f"{self.home.name}.log"
         self.extra_config = extra_config
         self.peer_id: str | None = None
+        #: more options for ``openmemory-node start`` (e.g. ``["--clock-file", PATH]``)
+        self.start_args: list[str] = []
 
     @property
     def listen(self) -> str:
@@ -110,7 +112,7 @@ class Node:
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "openmemory_node.cli", "--home", str(self.home), "start",
-             "--log-level", self.log_level],
+             "--log-level", self.log_level, *self.start_args],
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
         )
         log.close()

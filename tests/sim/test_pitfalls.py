@@ -94,3 +94,8 @@ def test_every_pitfall_met_twice_ingests_as_meant_and_becomes_a_lesson(tmp_path)
     missing = [pid for pid, row in report["rows"].items() if not row["lesson"]]
     assert not missing
     assert report["own_lesson_matches"] > 0  # the agent model recognises lessons at all
+    # each lesson's commons form is what publish --dry-run shows: no branch, no count, no path
+    forms = {pid: row["commons_text"] for pid, row in report["rows"].items() if row["commons_text"]}
+    assert forms and report["commons_form_matches"] > 0
+    for pid, text in forms.items():
+        assert "failed in " not in text and "on branches" not in text and "/home/" not in text, (pid, text)

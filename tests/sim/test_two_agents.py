@@ -8,7 +8,7 @@ import pytest
 
 from simulations import two_agents
 from simulations.agents import AgentModel
-from simulations.two_agents import CommonsArm, WorldConfig, run
+from simulations.two_agents import WorldConfig, run
 
 SMALL = dict(days=5, seed=2, attesters=1, sessions_per_day=6, a_only=3, shared=1, b_own=1, b_from=1,
              engine="in-process")
@@ -34,7 +34,7 @@ def test_control_arm_end_to_end(tmp_path):
     assert saved["agent_model"] == summary["agent_model"]
     for png in ("b_error_rate.png", "lessons.png"):
         assert (tmp_path / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert "commons arm" in summary["not_measured"]
+    assert "commons arm" in summary["not_measured"]  # only the control arm ran
     # each agent kept its own folders
     for agent in ("A", "B", "C1"):
         assert (tmp_path / "world/control" / agent / "openmemory/openmemory.db").exists()
@@ -56,18 +56,26 @@ def test_what_b_reads_changes_what_b_does(tmp_path):
     assert never_all["met"] > 0 and never_all["rate"] == 1.0
 
 
-def test_the_commons_arm_says_what_it_is_missing_instead_of_faking_it(tmp_path, capsys):
-    code = two_agents.main(["--days", "2", "--out", str(tmp_path), "--arms", "control,commons", "-q"])
-    assert code == 2
-    err = capsys.readouterr().err
-    assert "commons arm is not available yet" in err and "issue 12" in err and "issue 13" in err
+def test_the_drill_needs_the_commons_arm(tmp_path, capsys):
+    with pytest.raises(SystemExit) as info:
+        two_agents.main(["--days", "2", "--out", str(tmp_path), "--arms", "control", "--drill", "-q"])
+    assert info.value.code == 2
+    assert "--drill runs in the commons arm" in capsys.readouterr().err
     assert not (tmp_path / "summary.json").exists()  # nothing ran: no half result
-    with pytest.raises(two_agents.CommonsUnavailable):
-        CommonsArm.check()
+    with pytest.raises(ValueError, match="no pitfall nope"):
+        run(WorldConfig(**{**SMALL, "pitfalls": ("nope", "a", "b", "c", "d")}), tmp_path, ["control"])
+
+
+def test_a_world_config_travels_as_json():
+    """What the runner sends an agent's container to make the same agent there."""
+    config = WorldConfig(**SMALL, pitfalls=("git-push-fetch-first", "docker-compose-v1", "npm-ci-no-lockfile",
+                                            "uv-lock-outdated", "make-no-rule-test"), drill=True)
+    assert WorldConfig.from_dict(json.loads(json.dumps(config.to_dict()))) == config
 
 
 def test_bad_options_are_usage_errors(tmp_path, capsys):
-    for argv in (["--days", "0"], ["--arms", "nope"], ["--b-from", "9", "--days", "3"], ["--p-avoid", "2"]):
+    for argv in (["--days", "0"], ["--arms", "nope"], ["--b-from", "9", "--days", "3"], ["--p-avoid", "2"],
+                 ["--clock-rate", "0"], ["--threshold", "0"], ["--pitfalls", "a,b"], ["--hosts", "http://x:1"]):
         with pytest.raises(SystemExit) as info:
             two_agents.main(argv + ["--out", str(tmp_path)])
         assert info.value.code == 2
