@@ -32,18 +32,16 @@ Exit codes:
 from __future__ import annotations
 
 import argparse
-import json
-import shutil
 import sys
-from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import __version__
-from .clock import ClockError, resolve_now
-from .config import ConfigError, load_config
-from .node_link import NodeError, NodeUnavailable
-from .sleep import SleepBusy
-from .store import Store, StoreError
+
+if TYPE_CHECKING:  # imported where used: `openmemory --version` and `report` load no numpy, SQLite helpers nor SDK
+    from datetime import datetime
+
+    from .store import Store
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_PARTIAL, EXIT_STORE, EXIT_BUSY, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 5, 130
 EXIT_NO_NODE = 8
@@ -57,11 +55,15 @@ class UsageError(Exception):
 
 
 def _emit_json(value) -> None:
+    import json
+
     json.dump(value, sys.stdout, ensure_ascii=False, indent=2, default=str)
     sys.stdout.write("\n")
 
 
 def _width() -> int:
+    import shutil
+
     return max(60, shutil.get_terminal_size((100, 20)).columns)
 
 
@@ -106,14 +108,20 @@ class ProgressBar:
 
 
 def _config(args):
+    from .config import load_config
+
     return load_config(args.home, node_home_option=getattr(args, "node_home", None))
 
 
 def _open(args) -> Store:
+    from .store import Store
+
     return Store.open(_config(args))
 
 
 def _now(args) -> datetime:
+    from .clock import resolve_now
+
     return resolve_now(args.now)
 
 
@@ -353,7 +361,7 @@ def cmd_lessons(args) -> int:
 
 def _commons_views(store, lesson_ids: set[int]) -> dict:
     """Each published lesson's records, with their status as the node reports it."""
-    from .node_link import open_link
+    from .node_link import NodeError, NodeUnavailable, open_link
     from .publish import commons_status, published_records
 
     records = published_records(store, lesson_ids)
@@ -521,6 +529,8 @@ def cmd_show(args) -> int:
         print()
         print(e["text"])
         print()
+        import json
+
         print(json.dumps(e["fields"], ensure_ascii=False, indent=2))
         if raw is not None:
             print()
@@ -533,6 +543,7 @@ _NOT_OPTED_IN = "No project is opted in: nothing is published. `openmemory publi
 
 def cmd_publish(args) -> int:
     """``openmemory publish [enable|disable|status|provenance] [TARGET]``, ``--dry-run``."""
+    from .node_link import NodeError, NodeUnavailable
     from .publish import PublishError, disable, dry_run, enable, open_provenance, publish, status
 
     action, target = args.action, args.target
@@ -836,34 +847,48 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _loaded(module: str, name: str) -> tuple[type, ...]:
+    """The exception class ``name`` of ``module`` if that module was imported, else nothing:
+    an exception of a module that never loaded cannot have been raised, so ``main`` tells
+    errors apart without importing what the command did not use."""
+    loaded = sys.modules.get(f"{__package__}.{module}")
+    return (getattr(loaded, name),) if loaded is not None else ()
+
+
+def _failure(command: str, exc: Exception) -> int:
+    """Print what went wrong with ``command``; return its exit code (see the module docstring)."""
+    if isinstance(exc, (UsageError, *_loaded("clock", "ClockError"), *_loaded("config", "ConfigError"))):
+        print(f"openmemory {command}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if isinstance(exc, _loaded("store", "StoreError")):
+        print(f"openmemory {command}: {exc}", file=sys.stderr)
+        return EXIT_STORE
+    if isinstance(exc, _loaded("sleep", "SleepBusy")):
+        print(f"openmemory {command}: {exc}; try again when it is done", file=sys.stderr)
+        return EXIT_BUSY
+    if isinstance(exc, _loaded("node_link", "NodeUnavailable")):
+        print(f"openmemory {command}: nothing was done: {exc}", file=sys.stderr)
+        return EXIT_NO_NODE
+    if isinstance(exc, _loaded("node_link", "NodeError")):
+        print(f"openmemory {command}: the commons node refused: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    if isinstance(exc, BrokenPipeError):
+        return EXIT_OK
+    # an unexpected error: say what, exit 1
+    print(f"openmemory {command}: unexpected error: {type(exc).__name__}: {exc}", file=sys.stderr)
+    return EXIT_ERROR
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
         return args.func(args)
-    except (UsageError, ClockError, ConfigError) as exc:
-        print(f"openmemory {args.command}: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except StoreError as exc:
-        print(f"openmemory {args.command}: {exc}", file=sys.stderr)
-        return EXIT_STORE
-    except SleepBusy as exc:
-        print(f"openmemory {args.command}: {exc}; try again when it is done", file=sys.stderr)
-        return EXIT_BUSY
-    except NodeUnavailable as exc:
-        print(f"openmemory {args.command}: nothing was done: {exc}", file=sys.stderr)
-        return EXIT_NO_NODE
-    except NodeError as exc:
-        print(f"openmemory {args.command}: the commons node refused: {exc}", file=sys.stderr)
-        return EXIT_ERROR
     except KeyboardInterrupt:
         print(f"\nopenmemory {args.command}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
-    except BrokenPipeError:
-        return EXIT_OK
-    except Exception as exc:  # an unexpected error: say what, exit 1
-        print(f"openmemory {args.command}: unexpected error: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return EXIT_ERROR
+    except Exception as exc:
+        return _failure(args.command, exc)
 
 
 if __name__ == "__main__":

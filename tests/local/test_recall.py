@@ -46,8 +46,7 @@ def test_score_is_relevance_scaled_by_recency_and_strength(filled, now):
     q = embed(query)
     for r in results:
         e = r.episode
-        stored = filled.conn.execute("SELECT embedding FROM episodes WHERE id = ?", (e["id"],)).fetchone()[0]
-        rel = float(np.frombuffer(stored, dtype="<f4") @ q)
+        rel = float(embed(e["text"]) @ q)  # the vectors file holds the text's embedding
         age_days = (now - _dt(e["last_touched"])).total_seconds() / 86400
         rec = 0.5 ** (age_days / 30)
         assert r.relevance == pytest.approx(rel, abs=1e-5)
