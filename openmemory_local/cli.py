@@ -32,14 +32,15 @@ Exit codes:
 from __future__ import annotations
 
 import argparse
+import os
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import __version__
 
 if TYPE_CHECKING:  # imported where used: `openmemory --version` and `report` load no numpy, SQLite helpers nor SDK
     from datetime import datetime
+    from pathlib import Path
 
     from .store import Store
 
@@ -95,7 +96,7 @@ class ProgressBar:
         size = f"{_mb(done_bytes)}/{_mb(total_bytes)} " if total_bytes else ""
         line = f"\r{self.label} [{bar}] {done:,}/{total:,} {self.unit} {size}"
         room = _width() - len(line) - 1
-        line += _clip(Path(name).name, room) if room > 8 else ""
+        line += _clip(os.path.basename(name), room) if room > 8 else ""
         sys.stderr.write(line.ljust(_width() - 1)[: _width() - 1])
         sys.stderr.flush()
         self._drawn = True
@@ -346,7 +347,7 @@ def cmd_lessons(args) -> int:
         if args.vetoed:
             rows = [r for r in rows if r["vetoed"]]
         if args.project:
-            wanted = {r["id"] for r in (lessons_for_project(store, str(Path(args.project).absolute())) or [])}
+            wanted = {r["id"] for r in (lessons_for_project(store, os.path.abspath(args.project)) or [])}
             rows = [r for r in rows if r["id"] in wanted]
         commons = _commons_views(store, {r["id"] for r in rows})
         for r in rows:
@@ -564,6 +565,8 @@ _NOT_OPTED_IN = "No project is opted in: nothing is published. `openmemory publi
 
 def cmd_publish(args) -> int:
     """``openmemory publish [enable|disable|status|provenance] [TARGET]``, ``--dry-run``."""
+    from pathlib import Path
+
     from .node_link import NodeError, NodeUnavailable
     from .publish import PublishError, disable, dry_run, enable, open_provenance, publish, status
 
@@ -856,7 +859,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_revoke)
 
     from .commons_cli import register as register_commons
-    from .integrations.claude_code import register as register_integrations
+    from .integrations.register import register as register_integrations
     from .mcp_server import register as register_mcp
     from .ui import register as register_ui
 
@@ -901,6 +904,9 @@ def _failure(command: str, exc: Exception) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    if (sys.argv[1:] if argv is None else argv) == ["--version"]:  # what hooks and scripts ask most: no parser
+        print(f"openmemory {__version__}")
+        return EXIT_OK
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

@@ -30,8 +30,10 @@ import re
 import unicodedata
 from functools import lru_cache
 from hashlib import blake2b
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:  # numpy is imported where vectors are made: the tokenizer alone needs none
+    import numpy as np
 
 __all__ = ["EMBEDDING", "DIMS", "STOP_WORDS", "tokens", "stem", "features", "embed", "embed_features", "feature_cosine", "embed_many"]
 
@@ -119,6 +121,8 @@ def embed(text: str) -> np.ndarray:
 
 def embed_features(feats: dict[str, float]) -> np.ndarray:
     """The vector of a :func:`features` dict (what :func:`embed` does after step 3)."""
+    import numpy as np
+
     vec = np.zeros(DIMS, dtype=np.float64)
     for feature, weight in feats.items():
         index, sign = _slot(feature)
@@ -148,6 +152,8 @@ def feature_cosine(a: dict[str, float], b: dict[str, float]) -> float:
 
 def embed_many(texts) -> np.ndarray:
     """Vectors of several texts as one ``(n, 256)`` ``float32`` matrix."""
+    import numpy as np
+
     texts = list(texts)
     out = np.zeros((len(texts), DIMS), dtype=np.float32)
     for i, text in enumerate(texts):

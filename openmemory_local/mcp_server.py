@@ -36,7 +36,6 @@ tools (:func:`build_server`, kept as the reference; a test holds the two equal).
 import argparse
 import os
 import threading
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -142,15 +141,18 @@ def _when(value: str | None, now: datetime) -> str:
     return f"{date}, {days} day{'s' if days != 1 else ''} ago"
 
 
-@dataclass
 class Memory:
     """The tools over one data folder, MCP-free: each method returns (text, data)."""
 
-    home: Path
-    project: Path  # where the agent works: the default project of `lessons`
-    now_option: str | None = None  # --now / $OPENMEMORY_NOW, for simulations and tests
-    _store: Any = field(default=None, repr=False)
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    def __init__(self, home: Path, project: Path, now_option: str | None = None):
+        self.home = home
+        self.project = project  # where the agent works: the default project of `lessons`
+        self.now_option = now_option  # --now / $OPENMEMORY_NOW, for simulations and tests
+        self._store: Any = None
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"Memory(home={self.home!r}, project={self.project!r}, now_option={self.now_option!r})"
 
     # --- the store -----------------------------------------------------------------------
 
