@@ -26,7 +26,7 @@ __all__ = ["AnnIndex", "update", "available", "CONNECTIVITY", "EXPANSION_ADD", "
 
 CONNECTIVITY = 16
 EXPANSION_ADD = 64
-EXPANSION_SEARCH = 128
+EXPANSION_SEARCH = 512
 DTYPE = "f16"
 #: Rows added to the index per call to usearch (bounded memory for the copy it makes).
 CHUNK = 65536
