@@ -167,6 +167,19 @@ of a group, never surprises, never published as its own.
 ``commons_node`` (the public key of the node it was pulled from: another node starts over).
 ``rendered_files.role`` gains ``commons`` (``lesson_id`` is then a ``commons_lessons.id``).
 
+Schema (version 5: each embedding stored once, issue 16)
+--------------------------------------------------------
+``episodes.embedding`` (the blob) is gone: the vectors file (:mod:`openmemory_local.vectors`)
+holds every vector, once; it derives from the texts (a lost file is re-embedded).
+``episodes.embedder`` names the embedding of the episode's row (``hash-wb-256-v1``,
+``minilm-l6-v2-384-v1``; NULL while none is made yet: :func:`openmemory_local.vectors.embed_pending`
+makes it). A version-4 store is migrated by writing its blobs into a new vectors file
+first (nothing re-embedded), then dropping the column; a VACUUM returns the space.
+
+Opening: a store whose schema is current is only read (no write transaction), so read-only
+commands (``stats``, ``lessons``, ``report``, ``episodes``, ``recall --no-touch``) open it
+while another process writes.
+
 Concurrency: SQLite in WAL mode, ``synchronous=NORMAL``; writers use
 :meth:`Store.write` (``BEGIN IMMEDIATE``), so two processes never interleave a
 transcript's changes; readers are never blocked. A ``Store`` (one connection) belongs to
