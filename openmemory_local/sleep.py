@@ -93,7 +93,7 @@ import numpy as np
 
 from .clock import DAY, epoch, iso
 from .cluster import GroupIndex
-from .embed import DIMS, embed_features, feature_cosine, features
+from .embed import DIMS, embed_features, feature_cosine, feature_norm, features
 from .jsonio import dumps, loads
 from .lesson_text import lesson_text, prediction_text, rephrase
 from .normalize import family, normalise, path_like
@@ -361,11 +361,14 @@ def learn(store, now: datetime) -> dict:
         out["surprises"] = len(rows)
         index, groups = _load_index(store)
         members = []
+        vectors: dict[str, np.ndarray] = {}  # a signature's vector, made once per sleep
         for eid, kind, session_id, project, created, fields_json, text in rows:
             ep = {"id": eid, "kind": kind, "project": project, "fields": loads(fields_json, {}), "text": text}
             sig = signature(ep)
             feats = features(sig)
-            vec = embed_features(feats)
+            vec = vectors.get(sig)
+            if vec is None:
+                vec = vectors[sig] = embed_features(feats)
             key = (kind, _ep_family(project, ep["fields"]))
             gid, _cos = index.find(key, sig, feats, vec, config.lesson_join_cosine)
             if gid is None:
@@ -380,20 +383,37 @@ def learn(store, now: datetime) -> dict:
             else:
                 out["joined"] += 1
             group = groups[gid]
-            if group.sessions_before is None:
-                group.sessions_before = {s for (s,) in conn.execute(
-                    "SELECT DISTINCT session_id FROM lesson_members WHERE lesson_id = ?", (gid,))}
             index.join(gid, key, sig, feats, vec)
             group.joined.append((created, session_id or f"episode:{eid}"))
             members.append((eid, gid, session_id or f"episode:{eid}", created, sig, now_iso))
+        touched = [g for g in groups.values() if g.joined]
+        # the sessions each group had before this sleep, in a few queries (not one per group)
+        before = _per_group(conn, "SELECT lesson_id, session_id FROM lesson_members WHERE lesson_id IN ({})",
+                            [g.id for g in touched if g.sessions_before is None])
+        for group in touched:
+            if group.sessions_before is None:
+                group.sessions_before = {sid for _, sid in before.get(group.id, ())}
         conn.executemany(
             "INSERT INTO lesson_members (episode_id, lesson_id, session_id, created, signature, joined) "
             "VALUES (?, ?, ?, ?, ?, ?)", members)
-        for group in groups.values():
-            if group.joined:
-                conn.execute("UPDATE lessons SET centroid = ? WHERE id = ?",
-                             (_vec_blob(index._sums[index._row[group.id]]), group.id))
-                _settle(store, group, now_iso, out)
+        conn.executemany("UPDATE lessons SET centroid = ? WHERE id = ?",
+                         [(_vec_blob(index._sums[index._row[g.id]]), g.id) for g in touched])
+        ids = [g.id for g in touched]
+        counts = _per_group(conn, "SELECT lesson_id, COUNT(*), COUNT(DISTINCT session_id), MIN(created), "
+                                  "MAX(created) FROM lesson_members WHERE lesson_id IN ({}) GROUP BY lesson_id", ids)
+        sources = _per_group(conn, "SELECT id, text_source, rule_text FROM lessons WHERE id IN ({})", ids)
+        for group in touched:
+            _settle(store, group, now_iso, out, counts[group.id][0][1:], sources[group.id][0][1:])
+    return out
+
+
+def _per_group(conn, sql: str, ids: list[int], chunk: int = 500) -> dict[int, list[tuple]]:
+    """Rows of ``sql`` (``IN ({})`` filled with ``ids``, a chunk at a time) by their first column."""
+    out: dict[int, list[tuple]] = {}
+    for start in range(0, len(ids), chunk):
+        part = ids[start:start + chunk]
+        for row in conn.execute(sql.format(",".join("?" * len(part))), part):
+            out.setdefault(row[0], []).append(row)
     return out
 
 
@@ -401,11 +421,14 @@ def _min_sessions(config, kind: str) -> int:
     return config.correction_min_sessions if kind == "correction" else config.error_min_sessions
 
 
-def _settle(store, group: _Group, now_iso: str, out: dict) -> None:
-    """Recount a group that gained members; make it a lesson, or strengthen or revive it."""
+def _settle(store, group: _Group, now_iso: str, out: dict, counts: tuple | None = None,
+            source: tuple | None = None) -> None:
+    """Recount a group that gained members; make it a lesson, or strengthen or revive it.
+    ``counts`` (seen, sessions, first, last) and ``source`` (text_source, rule_text), when
+    given, are the group's as they stand (``learn`` reads them for every group at once)."""
     config = store.config
     conn = store.conn
-    seen, sessions, first, last = conn.execute(
+    seen, sessions, first, last = counts or conn.execute(
         "SELECT COUNT(*), COUNT(DISTINCT session_id), MIN(created), MAX(created) FROM lesson_members "
         "WHERE lesson_id = ?", (group.id,)).fetchone()
     details = _details(store, group, seen, sessions)
@@ -438,7 +461,7 @@ def _settle(store, group: _Group, now_iso: str, out: dict) -> None:
             out["strengthened"].append(group.id)
             record_event(store, now_iso, "strengthened", group.id, before=round(strength, 4), after=round(to, 4),
                          joined=len(group.joined), new_sessions=len(new_sessions), why="recurred")
-    row = conn.execute("SELECT text_source, rule_text FROM lessons WHERE id = ?", (group.id,)).fetchone()
+    row = source or conn.execute("SELECT text_source, rule_text FROM lessons WHERE id = ?", (group.id,)).fetchone()
     if row[0] == "rule" or row[1] != rule:
         sets.update(text=rule, text_source="rule")
     assignments = ", ".join(f"{k} = ?" for k in sets)
@@ -687,8 +710,9 @@ def _evidence(config, preds, by_family: dict[str, list[int]], episodes) -> dict[
     plan: dict[str, tuple] = {}
     for fam, positions in by_family.items():
         probe_rows = [(i, probe, features(probe["text"])) for i in positions for probe in parsed[i]]
+        probe_rows = [(i, probe, feats, feature_norm(feats)) for i, probe, feats in probe_rows]
         postings: dict[str, list[int]] = {}  # feature -> probes (rows) that have it
-        for k, (_, _, feats) in enumerate(probe_rows):
+        for k, (_, _, feats, _) in enumerate(probe_rows):
             for feature in feats:
                 postings.setdefault(feature, []).append(k)
         plan[fam] = (probe_rows, postings)
@@ -702,20 +726,22 @@ def _evidence(config, preds, by_family: dict[str, list[int]], episodes) -> dict[
         probe_rows, postings = entry
         sid = session_id or f"episode:{eid}"
         for facet in facets({"id": eid, "kind": kind, "project": project, "fields": fields}):
-            feats = cache.get(facet)
-            if feats is None:
-                feats = cache[facet] = features(facet)
+            cached = cache.get(facet)
+            if cached is None:
+                feats = features(facet)
+                cached = cache[facet] = (feats, feature_norm(feats))
+            feats, norm = cached
             # only probes that share a feature with the facet can reach the threshold
             shared = sorted({k for feature in feats for k in postings.get(feature, ())})
             for k in shared:
-                i, probe, probe_feats = probe_rows[k]
+                i, probe, probe_feats, probe_norm = probe_rows[k]
                 role = probe.get("role") or "situation"
                 if created <= preds[i][2] or (role == "failure" and kind == "session"):
                     continue
                 seen = found.setdefault(i, {}).setdefault(sid, {"first": created})
                 if role in seen or not probe_matches(probe, facet):
                     continue
-                sim = feature_cosine(probe_feats, feats)
+                sim = feature_cosine(probe_feats, feats, probe_norm, norm)
                 if sim >= threshold:
                     seen[role] = (eid, created, facet, sim)
     return {i: {sid: seen for sid, seen in per.items() if len(seen) > 1} for i, per in found.items()}
