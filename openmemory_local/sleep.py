@@ -28,7 +28,10 @@ Rules (every number is a :class:`openmemory_local.config.Config` field):
     in the lesson. Strength is capped at ``lesson_max_strength`` (5). A vetoed or archived
     lesson still absorbs the surprises that resemble it (a veto is never undone by the
     same failure coming back under a new id); an archived one that a new session meets
-    again is revived.
+    again is revived. With an embedder other than the hashed one (``[engine] embedder =
+    "learned"``), a surprise's vector is its episode's own (the vectors file: nothing more is
+    embedded for sleep), the threshold is the embedder's (:attr:`Embedder.join_cosine`), and
+    the centroids are recomputed once when the store's embedder changes.
 
 ``verify(store, now)``
     A prediction states a situation and its outcome: "when a coming session of this project
@@ -94,6 +97,7 @@ import numpy as np
 from .clock import DAY, epoch, iso
 from .cluster import GroupIndex
 from .embed import DIMS, embed_features, feature_cosine, feature_norm, features
+from .embedders import HASHED_EMBEDDING, store_embedder
 from .jsonio import dumps, loads
 from .lesson_text import lesson_text, prediction_text, rephrase
 from .normalize import family, normalise, path_like
@@ -326,10 +330,62 @@ def _surprise_sql(config) -> tuple[str, list]:
     return sql, kinds
 
 
+def _cluster_vectors(store):
+    """How surprises are embedded for clustering: None for the hashed embedder (a surprise's
+    normalised signature, embedded: the rule above); with another embedder (the learned one),
+    ``episode id -> vector`` from the store's vectors file, the episode's own text's embedding
+    (made once for recall: nothing more is embedded for sleep)."""
+    embedder = store_embedder(store)
+    if embedder.embedding == HASHED_EMBEDDING:
+        return None
+    from .vectors import VectorFile
+
+    vectors = VectorFile(store)
+    matrix = vectors.map(vectors.current_name(), vectors.committed_rows())
+
+    def of(episode_ids) -> dict[int, np.ndarray]:
+        ids = list(episode_ids)
+        out: dict[int, np.ndarray] = {}
+        for start in range(0, len(ids), 500):
+            part = ids[start:start + 500]
+            for eid, row in store.conn.execute(
+                    f"SELECT id, vec_row FROM episodes WHERE id IN ({','.join('?' * len(part))}) "
+                    "AND vec_row IS NOT NULL", part):
+                if row < len(matrix):
+                    out[eid] = np.asarray(matrix[row], dtype=np.float64)
+        return out
+
+    return of
+
+
+def _recentre(store, of) -> None:
+    """Recompute every group's centroid with the store's embedder (after a switch): the sum of
+    its members' vectors (signatures' for the hashed embedder, episodes' for another)."""
+    dims = store_embedder(store).dims
+    sums: dict[int, np.ndarray] = {}
+    members = store.conn.execute("SELECT lesson_id, episode_id, signature FROM lesson_members").fetchall()
+    vectors = of(eid for _, eid, _ in members) if of else {}
+    made: dict[str, np.ndarray] = {}
+    for gid, eid, sig in members:
+        if of:
+            vec = vectors.get(eid)
+        else:
+            vec = made.get(sig)
+            if vec is None:
+                vec = made[sig] = embed_features(features(sig)).astype(np.float64)
+        if vec is not None:
+            sums[gid] = sums.get(gid, np.zeros(dims)) + vec
+    store.conn.executemany("UPDATE lessons SET centroid = ? WHERE id = ?",
+                           [(_vec_blob(sums.get(gid, np.zeros(dims))), gid)
+                            for (gid,) in store.conn.execute("SELECT id FROM lessons").fetchall()])
+    store.set_meta("centroid_embedding", store_embedder(store).embedding)
+
+
 def _load_index(store) -> tuple[GroupIndex, dict[int, _Group]]:
     config = store.config
     index = GroupIndex(exhaustive_max=config.cluster_exhaustive_max, prefix=config.cluster_prefix_features,
-                       posting_cap=config.cluster_posting_cap, candidates=config.cluster_candidates)
+                       posting_cap=config.cluster_posting_cap, candidates=config.cluster_candidates,
+                       dims=store_embedder(store).dims)
     groups: dict[int, _Group] = {}
     signatures: dict[int, list[str]] = {}
     for lesson_id, sig in store.conn.execute(
@@ -354,30 +410,39 @@ def learn(store, now: datetime) -> dict:
     now_iso = iso(now)
     out = {"surprises": 0, "joined": 0, "new_groups": 0, "learned": [], "strengthened": [], "revived": []}
     with store.write():
+        of = _cluster_vectors(store)
+        if (store.get_meta("centroid_embedding") or HASHED_EMBEDDING) != store_embedder(store).embedding:
+            _recentre(store, of)  # the store's embedder changed since the centroids were made
         sql, params = _surprise_sql(config)
         rows = conn.execute(sql, [now_iso, *params]).fetchall()
         if not rows:
             return out
-        out["surprises"] = len(rows)
         index, groups = _load_index(store)
+        episode_vectors = of(r[0] for r in rows) if of else None
+        if episode_vectors is not None:  # not embedded yet (the next embed_pending does): the next sleep takes them
+            rows = [r for r in rows if r[0] in episode_vectors]
+        out["surprises"] = len(rows)
+        embedder = store_embedder(store)
+        join_cosine = embedder.join_cosine or config.lesson_join_cosine
+        dims = embedder.dims
         members = []
         vectors: dict[str, np.ndarray] = {}  # a signature's vector, made once per sleep
         for eid, kind, session_id, project, created, fields_json, text in rows:
             ep = {"id": eid, "kind": kind, "project": project, "fields": loads(fields_json, {}), "text": text}
             sig = signature(ep)
             feats = features(sig)
-            vec = vectors.get(sig)
+            vec = episode_vectors[eid] if episode_vectors is not None else vectors.get(sig)
             if vec is None:
                 vec = vectors[sig] = embed_features(feats)
             key = (kind, _ep_family(project, ep["fields"]))
-            gid, _cos = index.find(key, sig, feats, vec, config.lesson_join_cosine)
+            gid, _cos = index.find(key, sig, feats, vec, join_cosine)
             if gid is None:
                 gid = conn.execute(
                     "INSERT INTO lessons (state, kind, family, text, rule_text, signature, centroid, formed, updated) "
                     "VALUES ('forming', ?, ?, '', '', ?, ?, ?, ?)",
-                    (kind, key[1], sig, _vec_blob(np.zeros(DIMS)), now_iso, now_iso),
+                    (kind, key[1], sig, _vec_blob(np.zeros(dims)), now_iso, now_iso),
                 ).lastrowid
-                index.add(gid, key, np.zeros(DIMS))
+                index.add(gid, key, np.zeros(dims))
                 groups[gid] = _Group(gid, "forming", kind, key[1], 0.0, None, False, sessions_before=set())
                 out["new_groups"] += 1
             else:

@@ -63,12 +63,28 @@ def test_switching_to_the_learned_embedder_and_back(tmp_path, now):
         [top] = recall(store, "pushing my branch to the remote was refused", 1, now, touch=False)
         assert top.episode["key"] == "push"
         assert embed_pending(store)["embedded"] == 0  # nothing left: nothing done
+        # sleep clusters with the learned vectors (the episodes' own): a failure in two sessions is a lesson
+        from openmemory_local.sleep import sleep
+
+        from .test_sleep import at, error
+        add_episodes(store, [error("e1", "s1", 0), error("e2", "s2", 1)], now=at(1, 23))
+        embed_pending(store)
+        slept = sleep(store, at(1, 23))
+        assert slept.learn["surprises"] == 2 and len(slept.learn["learned"]) == 1
+        assert store.get_meta("centroid_embedding") == "minilm-l6-v2-384-v1"
+        centroid = store.conn.execute("SELECT centroid FROM lessons").fetchone()[0]
+        assert len(centroid) == 384 * 4
     assert main(["recall", "elixir tests crash on a missing secret", "--home", str(home), "--no-touch",
                  "--now", now.isoformat()]) == 0
     (home / "config.toml").write_text('[engine]\nembedder = "hashed"\n')
+    from openmemory_local.sleep import sleep
+
+    from .test_sleep import at
     with Store.open(load_config(home)) as store:
         assert embed_pending(store)["switched"]
         assert VectorFile(store).dims == 256
+        sleep(store, at(2, 23))  # the centroids follow the switch back
+        assert len(store.conn.execute("SELECT centroid FROM lessons").fetchone()[0]) == 256 * 4
         [top] = recall(store, "git push upstream", 1, now, touch=False)
         assert top.episode["key"] == "push" and top.relevance == pytest.approx(
             float(np.dot(store_embedder(store).embed(top.episode["text"]), store_embedder(store).embed("git push upstream"))),
