@@ -143,6 +143,16 @@ def _embed_pending(store, args) -> None:
             bar.close()
 
 
+def _keep_recall_ready(store) -> None:
+    """After a command that changed many rows (ingest, sleep, run), save recall's arrays for
+    the next process (:meth:`openmemory_local.recall.RecallIndex.refresh`): the first
+    ``openmemory recall`` or MCP call after the nightly run reads them instead of every row."""
+    from .recall import _SAVE_MIN_ROWS, index_for
+
+    if store.counter("vec_rows") >= _SAVE_MIN_ROWS:
+        index_for(store).refresh()
+
+
 def _print_ingest(summary: dict, out=None) -> None:
     out = out or sys.stdout
     t = summary["totals"]
@@ -186,6 +196,7 @@ def cmd_ingest(args) -> int:
             if bar:
                 bar.close()
         data = summary.to_dict()
+        _keep_recall_ready(store)
         if args.json:
             _emit_json(data)
         elif not args.quiet:
@@ -208,6 +219,7 @@ def cmd_run(args) -> int:
         finally:
             if bar:
                 bar.close()
+        _keep_recall_ready(store)
         ingest_report = report.get("ingest", {})
         if args.json:
             _emit_json(report)
@@ -305,6 +317,7 @@ def cmd_sleep(args) -> int:
         _embed_pending(store, args)
         result = sleep(store, now).to_dict()
         made = make_report(store, now) if not args.no_report else None
+        _keep_recall_ready(store)
         if args.json:
             _emit_json({"sleep": result, "report": made})
         else:

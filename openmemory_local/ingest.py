@@ -725,9 +725,10 @@ def _apply_episodes(store: Store, tid: int, relpath: str, episodes: list[Episode
     if inserts:
         live = [v for v in new_vectors if not isinstance(v, str)]
         first = VectorFile(store).append(np.stack(live)) if live else None
+        embedding = store.get_meta("embedding")
         for offset, ((ep, fields), vec) in enumerate(zip(inserts, new_vectors)):
             _insert_episode(store, ep, fields, vec, None if first is None else first + offset, tid, relpath,
-                            now_iso)
+                            now_iso, embedding=embedding)
             added[ep.kind] += 1
     for kind, n in added.items():
         result.added[kind] = result.added.get(kind, 0) + n
@@ -748,8 +749,10 @@ def add_episodes(store: Store, episodes: list[Episode], *, now: datetime) -> Fil
 
 
 def _insert_episode(store: Store, ep: Episode, fields: str, vec, row: int | None, tid: int | None,
-                    relpath: str | None, now_iso: str, touched: str | None = None) -> None:
-    """Insert one episode; its vector is already at ``row`` of the vectors file (None: pending)."""
+                    relpath: str | None, now_iso: str, touched: str | None = None, *,
+                    embedding: str | None = None) -> None:
+    """Insert one episode; its vector is already at ``row`` of the vectors file (None: pending),
+    made by ``embedding`` (default: the store's)."""
     created = _normal_time(ep.created, now_iso)
     touched = _normal_time(touched, created) if touched else None
     store.conn.execute(
@@ -757,7 +760,7 @@ def _insert_episode(store: Store, ep: Episode, fields: str, vec, row: int | None
         "created, last_touched, transcript_id, source_path, source_line, vec_row, ingested, updated) "
         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (ep.kind, ep.key, ep.session_id, ep.agent_id, ep.project, ep.text, fields,
-         None if row is None else store.get_meta("embedding"), created, touched or created, tid, relpath,
+         None if row is None else (embedding or store.get_meta("embedding")), created, touched or created, tid, relpath,
          ep.source_line, row, now_iso, now_iso),
     )
 

@@ -106,7 +106,7 @@ class RecallIndex:
         self.active = np.zeros(0, dtype=bool)
         self.kind = np.zeros(0, dtype=np.int16)
         self.project = np.zeros(0, dtype=np.int32)
-        self._row_of: dict[int, int] = {}
+        self._rows_of: dict[int, int] | None = {}
         self._bias: np.ndarray | None = None
         self._days = np.zeros(0)
         self._kinds: dict[str, int] = {}
@@ -134,7 +134,13 @@ class RecallIndex:
                 if rows and (not name or _size(self.vectors.path(name)) < rows * dims * 4):
                     broken = True
                 else:
-                    self._load(rows, changed_since=None if full else self._seq)
+                    since = None if full else self._seq
+                    loaded = full and self._load_saved(name, epoch_, rows, seq)
+                    if loaded:
+                        since = loaded
+                    self._load(rows, changed_since=since)
+                    if full and not loaded:
+                        self._save(name, epoch_, seq)
                     if name != self._file or rows != self._rows:
                         self.matrix = self.vectors.map(name, rows, dims) if name else np.zeros((0, dims), np.float32)
                         self.ann = _ann_for(self.store, name, rows)
@@ -145,6 +151,72 @@ class RecallIndex:
             with self.store.write():
                 self.vectors.rebuild()
             self._file = None
+
+    @property
+    def _row_of(self) -> dict[int, int]:
+        """Episode id -> matrix row (made on first use: a one-shot recall never needs it)."""
+        if self._rows_of is None:
+            live = np.flatnonzero(self.ids >= 0)
+            self._rows_of = dict(zip(self.ids[live].tolist(), live.tolist()))
+        return self._rows_of
+
+    # --- the saved arrays: what a fresh process loads instead of reading 100k rows ------------
+
+    _SAVED = ("ids", "touched", "strength", "active", "kind", "project")
+
+    def _saved_path(self, name: str):
+        return self.vectors.dir / (name.split(".", 1)[0] + ".recall.npz")
+
+    def _save(self, name: str, epoch_: int, seq: int) -> None:
+        """Keep the arrays beside the matrix (``<stem>.recall.npz``, replaced atomically: a
+        cache of the store, never the store), for the next process's :meth:`_load_saved`."""
+        if not name or len(self.ids) < _SAVE_MIN_ROWS:
+            return
+        import json
+        import os
+
+        meta = {"file": name, "epoch": epoch_, "seq": seq, "rows": len(self.ids),
+                "kinds": list(self._kinds), "projects": list(self._projects)}
+        path = self._saved_path(name)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        try:
+            with open(tmp, "wb") as f:
+                np.savez(f, meta=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8),
+                         **{key: getattr(self, key) for key in self._SAVED})
+            os.replace(tmp, path)
+        except OSError:  # a read-only folder, a full disk: the next process loads from the store
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+
+    def _load_saved(self, name: str, epoch_: int, rows: int, seq: int) -> int | None:
+        """Load the saved arrays if they are of this matrix and epoch and few rows changed since
+        they were saved; return the ``seq`` they are at (the caller reads what changed since)."""
+        import json
+
+        path = self._saved_path(name)
+        try:
+            with np.load(path, allow_pickle=False) as saved:
+                meta = json.loads(saved["meta"].tobytes().decode())
+                if meta.get("file") != name or meta.get("epoch") != epoch_ or meta.get("rows", 0) > rows:
+                    return None
+                changed = self.store.conn.execute(
+                    "SELECT COUNT(*) FROM episodes WHERE seq > ?", (meta["seq"],)).fetchone()[0]
+                if changed > max(1000, rows // 10):
+                    return None  # a full load is quicker than so many single rows
+                arrays = {key: saved[key] for key in self._SAVED}
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        if meta["seq"] > seq or any(len(a) != meta["rows"] for a in arrays.values()):
+            return None
+        for key, value in arrays.items():
+            setattr(self, key, value)
+        self._kinds = {k: i + 1 for i, k in enumerate(meta["kinds"])}
+        self._projects = {p: i + 1 for i, p in enumerate(meta["projects"])}
+        self._rows_of = None
+        self._bias = None
+        return int(meta["seq"])
 
     def _valid(self) -> bool:
         live = np.flatnonzero(self.ids >= 0)
@@ -175,7 +247,7 @@ class RecallIndex:
             self.active = np.zeros(rows, dtype=bool)
             self.kind = np.zeros(rows, dtype=np.int16)
             self.project = np.zeros(rows, dtype=np.int32)
-            self._row_of.clear()
+            self._rows_of = None
             self._load_all(rows)
         else:
             self._grow(rows)
@@ -215,7 +287,6 @@ class RecallIndex:
         at = _ints(cols[0])
         ids = _ints(cols[1])
         self.ids[at] = ids
-        self._row_of.update(zip(ids.tolist(), at.tolist()))
         self.touched[at] = np.array(cols[2].split(","), dtype=np.float64)
         self.strength[at] = np.clip(np.array(cols[3].split(","), dtype=np.float32), 0.0, 1.0)
         self.active[at] = _ints(cols[4]) == 0
@@ -317,12 +388,17 @@ class RecallIndex:
 
     def note_touched(self, ids: list[int], now: datetime) -> None:
         t = epoch(now)
-        for eid in ids:
-            row = self._row_of.get(eid)
-            if row is not None:
-                self.touched[row] = max(self.touched[row], t)
-                if self._bias is not None:
-                    self._days[row] = self.touched[row] / DAY
+        rows = self._row_of if self._rows_of is not None else None
+        at = ([rows[e] for e in ids if e in rows] if rows is not None
+              else np.flatnonzero(np.isin(self.ids, np.asarray(ids, dtype=np.int64))))
+        for row in at:
+            self.touched[row] = max(self.touched[row], t)
+            if self._bias is not None:
+                self._days[row] = self.touched[row] / DAY
+
+
+#: Stores this big keep their recall arrays beside the matrix (a smaller one loads them at once).
+_SAVE_MIN_ROWS = 20_000
 
 
 def _ann_for(store, name: str, rows: int):

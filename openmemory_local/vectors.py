@@ -164,7 +164,7 @@ class VectorFile:
             return
         for entry in self.dir.iterdir():
             stem = entry.name.split(".", 1)[0]
-            if entry.suffix in (".f32", ".usearch", ".json") and stem != current.split(".", 1)[0]:
+            if entry.suffix in (".f32", ".usearch", ".json", ".npz") and stem != current.split(".", 1)[0]:
                 try:
                     entry.unlink()
                 except OSError:
