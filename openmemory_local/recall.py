@@ -368,7 +368,7 @@ class RecallIndex:
         tail = np.arange(covered, self._rows)
         if len(tail) > max(4096, covered // 4):
             return None  # the index is far behind (the next ingest or sleep updates it)
-        n = max(64, 8 * k)
+        n = max(128, 8 * k)
         while n <= max(4096, covered // 50):
             proposed = self.ann.search(query_vector, n)
             proposed = proposed[proposed < covered]
