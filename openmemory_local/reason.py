@@ -262,15 +262,23 @@ def reason_line(text: str, *, tool: str | None = None, limit: int = 300) -> str:
         return ""
     if tool in FIRST_LINE_TOOLS:
         return lines[present[0]][:limit]
-    scores = [score_line(l) for l in lines]
+    # The first line of the highest score wins. A traceback's exception line scores 4, above any
+    # line's own score (3 at most): then nothing else needs scoring; else the scan stops at the
+    # first 3, since no later line can beat it.
     tb = _traceback_exception(lines)
     if tb is not None:
-        scores[tb] = 4
-    best = max(scores)
+        best, chosen = 4, tb
+    else:
+        best, chosen = 0, 0
+        for i, line in enumerate(lines):
+            score = score_line(line)
+            if score > best:
+                best, chosen = score, i
+                if score >= 3:
+                    break
     if best == 0:
         meaningful = [i for i in present if not _NOISE.match(lines[i])]
         return lines[(meaningful or present)[0]][:limit]
-    chosen = scores.index(best)
     parts = [lines[chosen]]
     k = chosen
     while _is_header(parts[-1]) and len(parts) < 4:
