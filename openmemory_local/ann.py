@@ -1,7 +1,7 @@
 """An approximate nearest-neighbour index over the vectors file, for stores too big for one exact pass.
 
 Up to ``Config.recall_index_min_rows`` (200,000) vectors, recall scores every one (one BLAS
-pass: 6 ms at 100k). Beyond, an HNSW graph (usearch, 8-bit vectors, 32 links a
+pass: 6 ms at 100k). Beyond, an HNSW graph (usearch, half-precision vectors, 32 links a
 node) proposes the rows nearest the query and recall scores those exactly
 (:meth:`openmemory_local.recall.RecallIndex.search` grows the proposal until it provably
 holds the top k by score, else falls back to the exact pass). Measured in
@@ -27,7 +27,7 @@ __all__ = ["AnnIndex", "update", "available", "CONNECTIVITY", "EXPANSION_ADD", "
 CONNECTIVITY = 32
 EXPANSION_ADD = 128
 EXPANSION_SEARCH = 1024
-DTYPE = "i8"
+DTYPE = "f16"
 #: Rows added to the index per call to usearch (bounded memory for the copy it makes).
 CHUNK = 65536
 #: An index is extended once this many rows are missing from it.
