@@ -189,11 +189,15 @@ class Memory:
         try:
             with self._lock:
                 store = self._open()
-                from .recall import index_for
-                from .embedders import store_embedder
+                from .recall import EmptyQuery, recall, recall_lessons
 
-                index_for(store).refresh()
-                store_embedder(store).embed("openmemory warm up")
+                now = self._now()
+                try:  # every module and array a recall needs, loaded (nothing is touched)
+                    recall_lessons(store, "openmemory", 1, now)
+                    recall(store, "openmemory", 1, now, touch=False)
+                except EmptyQuery:
+                    pass
+                commons_recalled(store, "openmemory", 1)
         except Exception:
             pass
 
