@@ -223,7 +223,8 @@ class RecallIndex:
         if len(live) == 0:
             return True
         picks = {int(live[0]), int(live[-1])}
-        picks.update(int(x) for x in random.sample(list(live), min(6, len(live))))
+        if store_embedder(self.store).inline:  # a model's texts cost ~0.1 s each: the first and last only
+            picks.update(int(live[i]) for i in random.sample(range(len(live)), min(6, len(live))))
         return validate(self.store, self.matrix, [(int(self.ids[r]), r) for r in picks])
 
     def _grow(self, rows: int) -> None:
