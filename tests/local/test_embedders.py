@@ -86,9 +86,9 @@ def test_switching_to_the_learned_embedder_and_back(tmp_path, now):
         sleep(store, at(2, 23))  # the centroids follow the switch back
         assert len(store.conn.execute("SELECT centroid FROM lessons").fetchone()[0]) == 256 * 4
         [top] = recall(store, "git push upstream", 1, now, touch=False)
+        hashed = store_embedder(store)
         assert top.episode["key"] == "push" and top.relevance == pytest.approx(
-            float(np.dot(store_embedder(store).embed(top.episode["text"]), store_embedder(store).embed("git push upstream"))),
-            abs=1e-5)
+            float(np.dot(hashed.embed(top.episode["text"]), hashed.embed("git push upstream"))), abs=1e-5)
 
 
 def test_a_learned_setting_without_the_extra_changes_nothing(tmp_path, now, monkeypatch):
