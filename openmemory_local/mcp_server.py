@@ -42,7 +42,7 @@ from typing import Any
 
 from . import __version__
 
-__all__ = ["Memory", "ToolProblem", "build_server", "serve", "register", "MAX_K", "MAX_QUERY"]
+__all__ = ["Memory", "ToolProblem", "build_server", "serve", "serve_stdio", "TOOLS", "register", "MAX_K", "MAX_QUERY"]
 
 MAX_K = 50
 MAX_QUERY = 2000  # characters
