@@ -39,7 +39,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from openmemory_local import embed_learned  # noqa: E402
+from openmemory_local.embedders import learned_available  # noqa: E402
 from openmemory_local.retrieval import METHODS, rank, score  # noqa: E402
 
 SET = Path(__file__).resolve().parent / "data" / "retrieval.json"
@@ -160,7 +160,7 @@ def measure(items: list[dict], methods=METHODS) -> dict:
     cache: dict = {}
     out = {}
     for method in methods:
-        if method in ("learned", "fusion-all") and not embed_learned.available():
+        if method in ("learned", "fusion-all") and not learned_available():
             out[method] = {"skipped": "the `learned` extra is not installed (pip install torch==2.13.0, then "
                                       "pip install -e '.[learned]')"}
             continue

@@ -1,4 +1,4 @@
-"""Sleep time at 1k, 10k and 50k new episodes: it must grow as n log n, never n².
+"""Sleep time at 1k, 10k and 100k new episodes: it must grow as n log n, never n².
 
 For each size N: a store gets a history (2,000 episodes over the 10 days before, slept
 on, so that lessons and open predictions exist), then N new episodes over the next 5 days
@@ -10,9 +10,9 @@ store and embedding their texts, the least any consolidation does) and the ratio
 growth from the previous size next to what n log n and n² would give. Also: how often the
 inverted-index candidates (used beyond ``cluster_exhaustive_max`` groups per project
 family) chose the same group as an exhaustive comparison would have, at the smallest size
-where they are used. Target: 10k new episodes consolidated in under 10 s.
+where they are used. Target (issue 16): 100k new episodes consolidated in under 20 s.
 
-    python benchmarks/sleep.py [--sizes 1000 10000 50000] [--json]
+    python benchmarks/sleep.py [--sizes 1000 10000 100000] [--json]
 """
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ def groups_agreement(work_dir: Path, n: int) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000, 50000])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000, 100000])
     parser.add_argument("--agreement-size", type=int, default=10000)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
@@ -102,10 +102,12 @@ def main() -> None:
         for n in args.sizes:
             store, now, new = prepare(work / f"home-{n}", n)
             base = baseline(store, now - timedelta(days=5))
+            cpu = time.process_time()
             result = sleep(store, now)
+            cpu = time.process_time() - cpu
             groups = store.conn.execute("SELECT COUNT(*) FROM lessons").fetchone()[0]
             lessons = store.conn.execute("SELECT COUNT(*) FROM lessons WHERE state = 'active'").fetchone()[0]
-            rows.append({"n": len(new), "seconds": result.seconds, "baseline_seconds": base,
+            rows.append({"n": len(new), "seconds": result.seconds, "cpu_seconds": cpu, "baseline_seconds": base,
                          "surprises": result.learn["surprises"], "groups": groups, "lessons": lessons,
                          "confirmed": len(result.verify["confirmed"]), "failed": len(result.verify["failed"]),
                          "predictions_made": len(result.predict["made"])})
@@ -117,7 +119,11 @@ def main() -> None:
     if args.json:
         print(json.dumps({"sizes": rows, "agreement": agreement}, indent=2))
         return
-    print(f"{'new episodes':>12} {'sleep s':>9} {'us/episode':>11} {'baseline s':>11} {'x baseline':>11} "
+    import os
+
+    print(f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} cores; "
+          "cpu s: the CPU time the sleep's process got (fairer than wall time on a busy machine)")
+    print(f"{'new episodes':>12} {'sleep s':>9} {'cpu s':>7} {'us/episode':>11} {'baseline s':>11} {'x baseline':>11} "
           f"{'growth':>8} {'n log n':>8} {'n^2':>8}  surprises groups lessons confirmed failed")
     previous = None
     for row in rows:
@@ -127,7 +133,7 @@ def main() -> None:
             growth = f"{s / previous['seconds']:.1f}x"
             nlogn = f"{(n * math.log(n)) / (previous['n'] * math.log(previous['n'])):.1f}x"
             square = f"{(n / previous['n']) ** 2:.0f}x"
-        print(f"{n:>12,} {s:>9.2f} {1e6 * s / n:>11.0f} {row['baseline_seconds']:>11.2f} "
+        print(f"{n:>12,} {s:>9.2f} {row['cpu_seconds']:>7.2f} {1e6 * s / n:>11.0f} {row['baseline_seconds']:>11.2f} "
               f"{s / row['baseline_seconds']:>11.1f} {growth:>8} {nlogn:>8} {square:>8}  "
               f"{row['surprises']:>9} {row['groups']:>6} {row['lessons']:>7} {row['confirmed']:>9} {row['failed']:>6}")
         previous = row
@@ -137,10 +143,10 @@ def main() -> None:
               f"in the same group "
               f"({100 * agreement['agreement']:.2f}%); sleep {agreement['candidates_seconds']:.2f} s vs "
               f"{agreement['exhaustive_seconds']:.2f} s exhaustive")
-    target = next((r for r in rows if r["n"] >= 10_000), None)
+    target = next((r for r in rows if r["n"] >= 100_000), None)
     if target:
-        print(f"target: {target['n']:,} new episodes in {target['seconds']:.2f} s (under 10 s: "
-              f"{'yes' if target['seconds'] < 10 else 'NO'})")
+        print(f"target: {target['n']:,} new episodes in {target['seconds']:.2f} s, "
+              f"{target['cpu_seconds']:.2f} s of CPU (under 20 s: {'yes' if target['seconds'] < 20 else 'NO'})")
 
 
 if __name__ == "__main__":

@@ -35,18 +35,16 @@ Exit codes:
 from __future__ import annotations
 
 import argparse
-import json
-import shutil
+import os
 import sys
-from datetime import datetime
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import __version__
-from .clock import ClockError, resolve_now
-from .config import ConfigError, load_config
-from .node_link import NodeError, NodeUnavailable
-from .sleep import SleepBusy, SleepClockError
-from .store import Store, StoreError
+
+if TYPE_CHECKING:  # imported where used: `openmemory --version` and `report` load no numpy, SQLite helpers nor SDK
+    from datetime import datetime
+
+    from .store import Store
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_PARTIAL, EXIT_STORE, EXIT_BUSY, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 5, 130
 EXIT_NO_NODE = 8
@@ -61,11 +59,15 @@ class UsageError(Exception):
 
 
 def _emit_json(value) -> None:
+    import json
+
     json.dump(value, sys.stdout, ensure_ascii=False, indent=2, default=str)
     sys.stdout.write("\n")
 
 
 def _width() -> int:
+    import shutil
+
     return max(60, shutil.get_terminal_size((100, 20)).columns)
 
 
@@ -81,21 +83,23 @@ def _mb(n: int) -> str:
 class ProgressBar:
     """A one-line progress bar on stderr, drawn only when stderr is a terminal."""
 
-    def __init__(self, label: str):
+    def __init__(self, label: str, unit: str = "files"):
         self.label = label
+        self.unit = unit
         self.enabled = sys.stderr.isatty()
         self._drawn = False
 
-    def __call__(self, done: int, total: int, done_bytes: int, total_bytes: int, name: str) -> None:
+    def __call__(self, done: int, total: int, done_bytes: int = 0, total_bytes: int = 0, name: str = "") -> None:
         if not self.enabled or total == 0:
             return
         width = 24
         frac = done_bytes / total_bytes if total_bytes else done / total
         filled = int(frac * width)
         bar = "#" * filled + "." * (width - filled)
-        line = f"\r{self.label} [{bar}] {done}/{total} files {_mb(done_bytes)}/{_mb(total_bytes)} "
+        size = f"{_mb(done_bytes)}/{_mb(total_bytes)} " if total_bytes else ""
+        line = f"\r{self.label} [{bar}] {done:,}/{total:,} {self.unit} {size}"
         room = _width() - len(line) - 1
-        line += _clip(Path(name).name, room) if room > 8 else ""
+        line += _clip(os.path.basename(name), room) if room > 8 else ""
         sys.stderr.write(line.ljust(_width() - 1)[: _width() - 1])
         sys.stderr.flush()
         self._drawn = True
@@ -110,17 +114,21 @@ class ProgressBar:
 
 
 def _config(args):
+    from .config import load_config
+
     return load_config(args.home, node_home_option=getattr(args, "node_home", None))
 
 
 def _open(args) -> Store:
+    from .store import Store
+
     return Store.open(_config(args))
 
 
 def _now(args) -> datetime:
     """``--now`` (or ``$OPENMEMORY_NOW``, else the clock); later than the clock only with
     ``--future`` or ``$OPENMEMORY_ALLOW_FUTURE``."""
-    from .clock import check_not_future, future_allowed
+    from .clock import check_not_future, future_allowed, resolve_now
 
     return check_not_future(resolve_now(args.now), future_allowed(getattr(args, "future", False)))
 
@@ -157,6 +165,31 @@ def _print_replay(result: dict, out=None) -> None:
               f"{result['confirmed']} confirmed, {result['failed']} failed ({result['seconds']:.1f} s)", file=out)
 
 
+def _embed_pending(store, args) -> None:
+    """Move the store to the configured embedder and embed what has no vector yet, with a
+    progress bar on a terminal (:func:`openmemory_local.vectors.embed_pending`; nothing to do
+    and nothing written in the common case)."""
+    from .vectors import embed_pending
+
+    quiet = getattr(args, "json", False) or getattr(args, "quiet", False)
+    bar = None if quiet else ProgressBar("embedding", unit="texts")
+    try:
+        embed_pending(store, progress=bar)
+    finally:
+        if bar:
+            bar.close()
+
+
+def _keep_recall_ready(store) -> None:
+    """After a command that changed many rows (ingest, sleep, run), save recall's arrays for
+    the next process (:meth:`openmemory_local.recall.RecallIndex.refresh`): the first
+    ``openmemory recall`` or MCP call after the nightly run reads them instead of every row."""
+    from .recall import _SAVE_MIN_ROWS, index_for
+
+    if store.counter("vec_rows") >= _SAVE_MIN_ROWS:
+        index_for(store).refresh()
+
+
 def _print_ingest(summary: dict, out=None) -> None:
     out = out or sys.stdout
     t = summary["totals"]
@@ -187,6 +220,7 @@ def cmd_ingest(args) -> int:
 
     now = _now(args)
     with _open(args) as store:
+        _embed_pending(store, args)
         bar = ProgressBar("ingesting") if not (args.json or args.quiet) else None
         try:
             if args.from_archive:
@@ -201,11 +235,14 @@ def cmd_ingest(args) -> int:
         data = summary.to_dict()
         replayed = None
         if not args.no_replay:
+            from .sleep import SleepBusy
+
             try:
                 replayed = data["replay"] = _replay(store, now, args.json or args.quiet)
             except SleepBusy as exc:
                 data["replay"] = {"busy": str(exc)}
                 print(f"openmemory ingest: not replayed ({exc}): the next run does it", file=sys.stderr)
+        _keep_recall_ready(store)
         if args.json:
             _emit_json(data)
         elif not args.quiet:
@@ -225,6 +262,7 @@ def cmd_run(args) -> int:
     now = _now(args)
     with _open(args) as store:
         check_sleep_time(store, now)  # before ingesting anything
+        _embed_pending(store, args)
         bar = ProgressBar("ingesting") if not args.json else None
         days = DayBar("replaying") if not args.json else None
         try:
@@ -233,6 +271,7 @@ def cmd_run(args) -> int:
             for each in (bar, days):
                 if each:
                     each.close()
+        _keep_recall_ready(store)
         ingest_report = report.get("ingest", {})
         if args.json:
             _emit_json(report)
@@ -319,8 +358,10 @@ def cmd_sleep(args) -> int:
 
     now = _now(args)
     with _open(args) as store:
+        _embed_pending(store, args)
         result = sleep(store, now).to_dict()
         made = make_report(store, now) if not args.no_report else None
+        _keep_recall_ready(store)
         if args.json:
             _emit_json({"sleep": result, "report": made})
         else:
@@ -364,7 +405,7 @@ def cmd_lessons(args) -> int:
         if args.vetoed:
             rows = [r for r in rows if r["vetoed"]]
         if args.project:
-            wanted = {r["id"] for r in (lessons_for_project(store, str(Path(args.project).absolute())) or [])}
+            wanted = {r["id"] for r in (lessons_for_project(store, os.path.abspath(args.project)) or [])}
             rows = [r for r in rows if r["id"] in wanted]
         commons = commons_views(store, {r["id"] for r in rows})
         for r in rows:
@@ -450,6 +491,7 @@ def cmd_recall(args) -> int:
         raise UsageError("-k must be at least 1")
     now = _now(args)
     with _open(args) as store:
+        _embed_pending(store, args)
         try:
             lessons = [] if args.kind else recall_lessons(store, args.query, 3, now, project=args.project)
             results = recall(store, args.query, args.k, now, kinds=args.kind or None, project=args.project,
@@ -517,6 +559,8 @@ def cmd_show(args) -> int:
         print()
         print(e["text"])
         print()
+        import json
+
         print(json.dumps(e["fields"], ensure_ascii=False, indent=2))
         if raw is not None:
             print()
@@ -529,6 +573,9 @@ _NOT_OPTED_IN = "No project is opted in: nothing is published. `openmemory publi
 
 def cmd_publish(args) -> int:
     """``openmemory publish [enable|disable|status|provenance] [TARGET]``, ``--dry-run``."""
+    from pathlib import Path
+
+    from .node_link import NodeError, NodeUnavailable
     from .publish import (PublishError, disable, disable_messages, dry_run, enable, enable_messages, open_provenance,
                           publish, publish_messages, status)
 
@@ -803,7 +850,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_revoke)
 
     from .commons_cli import register as register_commons
-    from .integrations.claude_code import register as register_integrations
+    from .integrations.register import register as register_integrations
     from .mcp_server import register as register_mcp
     from .ui import register as register_ui
 
@@ -818,34 +865,52 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _loaded(module: str, name: str) -> tuple[type, ...]:
+    """The exception class ``name`` of ``module`` if that module was imported, else nothing:
+    an exception of a module that never loaded cannot have been raised, so ``main`` tells
+    errors apart without importing what the command did not use."""
+    loaded = sys.modules.get(f"{__package__}.{module}")
+    return (getattr(loaded, name),) if loaded is not None else ()
+
+
+def _failure(command: str, exc: Exception) -> int:
+    """Print what went wrong with ``command``; return its exit code (see the module docstring)."""
+    if isinstance(exc, (UsageError, *_loaded("clock", "ClockError"), *_loaded("config", "ConfigError"),
+                        *_loaded("sleep", "SleepClockError"))):
+        print(f"openmemory {command}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if isinstance(exc, _loaded("store", "StoreError")):
+        print(f"openmemory {command}: {exc}", file=sys.stderr)
+        return EXIT_STORE
+    if isinstance(exc, _loaded("sleep", "SleepBusy")):
+        print(f"openmemory {command}: {exc}; try again when it is done", file=sys.stderr)
+        return EXIT_BUSY
+    if isinstance(exc, _loaded("node_link", "NodeUnavailable")):
+        print(f"openmemory {command}: nothing was done: {exc}", file=sys.stderr)
+        return EXIT_NO_NODE
+    if isinstance(exc, _loaded("node_link", "NodeError")):
+        print(f"openmemory {command}: the commons node refused: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    if isinstance(exc, BrokenPipeError):
+        return EXIT_OK
+    # an unexpected error: say what, exit 1
+    print(f"openmemory {command}: unexpected error: {type(exc).__name__}: {exc}", file=sys.stderr)
+    return EXIT_ERROR
+
+
 def main(argv: list[str] | None = None) -> int:
+    if (sys.argv[1:] if argv is None else argv) == ["--version"]:  # what hooks and scripts ask most: no parser
+        print(f"openmemory {__version__}")
+        return EXIT_OK
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
         return args.func(args)
-    except (UsageError, ClockError, ConfigError, SleepClockError) as exc:
-        print(f"openmemory {args.command}: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except StoreError as exc:
-        print(f"openmemory {args.command}: {exc}", file=sys.stderr)
-        return EXIT_STORE
-    except SleepBusy as exc:
-        print(f"openmemory {args.command}: {exc}; try again when it is done", file=sys.stderr)
-        return EXIT_BUSY
-    except NodeUnavailable as exc:
-        print(f"openmemory {args.command}: nothing was done: {exc}", file=sys.stderr)
-        return EXIT_NO_NODE
-    except NodeError as exc:
-        print(f"openmemory {args.command}: the commons node refused: {exc}", file=sys.stderr)
-        return EXIT_ERROR
     except KeyboardInterrupt:
         print(f"\nopenmemory {args.command}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
-    except BrokenPipeError:
-        return EXIT_OK
-    except Exception as exc:  # an unexpected error: say what, exit 1
-        print(f"openmemory {args.command}: unexpected error: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return EXIT_ERROR
+    except Exception as exc:
+        return _failure(args.command, exc)
 
 
 if __name__ == "__main__":

@@ -37,12 +37,12 @@ _MAX_INDEXED_SIGNATURES = 8
 
 class GroupIndex:
     def __init__(self, *, exhaustive_max: int = 256, prefix: int = 12, posting_cap: int = 2000,
-                 candidates: int = 64):
+                 candidates: int = 64, dims: int = DIMS):
         self.exhaustive_max = exhaustive_max
         self.prefix = prefix
         self.posting_cap = posting_cap
         self.candidates = candidates
-        self._sums = np.zeros((64, DIMS), dtype=np.float64)
+        self._sums = np.zeros((64, dims), dtype=np.float64)  # dims: the embedder's (256 for the hashed one)
         self._n = 0
         self._row: dict[int, int] = {}
         self._gid: list[int] = []

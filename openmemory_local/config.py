@@ -24,6 +24,9 @@ Its layout::
 (:data:`FILE_SETTINGS`); an unknown section or key is an error, so that a typo never falls
 back to a default silently::
 
+    [engine]
+    embedder = "hashed"  # or "learned": see openmemory_local.embedders (the `learned` extra)
+
     [node]
     home = "~/.local/share/openmemory-node"   # the commons node's data folder
     timeout = 10.0                            # seconds per request to its local API
@@ -121,6 +124,14 @@ class Config:
     touch_timeout: float = 2.0
 
     # --- vectors ------------------------------------------------------------------
+    #: What embeds texts for recall, clustering and verify: "hashed" (no model, the default)
+    #: or "learned" (sentence-transformers, the `learned` extra; see
+    #: :mod:`openmemory_local.embedders`). Switching re-embeds the store once.
+    embedder: str = "hashed"
+    #: Up to this many vectors recall scores every one exactly; beyond, an approximate
+    #: nearest-neighbour index (usearch HNSW) proposes the candidates, scored exactly
+    #: (:mod:`openmemory_local.ann`). 0 turns the index off (always exact).
+    recall_index_min_rows: int = 200_000
     #: The embedding matrix is compacted when more than this share of its rows are
     #: stale (episodes whose text changed or that were replaced) …
     vector_garbage_ratio: float = 0.5
@@ -317,6 +328,7 @@ def resolve_node_home(option: str | os.PathLike | None = None, file_value: str |
 #: ``config.toml`` keys: (section, key) -> (Config field, type). Types are checked; paths
 #: may start with ``~``.
 FILE_SETTINGS: dict[tuple[str, str], tuple[str, type]] = {
+    ("engine", "embedder"): ("embedder", str),
     ("node", "home"): ("node_home", Path),
     ("node", "timeout"): ("node_timeout", float),
     ("publish", "min_strength"): ("publish_min_strength", float),
@@ -327,6 +339,10 @@ FILE_SETTINGS: dict[tuple[str, str], tuple[str, type]] = {
     ("commons", "hook_timeout"): ("commons_hook_timeout", float),
     ("commons", "window_days"): ("commons_window_days", float),
 }
+
+
+#: Settings whose value is one of a few words.
+_CHOICES: dict[str, tuple[str, ...]] = {"embedder": ("hashed", "learned")}
 
 
 def read_config_file(home: Path) -> dict:
@@ -372,6 +388,9 @@ def read_config_file(home: Path) -> dict:
                     raise ConfigError(f"{path}: [{section}] {key} must be true or false")
             elif not isinstance(value, kind):
                 raise ConfigError(f"{path}: [{section}] {key} must be a {kind.__name__}")
+            if name in _CHOICES and value not in _CHOICES[name]:
+                raise ConfigError(f"{path}: [{section}] {key} must be one of "
+                                  + ", ".join(f'"{c}"' for c in _CHOICES[name]) + f", not {value!r}")
             out[name] = value
     return out
 

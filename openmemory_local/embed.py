@@ -30,10 +30,13 @@ import re
 import unicodedata
 from functools import lru_cache
 from hashlib import blake2b
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:  # numpy is imported where vectors are made: the tokenizer alone needs none
+    import numpy as np
 
-__all__ = ["EMBEDDING", "DIMS", "STOP_WORDS", "tokens", "stem", "features", "embed", "embed_features", "feature_cosine", "embed_many"]
+__all__ = ["EMBEDDING", "DIMS", "STOP_WORDS", "tokens", "stem", "features", "embed", "embed_features", "feature_cosine",
+           "feature_norm", "embed_many"]
 
 EMBEDDING = "hash-wb-256-v1"
 DIMS = 256
@@ -87,11 +90,24 @@ def tokens(text: str) -> list[str]:
     return [stem(t) for t in _raw_tokens(text)]
 
 
+@lru_cache(maxsize=1 << 16)
+def _features_cached(text: str):
+    return tuple(_features_uncached(text).items())
+
+
 def features(text: str) -> dict[str, float]:
     """Feature name -> weight (words, then ``a b`` pairs), before hashing.
 
     Stop words are recognised before stemming (``does`` is a stop word, ``doe`` is not).
     """
+    # memoised: a pure function of its arguments, which sleep asks again and again
+    if len(text) > 512:
+        return _features_uncached(text)
+    return dict(_features_cached(text))
+
+
+def _features_uncached(text: str) -> dict[str, float]:
+    """The work of :func:`features` (uncached)."""
     raw = _raw_tokens(text)
     toks = [stem(t) for t in raw]
     out: dict[str, float] = {}
@@ -119,6 +135,8 @@ def embed(text: str) -> np.ndarray:
 
 def embed_features(feats: dict[str, float]) -> np.ndarray:
     """The vector of a :func:`features` dict (what :func:`embed` does after step 3)."""
+    import numpy as np
+
     vec = np.zeros(DIMS, dtype=np.float64)
     for feature, weight in feats.items():
         index, sign = _slot(feature)
@@ -130,24 +148,33 @@ def embed_features(feats: dict[str, float]) -> np.ndarray:
     return vec.astype(np.float32)
 
 
-def feature_cosine(a: dict[str, float], b: dict[str, float]) -> float:
+def feature_norm(feats: dict[str, float]) -> float:
+    """The L2 norm of a :func:`features` dict (exactly rounded sum): what :func:`feature_cosine`
+    divides by, for callers that compare one dict with many."""
+    return math.sqrt(math.fsum(w * w for w in feats.values()))
+
+
+def feature_cosine(a: dict[str, float], b: dict[str, float], norm_a: float | None = None,
+                   norm_b: float | None = None) -> float:
     """The cosine of two :func:`features` dicts, exactly (before hashing: no collisions).
 
     The hashed embedding approximates this; for short texts (a command, ``git push``)
     two or three colliding features can make unrelated texts look alike, so sleep's
     verify pass, which compares such short texts, uses this instead.
     """
-    if len(a) > len(b):
-        a, b = b, a
-    dot = math.fsum(w * b[f] for f, w in a.items() if f in b)
+    small, big = (b, a) if len(a) > len(b) else (a, b)
+    dot = math.fsum(w * big[f] for f, w in small.items() if f in big)
     if dot == 0.0:
         return 0.0
-    norm = math.sqrt(math.fsum(w * w for w in a.values())) * math.sqrt(math.fsum(w * w for w in b.values()))
-    return dot / norm
+    norm_a = feature_norm(a) if norm_a is None else norm_a
+    norm_b = feature_norm(b) if norm_b is None else norm_b
+    return dot / (norm_a * norm_b)
 
 
 def embed_many(texts) -> np.ndarray:
     """Vectors of several texts as one ``(n, 256)`` ``float32`` matrix."""
+    import numpy as np
+
     texts = list(texts)
     out = np.zeros((len(texts), DIMS), dtype=np.float32)
     for i, text in enumerate(texts):

@@ -50,6 +50,8 @@ for tool output, summaries, notifications, command wrappers, skill or hook text.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import re
 import unicodedata
 from dataclasses import dataclass, field
@@ -293,12 +295,25 @@ def _split_shell(line: str) -> list[str]:
     return [seg.strip() for seg in segments if seg.strip()]
 
 
+@lru_cache(maxsize=1 << 16)
+def _command_heads_cached(command: str):
+    return tuple(_command_heads_uncached(command))
+
+
 def command_heads(command: str) -> list[str]:
     """The programs a shell command line runs: ``cd x && git push 2>&1 | tail`` -> ``git push``.
 
     ``cd``, ``echo`` and pipes into output filters are not counted; for tools with
     subcommands the subcommand is kept (``git push``, ``mix test``, ``python -m pytest``).
     """
+    # memoised: a pure function of its arguments, which sleep asks again and again
+    if len(command) > 512:
+        return _command_heads_uncached(command)
+    return list(_command_heads_cached(command))
+
+
+def _command_heads_uncached(command: str) -> list[str]:
+    """The work of :func:`command_heads` (uncached)."""
     heads = []
     first_line = _first_line(command)
     for segment in _split_shell(first_line):

@@ -268,10 +268,10 @@ def _methods(learned: bool) -> tuple[str, ...]:
 def evaluate(store, now: datetime, *, split: datetime | None = None, experiment=None, learned: bool = False) -> dict:
     """The six measures (see the module docstring) as plain data."""
     if learned:
-        from .embed_learned import LearnedUnavailable, available
+        from .embedders import EmbedderUnavailable, learned_available
 
-        if not available():
-            raise LearnedUnavailable("--learned needs the `learned` extra: pip install torch==2.13.0, then "
+        if not learned_available():
+            raise EmbedderUnavailable("--learned needs the `learned` extra: pip install torch==2.13.0, then "
                                      "pip install 'openmemory[learned]'")
     methods = _methods(learned)
     out = {"now": iso(now), "split": iso(split) if split else None, "home": str(store.config.home)}
@@ -433,14 +433,14 @@ def register(subparsers, common) -> None:
 
 def _cmd_eval(args) -> int:
     from .cli import UsageError, _emit_json, _now, _open
-    from .embed_learned import LearnedUnavailable
+    from .embedders import EmbedderUnavailable
 
     now = _now(args)
     split = parse_time(args.split) if args.split else None
     with _open(args) as store:
         try:
             result = evaluate(store, now, split=split, experiment=args.experiment, learned=args.learned)
-        except (EvalError, LearnedUnavailable) as exc:
+        except (EvalError, EmbedderUnavailable) as exc:
             raise UsageError(str(exc)) from None
     if args.plots:
         try:

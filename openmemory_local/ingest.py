@@ -50,12 +50,12 @@ import numpy as np
 from .adapters import ADAPTERS, DEFAULT_ADAPTER
 from .archive import ArchiveFile, ArchiveReader, MemberWriter, archive_relpath, iter_archives, original_path
 from .clock import ClockError, iso, parse_time
-from .embed import embed
+from .embedders import store_embedder
 from .episodes import Episode, EpisodeBuilder, session_episode
 from .rawstream import HEAD_BYTES, TAIL_BYTES, Consumed, LineReader, chain_hash
 from .config import Config
 from .store import Store, dumps, loads
-from .vectors import VectorFile
+from .vectors import VectorFile, embed_pending
 
 __all__ = ["ingest", "rebuild_from_archive", "add_episodes", "IngestSummary", "FileResult", "PROBLEM_STATUSES"]
 
@@ -585,7 +585,7 @@ def _commit(store: Store, ad, path: Path, outcome: _Read, row0: dict | None, rel
         result.reason = ("binary data" if parsed.lines == 0 else
                          f"no Claude Code record in its first {parsed.lines} lines")
         return result
-    vectors = _embed_all(parsed.episodes)
+    vectors = _embed_all(store, parsed.episodes)
     archive = ArchiveFile(store.config.home, relpath)
     appended = False
     recorded = 0
@@ -671,8 +671,22 @@ def _upsert_transcript(store: Store, row: dict | None, values: dict, now_iso: st
     return row["id"]
 
 
-def _embed_all(episodes: list[Episode]) -> list[np.ndarray]:
-    return [embed(ep.text) for ep in episodes]
+#: A vector still to be made (the embedder does not embed inline: :func:`embed_pending` will).
+PENDING = "pending"
+
+
+def _embed_all(store: Store, episodes: list[Episode]) -> list:
+    """Each episode's vector, by the store's embedder; :data:`PENDING` for all when it is one
+    that embeds in batches at the end of the run (the learned one)."""
+    embedder = store_embedder(store)
+    if not embedder.inline:
+        return [PENDING] * len(episodes)
+    return [embedder.embed(ep.text) for ep in episodes]
+
+
+def _embed_one(store: Store, text: str):
+    embedder = store_embedder(store)
+    return embedder.embed(text) if embedder.inline else PENDING
 
 
 def _apply_episodes(store: Store, tid: int, relpath: str, episodes: list[Episode], vectors: list,
@@ -709,9 +723,12 @@ def _apply_episodes(store: Store, tid: int, relpath: str, episodes: list[Episode
         _update_episode(store, eid, ep, fields, vec if text != ep.text else None, tid, relpath, now_iso)
         result.updated += 1
     if inserts:
-        first = VectorFile(store).append(np.stack(new_vectors))
+        live = [v for v in new_vectors if not isinstance(v, str)]
+        first = VectorFile(store).append(np.stack(live)) if live else None
+        embedding = store.get_meta("embedding")
         for offset, ((ep, fields), vec) in enumerate(zip(inserts, new_vectors)):
-            _insert_episode(store, ep, fields, vec, first + offset, tid, relpath, now_iso)
+            _insert_episode(store, ep, fields, vec, None if first is None else first + offset, tid, relpath,
+                            now_iso, embedding=embedding)
             added[ep.kind] += 1
     for kind, n in added.items():
         result.added[kind] = result.added.get(kind, 0) + n
@@ -724,23 +741,26 @@ def add_episodes(store: Store, episodes: list[Episode], *, now: datetime) -> Fil
     transcript, so no re-read ever removes them.
     """
     result = FileResult("", "new")
-    vectors = _embed_all(episodes)
+    vectors = _embed_all(store, episodes)
     with store.write():
         _apply_episodes(store, None, None, episodes, vectors, False, iso(now), result)
     _finish_run(store, iso(now), result)
     return result
 
 
-def _insert_episode(store: Store, ep: Episode, fields: str, vec: np.ndarray, row: int, tid: int | None,
-                    relpath: str | None, now_iso: str, touched: str | None = None) -> None:
+def _insert_episode(store: Store, ep: Episode, fields: str, vec, row: int | None, tid: int | None,
+                    relpath: str | None, now_iso: str, touched: str | None = None, *,
+                    embedding: str | None = None) -> None:
+    """Insert one episode; its vector is already at ``row`` of the vectors file (None: pending),
+    made by ``embedding`` (default: the store's)."""
     created = _normal_time(ep.created, now_iso)
     touched = _normal_time(touched, created) if touched else None
     store.conn.execute(
-        "INSERT INTO episodes (kind, key, session_id, agent_id, project, text, fields, embedding, "
+        "INSERT INTO episodes (kind, key, session_id, agent_id, project, text, fields, embedder, "
         "created, last_touched, transcript_id, source_path, source_line, vec_row, ingested, updated) "
         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (ep.kind, ep.key, ep.session_id, ep.agent_id, ep.project, ep.text, fields,
-         np.asarray(vec, dtype="<f4").tobytes(), created, touched or created, tid, relpath,
+         None if row is None else (embedding or store.get_meta("embedding")), created, touched or created, tid, relpath,
          ep.source_line, row, now_iso, now_iso),
     )
 
@@ -764,10 +784,12 @@ def _update_episode(store: Store, eid: int, ep: Episode, fields: str, vec, tid: 
     if touched:
         sets.append("last_touched = MAX(last_touched, ?)")
         params.append(_normal_time(touched, now_iso))
-    if vec is not None:
+    if isinstance(vec, str):  # PENDING: the new text is embedded at the end of the run
+        sets += ["embedder = NULL", "vec_row = NULL"]
+    elif vec is not None:
         row = VectorFile(store).append(np.asarray(vec)[None, :])
-        sets += ["embedding = ?", "vec_row = ?"]
-        params += [np.asarray(vec, dtype="<f4").tobytes(), row]
+        sets += ["embedder = ?", "vec_row = ?"]
+        params += [store.get_meta("embedding"), row]
     store.conn.execute(f"UPDATE episodes SET {', '.join(sets)} WHERE id = ?", [*params, eid])
 
 
@@ -788,8 +810,12 @@ def _finish_run(store: Store, now_iso: str, result: FileResult) -> None:
             taken = store.conn.execute("DELETE FROM dirty_sessions WHERE session_id = ?", (row[0],))
             if taken.rowcount:  # not already merged by a concurrent run
                 _refresh_session(store, row[0], now_iso, result)
+    embed_pending(store)
     with store.write():
         VectorFile(store).maybe_compact()
+    from .ann import update as update_index
+
+    update_index(store)
 
 
 def _refresh_session(store: Store, session_id: str | None, now_iso: str, result: FileResult) -> None:
@@ -818,8 +844,8 @@ def _refresh_session(store: Store, session_id: str | None, now_iso: str, result:
     ).fetchone()
     touched = episode.fields.get("ended") or episode.created or now_iso
     if existing is None:
-        vec = embed(episode.text)
-        row = VectorFile(store).append(vec[None, :])
+        vec = _embed_one(store, episode.text)
+        row = None if isinstance(vec, str) else VectorFile(store).append(vec[None, :])
         _insert_episode(store, episode, fields, vec, row, main_tid, main_path, now_iso, touched=touched)
         result.added["session"] = result.added.get("session", 0) + 1
         return
@@ -827,7 +853,7 @@ def _refresh_session(store: Store, session_id: str | None, now_iso: str, result:
     if (text, old_fields, old_tid, old_path, old_line) == (episode.text, fields, main_tid, main_path,
                                                           episode.source_line):
         return
-    vec = embed(episode.text) if text != episode.text else None
+    vec = _embed_one(store, episode.text) if text != episode.text else None
     _update_episode(store, eid, episode, fields, vec, main_tid, main_path, now_iso, touched=touched)
     result.updated += 1
 
@@ -872,7 +898,7 @@ def _commit_rebuild(store: Store, ad, path: Path, rel: str, row0, parsed: _Parse
     archive = ArchiveFile(home, rel)
     if damaged:
         _rewrite_damaged_archive(store, archive, parsed.consumed, now_iso)
-    vectors = _embed_all(parsed.episodes)
+    vectors = _embed_all(store, parsed.episodes)
     with store.write():
         row = _transcript_row(store, str(path))
         if _fingerprint(row) != _fingerprint(row0):

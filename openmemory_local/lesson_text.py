@@ -35,8 +35,6 @@ from __future__ import annotations
 import json
 import re
 import time
-import urllib.error
-import urllib.request
 from datetime import datetime
 
 from .clock import iso
@@ -301,6 +299,9 @@ def accept_model_text(answer, basis: str) -> str | None:
 def ask_model(url: str, model: str, basis: str, facts: dict, *, timeout: float,
               key: str | None = None) -> str | None:
     """One chat completion from an OpenAI-compatible endpoint; None on any failure."""
+    import urllib.error
+    import urllib.request
+
     if not url.startswith(("http://", "https://")):
         return None
     endpoint = url.rstrip("/")

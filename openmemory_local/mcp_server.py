@@ -21,8 +21,14 @@ keeps serving. The store is opened on the first call that finds it (never create
 kept open, with its recall index, for the server's life; calls are serialised.
 
 :class:`Memory` holds the tools' logic and knows nothing of MCP (it returns text and data, or
-raises :class:`ToolProblem`); :func:`build_server` adapts it to the SDK. The SDK is imported
-only when the server is built, so registering the ``mcp`` command costs the CLI nothing.
+raises :class:`ToolProblem`). :func:`serve_stdio` speaks the protocol itself over stdin and
+stdout (newline-delimited JSON-RPC 2.0, the ``initialize`` handshake of protocol versions
+2024-11-05 to 2025-11-25; ``server/discover`` of the 2026 era is answered "method not found",
+which every client takes as "use ``initialize``"), so the server answers ``initialize`` and
+``tools/list`` from the standard library alone, within a blink of its start; once the tools
+are listed it loads the store and its recall index in the background, so that the agent's
+first ``recall`` finds them ready. :data:`TOOLS` is what the SDK would list for the same
+tools (:func:`build_server`, kept as the reference; a test holds the two equal).
 """
 
 # no `from __future__ import annotations`: the SDK reads the tool functions' annotations, which
@@ -30,14 +36,13 @@ only when the server is built, so registering the ``mcp`` command costs the CLI 
 import argparse
 import os
 import threading
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from . import __version__
 
-__all__ = ["Memory", "ToolProblem", "build_server", "serve", "register", "MAX_K", "MAX_QUERY"]
+__all__ = ["Memory", "ToolProblem", "build_server", "serve", "serve_stdio", "TOOLS", "register", "MAX_K", "MAX_QUERY"]
 
 MAX_K = 50
 MAX_QUERY = 2000  # characters
@@ -136,15 +141,18 @@ def _when(value: str | None, now: datetime) -> str:
     return f"{date}, {days} day{'s' if days != 1 else ''} ago"
 
 
-@dataclass
 class Memory:
     """The tools over one data folder, MCP-free: each method returns (text, data)."""
 
-    home: Path
-    project: Path  # where the agent works: the default project of `lessons`
-    now_option: str | None = None  # --now / $OPENMEMORY_NOW, for simulations and tests
-    _store: Any = field(default=None, repr=False)
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    def __init__(self, home: Path, project: Path, now_option: str | None = None):
+        self.home = home
+        self.project = project  # where the agent works: the default project of `lessons`
+        self.now_option = now_option  # --now / $OPENMEMORY_NOW, for simulations and tests
+        self._store: Any = None
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"Memory(home={self.home!r}, project={self.project!r}, now_option={self.now_option!r})"
 
     # --- the store -----------------------------------------------------------------------
 
@@ -174,6 +182,24 @@ class Memory:
         except StoreError as exc:
             raise ToolProblem(f"Open Memory's store cannot be used: {exc}") from None
         return self._store
+
+    def warm(self) -> None:
+        """Open the store and load its recall index ahead of the first call (in the background:
+        nothing is lost if there is no store yet or it fails; the call says why)."""
+        try:
+            with self._lock:
+                store = self._open()
+                from .recall import EmptyQuery, recall, recall_lessons
+
+                now = self._now()
+                try:  # every module and array a recall needs, loaded (nothing is touched)
+                    recall_lessons(store, "openmemory", 1, now)
+                    recall(store, "openmemory", 1, now, touch=False)
+                except EmptyQuery:
+                    pass
+                commons_recalled(store, "openmemory", 1)
+        except Exception:
+            pass
 
     def close(self) -> None:
         with self._lock:
@@ -445,10 +471,145 @@ def build_server(memory: Memory):
     return server
 
 
+# --- the protocol, without the SDK -----------------------------------------------------------
+
+#: The handshake versions served (newest last); a client asking another gets the newest.
+PROTOCOL_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
+_READ_ONLY = {"destructiveHint": False, "openWorldHint": False, "readOnlyHint": True}
+
+#: The tools as ``tools/list`` returns them (what :func:`build_server`'s SDK server lists).
+TOOLS = [
+    {"annotations": _READ_ONLY, "description": RECALL_DESCRIPTION, "name": "recall", "title": "Recall past sessions",
+     "inputSchema": {"properties": {
+         "query": {"description": "the situation: a failing command and its error line, a correction, a task",
+                   "title": "Query", "type": "string"},
+         "k": {"default": 5, "description": f"how many memories to return (1 to {MAX_K})", "maximum": MAX_K,
+               "minimum": 1, "title": "K", "type": "integer"}},
+         "required": ["query"], "type": "object", "title": "recallArguments"}},
+    {"annotations": _READ_ONLY, "description": LESSONS_DESCRIPTION, "name": "lessons",
+     "title": "Lessons for this project",
+     "inputSchema": {"properties": {
+         "project": {"anyOf": [{"type": "string"}, {"type": "null"}], "default": None,
+                     "description": "the project's directory (default: the directory the agent works in)",
+                     "title": "Project"}},
+         "type": "object", "title": "lessonsArguments"}},
+    {"annotations": _READ_ONLY, "description": REPORT_DESCRIPTION, "name": "report", "title": "Latest morning report",
+     "inputSchema": {"properties": {}, "type": "object", "title": "reportArguments"}},
+]
+
+
+def _arguments(name: str, args: Any) -> tuple:
+    """The positional arguments of tool ``name`` from a call's ``arguments`` (checked as the
+    SDK's schema would: types and required keys; ranges are the tools' own checks)."""
+    if args is None:
+        args = {}
+    if not isinstance(args, dict):
+        raise ToolProblem("the arguments must be an object")
+    if name == "recall":
+        query, k = args.get("query"), args.get("k", 5)
+        if "query" not in args:
+            raise ToolProblem("`query` is required: describe the situation")
+        if not isinstance(query, str):
+            raise ToolProblem(f"`query` must be a string, not {query!r}")
+        if isinstance(k, float) and k.is_integer():
+            k = int(k)
+        elif isinstance(k, str) and k.strip().lstrip("-").isdigit():
+            k = int(k)
+        if isinstance(k, bool) or not isinstance(k, int):
+            raise ToolProblem(f"`k` must be a whole number from 1 to {MAX_K}, not {k!r}")
+        return query, k
+    if name == "lessons":
+        project = args.get("project")
+        if project is not None and not isinstance(project, str):
+            raise ToolProblem("`project` must be a directory path (or left out for the current project)")
+        return (project,)
+    return ()
+
+
+def _call(memory: Memory, params: dict) -> dict:
+    """The result of ``tools/call``: the tool's text and data, or a tool error (``isError``)."""
+    name = params.get("name")
+    tools = {"recall": memory.recall, "lessons": memory.lessons, "report": memory.report}
+    if name not in tools:
+        return {"content": [{"type": "text", "text": f"Unknown tool: {name}"}], "isError": True}
+    try:
+        text, data = tools[name](*_arguments(name, params.get("arguments")))
+    except ToolProblem as exc:
+        return {"content": [{"type": "text", "text": f"Error executing tool {name}: {exc}"}], "isError": True}
+    except Exception as exc:  # never crash the server: say what went wrong, keep serving
+        return {"content": [{"type": "text", "text": f"Error executing tool {name}: {type(exc).__name__}: {exc}"}],
+                "isError": True}
+    return {"content": [{"type": "text", "text": text}], "structuredContent": data, "isError": False}
+
+
+def _dumps(message: dict) -> str:
+    import json
+
+    return json.dumps(message, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def serve_stdio(memory: Memory, stdin=None, stdout=None) -> int:
+    """Serve ``memory``'s tools on stdin/stdout until stdin closes (the client went away)."""
+    import json
+    import sys
+
+    if stdin is None:
+        stdin = sys.stdin
+        stdin.reconfigure(encoding="utf-8", errors="replace")
+    if stdout is None:
+        stdout = sys.stdout
+        stdout.reconfigure(encoding="utf-8")
+    warmed = False
+
+    def send(message: dict) -> None:
+        stdout.write(_dumps(message) + "\n")
+        stdout.flush()
+
+    for line in stdin:
+        if not line.strip():
+            continue
+        try:
+            message = json.loads(line)
+        except ValueError:
+            send({"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "Parse error"}})
+            continue
+        if not isinstance(message, dict):
+            send({"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "Invalid Request"}})
+            continue
+        method, params, ident = message.get("method"), message.get("params") or {}, message.get("id")
+        if "id" not in message:  # a notification (initialized, cancelled, ...): nothing to answer
+            continue
+        if not isinstance(method, str):  # a response to a request we never sent, or garbage
+            continue
+        if method == "initialize":
+            asked = params.get("protocolVersion") if isinstance(params, dict) else None
+            result = {"protocolVersion": asked if asked in PROTOCOL_VERSIONS else PROTOCOL_VERSIONS[-1],
+                      "capabilities": {"tools": {"listChanged": False}},
+                      "serverInfo": {"name": "openmemory", "title": "Open Memory", "version": __version__},
+                      "instructions": INSTRUCTIONS}
+        elif method == "ping":
+            result = {}
+        elif method == "tools/list":
+            result = {"tools": TOOLS}
+        elif method in ("prompts/list", "resources/list", "resources/templates/list"):
+            result = {method.split("/")[0] if method != "resources/templates/list" else "resourceTemplates": []}
+        elif method == "tools/call" and isinstance(params, dict):
+            result = _call(memory, params)
+        else:
+            send({"jsonrpc": "2.0", "id": ident, "error": {"code": -32601, "message": "Method not found",
+                                                          "data": method}})
+            continue
+        send({"jsonrpc": "2.0", "id": ident, "result": result})
+        if method == "tools/list" and not warmed:
+            warmed = True
+            threading.Thread(target=memory.warm, name="openmemory-warm", daemon=True).start()
+    return 0
+
+
 def serve(home: Path, project: Path | None = None, now_option: str | None = None) -> int:
     memory = Memory(Path(home), Path(os.path.abspath(project or os.getcwd())), now_option)
     try:
-        build_server(memory).run("stdio")
+        serve_stdio(memory)
     finally:
         memory.close()
     return 0

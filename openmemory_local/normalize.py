@@ -113,8 +113,25 @@ def _path_ids(match: re.Match) -> str:
     return "/".join(parts)
 
 
+#: Texts up to this long are memoised (at most 65,536 of them: a few tens of MB at worst).
+_MEMO_CHARS = 512
+
+
+@lru_cache(maxsize=1 << 16)
+def _normalise_cached(text: str, *, cwd: str | None = None, branch: str | None = None):
+    return _normalise_uncached(text, cwd=cwd, branch=branch)
+
+
 def normalise(text: str, *, cwd: str | None = None, branch: str | None = None) -> str:
     """``text`` with its volatile tokens replaced (see the module docstring)."""
+    # memoised: a pure function of its arguments, which sleep asks again and again
+    if len(text) > _MEMO_CHARS:
+        return _normalise_uncached(text, cwd=cwd, branch=branch)
+    return _normalise_cached(text, cwd=cwd, branch=branch)
+
+
+def _normalise_uncached(text: str, *, cwd: str | None = None, branch: str | None = None) -> str:
+    """The work of :func:`normalise` (uncached)."""
     if not text:
         return ""
     if cwd and cwd.strip("/"):

@@ -81,24 +81,47 @@ _NOISE = re.compile(
     re.VERBOSE | re.IGNORECASE,
 )
 _EXCEPTION = re.compile(r"^\[?(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Failure|Fault)\b:?")
-_STRONG = re.compile(
+# What says outright that something failed. Split like _GENERIC below: what opens the line
+# (matched at its start) and what may stand anywhere (searched, and only when one of its
+# words is in the line: a search of a long alternation is slow on long outputs).
+_STRONG_OPENING = re.compile(
     r"""(?:
-        ^(?:fatal|error|Error|ERROR|FATAL|panic|FAIL|FAILED|FAILURE|Failed|E)(?:\[[\w-]+\])?(?::|\s{2,}|\s+-\s)
-      | ^error\[E\d+\] | \berror\ (?:TS|CS|C|LNK)\d+: | ^\*\*\ \(\w+                 # rustc, tsc, Elixir
-      | ^[✘✖×❌]\s | ^\[ERROR\] | ^---\ FAIL: | ^FAIL\s | ^FAILED\s | ^npm\ ERR!\ (?!code\ )\S
-      | ^npm\ error\ (?!code\ )\S
-      | ^Assertion\ with\ | ^AssertionError\b | ^assert\ | ^Expected\b.*\breceived\b
-      | ^\[[A-Z]\]\ [\u2190-\u21ff]                                                 # credo: [F] → ...
-      | ^\S+\.\w+:\d+(?::\d+)?:\s?\w+$                                            # dialyzer location
+        (?:fatal|error|Error|ERROR|FATAL|panic|FAIL|FAILED|FAILURE|Failed|E)(?:\[[\w-]+\])?(?::|\s{2,}|\s+-\s)
+      | error\[E\d+\] | \*\*\ \(\w+                                             # rustc, Elixir
+      | [✘✖×❌]\s | \[ERROR\] | ---\ FAIL: | FAIL\s | FAILED\s | npm\ ERR!\ (?!code\ )\S
+      | npm\ error\ (?!code\ )\S
+      | Assertion\ with\ | AssertionError\b | assert\ | Expected\b.*\breceived\b
+      | \[[A-Z]\]\ [\u2190-\u21ff]                                                  # credo: [F] → ...
+      | \S+\.\w+:\d+(?::\d+)?:\s?\w+$                                             # dialyzer location
+      | !\ \[(?:rejected|remote\ rejected)\]
+    )""",
+    re.VERBOSE,
+)
+_STRONG_WORDS = ("No such file or directory", "command not found", "ermission denied", "cannot access",
+                 "not a git repository", "nothing to commit", "no changes added to commit", "nothing added to commit",
+                 "Could not resolve", "Cannot find module", "ModuleNotFoundError", "SyntaxError", "segmentation fault",
+                 "is beyond a symbolic link", "has no upstream branch", "non-fast-forward", "merge conflict",
+                 "CONFLICT (", "Traceback", "error ")
+_STRONG_ANYWHERE = re.compile(
+    r"""(?:
+        \berror\ (?:TS|CS|C|LNK)\d+:                                                   # tsc
       | \b(?:No\ such\ file\ or\ directory|command\ not\ found|[Pp]ermission\ denied|cannot\ access
            |not\ a\ git\ repository|nothing\ to\ commit|no\ changes\ added\ to\ commit|nothing\ added\ to\ commit
            |Could\ not\ resolve|Cannot\ find\ module|ModuleNotFoundError|SyntaxError|segmentation\ fault
            |is\ beyond\ a\ symbolic\ link|has\ no\ upstream\ branch|non-fast-forward|merge\ conflict
            |CONFLICT\ \(|Traceback)\b
-      | ^!\ \[(?:rejected|remote\ rejected)\]
     )""",
     re.VERBOSE,
 )
+
+
+class _Strong:
+    @staticmethod
+    def search(line: str):
+        return _STRONG_OPENING.match(line) or (any(w in line for w in _STRONG_WORDS) and _STRONG_ANYWHERE.search(line))
+
+
+_STRONG = _Strong()
 _ERRORISH = re.compile(
     r"error|fatal|fail|exception|denied|not found|no such|cannot|can't|could not|couldn't|invalid|unknown|"
     r"refused|undefined|missing|exceed|not formatted|ignored|rejected|timed out|timeout|assert|panic|abort|"
@@ -106,19 +129,55 @@ _ERRORISH = re.compile(
     r"unresolved|not defined|unexpected|mismatch|violation|too complex|could be|prefer ",
     re.IGNORECASE,
 )
-_GENERIC = re.compile(
+#: Every alternative of _ERRORISH is a literal: a substring test of the lower-cased line is the same rule, fast.
+_ERRORISH_WORDS = tuple(_ERRORISH.pattern.lower().split("|"))
+
+
+def _errorish(line: str) -> bool:
+    low = line.lower()
+    return any(w in low for w in _ERRORISH_WORDS)
+
+
+# What a line says when a whole run failed (``failed to push some refs``), in two halves that
+# together are the one rule: what may stand anywhere in the line (searched), and what must
+# open it (matched at its start only: a search would try each of these at every position,
+# the bulk of ingest's time on long outputs).
+_GENERIC_ANYWHERE = re.compile(
     r"""(?:
         failed\ to\ push\ some\ refs | aborting\ due\ to | could\ not\ compile | build\ failed\b(?!\ with)
       | Process\ completed\ with\ exit\ code | returned\ (?:non-zero\ )?exit\ (?:code|status)
       | exited\ with\ (?:an\ unexpected\ )?code | Command\ failed\ with\ exit\ code | Exit\ status\ \d
-      | ^make(?:\[\d+\])?:\ \*\*\*\ \[ | ^npm\ (?:ERR!|error)\ code\ | ^\d+\ tests?,\ \d+\ failures?
-      | ^\d+\ failed,? | ^Found\ \d+\ errors? | ^Tests?:\s+\d+\ failed | ^error:\ Recipe\ `
-      | ^Error:\ Process\ completed | ^FAIL\s+\S+\s+[\d.]+s$ | ^ERROR:\ Job\ failed
-      | ^\#\#\[error\]Process\ completed | ^(?:\d+\ )?errors?\ generated | ^\d+\ errors?$
       | Build\ failed\ with\ \d+\ error
     )""",
     re.VERBOSE | re.IGNORECASE,
 )
+_GENERIC_OPENING = re.compile(
+    r"""(?:
+        make(?:\[\d+\])?:\ \*\*\*\ \[ | npm\ (?:ERR!|error)\ code\ | \d+\ tests?,\ \d+\ failures?
+      | \d+\ failed,? | Found\ \d+\ errors? | Tests?:\s+\d+\ failed | error:\ Recipe\ `
+      | Error:\ Process\ completed | FAIL\s+\S+\s+[\d.]+s$ | ERROR:\ Job\ failed
+      | \#\#\[error\]Process\ completed | (?:\d+\ )?errors?\ generated | \d+\ errors?$
+    )""",
+    re.VERBOSE | re.IGNORECASE,
+)
+
+
+_GENERIC_WORDS = ("failed to push some refs", "aborting due to", "could not compile", "build failed",
+                  "process completed with exit code", "exit code", "exit status", "exited with")
+
+
+class _Generic:
+    """``search(line)``: either half of the rule above (the second only when one of its words is there)."""
+
+    @staticmethod
+    def search(line: str):
+        if _GENERIC_OPENING.match(line):
+            return True
+        low = line.lower()
+        return any(w in low for w in _GENERIC_WORDS) and _GENERIC_ANYWHERE.search(line)
+
+
+_GENERIC = _Generic()
 _HEADER_TAG = re.compile(r"^\[[A-Z][A-Z _-]*\]:?$")
 _LOCATION = re.compile(r"^\S+\.\w+:\d+(?::\d+)?:\s?\w+$")  # dialyzer: lib/x.ex:57:13:pattern_match
 _PRECOMMIT_FAILED = re.compile(r"^(.+?)\.{3,}\s*\(?.*?\)?\s*Failed$")
@@ -151,7 +210,7 @@ def score_line(line: str) -> int:
     plain = re.sub(r"^(?:npm (?:ERR!|error)|E)\s+", "", line)
     if _STRONG.search(line) or _EXCEPTION.match(plain):
         return 3
-    if _ERRORISH.search(line) and len(line.split()) > 1:
+    if _errorish(line) and len(line.split()) > 1:
         return 2
     if len(line.split()) >= 3:
         return 1
@@ -187,7 +246,7 @@ def _context(lines: list[str], at: int) -> str:
         if tag is None and _HEADER_TAG.match(line):
             tag = line.rstrip(":")
             continue
-        if line.endswith(":") and _ERRORISH.search(line) and len(line.split()) <= 8:
+        if line.endswith(":") and _errorish(line) and len(line.split()) <= 8:
             header = line
             break
     if tag is None:
@@ -203,15 +262,23 @@ def reason_line(text: str, *, tool: str | None = None, limit: int = 300) -> str:
         return ""
     if tool in FIRST_LINE_TOOLS:
         return lines[present[0]][:limit]
-    scores = [score_line(l) for l in lines]
+    # The first line of the highest score wins. A traceback's exception line scores 4, above any
+    # line's own score (3 at most): then nothing else needs scoring; else the scan stops at the
+    # first 3, since no later line can beat it.
     tb = _traceback_exception(lines)
     if tb is not None:
-        scores[tb] = 4
-    best = max(scores)
+        best, chosen = 4, tb
+    else:
+        best, chosen = 0, 0
+        for i, line in enumerate(lines):
+            score = score_line(line)
+            if score > best:
+                best, chosen = score, i
+                if score >= 3:
+                    break
     if best == 0:
         meaningful = [i for i in present if not _NOISE.match(lines[i])]
         return lines[(meaningful or present)[0]][:limit]
-    chosen = scores.index(best)
     parts = [lines[chosen]]
     k = chosen
     while _is_header(parts[-1]) and len(parts) < 4:

@@ -45,8 +45,9 @@ from datetime import datetime
 import numpy as np
 
 from .clock import DAY, epoch, iso, resolve_now
-from .embed import DIMS, embed
-from .vectors import ROW_BYTES, VectorFile, _size, validate
+from .embed import features
+from .embedders import store_embedder
+from .vectors import VectorFile, _size, validate
 
 __all__ = ["recall", "recall_lessons", "RecallResult", "LessonHit", "RecallIndex", "EmptyQuery", "score_of"]
 
@@ -97,14 +98,15 @@ class RecallIndex:
         self._epoch: int | None = None
         self._seq = -1
         self._rows = 0
-        self.matrix = np.zeros((0, DIMS), dtype=np.float32)
+        self.ann = None  # the approximate index over the first rows (openmemory_local.ann), when big
+        self.matrix = np.zeros((0, self.vectors.dims), dtype=np.float32)
         self.ids = np.zeros(0, dtype=np.int64)
         self.touched = np.zeros(0, dtype=np.float64)
         self.strength = np.zeros(0, dtype=np.float32)
         self.active = np.zeros(0, dtype=bool)
         self.kind = np.zeros(0, dtype=np.int16)
         self.project = np.zeros(0, dtype=np.int32)
-        self._row_of: dict[int, int] = {}
+        self._rows_of: dict[int, int] | None = {}
         self._bias: np.ndarray | None = None
         self._days = np.zeros(0)
         self._kinds: dict[str, int] = {}
@@ -128,12 +130,20 @@ class RecallIndex:
                 full = name != self._file or epoch_ != self._epoch or rows < self._rows
                 if not full and seq == self._seq and rows == self._rows:
                     return
-                if rows and (not name or _size(self.vectors.path(name)) < rows * ROW_BYTES):
+                dims = self.vectors.dims
+                if rows and (not name or _size(self.vectors.path(name)) < rows * dims * 4):
                     broken = True
                 else:
-                    self._load(rows, changed_since=None if full else self._seq)
+                    since = None if full else self._seq
+                    loaded = full and self._load_saved(name, epoch_, rows, seq)
+                    if loaded:
+                        since = loaded
+                    self._load(rows, changed_since=since)
+                    if full and not loaded:
+                        self._save(name, epoch_, seq)
                     if name != self._file or rows != self._rows:
-                        self.matrix = self.vectors.map(name, rows) if name else np.zeros((0, DIMS), np.float32)
+                        self.matrix = self.vectors.map(name, rows, dims) if name else np.zeros((0, dims), np.float32)
+                        self.ann = _ann_for(self.store, name, rows)
                     self._file, self._epoch, self._seq, self._rows = name, epoch_, seq, rows
                     broken = full and not self._valid()
             if not broken:
@@ -142,12 +152,79 @@ class RecallIndex:
                 self.vectors.rebuild()
             self._file = None
 
+    @property
+    def _row_of(self) -> dict[int, int]:
+        """Episode id -> matrix row (made on first use: a one-shot recall never needs it)."""
+        if self._rows_of is None:
+            live = np.flatnonzero(self.ids >= 0)
+            self._rows_of = dict(zip(self.ids[live].tolist(), live.tolist()))
+        return self._rows_of
+
+    # --- the saved arrays: what a fresh process loads instead of reading 100k rows ------------
+
+    _SAVED = ("ids", "touched", "strength", "active", "kind", "project")
+
+    def _saved_path(self, name: str):
+        return self.vectors.dir / (name.split(".", 1)[0] + ".recall.npz")
+
+    def _save(self, name: str, epoch_: int, seq: int) -> None:
+        """Keep the arrays beside the matrix (``<stem>.recall.npz``, replaced atomically: a
+        cache of the store, never the store), for the next process's :meth:`_load_saved`."""
+        if not name or len(self.ids) < _SAVE_MIN_ROWS:
+            return
+        import json
+        import os
+
+        meta = {"file": name, "epoch": epoch_, "seq": seq, "rows": len(self.ids),
+                "kinds": list(self._kinds), "projects": list(self._projects)}
+        path = self._saved_path(name)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        try:
+            with open(tmp, "wb") as f:
+                np.savez(f, meta=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8),
+                         **{key: getattr(self, key) for key in self._SAVED})
+            os.replace(tmp, path)
+        except OSError:  # a read-only folder, a full disk: the next process loads from the store
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+
+    def _load_saved(self, name: str, epoch_: int, rows: int, seq: int) -> int | None:
+        """Load the saved arrays if they are of this matrix and epoch and few rows changed since
+        they were saved; return the ``seq`` they are at (the caller reads what changed since)."""
+        import json
+
+        path = self._saved_path(name)
+        try:
+            with np.load(path, allow_pickle=False) as saved:
+                meta = json.loads(saved["meta"].tobytes().decode())
+                if meta.get("file") != name or meta.get("epoch") != epoch_ or meta.get("rows", 0) > rows:
+                    return None
+                changed = self.store.conn.execute(
+                    "SELECT COUNT(*) FROM episodes WHERE seq > ?", (meta["seq"],)).fetchone()[0]
+                if changed > max(1000, rows // 10):
+                    return None  # a full load is quicker than so many single rows
+                arrays = {key: saved[key] for key in self._SAVED}
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        if meta["seq"] > seq or any(len(a) != meta["rows"] for a in arrays.values()):
+            return None
+        for key, value in arrays.items():
+            setattr(self, key, value)
+        self._kinds = {k: i + 1 for i, k in enumerate(meta["kinds"])}
+        self._projects = {p: i + 1 for i, p in enumerate(meta["projects"])}
+        self._rows_of = None
+        self._bias = None
+        return int(meta["seq"])
+
     def _valid(self) -> bool:
         live = np.flatnonzero(self.ids >= 0)
         if len(live) == 0:
             return True
         picks = {int(live[0]), int(live[-1])}
-        picks.update(int(x) for x in random.sample(list(live), min(6, len(live))))
+        if store_embedder(self.store).inline:  # a model's texts cost ~0.1 s each: the first and last only
+            picks.update(int(live[i]) for i in random.sample(range(len(live)), min(6, len(live))))
         return validate(self.store, self.matrix, [(int(self.ids[r]), r) for r in picks])
 
     def _grow(self, rows: int) -> None:
@@ -171,7 +248,7 @@ class RecallIndex:
             self.active = np.zeros(rows, dtype=bool)
             self.kind = np.zeros(rows, dtype=np.int16)
             self.project = np.zeros(rows, dtype=np.int32)
-            self._row_of.clear()
+            self._rows_of = None
             self._load_all(rows)
         else:
             self._grow(rows)
@@ -211,7 +288,6 @@ class RecallIndex:
         at = _ints(cols[0])
         ids = _ints(cols[1])
         self.ids[at] = ids
-        self._row_of.update(zip(ids.tolist(), at.tolist()))
         self.touched[at] = np.array(cols[2].split(","), dtype=np.float64)
         self.strength[at] = np.clip(np.array(cols[3].split(","), dtype=np.float32), 0.0, 1.0)
         self.active[at] = _ints(cols[4]) == 0
@@ -235,47 +311,105 @@ class RecallIndex:
         """Top ``k`` as (episode id, score, relevance, recency, strength), best first."""
         if self._rows == 0 or k <= 0:
             return []
+        found = self._search_ann(query_vector, now, k, kinds, project) if self.ann is not None else None
+        if found is None:
+            rel = self.matrix @ query_vector  # float32, one BLAS pass: the bulk of the time
+            self.last_relevance = rel
+            rows = None
+            factor, recency = self._factor(now, None, kinds, project)
+        else:
+            rows, rel, factor, recency = found
+        with np.errstate(invalid="ignore"):
+            score = rel * factor
+        score[~np.isfinite(factor)] = -np.inf
+        if len(score) > k:
+            top = np.argpartition(-score, k - 1)[:k]
+        else:
+            top = np.arange(len(score))
+        top = top[np.isfinite(score[top])]
+        at = top if rows is None else rows[top]
+        order = np.lexsort((self.ids[at], -score[top]))
+        top, at = top[order], at[order]
+        return [
+            (int(self.ids[r]), float(score[t]), float(rel[t]), float(recency[t]), float(self.strength[r]))
+            for t, r in zip(top, at)
+        ]
+
+    def _factor(self, now: datetime, rows: np.ndarray | None, kinds=None, project=None):
+        """(factor, recency) of ``rows`` (None: every row): the factor is 0.60 + 0.25 recency
+        + 0.15 strength, -inf where the row may not be recalled (archived, stale, filtered)."""
         config = self.store.config
         if self._bias is None:
             # the factor's constant part and strength's share, and -inf for what may not be recalled
             self._bias = (config.relevance_weight + config.strength_weight * self.strength).astype(np.float32)
             self._bias[~self.active] = -np.inf
             self._days = (self.touched / DAY).astype(np.float64)
-        relevance = self.matrix @ query_vector  # float32, one BLAS pass: the bulk of the time
-        self.last_relevance = relevance
-        age = (epoch(now) / DAY) - self._days
+        bias, days = (self._bias, self._days) if rows is None else (self._bias[rows], self._days[rows])
+        age = (epoch(now) / DAY) - days
         np.maximum(age, 0.0, out=age)
         recency = np.exp2(age.astype(np.float32) / np.float32(-config.recency_half_life_days))
         factor = recency * np.float32(config.recency_weight)
-        factor += self._bias
-        with np.errstate(invalid="ignore"):
-            score = relevance * factor
-        score[~np.isfinite(factor)] = -np.inf
+        factor += bias
         if kinds:
             codes = [self._kinds[k_] for k_ in kinds if k_ in self._kinds]
-            score[~np.isin(self.kind, codes)] = -np.inf
+            factor[~np.isin(self.kind if rows is None else self.kind[rows], codes)] = -np.inf
         if project:
             codes = [code for name, code in self._projects.items() if _project_matches(name, project)]
-            score[~np.isin(self.project, codes)] = -np.inf
-        if len(score) > k:
-            top = np.argpartition(-score, k - 1)[:k]
-        else:
-            top = np.arange(len(score))
-        top = top[np.isfinite(score[top])]
-        top = top[np.lexsort((self.ids[top], -score[top]))]
-        return [
-            (int(self.ids[r]), float(score[r]), float(relevance[r]), float(recency[r]), float(self.strength[r]))
-            for r in top
-        ]
+            factor[~np.isin(self.project if rows is None else self.project[rows], codes)] = -np.inf
+        return factor, recency
+
+    def _search_ann(self, query_vector: np.ndarray, now: datetime, k: int, kinds, project):
+        """(rows, relevance, factor, recency) of candidates that hold the top ``k`` by score, or
+        None (then every row is scored). The index proposes the ``n`` rows nearest the query
+        among those it covers, the rows appended since are scored exactly, and the answer
+        stands when the k-th best score reaches the relevance of the farthest proposal (a row
+        left out is no nearer, and a score never exceeds its relevance); else ``n`` grows,
+        up to a share of the rows past which one exact pass is cheaper."""
+        covered = min(self.ann.rows, self._rows)
+        tail = np.arange(covered, self._rows)
+        if len(tail) > max(4096, covered // 4):
+            return None  # the index is far behind (the next ingest or sleep updates it)
+        n = max(128, 8 * k)
+        while n <= max(4096, covered // 50):
+            proposed = self.ann.search(query_vector, n)
+            proposed = proposed[proposed < covered]
+            rows = np.concatenate([proposed, tail]) if len(tail) else proposed
+            rel = np.asarray(self.matrix[rows], dtype=np.float32) @ query_vector
+            factor, recency = self._factor(now, rows, kinds, project)
+            if len(proposed) < n:  # the index holds fewer rows than asked: every one came back
+                return rows, rel, factor, recency
+            with np.errstate(invalid="ignore"):
+                score = rel * factor
+            score[~np.isfinite(factor)] = -np.inf
+            floor = float(rel[: len(proposed)].min())
+            if len(score) >= k and float(np.partition(score, len(score) - k)[len(score) - k]) >= floor:
+                return rows, rel, factor, recency
+            n *= 4
+        return None
 
     def note_touched(self, ids: list[int], now: datetime) -> None:
         t = epoch(now)
-        for eid in ids:
-            row = self._row_of.get(eid)
-            if row is not None:
-                self.touched[row] = max(self.touched[row], t)
-                if self._bias is not None:
-                    self._days[row] = self.touched[row] / DAY
+        rows = self._row_of if self._rows_of is not None else None
+        at = ([rows[e] for e in ids if e in rows] if rows is not None
+              else np.flatnonzero(np.isin(self.ids, np.asarray(ids, dtype=np.int64))))
+        for row in at:
+            self.touched[row] = max(self.touched[row], t)
+            if self._bias is not None:
+                self._days[row] = self.touched[row] / DAY
+
+
+#: Stores this big keep their recall arrays beside the matrix (a smaller one loads them at once).
+_SAVE_MIN_ROWS = 20_000
+
+
+def _ann_for(store, name: str, rows: int):
+    """The approximate index of matrix ``name`` when the store is big enough to need one."""
+    minimum = store.config.recall_index_min_rows
+    if not minimum or rows < minimum or not name:
+        return None
+    from .ann import AnnIndex
+
+    return AnnIndex.open(store, name)
 
 
 def _ints(text: str) -> np.ndarray:
@@ -301,9 +435,9 @@ def index_for(store) -> RecallIndex:
 
 def _prepare(store, query: str, now: datetime | None):
     """(now, the query's vector, the store's refreshed index); EmptyQuery for a query without words."""
-    vector = embed(query)
-    if not vector.any():
+    if not features(query):
         raise EmptyQuery(f"nothing to search for in {query!r}: use some content words")
+    vector = store_embedder(store).embed(query)
     index = index_for(store)
     index.refresh()
     return now or resolve_now(), vector, index
@@ -343,6 +477,46 @@ def recall(
     return results
 
 
+#: Beyond ``recall_index_min_rows`` a lesson's evidence is the best of its latest members only.
+_EVIDENCE_MEMBERS = 64
+
+
+def _evidence(store, index: RecallIndex, vector: np.ndarray) -> dict[int, tuple[int, float]]:
+    """Active lesson id -> (the member episode that matches ``vector`` best, its relevance),
+    in one pass: SQLite lists the members' rows, numpy scores them and takes each lesson's best."""
+    big = bool(store.config.recall_index_min_rows) and index._rows >= store.config.recall_index_min_rows
+    sql = ("SELECT group_concat(m.lesson_id), group_concat(m.episode_id), group_concat(e.vec_row) "
+           "FROM lesson_members m JOIN lessons l ON l.id = m.lesson_id JOIN episodes e ON e.id = m.episode_id "
+           "WHERE l.state = 'active' AND l.vetoed_at IS NULL AND e.vec_row IS NOT NULL AND e.vec_row < ?")
+    if big:
+        sql = ("SELECT group_concat(lesson_id), group_concat(episode_id), group_concat(vec_row) FROM ("
+               "SELECT m.lesson_id, m.episode_id, e.vec_row, ROW_NUMBER() OVER (PARTITION BY m.lesson_id "
+               "ORDER BY m.created DESC) AS n " + sql[sql.index("FROM"):] + ") WHERE n <= " + str(_EVIDENCE_MEMBERS))
+    lids, eids, vrows = store.conn.execute(sql, (index._rows,)).fetchone()
+    if lids is None:
+        return {}
+    lids, eids, vrows = _ints(lids), _ints(eids), _ints(vrows)
+    live = index.ids[vrows] == eids  # the row is still this episode's (not stale)
+    lids, eids, vrows = lids[live], eids[live], vrows[live]
+    if not len(vrows):
+        return {}
+    rel = np.asarray(index.matrix[vrows], dtype=np.float32) @ vector
+    order = np.lexsort((eids, -rel, lids))  # by lesson, best first, lowest id on ties
+    lids, eids, rel = lids[order], eids[order], rel[order]
+    first = np.flatnonzero(np.r_[True, lids[1:] != lids[:-1]])
+    return {int(lids[i]): (int(eids[i]), float(rel[i])) for i in first}
+
+
+def _lesson_vectors(store, index: RecallIndex, texts: list[str]) -> dict[str, np.ndarray]:
+    """The vectors of lesson texts, by the store's embedder, kept by the index between calls."""
+    cache = index.__dict__.setdefault("_text_vectors", {})
+    missing = [t for t in dict.fromkeys(texts) if t not in cache]
+    if missing:
+        for text, vec in zip(missing, store_embedder(store).embed_many(missing)):
+            cache[text] = vec
+    return cache
+
+
 @dataclass
 class LessonHit:
     """One recalled lesson: the lesson (text, strength, seen, sessions, resolution, ...) and its
@@ -373,26 +547,20 @@ def recall_lessons(store, query: str, k: int = 3, now: datetime | None = None, *
     from .normalize import family_matches
 
     now, vector, index = _prepare(store, query, now)
-    relevance = index.matrix @ vector if index._rows else np.zeros(0, dtype=np.float32)
     config = store.config
     rows = store.conn.execute(
         "SELECT id, kind, family, text, strength, seen, sessions, last_seen, reinforced, details, file_name "
         "FROM lessons WHERE state = 'active' AND vetoed_at IS NULL").fetchall()
     if not rows:
         return []
-    members: dict[int, list[int]] = {}
-    for lesson_id, episode_id in store.conn.execute("SELECT lesson_id, episode_id FROM lesson_members"):
-        members.setdefault(lesson_id, []).append(episode_id)
+    evidence_of = _evidence(store, index, vector)
+    texts = _lesson_vectors(store, index, [r[3] for r in rows])
     hits = []
     for lid, kind, fam, text, strength, seen, sessions, last_seen, reinforced, details_json, file_name in rows:
         if project and not (family_matches(fam, project) or (fam or "").rstrip("/*").endswith(project.rstrip("/"))):
             continue
-        evidence, evidence_rel = None, -1.0
-        for eid in members.get(lid, ()):
-            row = index._row_of.get(eid)
-            if row is not None and row < len(relevance) and float(relevance[row]) > evidence_rel:
-                evidence, evidence_rel = eid, float(relevance[row])
-        best = max(float(embed(text) @ vector), evidence_rel)
+        evidence, evidence_rel = evidence_of.get(lid, (None, -1.0))
+        best = max(float(texts[text] @ vector), evidence_rel)
         if best < min_relevance:
             continue
         when = reinforced or last_seen

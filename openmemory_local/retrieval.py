@@ -4,7 +4,7 @@ Methods (each ranks a corpus of texts for each query text, best first):
 
 * ``hashed``: the engine's embedding (:mod:`openmemory_local.embed`, 256 hashed word and
   bigram features), cosine; what recall's relevance is;
-* ``learned``: sentence-transformers all-MiniLM-L6-v2 (:mod:`openmemory_local.embed_learned`,
+* ``learned``: sentence-transformers all-MiniLM-L6-v2 (:mod:`openmemory_local.embedders`,
   the ``learned`` extra), cosine;
 * ``bm25``: SQLite FTS5's ``bm25()`` over the same texts (an in-memory table, the ``unicode61``
   tokenizer with Porter stemming), the query's distinct words OR-ed;
@@ -122,9 +122,9 @@ def rank(method: str, queries: Sequence[str], corpus: Sequence[str], exclude: Se
     if method == "hashed":
         out = rank_vectors(embed_many(queries), embed_many(corpus), exclude, depth)
     elif method == "learned":
-        from .embed_learned import embed_batch
+        from .embedders import LEARNED, embedder_named
 
-        vectors = embed_batch(list(queries) + list(corpus))
+        vectors = embedder_named(LEARNED).embed_many(list(queries) + list(corpus))
         out = rank_vectors(vectors[: len(queries)], vectors[len(queries):], exclude, depth)
     elif method == "bm25":
         out = rank_bm25(queries, corpus, exclude, depth)

@@ -47,6 +47,8 @@ Verify (:func:`openmemory_local.sleep.verify`) decides a prediction on these rol
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import re
 from typing import Iterable
 
@@ -136,7 +138,19 @@ def _clip_words(text: str, n: int) -> str:
     return " ".join(words[:n])
 
 
+@lru_cache(maxsize=1 << 16)
+def _command_facets_cached(command: str, cwd, branch):
+    return tuple(_command_facets_uncached(command, cwd, branch))
+
+
 def _command_facets(command: str, cwd, branch) -> list[str]:
+    # memoised: a pure function of its arguments, which sleep asks again and again
+    if len(command) > 512:
+        return _command_facets_uncached(command, cwd, branch)
+    return list(_command_facets_cached(command, cwd, branch))
+
+
+def _command_facets_uncached(command: str, cwd, branch) -> list[str]:
     out = []
     for segment in command_segments(command):
         segment = normalise(segment, cwd=cwd, branch=branch)

@@ -33,7 +33,10 @@ Rules (every number is a :class:`openmemory_local.config.Config` field):
     in the lesson. Strength is capped at ``lesson_max_strength`` (5). A vetoed or archived
     lesson still absorbs the surprises that resemble it (a veto is never undone by the
     same failure coming back under a new id); an archived one that a new session meets
-    again is revived.
+    again is revived. With an embedder other than the hashed one (``[engine] embedder =
+    "learned"``), a surprise's vector is its episode's own (the vectors file: nothing more is
+    embedded for sleep), the threshold is the embedder's (:attr:`Embedder.join_cosine`), and
+    the centroids are recomputed once when the store's embedder changes.
 
 ``verify(store, now)``
     A prediction states a situation and its outcome: "when a coming session of this project
@@ -107,7 +110,8 @@ import numpy as np
 
 from .clock import DAY, epoch, iso, parse_time
 from .cluster import GroupIndex
-from .embed import DIMS, embed_features, feature_cosine, features
+from .embed import DIMS, embed_features, feature_cosine, feature_norm, features
+from .embedders import HASHED_EMBEDDING, store_embedder
 from .jsonio import dumps, loads
 from .lesson_text import lesson_text, prediction_text, rephrase
 from .normalize import family, normalise, path_like
@@ -417,10 +421,62 @@ def _surprise_sql(config) -> tuple[str, list]:
     return sql, kinds
 
 
+def _cluster_vectors(store):
+    """How surprises are embedded for clustering: None for the hashed embedder (a surprise's
+    normalised signature, embedded: the rule above); with another embedder (the learned one),
+    ``episode id -> vector`` from the store's vectors file, the episode's own text's embedding
+    (made once for recall: nothing more is embedded for sleep)."""
+    embedder = store_embedder(store)
+    if embedder.embedding == HASHED_EMBEDDING:
+        return None
+    from .vectors import VectorFile
+
+    vectors = VectorFile(store)
+    matrix = vectors.map(vectors.current_name(), vectors.committed_rows())
+
+    def of(episode_ids) -> dict[int, np.ndarray]:
+        ids = list(episode_ids)
+        out: dict[int, np.ndarray] = {}
+        for start in range(0, len(ids), 500):
+            part = ids[start:start + 500]
+            for eid, row in store.conn.execute(
+                    f"SELECT id, vec_row FROM episodes WHERE id IN ({','.join('?' * len(part))}) "
+                    "AND vec_row IS NOT NULL", part):
+                if row < len(matrix):
+                    out[eid] = np.asarray(matrix[row], dtype=np.float64)
+        return out
+
+    return of
+
+
+def _recentre(store, of) -> None:
+    """Recompute every group's centroid with the store's embedder (after a switch): the sum of
+    its members' vectors (signatures' for the hashed embedder, episodes' for another)."""
+    dims = store_embedder(store).dims
+    sums: dict[int, np.ndarray] = {}
+    members = store.conn.execute("SELECT lesson_id, episode_id, signature FROM lesson_members").fetchall()
+    vectors = of(eid for _, eid, _ in members) if of else {}
+    made: dict[str, np.ndarray] = {}
+    for gid, eid, sig in members:
+        if of:
+            vec = vectors.get(eid)
+        else:
+            vec = made.get(sig)
+            if vec is None:
+                vec = made[sig] = embed_features(features(sig)).astype(np.float64)
+        if vec is not None:
+            sums[gid] = sums.get(gid, np.zeros(dims)) + vec
+    store.conn.executemany("UPDATE lessons SET centroid = ? WHERE id = ?",
+                           [(_vec_blob(sums.get(gid, np.zeros(dims))), gid)
+                            for (gid,) in store.conn.execute("SELECT id FROM lessons").fetchall()])
+    store.set_meta("centroid_embedding", store_embedder(store).embedding)
+
+
 def _load_index(store) -> tuple[GroupIndex, dict[int, _Group]]:
     config = store.config
     index = GroupIndex(exhaustive_max=config.cluster_exhaustive_max, prefix=config.cluster_prefix_features,
-                       posting_cap=config.cluster_posting_cap, candidates=config.cluster_candidates)
+                       posting_cap=config.cluster_posting_cap, candidates=config.cluster_candidates,
+                       dims=store_embedder(store).dims)
     groups: dict[int, _Group] = {}
     signatures: dict[int, list[str]] = {}
     for lesson_id, sig in store.conn.execute(
@@ -445,46 +501,75 @@ def learn(store, now: datetime) -> dict:
     now_iso = iso(now)
     out = {"surprises": 0, "joined": 0, "new_groups": 0, "learned": [], "strengthened": [], "revived": []}
     with store.write():
+        of = _cluster_vectors(store)
+        if (store.get_meta("centroid_embedding") or HASHED_EMBEDDING) != store_embedder(store).embedding:
+            _recentre(store, of)  # the store's embedder changed since the centroids were made
         sql, params = _surprise_sql(config)
         rows = conn.execute(sql, [now_iso, *params]).fetchall()
         if not rows:
             return out
-        out["surprises"] = len(rows)
         index, groups = _load_index(store)
+        episode_vectors = of(r[0] for r in rows) if of else None
+        if episode_vectors is not None:  # not embedded yet (the next embed_pending does): the next sleep takes them
+            rows = [r for r in rows if r[0] in episode_vectors]
+        out["surprises"] = len(rows)
+        embedder = store_embedder(store)
+        join_cosine = embedder.join_cosine or config.lesson_join_cosine
+        dims = embedder.dims
         members = []
+        vectors: dict[str, np.ndarray] = {}  # a signature's vector, made once per sleep
         for eid, kind, session_id, project, created, fields_json, text in rows:
             ep = {"id": eid, "kind": kind, "project": project, "fields": loads(fields_json, {}), "text": text}
             sig = signature(ep)
             feats = features(sig)
-            vec = embed_features(feats)
+            vec = episode_vectors[eid] if episode_vectors is not None else vectors.get(sig)
+            if vec is None:
+                vec = vectors[sig] = embed_features(feats)
             key = (kind, _ep_family(project, ep["fields"]))
-            gid, _cos = index.find(key, sig, feats, vec, config.lesson_join_cosine)
+            gid, _cos = index.find(key, sig, feats, vec, join_cosine)
             if gid is None:
                 gid = conn.execute(
                     "INSERT INTO lessons (state, kind, family, text, rule_text, signature, centroid, formed, updated) "
                     "VALUES ('forming', ?, ?, '', '', ?, ?, ?, ?)",
-                    (kind, key[1], sig, _vec_blob(np.zeros(DIMS)), now_iso, now_iso),
+                    (kind, key[1], sig, _vec_blob(np.zeros(dims)), now_iso, now_iso),
                 ).lastrowid
-                index.add(gid, key, np.zeros(DIMS))
+                index.add(gid, key, np.zeros(dims))
                 groups[gid] = _Group(gid, "forming", kind, key[1], 0.0, None, False, sessions_before=set())
                 out["new_groups"] += 1
             else:
                 out["joined"] += 1
             group = groups[gid]
-            if group.sessions_before is None:
-                group.sessions_before = {s for (s,) in conn.execute(
-                    "SELECT DISTINCT session_id FROM lesson_members WHERE lesson_id = ?", (gid,))}
             index.join(gid, key, sig, feats, vec)
             group.joined.append((created, session_id or f"episode:{eid}"))
             members.append((eid, gid, session_id or f"episode:{eid}", created, sig, now_iso))
+        touched = [g for g in groups.values() if g.joined]
+        # the sessions each group had before this sleep, in a few queries (not one per group)
+        before = _per_group(conn, "SELECT lesson_id, session_id FROM lesson_members WHERE lesson_id IN ({})",
+                            [g.id for g in touched if g.sessions_before is None])
+        for group in touched:
+            if group.sessions_before is None:
+                group.sessions_before = {sid for _, sid in before.get(group.id, ())}
         conn.executemany(
             "INSERT INTO lesson_members (episode_id, lesson_id, session_id, created, signature, joined) "
             "VALUES (?, ?, ?, ?, ?, ?)", members)
-        for group in groups.values():
-            if group.joined:
-                conn.execute("UPDATE lessons SET centroid = ? WHERE id = ?",
-                             (_vec_blob(index._sums[index._row[group.id]]), group.id))
-                _settle(store, group, now_iso, out)
+        conn.executemany("UPDATE lessons SET centroid = ? WHERE id = ?",
+                         [(_vec_blob(index._sums[index._row[g.id]]), g.id) for g in touched])
+        ids = [g.id for g in touched]
+        counts = _per_group(conn, "SELECT lesson_id, COUNT(*), COUNT(DISTINCT session_id), MIN(created), "
+                                  "MAX(created) FROM lesson_members WHERE lesson_id IN ({}) GROUP BY lesson_id", ids)
+        sources = _per_group(conn, "SELECT id, text_source, rule_text FROM lessons WHERE id IN ({})", ids)
+        for group in touched:
+            _settle(store, group, now_iso, out, counts[group.id][0][1:], sources[group.id][0][1:])
+    return out
+
+
+def _per_group(conn, sql: str, ids: list[int], chunk: int = 500) -> dict[int, list[tuple]]:
+    """Rows of ``sql`` (``IN ({})`` filled with ``ids``, a chunk at a time) by their first column."""
+    out: dict[int, list[tuple]] = {}
+    for start in range(0, len(ids), chunk):
+        part = ids[start:start + chunk]
+        for row in conn.execute(sql.format(",".join("?" * len(part))), part):
+            out.setdefault(row[0], []).append(row)
     return out
 
 
@@ -492,11 +577,14 @@ def _min_sessions(config, kind: str) -> int:
     return config.correction_min_sessions if kind == "correction" else config.error_min_sessions
 
 
-def _settle(store, group: _Group, now_iso: str, out: dict) -> None:
-    """Recount a group that gained members; make it a lesson, or strengthen or revive it."""
+def _settle(store, group: _Group, now_iso: str, out: dict, counts: tuple | None = None,
+            source: tuple | None = None) -> None:
+    """Recount a group that gained members; make it a lesson, or strengthen or revive it.
+    ``counts`` (seen, sessions, first, last) and ``source`` (text_source, rule_text), when
+    given, are the group's as they stand (``learn`` reads them for every group at once)."""
     config = store.config
     conn = store.conn
-    seen, sessions, first, last = conn.execute(
+    seen, sessions, first, last = counts or conn.execute(
         "SELECT COUNT(*), COUNT(DISTINCT session_id), MIN(created), MAX(created) FROM lesson_members "
         "WHERE lesson_id = ?", (group.id,)).fetchone()
     details = _details(store, group, seen, sessions)
@@ -529,7 +617,7 @@ def _settle(store, group: _Group, now_iso: str, out: dict) -> None:
             out["strengthened"].append(group.id)
             record_event(store, now_iso, "strengthened", group.id, before=round(strength, 4), after=round(to, 4),
                          joined=len(group.joined), new_sessions=len(new_sessions), why="recurred")
-    row = conn.execute("SELECT text_source, rule_text FROM lessons WHERE id = ?", (group.id,)).fetchone()
+    row = source or conn.execute("SELECT text_source, rule_text FROM lessons WHERE id = ?", (group.id,)).fetchone()
     if row[0] == "rule" or row[1] != rule:
         sets.update(text=rule, text_source="rule")
     assignments = ", ".join(f"{k} = ?" for k in sets)
@@ -788,8 +876,9 @@ def _evidence(config, preds, by_family: dict[str, list[int]], episodes, now_iso:
     plan: dict[str, tuple] = {}
     for fam, positions in by_family.items():
         probe_rows = [(i, probe, features(probe["text"])) for i in positions for probe in parsed[i]]
+        probe_rows = [(i, probe, feats, feature_norm(feats)) for i, probe, feats in probe_rows]
         postings: dict[str, list[int]] = {}  # feature -> probes (rows) that have it
-        for k, (_, _, feats) in enumerate(probe_rows):
+        for k, (_, _, feats, _) in enumerate(probe_rows):
             for feature in feats:
                 postings.setdefault(feature, []).append(k)
         plan[fam] = (probe_rows, postings)
@@ -804,14 +893,16 @@ def _evidence(config, preds, by_family: dict[str, list[int]], episodes, now_iso:
         sid = session_id or f"episode:{eid}"
         timed = timed_facets({"id": eid, "kind": kind, "project": project, "fields": fields})
         for n, (facet, first, last) in enumerate(timed):
-            feats = cache.get(facet)
-            if feats is None:
-                feats = cache[facet] = features(facet)
+            cached = cache.get(facet)
+            if cached is None:
+                feats = features(facet)
+                cached = cache[facet] = (feats, feature_norm(feats))
+            feats, norm = cached
             first, last = _stamp(first) or created, _stamp(last) or created
             # only probes that share a feature with the facet can reach the threshold
             shared = sorted({k for feature in feats for k in postings.get(feature, ())})
             for k in shared:
-                i, probe, probe_feats = probe_rows[k]
+                i, probe, probe_feats, probe_norm = probe_rows[k]
                 role = probe.get("role") or "situation"
                 made = preds[i][2]
                 when = first if made < first <= now_iso else last if made < last <= now_iso else None
@@ -822,7 +913,7 @@ def _evidence(config, preds, by_family: dict[str, list[int]], episodes, now_iso:
                 seen = per.get(sid)
                 if (seen is not None and role in seen and seen[role][1] <= when) or not probe_matches(probe, facet):
                     continue
-                sim = feature_cosine(probe_feats, feats)
+                sim = feature_cosine(probe_feats, feats, probe_norm, norm)
                 if sim >= threshold:
                     if seen is None:
                         seen = per[sid] = {"first": when}

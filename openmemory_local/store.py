@@ -168,6 +168,19 @@ of a group, never surprises, never published as its own.
 ``commons_node`` (the public key of the node it was pulled from: another node starts over).
 ``rendered_files.role`` gains ``commons`` (``lesson_id`` is then a ``commons_lessons.id``).
 
+Schema (version 5: each embedding stored once, issue 16)
+--------------------------------------------------------
+``episodes.embedding`` (the blob) is gone: the vectors file (:mod:`openmemory_local.vectors`)
+holds every vector, once; it derives from the texts (a lost file is re-embedded).
+``episodes.embedder`` names the embedding of the episode's row (``hash-wb-256-v1``,
+``minilm-l6-v2-384-v1``; NULL while none is made yet: :func:`openmemory_local.vectors.embed_pending`
+makes it). A version-4 store is migrated by writing its blobs into a new vectors file
+first (nothing re-embedded), then dropping the column; a VACUUM returns the space.
+
+Opening: a store whose schema is current is only read (no write transaction), so read-only
+commands (``stats``, ``lessons``, ``report``, ``episodes``, ``recall --no-touch``) open it
+while another process writes.
+
 Concurrency: SQLite in WAL mode, ``synchronous=NORMAL``; writers use
 :meth:`Store.write` (``BEGIN IMMEDIATE``), so two processes never interleave a
 transcript's changes; readers are never blocked. A ``Store`` (one connection) belongs to
@@ -194,11 +207,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-import sqlite_utils
-
 from .clock import iso
 from .config import Config
-from .embed import EMBEDDING
 from .jsonio import dumps, loads
 
 __all__ = ["Store", "StoreError", "SCHEMA_VERSION", "MIGRATIONS", "dumps", "loads"]
@@ -298,6 +308,10 @@ class Migration:
     version: int
     description: str
     apply: Callable[[sqlite3.Connection], None]
+    #: ``apply`` takes the :class:`Store` (for files beside the database), not the connection.
+    with_store: bool = False
+    #: What it frees goes back to the disk (a VACUUM once it is committed).
+    vacuum: bool = False
 
 
 def _sql(script: str) -> Callable[[sqlite3.Connection], None]:
@@ -538,12 +552,41 @@ CREATE INDEX commons_attestations_lesson ON commons_attestations (commons_id, st
 CREATE INDEX commons_attestations_state ON commons_attestations (state);
 """
 
+# Each embedding stored once (issue 16): the vectors file is the only copy (it is derived from
+# the texts: a lost file is re-embedded), and each episode records which embedder made its
+# vector. Existing stores: the file is rewritten from the blobs first, so nothing is
+# re-embedded and nothing is lost.
+_V5_TRIGGER = """
+CREATE TRIGGER episodes_seq_update
+AFTER UPDATE OF kind, session_id, agent_id, project, text, fields, embedder, strength,
+    touches, created, last_touched, archived, vec_row ON episodes BEGIN
+    UPDATE counters SET value = value + 1 WHERE name = 'episode_seq';
+    UPDATE episodes SET seq = (SELECT value FROM counters WHERE name = 'episode_seq')
+        WHERE id = NEW.id;
+END
+"""
+
+
+def _v5_embedding_once(store: "Store") -> None:
+    conn = store.conn
+    conn.execute("DROP TRIGGER episodes_seq_update")
+    conn.execute("ALTER TABLE episodes ADD COLUMN embedder TEXT")
+    if conn.execute("SELECT 1 FROM episodes LIMIT 1").fetchone():
+        from .vectors import rewrite_from_blobs
+
+        rewrite_from_blobs(store)
+    conn.execute("ALTER TABLE episodes DROP COLUMN embedding")
+    conn.execute(_V5_TRIGGER)
+
+
 #: Forward migrations, in order; never edit a released one.
 MIGRATIONS: list[Migration] = [
     Migration(1, "transcripts, episodes, counters, meta", _sql(_V1)),
     Migration(2, "lessons, lesson_members, predictions, events, reports, rendered_files", _sql(_V2)),
     Migration(3, "publish_projects, publish_queue, published (publishing to the commons)", _sql(_V3_PUBLISH)),
     Migration(4, "commons_lessons, commons_predictions, commons_attestations", _sql(_V4_COMMONS)),
+    Migration(5, "each embedding stored once: episodes.embedding dropped (the vectors file holds them), "
+              "episodes.embedder added", _v5_embedding_once, with_store=True, vacuum=True),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1].version
 
@@ -559,8 +602,18 @@ class Store:
     def __init__(self, config: Config, conn: sqlite3.Connection):
         self.config = config
         self.conn = conn
-        self.db = sqlite_utils.Database(conn)
+        self._db = None
         self._cache: dict[str, Any] = {}
+
+    @property
+    def db(self):
+        """The :class:`sqlite_utils.Database` over :attr:`conn` (imported on first use: commands
+        that only read never load it)."""
+        if self._db is None:
+            import sqlite_utils
+
+            self._db = sqlite_utils.Database(self.conn)
+        return self._db
 
     # --- opening ------------------------------------------------------------------
 
@@ -609,7 +662,7 @@ class Store:
         while True:
             try:
                 if self.conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
-                    self.db.enable_wal()
+                    self.conn.execute("PRAGMA journal_mode = wal")
                 return
             except sqlite3.OperationalError as exc:
                 if ("locked" not in str(exc) and "busy" not in str(exc)) or time.monotonic() > deadline:
@@ -618,7 +671,16 @@ class Store:
                 delay = min(delay * 2, 0.2)
 
     def migrate(self) -> list[int]:
-        """Apply the missing migrations; return the versions applied."""
+        """Apply the missing migrations; return the versions applied.
+
+        A store that is up to date is only read (no write transaction, no lock taken):
+        read-only commands open it while another process writes."""
+        try:
+            current = self.schema_version()
+        except sqlite3.OperationalError:  # no schema_version table yet: a new file
+            current = -1
+        if current == SCHEMA_VERSION:
+            return []
         applied: list[int] = []
         with self.write():
             self.conn.execute(
@@ -636,14 +698,19 @@ class Store:
             for migration in MIGRATIONS:
                 if migration.version <= current:
                     continue
-                migration.apply(self.conn)
+                migration.apply(self if migration.with_store else self.conn)
                 self.conn.execute(
                     "INSERT INTO schema_version (version, description, applied_at) VALUES (?, ?, ?)",
                     (migration.version, migration.description, iso(datetime.now(timezone.utc))),
                 )
                 applied.append(migration.version)
             if applied and self.get_meta("embedding") is None:
-                self.set_meta("embedding", EMBEDDING)
+                from .embedders import HASHED_EMBEDDING
+
+                self.set_meta("embedding", HASHED_EMBEDDING)
+        if any(m.vacuum for m in MIGRATIONS if m.version in applied) and current > 0:
+            self.conn.execute("VACUUM")  # what it freed (v5: the embedding blobs) goes back to the disk
+            self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         return applied
 
     def schema_version(self) -> int:

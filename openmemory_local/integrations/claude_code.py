@@ -543,23 +543,6 @@ def run(action: str, home: str | None, *, dry_run: bool, as_json: bool, schedule
 # --- command line --------------------------------------------------------------------------
 
 
-def _hhmm(value: str) -> str:
-    try:
-        hour, minute = (int(part) for part in value.split(":"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected HH:MM, got {value!r}") from None
-    if not (0 <= hour < 24 and 0 <= minute < 60):
-        raise argparse.ArgumentTypeError(f"expected HH:MM, got {value!r}")
-    return f"{hour:02d}:{minute:02d}"
-
-
-def _own_common() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--home", metavar="DIR", help="data folder")
-    common.add_argument("--json", action="store_true", help="machine-readable output")
-    return common
-
-
 def _cmd_install(args: argparse.Namespace) -> int:
     return run("install", getattr(args, "home", None), dry_run=args.dry_run, as_json=getattr(args, "json", False),
                schedule=args.schedule, at=args.at)
@@ -586,41 +569,6 @@ def _cmd_hook(args: argparse.Namespace) -> int:
     return session_end.hook(argv)
 
 
-def register(subparsers, common: argparse.ArgumentParser | None = None) -> None:
-    """Add ``install``, ``uninstall`` and ``hook`` to the ``openmemory`` command line.
-
-    ``common`` is the parent parser with the options every command takes (``--home``,
-    ``--json``); each command sets ``func`` (``args -> exit code``) as its default.
-    """
-    parents = [common if common is not None else _own_common()]
-    install = subparsers.add_parser(
-        "install",
-        parents=parents,
-        help="wire Open Memory into an agent (Claude Code: MCP server, SessionEnd hook, nightly run)",
-        description="Register the MCP server, add the SessionEnd hook and schedule the nightly run. "
-        "Idempotent; `uninstall` undoes exactly what it did.",
-    )
-    install.add_argument("target", choices=["claude-code"])
-    install.add_argument("--dry-run", action="store_true", help="show what would change, change nothing")
-    install.add_argument("--schedule", choices=SCHEDULE_KINDS, default="auto",
-                         help="how to run `openmemory run` nightly (default: systemd if it runs, else cron, "
-                         "else print instructions)")
-    install.add_argument("--at", type=_hhmm, default="03:17", metavar="HH:MM", help="nightly run time (local)")
-    install.set_defaults(func=_cmd_install)
-
-    uninstall = subparsers.add_parser(
-        "uninstall",
-        parents=parents,
-        help="undo `openmemory install` (removes exactly what it added)",
-    )
-    uninstall.add_argument("target", choices=["claude-code"])
-    uninstall.add_argument("--dry-run", action="store_true", help="show what would change, change nothing")
-    uninstall.add_argument("--force", action="store_true",
-                           help="also remove our entries that were edited since install")
-    uninstall.set_defaults(func=_cmd_uninstall)
-
-    hook = subparsers.add_parser("hook", parents=parents,
-                                 help="entry points called by agents (Claude Code's SessionEnd and SessionStart)")
-    hook.add_argument("event", choices=["session-end", "session-start"])
-    hook.set_defaults(func=_cmd_hook)
-
+# ``register`` (and the parser's helpers) live in :mod:`.register`, which imports nothing of
+# this module until a command runs: every other command starts without it.
+from .register import register  # noqa: E402,F401

