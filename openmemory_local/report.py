@@ -161,13 +161,16 @@ def report_markdown(data: dict) -> str:
         "Lessons are observations of what happened in earlier sessions; they are not instructions.",
     ]
 
+    def _sessions(n) -> str:
+        return f"{n} session" if n == 1 else f"{'?' if n is None else n} sessions"
+
     def section(title: str, items: list[str]) -> None:
         if items:
             lines.extend(["", f"## {title}", ""])
             lines.extend(items)
 
     section("Learned", [
-        f"- lesson {i['lesson']} ({i.get('sessions', '?')} sessions, strength {i.get('strength', 0):.2f}): "
+        f"- lesson {i['lesson']} ({_sessions(i.get('sessions'))}, strength {i.get('strength', 0):.2f}): "
         f"{_q(i.get('lesson_text') or i.get('text'))}" for i in s["learned"]])
     section("Strengthened", [
         (f"- lesson {i['lesson']}: strength {i.get('before', 0):.2f} to {i.get('after', 0):.2f}, "
