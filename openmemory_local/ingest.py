@@ -52,7 +52,7 @@ from .archive import ArchiveFile, ArchiveReader, MemberWriter, archive_relpath, 
 from .clock import ClockError, iso, parse_time
 from .embedders import store_embedder
 from .episodes import Episode, EpisodeBuilder, session_episode
-from .rawstream import HEAD_BYTES, TAIL_BYTES, Consumed, LineReader, chain_hash
+from .rawstream import HEAD_BYTES, TAIL_BYTES, Consumed, Line, LineReader, chain_hash
 from .config import Config
 from .store import Store, dumps, loads
 from .vectors import VectorFile, embed_pending
@@ -504,18 +504,33 @@ def _parse(config: Config, ad, path: Path, stream, plan: _Plan, state: dict,
     builder = EpisodeBuilder(state.get("builder"))
     rejects_before = dict(parser.rejects)
     feed = builder.feed
-    if parser.transcript_like:
-        for line in reader:
-            for event in parser.feed(line):
-                feed(event)
-    else:
-        seen = 0
-        for line in reader:
-            for event in parser.feed(line):
-                feed(event)
+    line_events, run_events = parser.feed, parser.feed_run
+    seen = 0  # lines read while it is not known to be a transcript
+    probe = config.probe_lines
+    for item in reader.runs():
+        if type(item) is Line:
+            events = line_events(item)
             seen += 1
-            if not parser.transcript_like and seen >= config.probe_lines:
-                break  # not a transcript: nothing of it is kept
+        elif parser.transcript_like:
+            events = run_events(*item)  # a block's lines at once
+        else:
+            # Line by line until a line shows a transcript, or the probe gives up on it.
+            block, pos, end, number = item
+            events = []
+            while pos < end and not parser.transcript_like and seen < probe:
+                nxt = block.index(b"\n", pos) + 1
+                number += 1
+                run_events(block, pos, nxt, number - 1, events)
+                seen += 1
+                pos = nxt
+            if pos < end and parser.transcript_like:
+                run_events(block, pos, end, number, events)
+            elif pos < end:  # stopped inside the run: the reader is where the probe stopped
+                reader.line, reader.offset = number, reader.offset - (end - pos)
+        for event in events:
+            feed(event)
+        if not parser.transcript_like and seen >= probe:
+            break  # not a transcript: nothing of it is kept
     sink.finish()
     rejected = {k: v - rejects_before.get(k, 0) for k, v in parser.rejects.items()
                 if v - rejects_before.get(k, 0) > 0}
