@@ -379,6 +379,7 @@ def _rel(path: str, cwd: str | None) -> str:
 # --- the builder --------------------------------------------------------------------
 
 _MAX_PENDING = 512
+_NO_REF = object()
 _MAX_RESOLVED = 128
 _MAX_REFS = 512
 _MAX_STATEMENTS = 32
@@ -532,8 +533,11 @@ class EpisodeBuilder:
         count = self._refcount
         if statement is None:
             statement = refs.get(parent) if parent in refs else self.s.last_statement
-        if uid in refs:
-            self._unref(refs[uid])
+        old = refs.get(uid, _NO_REF)
+        if old is not _NO_REF:
+            if old == statement:
+                return  # linked there already (a record's second event): nothing changes
+            self._unref(old)
         refs[uid] = statement
         if statement is not None:
             count[statement] = count.get(statement, 0) + 1

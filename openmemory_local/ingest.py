@@ -9,8 +9,10 @@ For each transcript (one transaction each):
    whose archive is missing or short is re-read whole to re-archive it. An unchanged file
    (same size and mtime) is not opened.
 2. Read complete lines only (a last line still being written is left for the next run),
-   copying every byte read into a gzip member and parsing each line with the adapter into
-   events, and the events into episodes (:mod:`openmemory_local.episodes`). Bad lines
+   copying every byte read into a gzip member and parsing the lines with the adapter into
+   events, a block's lines at a time (the adapter settles most of them on their bytes: only
+   the records that can say something are decoded), and the events into episodes
+   (:mod:`openmemory_local.episodes`). Bad lines
    (invalid JSON, binary garbage, oversized lines, malformed records) are counted by
    reason and skipped. A file in which no line looks like a transcript record is "not a
    transcript": recorded and skipped until it changes.

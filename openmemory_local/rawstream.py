@@ -5,7 +5,9 @@ A transcript is append-only JSONL that may be in the middle of being written. Th
 newline is left for the next run, and the reader's ``offset`` always stops at the end of
 the last complete line. A line longer than ``max_line_bytes`` is never held in memory: it
 is skipped in chunks and reported as oversized (its bytes still go to the archive, which
-keeps the raw stream whole).
+keeps the raw stream whole). :meth:`LineReader.runs` gives the same lines a block at a time
+(a run of complete lines where they lie in the block, for a parser that loops over them
+itself), iterating gives them one :class:`Line` at a time.
 
 Every consumed byte goes through a :class:`Consumed` sink, which computes the fingerprints
 stored with the transcript (head, tail and chained content hashes) and, when ingesting
