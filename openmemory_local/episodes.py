@@ -427,11 +427,16 @@ def _when(d: dict, kind: str, item: str, ts: str | None) -> None:
     ``r`` a file read, ``e`` a file edited): ``times["<kind> <item>"] = [first, last]``."""
     if not ts:
         return
-    seen = d["times"].get(f"{kind} {item}")
+    times = d["times"]
+    key = f"{kind} {item}"
+    seen = times.get(key)
     if seen is None:
-        d["times"][f"{kind} {item}"] = [ts, ts]
-    else:
-        seen[0], seen[1] = min(seen[0], ts), max(seen[1], ts)
+        times[key] = [ts, ts]
+    else:  # min and max, as comparisons
+        if ts < seen[0]:
+            seen[0] = ts
+        if ts > seen[1]:
+            seen[1] = ts
 
 
 def _merge_times(into: dict, more: dict, kinds: str) -> None:
@@ -659,24 +664,32 @@ class EpisodeBuilder:
         if ev.call_id in s.pending or ev.call_id in self._resolved:
             return  # the same call written twice
         d["tool_calls"] += 1
-        d["tools"][ev.tool] = d["tools"].get(ev.tool, 0) + 1
-        cwd = d["cwd"]
+        tools = d["tools"]
+        tools[ev.tool] = tools.get(ev.tool, 0) + 1
+        ts = ev.ts
         if ev.shell and ev.command:
+            commands = d["commands"]
             for head in command_heads(ev.command):
-                d["commands"][head] = d["commands"].get(head, 0) + 1
-                _when(d, "c", head, ev.ts)
+                commands[head] = commands.get(head, 0) + 1
+                _when(d, "c", head, ts)
             line = _clip(_first_line(ev.command), 200)
-            if line not in d["command_lines"] and len(d["command_lines"]) < _MAX_LIST:
-                d["command_lines"].append(line)
-            if line in d["command_lines"]:
-                _when(d, "l", line, ev.ts)
-        for name, files in (("files_read", ev.files_read), ("files_edited", ev.files_edited)):
-            for path in files:
-                rel = _rel(path, cwd)
-                if rel not in d[name] and len(d[name]) < _MAX_LIST:
-                    d[name].append(rel)
-                if rel in d[name]:
-                    _when(d, name[6], rel, ev.ts)
+            lines = d["command_lines"]
+            if line in lines:
+                _when(d, "l", line, ts)
+            elif len(lines) < _MAX_LIST:
+                lines.append(line)
+                _when(d, "l", line, ts)
+        if ev.files_read or ev.files_edited:
+            cwd = d["cwd"]
+            for name, files in (("files_read", ev.files_read), ("files_edited", ev.files_edited)):
+                known = d[name]
+                for path in files:
+                    rel = _rel(path, cwd)
+                    if rel in known:
+                        _when(d, name[6], rel, ts)
+                    elif len(known) < _MAX_LIST:
+                        known.append(rel)
+                        _when(d, name[6], rel, ts)
         if ev.tool in ("Task", "Agent") and ev.description:
             if len(d["delegations"]) < _MAX_LIST:
                 d["delegations"].append(_clip(ev.description, 120))
