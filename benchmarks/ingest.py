@@ -143,7 +143,7 @@ def main() -> None:
                   f"(CPU {cpu / min(ours_cpu):.2f}x)")
         json_s = baseline(work / "projects", json.loads)[0]
         print(f"(the former baseline, read + json.loads: {json_s:.2f} s {size / 1e6 / json_s:.1f} MB/s; "
-              f"ratio {json_s / ours:.2f})")
+              f"ratio {json_s / ours:.2f}" + (f"; {args.base} code {json_s / wall:.2f})" if before_runs else ")"))
         print(f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} cores")
         archive = sum(p.stat().st_size for p in (home / "archive").rglob("*.gz"))
         print(f"archive: {archive / 1e6:.1f} MB ({archive / size:.1%} of the raw stream)")
