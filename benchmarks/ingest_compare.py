@@ -79,6 +79,20 @@ def _side(code: Path, data: Path, home: Path, out: Path, steps: int) -> None:
     out.write_text(json.dumps(dump))
 
 
+def _bad_inputs(folder: Path) -> None:
+    """Files that are not (quite) transcripts, made from a real record: the probe that gives up,
+    garbage before and after records, binary data, blank and CRLF lines, a line still being written."""
+    folder.mkdir(parents=True)
+    record = b'{"parentUuid":null,"type":"user","sessionId":"5e55-bad","uuid":"u1","timestamp":"2026-02-10T10:00:00Z",' \
+             b'"cwd":"/x","message":{"role":"user","content":"no, not like that"}}'
+    (folder / "not-a-transcript.jsonl").write_bytes(b'{"a":1}\n' * 200)
+    (folder / "garbage-around.jsonl").write_bytes(b"garbage\n" * 10 + record + b"\n" + b"{\"type\":\"user\",\n" * 50
+                                                  + b"[1,2]\n{\"type\":3}\n\xff\xfe\n")
+    (folder / "binary.jsonl").write_bytes(bytes(range(256)) * 8)
+    (folder / "blank-and-crlf.jsonl").write_bytes(b"\n   \n" + record.replace(b"u1", b"u2") + b"\r\n\t\n")
+    (folder / "being-written.jsonl").write_bytes(record.replace(b"u1", b"u3") + b"\n" + record[:40])
+
+
 def _diff(name: str, base: list, ours: list, columns: tuple | None) -> list[str]:
     problems = []
     if len(base) != len(ours):
@@ -117,6 +131,7 @@ def main() -> None:
         # The inputs: one folder with the real transcripts (spotter and public), copied once, read by both.
         data = work / "data"
         shutil.copytree(Path(args.data) / "claude-code", data, ignore=shutil.ignore_patterns("*.md", "LICENSE*"))
+        _bad_inputs(data / "bad-input")
         cases = [("whole", data, 1), ("grown in 3 steps", data, 3)]
         if args.mb:
             sys.path.insert(0, str(ROOT))
