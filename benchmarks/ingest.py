@@ -7,9 +7,11 @@ ingest does that and more (archive every byte as gzip, classify records, build e
 embed them, write SQLite in one transaction per transcript). Target: at least half the
 baseline's speed.
 
-    python benchmarks/ingest.py [--data DIR] [--mb 200]
+    python benchmarks/ingest.py [--data DIR] [--mb 200] [--base REV]
 
-Each copy of the data gets its own session ids and tool-call ids, so the copies are
+``--base REV`` also ingests the same bytes with the code of a git revision (``main``, the
+merge-base of a branch), in a process of its own, interleaved with the runs of this tree's
+code: before and after in one run, under the same load. Each copy of the data gets its own session ids and tool-call ids, so the copies are
 distinct sessions (as on a real disk), not duplicates.
 """
 
@@ -19,6 +21,7 @@ import argparse
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -54,11 +57,45 @@ def baseline(root: Path, loads=None) -> tuple[float, int, int]:
     return time.perf_counter() - started, size, lines
 
 
+_BASE_RUN = """
+import json, sys, time
+from datetime import datetime, timezone
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+from openmemory_local.config import Config
+from openmemory_local.ingest import ingest
+from openmemory_local.store import Store
+store = Store.open(Config(home=Path(sys.argv[3])))
+started, cpu = time.perf_counter(), time.process_time()
+ingest(store, [Path(sys.argv[2])], now=datetime(2026, 3, 1, tzinfo=timezone.utc))
+print(json.dumps([time.perf_counter() - started, time.process_time() - cpu]))
+"""
+
+
+def _export(rev: str, target: Path) -> Path:
+    """The tree of git revision ``rev``, unpacked in ``target``."""
+    root = Path(__file__).resolve().parent.parent
+    target.mkdir(parents=True)
+    archive = subprocess.run(["git", "archive", rev], cwd=root, check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(target)], input=archive, check=True)
+    return target
+
+
+def _ingest_with(code: Path, projects: Path, home: Path) -> tuple[float, float]:
+    """(wall, CPU) seconds of one ingest of ``projects`` by the code in ``code`` (its own process)."""
+    out = subprocess.run([sys.executable, "-c", _BASE_RUN, str(code), str(projects), str(home)], cwd=code,
+                         check=True, capture_output=True, text=True).stdout
+    wall, cpu = json.loads(out.strip().splitlines()[-1])
+    shutil.rmtree(home, ignore_errors=True)
+    return wall, cpu
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", default=os.environ.get("OPENMEMORY_TEST_DATA", "/work/shared/data"))
     parser.add_argument("--mb", type=int, default=200)
     parser.add_argument("--repeat", type=int, default=5, help="interleaved runs (best is reported)")
+    parser.add_argument("--base", help="also time the code of this git revision on the same bytes")
     args = parser.parse_args()
     source = Path(args.data) / "claude-code" / "spotter"
     work = Path(tempfile.mkdtemp(prefix="om-bench-ingest-"))
@@ -69,7 +106,11 @@ def main() -> None:
         now = datetime(2026, 3, 1, tzinfo=timezone.utc)
         # Interleaved runs, best of each: the machine may be shared with other work.
         base_runs, ours_runs, base_cpu, ours_cpu = [], [], [], []
+        before = _export(args.base, work / "base-code") if args.base else None
+        before_runs: list[tuple[float, float]] = []
         for attempt in range(args.repeat):
+            if before is not None:
+                before_runs.append(_ingest_with(before, work / "projects", work / f"base-home{attempt}"))
             cpu = time.process_time()
             base_s, size, lines = baseline(work / "projects")
             base_cpu.append(time.process_time() - cpu)
@@ -95,9 +136,14 @@ def main() -> None:
               f"{median:.2f} median  (target >= 0.50)")
         print(f"  CPU time (this process): baseline {min(base_cpu):.2f} s, ingest {min(ours_cpu):.2f} s, "
               f"ratio {min(base_cpu) / min(ours_cpu):.2f}")
+        if before_runs:
+            wall, cpu = min(w for w, _ in before_runs), min(c for _, c in before_runs)
+            print(f"  {args.base} code, same bytes: {wall:6.2f} s wall ({base_s / wall:.2f} of the baseline), "
+                  f"CPU {cpu:.2f} s ({min(base_cpu) / cpu:.2f}); this tree is {wall / ours:.2f}x as fast "
+                  f"(CPU {cpu / min(ours_cpu):.2f}x)")
         json_s = baseline(work / "projects", json.loads)[0]
         print(f"(the former baseline, read + json.loads: {json_s:.2f} s {size / 1e6 / json_s:.1f} MB/s; "
-              f"ratio {json_s / ours:.2f})")
+              f"ratio {json_s / ours:.2f}" + (f"; {args.base} code {json_s / wall:.2f})" if before_runs else ")"))
         print(f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} cores")
         archive = sum(p.stat().st_size for p in (home / "archive").rglob("*.gz"))
         print(f"archive: {archive / 1e6:.1f} MB ({archive / size:.1%} of the raw stream)")

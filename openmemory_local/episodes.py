@@ -379,6 +379,7 @@ def _rel(path: str, cwd: str | None) -> str:
 # --- the builder --------------------------------------------------------------------
 
 _MAX_PENDING = 512
+_NO_REF = object()
 _MAX_RESOLVED = 128
 _MAX_REFS = 512
 _MAX_STATEMENTS = 32
@@ -426,11 +427,16 @@ def _when(d: dict, kind: str, item: str, ts: str | None) -> None:
     ``r`` a file read, ``e`` a file edited): ``times["<kind> <item>"] = [first, last]``."""
     if not ts:
         return
-    seen = d["times"].get(f"{kind} {item}")
+    times = d["times"]
+    key = f"{kind} {item}"
+    seen = times.get(key)
     if seen is None:
-        d["times"][f"{kind} {item}"] = [ts, ts]
-    else:
-        seen[0], seen[1] = min(seen[0], ts), max(seen[1], ts)
+        times[key] = [ts, ts]
+    else:  # min and max, as comparisons
+        if ts < seen[0]:
+            seen[0] = ts
+        if ts > seen[1]:
+            seen[1] = ts
 
 
 def _merge_times(into: dict, more: dict, kinds: str) -> None:
@@ -477,6 +483,14 @@ class EpisodeBuilder:
         self.s = s
         self._resolved = set(s.resolved)
         self._out: list[Episode] = []
+        # How many refs point at each statement (derived from ``refs``, not saved): a statement
+        # no ref points at may be trimmed. ``_dead``: some statement may have none (the trim's
+        # scan is needed only then).
+        self._refcount: dict[int, int] = {}
+        for statement in s.refs.values():
+            if statement is not None:
+                self._refcount[statement] = self._refcount.get(statement, 0) + 1
+        self._dead = True
 
     def state(self) -> dict:
         """The resumable state (plain JSON-able data; shares structure with the builder)."""
@@ -509,7 +523,8 @@ class EpisodeBuilder:
                 d["started"] = ts
             if d["ended"] is None or ts > d["ended"]:
                 d["ended"] = ts
-        d["last_line"] = max(d["last_line"], ev.line)
+        if ev.line > d["last_line"]:
+            d["last_line"] = ev.line
         handler = _HANDLERS.get(type(ev))
         if handler is not None:
             handler(self, ev)
@@ -520,12 +535,30 @@ class EpisodeBuilder:
         if not uid:
             return
         refs = self.s.refs
+        count = self._refcount
         if statement is None:
             statement = refs.get(parent) if parent in refs else self.s.last_statement
+        old = refs.get(uid, _NO_REF)
+        if old is not _NO_REF:
+            if old == statement:
+                return  # linked there already (a record's second event): nothing changes
+            self._unref(old)
         refs[uid] = statement
+        if statement is not None:
+            count[statement] = count.get(statement, 0) + 1
         if len(refs) > _MAX_REFS + _MAX_REFS // 4:  # trim in batches: amortised O(1)
             for key in list(refs)[: len(refs) - _MAX_REFS]:
-                del refs[key]
+                self._unref(refs.pop(key))
+
+    def _unref(self, statement: int | None) -> None:
+        if statement is None:
+            return
+        left = self._refcount[statement] - 1
+        if left:
+            self._refcount[statement] = left
+        else:
+            del self._refcount[statement]
+            self._dead = True
 
     def _statement_before(self, parent: str | None) -> dict | None:
         index = self.s.refs.get(parent) if parent and parent in self.s.refs else self.s.last_statement
@@ -560,18 +593,25 @@ class EpisodeBuilder:
         index = s.next_statement
         s.next_statement += 1
         said = _clip(text, 600)
-        s.statements[str(index)] = {"text": said, "line": ev.line}
-        if len(s.statements) > 2 * _MAX_STATEMENTS:  # trim in batches: amortised O(1)
-            live = set(s.refs.values()) | {index}
-            for key in list(s.statements):
-                if len(s.statements) <= _MAX_STATEMENTS:
-                    break
-                if int(key) not in live:
-                    del s.statements[key]
-            while len(s.statements) > 4 * _MAX_STATEMENTS:
-                del s.statements[next(iter(s.statements))]
+        statements = s.statements
+        statements[str(index)] = {"text": said, "line": ev.line}
+        if len(statements) > 2 * _MAX_STATEMENTS:  # trim in batches: amortised O(1)
+            if self._dead:  # drop statements no ref points at, oldest first (``index`` is live)
+                live = self._refcount
+                for key in list(statements):
+                    if len(statements) <= _MAX_STATEMENTS:
+                        break
+                    number = int(key)
+                    if number != index and number not in live:
+                        del statements[key]
+                else:
+                    self._dead = False  # every statement left has a ref (or is ``index``)
+            while len(statements) > 4 * _MAX_STATEMENTS:
+                del statements[next(iter(statements))]
         s.last_statement = index
         self._link(ev.uid, ev.parent, index)
+        if index not in self._refcount:
+            self._dead = True  # no ref points at it (an event without uid)
         s.digest["last_agent"] = {"text": said if len(said) <= 400 else said[:399] + "\u2026", "line": ev.line}
         s.digest["last_event"] = "agent"
 
@@ -624,24 +664,32 @@ class EpisodeBuilder:
         if ev.call_id in s.pending or ev.call_id in self._resolved:
             return  # the same call written twice
         d["tool_calls"] += 1
-        d["tools"][ev.tool] = d["tools"].get(ev.tool, 0) + 1
-        cwd = d["cwd"]
+        tools = d["tools"]
+        tools[ev.tool] = tools.get(ev.tool, 0) + 1
+        ts = ev.ts
         if ev.shell and ev.command:
+            commands = d["commands"]
             for head in command_heads(ev.command):
-                d["commands"][head] = d["commands"].get(head, 0) + 1
-                _when(d, "c", head, ev.ts)
+                commands[head] = commands.get(head, 0) + 1
+                _when(d, "c", head, ts)
             line = _clip(_first_line(ev.command), 200)
-            if line not in d["command_lines"] and len(d["command_lines"]) < _MAX_LIST:
-                d["command_lines"].append(line)
-            if line in d["command_lines"]:
-                _when(d, "l", line, ev.ts)
-        for name, files in (("files_read", ev.files_read), ("files_edited", ev.files_edited)):
-            for path in files:
-                rel = _rel(path, cwd)
-                if rel not in d[name] and len(d[name]) < _MAX_LIST:
-                    d[name].append(rel)
-                if rel in d[name]:
-                    _when(d, name[6], rel, ev.ts)
+            lines = d["command_lines"]
+            if line in lines:
+                _when(d, "l", line, ts)
+            elif len(lines) < _MAX_LIST:
+                lines.append(line)
+                _when(d, "l", line, ts)
+        if ev.files_read or ev.files_edited:
+            cwd = d["cwd"]
+            for name, files in (("files_read", ev.files_read), ("files_edited", ev.files_edited)):
+                known = d[name]
+                for path in files:
+                    rel = _rel(path, cwd)
+                    if rel in known:
+                        _when(d, name[6], rel, ts)
+                    elif len(known) < _MAX_LIST:
+                        known.append(rel)
+                        _when(d, name[6], rel, ts)
         if ev.tool in ("Task", "Agent") and ev.description:
             if len(d["delegations"]) < _MAX_LIST:
                 d["delegations"].append(_clip(ev.description, 120))
@@ -712,11 +760,11 @@ class EpisodeBuilder:
 
     # --- resolutions (see openmemory_local.resolutions) --------------------------
 
-    def _describe(self, call: dict) -> dict:
+    def _describe(self, call: dict, display: bool = True) -> dict:
         d = self.s.digest
         heads = command_heads(call["command"]) if call["tool"] == "Bash" else []
         return _res.describe(call["tool"], call["command"], call.get("description") or "", heads, d["cwd"],
-                             d["branch"])
+                             d["branch"], display=display)
 
     def _open_failure(self, call: dict, agent: str | None) -> None:
         ep = self._out[-1]
@@ -738,7 +786,7 @@ class EpisodeBuilder:
     def _watch_resolutions(self, call: dict, ev: ToolReturned) -> None:
         if not self.s.open_failures:
             return
-        desc = self._describe(call)
+        desc = self._describe(call, display=False)  # made only if it resolves one (rare)
         step = _res.step(desc)
         self._count_calls(ev.agent)
         keep = []
@@ -763,7 +811,9 @@ class EpisodeBuilder:
     def _failed_again(self, call: dict, ev: ToolReturned, first: str) -> None:
         """The same call failed again: a failure it no longer shows went away with the steps
         before it (a ``retry`` that ``went_away``); one it shows again was not fixed by them."""
-        desc = self._describe(call)
+        if not self.s.open_failures:
+            return
+        desc = self._describe(call, display=False)
         keep = []
         for entry in self.s.open_failures:
             if entry["agent"] != ev.agent or _res.resolves(entry["call"], desc) not in ("retry", "changed"):

@@ -9,8 +9,10 @@ For each transcript (one transaction each):
    whose archive is missing or short is re-read whole to re-archive it. An unchanged file
    (same size and mtime) is not opened.
 2. Read complete lines only (a last line still being written is left for the next run),
-   copying every byte read into a gzip member and parsing each line with the adapter into
-   events, and the events into episodes (:mod:`openmemory_local.episodes`). Bad lines
+   copying every byte read into a gzip member and parsing the lines with the adapter into
+   events, a block's lines at a time (the adapter settles most of them on their bytes: only
+   the records that can say something are decoded), and the events into episodes
+   (:mod:`openmemory_local.episodes`). Bad lines
    (invalid JSON, binary garbage, oversized lines, malformed records) are counted by
    reason and skipped. A file in which no line looks like a transcript record is "not a
    transcript": recorded and skipped until it changes.
@@ -52,7 +54,7 @@ from .archive import ArchiveFile, ArchiveReader, MemberWriter, archive_relpath, 
 from .clock import ClockError, iso, parse_time
 from .embedders import store_embedder
 from .episodes import Episode, EpisodeBuilder, session_episode
-from .rawstream import HEAD_BYTES, TAIL_BYTES, Consumed, LineReader, chain_hash
+from .rawstream import HEAD_BYTES, TAIL_BYTES, Consumed, Line, LineReader, chain_hash
 from .config import Config
 from .store import Store, dumps, loads
 from .vectors import VectorFile, embed_pending
@@ -504,18 +506,33 @@ def _parse(config: Config, ad, path: Path, stream, plan: _Plan, state: dict,
     builder = EpisodeBuilder(state.get("builder"))
     rejects_before = dict(parser.rejects)
     feed = builder.feed
-    if parser.transcript_like:
-        for line in reader:
-            for event in parser.feed(line):
-                feed(event)
-    else:
-        seen = 0
-        for line in reader:
-            for event in parser.feed(line):
-                feed(event)
+    line_events, run_events = parser.feed, parser.feed_run
+    seen = 0  # lines read while it is not known to be a transcript
+    probe = config.probe_lines
+    for item in reader.runs():
+        if type(item) is Line:
+            events = line_events(item)
             seen += 1
-            if not parser.transcript_like and seen >= config.probe_lines:
-                break  # not a transcript: nothing of it is kept
+        elif parser.transcript_like:
+            events = run_events(*item)  # a block's lines at once
+        else:
+            # Line by line until a line shows a transcript, or the probe gives up on it.
+            block, pos, end, number = item
+            events = []
+            while pos < end and not parser.transcript_like and seen < probe:
+                nxt = block.index(b"\n", pos) + 1
+                number += 1
+                run_events(block, pos, nxt, number - 1, events)
+                seen += 1
+                pos = nxt
+            if pos < end and parser.transcript_like:
+                run_events(block, pos, end, number, events)
+            elif pos < end:  # stopped inside the run: the reader is where the probe stopped
+                reader.line, reader.offset = number, reader.offset - (end - pos)
+        for event in events:
+            feed(event)
+        if not parser.transcript_like and seen >= probe:
+            break  # not a transcript: nothing of it is kept
     sink.finish()
     rejected = {k: v - rejects_before.get(k, 0) for k, v in parser.rejects.items()
                 if v - rejects_before.get(k, 0) > 0}

@@ -5,7 +5,9 @@ A transcript is append-only JSONL that may be in the middle of being written. Th
 newline is left for the next run, and the reader's ``offset`` always stops at the end of
 the last complete line. A line longer than ``max_line_bytes`` is never held in memory: it
 is skipped in chunks and reported as oversized (its bytes still go to the archive, which
-keeps the raw stream whole).
+keeps the raw stream whole). :meth:`LineReader.runs` gives the same lines a block at a time
+(a run of complete lines where they lie in the block, for a parser that loops over them
+itself), iterating gives them one :class:`Line` at a time.
 
 Every consumed byte goes through a :class:`Consumed` sink, which computes the fingerprints
 stored with the transcript (head, tail and chained content hashes) and, when ingesting
@@ -146,6 +148,30 @@ class LineReader:
         self.incomplete = False
 
     def __iter__(self) -> Iterator[Line]:
+        for item in self.runs():
+            if type(item) is Line:
+                yield item
+                continue
+            block, pos, last, number = item
+            find = block.find
+            limit = self.max_line_bytes
+            offset = self.offset - (last - pos)
+            while pos < last:
+                end = find(b"\n", pos) + 1
+                size = end - pos
+                number += 1
+                # Updated before the yield: a caller may stop after any line.
+                self.line, self.offset = number, offset + size
+                yield Line(number, offset, block[pos:end] if size <= limit else None, size)
+                offset += size
+                pos = end
+
+    def runs(self) -> Iterator[Line | tuple[bytes, int, int, int]]:
+        """The same lines as iterating, a block's complete lines at a time: a line that spans
+        blocks (or is oversized) as a :class:`Line`, else a run ``(block, start, end, number)``:
+        the lines of ``block[start:end]`` (each ending in ``\\n``, none oversized), the first
+        of them numbered ``number + 1``. ``line``/``offset`` are past the run when it is yielded
+        (a caller that stops inside one sets them back)."""
         read = self.stream.read
         feed = self.sink.feed
         limit = self.max_line_bytes
@@ -192,18 +218,13 @@ class LineReader:
                 # A view, not a copy of most of the block (the view keeps the block alive
                 # until the sink has hashed and compressed it).
                 feed(memoryview(block)[start : last + 1] if start or last + 1 < len(block) else block)
-                pos = start
-                find = block.find
-                number, offset = self.line, self.offset
-                while pos <= last:
-                    end = find(b"\n", pos) + 1
-                    size = end - pos
-                    number += 1
-                    # Updated before the yield: a caller may stop after any line.
-                    self.line, self.offset = number, offset + size
-                    yield Line(number, offset, block[pos:end] if size <= limit else None, size)
-                    offset += size
-                    pos = end
+                if last + 1 - start > limit and self._has_long_line(block, start, last + 1):
+                    yield from self._split(block, start, last + 1)
+                else:
+                    number = self.line
+                    self.line += block.count(b"\n", start, last + 1)
+                    self.offset += last + 1 - start
+                    yield block, start, last + 1, number
                 start = last + 1
             if start < len(block):
                 rest = block[start:]
@@ -211,6 +232,24 @@ class LineReader:
                 if pending > limit:
                     skipping = self._start_skipping(pieces)
                     pieces = []
+
+    def _has_long_line(self, block: bytes, start: int, end: int) -> bool:
+        pos = start
+        while pos < end:
+            nxt = block.find(b"\n", pos, end) + 1
+            if nxt - pos > self.max_line_bytes:
+                return True
+            pos = nxt
+        return False
+
+    def _split(self, block: bytes, start: int, end: int) -> Iterator[Line]:
+        """A run holding an oversized line, line by line (tests set a small limit)."""
+        pos = start
+        while pos < end:
+            nxt = block.find(b"\n", pos) + 1
+            size = nxt - pos
+            yield self._line(block[pos:nxt] if size <= self.max_line_bytes else None, size)
+            pos = nxt
 
     def _line(self, data: bytes | None, size: int) -> Line:
         self.line += 1

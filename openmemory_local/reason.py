@@ -181,8 +181,21 @@ _GENERIC = _Generic()
 _HEADER_TAG = re.compile(r"^\[[A-Z][A-Z _-]*\]:?$")
 _LOCATION = re.compile(r"^\S+\.\w+:\d+(?::\d+)?:\s?\w+$")  # dialyzer: lib/x.ex:57:13:pattern_match
 _PRECOMMIT_FAILED = re.compile(r"^(.+?)\.{3,}\s*\(?.*?\)?\s*Failed$")
+
+
+def _precommit_failed(line: str) -> bool:
+    """``_PRECOMMIT_FAILED.match``, tried only on a line that can match (it ends in ``Failed``
+    and holds ``...``): the match itself is quadratic in the line's length."""
+    return ((line.endswith("Failed") or line.endswith("Failed\n")) and "..." in line
+            and _PRECOMMIT_FAILED.match(line) is not None)
 _SECTION_TITLE = re.compile(r"^[A-Z][\w ]{2,60}$")  # "Software Design", "Code Readability"
 _PY_FRAME = re.compile(r"^(?:File \".*\", line \d+|\S.*$)")
+
+
+_LINE_MARK = re.compile(r"^\s*(?:\[\s*\d+s\]\s*|#\d+ [\d.]+ |\d+\t|\x1b\[[\d;]*m)")
+#: The first non-space character of a line ``_LINE_MARK`` matches: one of these or a decimal
+#: digit (``\d``: ``str.isdecimal``).
+_MARK_STARTS = frozenset("[#\x1b")
 
 
 def _clean(text: str) -> list[str]:
@@ -192,7 +205,9 @@ def _clean(text: str) -> list[str]:
     out = []
     for line in text.splitlines()[:_MAX_LINES]:
         line = line[:_LINE_CHARS].replace("\t", " ")
-        line = re.sub(r"^\s*(?:\[\s*\d+s\]\s*|#\d+ [\d.]+ |\d+\t|\x1b\[[\d;]*m)", "", line)
+        first = line.lstrip()[:1]
+        if first in _MARK_STARTS or first.isdecimal():  # else the pattern cannot match
+            line = _LINE_MARK.sub("", line)
         out.append(line.strip().strip("\u2503\u2502\u2551").strip())
     return out
 
@@ -203,7 +218,7 @@ def score_line(line: str) -> int:
         return 0
     if _GENERIC.search(line):
         return 1
-    if _PRECOMMIT_FAILED.match(line):
+    if _precommit_failed(line):
         return 2
     if _NOISE.match(line):
         return 0
@@ -235,7 +250,7 @@ def _traceback_exception(lines: list[str]) -> int | None:
 
 def _is_header(line: str) -> bool:
     return ((line.endswith(":") and not re.search(r"\w+://\S+:$", line)) or bool(_HEADER_TAG.match(line))
-            or bool(_PRECOMMIT_FAILED.match(line)) or bool(_LOCATION.match(line)))
+            or _precommit_failed(line) or bool(_LOCATION.match(line)))
 
 
 def _context(lines: list[str], at: int) -> str:

@@ -61,12 +61,13 @@ _FILE_EDIT = frozenset({"Edit", "MultiEdit", "Write", "NotebookEdit"})
 _LOOK_TOOLS = frozenset({"Read", "Glob", "Grep", "LS", "TodoWrite", "TaskOutput", "WebSearch", "WebFetch"})
 
 
-def _targets(tool: str, command: str, cwd: str | None, branch: str | None, files: tuple = ()) -> list[str]:
+def _targets(tool: str, command: str, cwd: str | None, branch: str | None, files: tuple = (),
+             segments: list[str] | None = None) -> list[str]:
     if tool != "Bash":
         return [normalise(p, cwd=cwd, branch=branch) or "." for p in files] or (
             [normalise(command, cwd=cwd, branch=branch) or "."] if command and "/" in command else [])
     out = []
-    for segment in command_segments(command):
+    for segment in command_segments(command) if segments is None else segments:
         for word in segment.split()[1:]:
             word = word.strip("'\"")
             if path_like(word) and not word.startswith("-"):
@@ -75,7 +76,8 @@ def _targets(tool: str, command: str, cwd: str | None, branch: str | None, files
 
 
 def _display(tool: str, command: str, description: str, cwd: str | None, branch: str | None,
-             heads: list[str], keep: list[str] | None = None, prefer: list[str] | None = None) -> str:
+             heads: list[str], keep: list[str] | None = None, prefer: list[str] | None = None,
+             segments: list[str] | None = None) -> str:
     """The call as a lesson shows it: quoted strings, redirections and the project folder out,
     the branch as ``<branch>``."""
     if tool != "Bash":
@@ -83,7 +85,8 @@ def _display(tool: str, command: str, description: str, cwd: str | None, branch:
         if cwd and path.startswith(cwd.rstrip("/") + "/"):
             path = path[len(cwd.rstrip("/")) + 1:]
         return f"{tool} {path}".strip() + (f" ({description})" if description else "")
-    segments = command_segments(command)
+    if segments is None:
+        segments = command_segments(command)
     if keep:
         chosen = [s for s in segments if any(s == k or s.startswith(k + " ") for k in keep)]
         segments = chosen or segments
@@ -99,15 +102,24 @@ def _display(tool: str, command: str, description: str, cwd: str | None, branch:
 
 
 def describe(tool: str, command: str, description: str, heads: list[str], cwd: str | None,
-             branch: str | None, files: tuple = ()) -> dict:
-    """What a call is, for matching: its tool, programs, targets and normalised form."""
-    if tool == "Bash":
-        norm = " && ".join(normalise(s, cwd=cwd, branch=branch) for s in command_segments(command))
+             branch: str | None, files: tuple = (), *, display: bool = True) -> dict:
+    """What a call is, for matching: its tool, programs, targets and normalised form.
+
+    ``display=False``: without the ``display`` form (what a successful call needs only if it
+    turns out to resolve a failure: :func:`resolution` makes it then, from ``description``)."""
+    segments = command_segments(command) if tool == "Bash" else None
+    if segments is not None:
+        norm = " && ".join(normalise(s, cwd=cwd, branch=branch) for s in segments)
     else:
         norm = normalise(f"{tool} {command} {description}".strip(), cwd=cwd, branch=branch)
-    return {"tool": tool, "heads": list(dict.fromkeys(heads)), "targets": _targets(tool, command, cwd, branch, files),
-            "norm": norm, "display": _display(tool, command, description, cwd, branch, heads),
-            "command": command[:500], "cwd": cwd, "branch": branch}
+    out = {"tool": tool, "heads": list(dict.fromkeys(heads)),
+           "targets": _targets(tool, command, cwd, branch, files, segments), "norm": norm}
+    if display:
+        out["display"] = _display(tool, command, description, cwd, branch, heads, segments=segments)
+    else:
+        out["description"] = description
+    out.update(command=command[:500], cwd=cwd, branch=branch)
+    return out
 
 
 def _overlap(a: list[str], b: list[str]) -> bool:
@@ -157,7 +169,8 @@ def step(call: dict) -> str | None:
 def resolution(failed: dict, call: dict, kind: str, calls_after: int, after: list[str], line: int | None) -> dict:
     """The ``fields["resolution"]`` of a resolved failure (see the module docstring)."""
     shared = [h for h in call["heads"] if _same_program([h], failed["heads"])]
-    display = call["display"]
+    display = call["display"] if "display" in call else _display(
+        call["tool"], call["command"], call.get("description") or "", call.get("cwd"), call.get("branch"), call["heads"])
     before = set(failed["norm"].split())
     delta = [w for w in call["norm"].split() if w not in before and len(w) > 1 and w != "&&" and "{" not in w
              and "/" not in w][:4] if kind == "changed" else []

@@ -72,13 +72,17 @@ KNOWN_TYPES = frozenset(
     {"user", "assistant", "progress", "system", "summary", "file-history-snapshot", "queue-operation"}
 )
 
-# A progress record other than a subagent's is recognised on its bytes and not parsed.
+# A progress record other than a subagent's (hook and command output: two thirds of the lines
+# of a transcript) is recognised on its bytes and not parsed (``ClaudeCodeParser.feed_run``).
 # Inside JSON strings every quote is escaped, so ``"type":"`` can only be a key of the
 # record; Claude Code writes the record's own ``type`` before its nested objects, so the
-# first ``"type":"`` of the line is the record's type.
+# first ``"type":"`` of the line is the record's type. Its ``uuid`` and ``parentUuid`` are read
+# off the bytes too: Claude Code writes ``parentUuid`` first and ``uuid`` near the end;
+# anything else falls back to a search of the whole line.
 _TYPE_KEY = b'"type":"'
 _PROGRESS_VALUE = b'progress"'
 _AGENT_PROGRESS = b'"agent_progress"'
+_TYPE_WITHIN = 2048 - len(_TYPE_KEY)  # the first ``"type":"`` within the line's first 2 KiB
 _SNAPSHOT = b'{"type":"file-history-snapshot"'
 _MAX_ALIASES = 512
 _ALIASES_TRIM_AT = _MAX_ALIASES + _MAX_ALIASES // 4  # trim in batches: amortised O(1)
@@ -87,30 +91,6 @@ _PARENT_NULL = b'{"parentUuid":null'
 _UUID_KEY = b'"uuid":"'
 _MESSAGE_KEY = b'"message":'
 _PARENT = re.compile(rb'"parentUuid":"([^"\\]+)"')
-
-
-def _plain_progress(data: bytes) -> tuple[str | None, str | None] | None:
-    """(uuid, parentUuid) of a progress record whose content we never use (hook and
-    command output), read off its bytes; None for any other record.
-
-    Claude Code writes ``parentUuid`` first and ``uuid`` near the end; anything else falls
-    back to a search of the whole line. (One function, no slices: two thirds of the lines
-    of a transcript come here.)
-    """
-    at = data.find(_TYPE_KEY, 0, 2048)
-    if (at < 0 or not data.startswith(_PROGRESS_VALUE, at + 8) or data.find(_AGENT_PROGRESS) >= 0
-            or data.find(_MESSAGE_KEY, 0, at) >= 0):
-        return None
-    at = data.rfind(_UUID_KEY)
-    if at < 0:
-        return None, None
-    uid = str(data[at + 8 : data.find(b'"', at + 8)], "utf-8", "replace")
-    if data.startswith(_PARENT_FIRST):
-        return uid, str(data[15 : data.find(b'"', 15)], "utf-8", "replace")
-    if data.startswith(_PARENT_NULL):
-        return uid, None
-    match = _PARENT.search(data)
-    return uid, (str(match.group(1), "utf-8", "replace") if match else None)
 
 
 _REJECTED = (
@@ -309,50 +289,103 @@ class ClaudeCodeParser:
         if data is None:
             self._reject("oversized line")
             return []
-        if data.startswith(_SNAPSHOT):  # file-history-snapshot: nothing for us in it
-            self.s["records"] += 1
-            self.s["transcript_like"] = True
-            return []
-        ids = _plain_progress(data)
-        if ids is not None:
-            s = self.s
-            s["records"] += 1
+        out: list = []
+        self.feed_run(data, 0, len(data), line.number - 1, out, single=True)
+        return out
+
+    def feed_run(self, block: bytes, start: int, end: int, number: int, out: list | None = None, *,
+                 single: bool = False) -> list:
+        """The events of the lines of ``block[start:end]`` (complete lines, the first numbered
+        ``number + 1``), appended to ``out``; the same as :meth:`feed` line by line
+        (``single``: ``block[start:end]`` is one line, whatever it holds).
+
+        Each line is first classified on its bytes, where it lies in the block: a snapshot or a
+        progress record we never use is counted (and its ids kept) without a copy or a parse;
+        only the other records are decoded (:meth:`_decode`)."""
+        if out is None:
+            out = []
+        s = self.s
+        find = block.find
+        rfind = block.rfind
+        startswith = block.startswith
+        alias = s["alias"]
+        counted = 0  # records settled on their bytes, not yet added to s["records"]
+        pos = start
+        while pos < end:
+            nl = end if single else (find(b"\n", pos, end) + 1 or end)
+            number += 1
+            # A progress record other than a subagent's, on its bytes (see _TYPE_KEY); its type
+            # key within the first 2 KiB.
+            at = find(_TYPE_KEY, pos, nl)
+            if (0 <= at <= pos + _TYPE_WITHIN and startswith(_PROGRESS_VALUE, at + 8)
+                    and find(_AGENT_PROGRESS, pos, nl) < 0 and find(_MESSAGE_KEY, pos, at) < 0):
+                counted += 1
+                at = rfind(_UUID_KEY, pos, nl)
+                if at >= 0:
+                    q = find(b'"', at + 8, nl)
+                    uid = block[at + 8 : q if q >= 0 else nl - 1].decode("utf-8", "replace")
+                    if uid:
+                        if startswith(_PARENT_FIRST, pos):
+                            q = find(b'"', pos + 15, nl)
+                            parent = block[pos + 15 : q if q >= 0 else nl - 1].decode("utf-8", "replace")
+                            alias[uid] = alias.get(parent, parent) if parent else None  # _alias, inlined
+                        elif startswith(_PARENT_NULL, pos):
+                            alias[uid] = None
+                        else:
+                            match = _PARENT.search(block, pos, nl)
+                            parent = match.group(1).decode("utf-8", "replace") if match else None
+                            alias[uid] = alias.get(parent, parent) if parent else None
+                        if len(alias) > _ALIASES_TRIM_AT:
+                            for key in list(alias)[: len(alias) - _MAX_ALIASES]:
+                                del alias[key]
+            elif startswith(_SNAPSHOT, pos):  # file-history-snapshot: nothing for us in it
+                counted += 1
+            elif nl - pos < 8 and not block[pos:nl].strip():
+                pass  # blank line
+            else:
+                if counted:
+                    s["records"] += counted
+                    s["transcript_like"] = True
+                    counted = 0
+                self._decode(block[pos:nl], number, out)
+            pos = nl
+        if counted:
+            s["records"] += counted
             s["transcript_like"] = True
-            if ids[0]:
-                self._alias(*ids)
-            return []
-        if len(data) < 8 and not data.strip():
-            return []  # blank line
+        return out
+
+    def _decode(self, data: bytes, number: int, out: list) -> None:
+        """Parse one record that the byte tests did not settle, and interpret it."""
         try:
             record = loads(data)
         except RecursionError:
             self._reject("invalid JSON (nested too deeply)")
-            return []
+            return
         except ValueError:  # includes UnicodeDecodeError
             self._reject("invalid JSON")
-            return []
+            return
         if not isinstance(record, dict):
             self._reject("not a JSON object")
-            return []
+            return
         kind = record.get("type")
         if not isinstance(kind, str):
             self._reject("no record type")
-            return []
+            return
         self.s["records"] += 1
         if not self.s["transcript_like"] and any(k in record for k in ("sessionId", "uuid", "messageId", "leafUuid")):
             self.s["transcript_like"] = True
+        mark = len(out)
         try:
-            return self._record(kind, record, line.number)
+            self._record(kind, record, number, out)
         except (AttributeError, TypeError, KeyError, ValueError):
             # A record of a known type with an unexpected shape.
+            del out[mark:]
             self._reject(f"malformed {kind} record")
-            return []
 
     # --- records ------------------------------------------------------------------
 
-    def _record(self, kind: str, r: dict, n: int) -> list:
+    def _record(self, kind: str, r: dict, n: int, out: list) -> None:
         ts = r.get("timestamp") if isinstance(r.get("timestamp"), str) else None
-        out: list = []
         self._meta(r, n, ts, out)
         uid = r.get("uuid") if isinstance(r.get("uuid"), str) else None
         parent = r.get("parentUuid") or r.get("logicalParentUuid")
@@ -376,7 +409,6 @@ class ClaudeCodeParser:
             # An unknown (future) record type: accepted, kept in the tree, not interpreted.
             if uid:
                 out.append(Link(n, ts, uid, parent))
-        return out
 
     def _meta(self, r: dict, n: int, ts: str | None, out: list) -> None:
         quick = (r.get("sessionId"), r.get("agentId"), r.get("cwd"), r.get("gitBranch"), r.get("version"))

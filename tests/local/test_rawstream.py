@@ -55,6 +55,36 @@ def test_the_reader_matches_the_reference(tmp_path_factory, lines, tail, block, 
     assert archived == data[:consumed]
 
 
+@settings(max_examples=300, deadline=None)
+@given(lines=lines, tail=st.binary(max_size=50).map(lambda b: b.replace(b"\n", b"")),
+       block=st.integers(1, 64), limit=st.integers(1, 60), start=st.integers(0, 3))
+def test_runs_hold_the_same_lines_a_block_at_a_time(lines, tail, block, limit, start):
+    """What ingest reads: runs of complete lines in place, or a Line for a line that spans
+    blocks or is oversized; the position is past each item when it comes."""
+    data = b"".join(line + b"\n" for line in lines) + tail
+    expected, consumed = reference(data, limit)
+    offset = sum(e[3] for e in expected[:start])
+    expected = expected[start:]
+    reader = LineReader(io.BytesIO(data[offset:]), Consumed(), offset=offset, line=min(start, len(lines)),
+                        max_line_bytes=limit)
+    reader.BLOCK = block
+    got = []
+    for item in reader.runs():
+        if isinstance(item, tuple):
+            chunk, pos, end, number = item
+            assert chunk[end - 1 : end] == b"\n" and number == reader.line - chunk.count(b"\n", pos, end)
+            at = reader.offset - (end - pos)
+            for raw in (piece + b"\n" for piece in chunk[pos : end - 1].split(b"\n")):
+                number += 1
+                got.append((number, at, raw, len(raw)))
+                at += len(raw)
+        else:
+            got.append((item.number, item.offset, item.data, item.size))
+        assert (reader.line, reader.offset) == (got[-1][0], got[-1][1] + got[-1][3])
+    assert got == expected
+    assert reader.offset == consumed and reader.incomplete == (consumed < len(data))
+
+
 def test_resuming_from_an_offset_continues_the_numbering():
     data = b"a\nbb\nccc\n"
     reader = LineReader(io.BytesIO(data[2:]), Consumed(), offset=2, line=1, max_line_bytes=10)
