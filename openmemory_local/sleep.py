@@ -219,7 +219,13 @@ def _day_start(now: datetime) -> datetime:
 
 
 def _ep_family(project: str | None, fields: dict) -> str:
-    return family(project or fields.get("cwd"), fields.get("branch")) or UNKNOWN_FAMILY
+    return _family_of(project or fields.get("cwd"), fields.get("branch"))
+
+
+@lru_cache(maxsize=1 << 14)
+def _family_of(cwd: str | None, branch: str | None) -> str:
+    # memoised: a pure function of a few distinct (project, branch) pairs, asked per episode
+    return family(cwd, branch) or UNKNOWN_FAMILY
 
 
 def _vec_blob(vec: np.ndarray) -> bytes:
@@ -260,8 +266,10 @@ def sleep(store, now: datetime, *, lock: bool = True, phrase: bool = True) -> Sl
             check_sleep_time(store, now)
             before = store.conn.total_changes
             result.decay = decay(store, now)
-            result.learn = learn(store, now)
-            result.verify = verify(store, now)
+            signatures: dict[int, str] = {}  # what learn computed, verify reuses
+            feats: dict[str, dict] = {}
+            result.learn = learn(store, now, signatures=signatures, feats=feats)
+            result.verify = verify(store, now, signatures=signatures, feats=feats)
             result.predict = predict(store, now)
             result.changed = store.conn.total_changes != before
             if result.changed:
@@ -297,19 +305,21 @@ def decay(store, now: datetime) -> dict:
         floor = previous or ""
         active = Activity(store, floor)
         until = epoch(day)
-        conn.create_function("om_half", 1, lambda days: 0.5 ** (max(days or 0.0, 0.0) / half_life),
-                             deterministic=True)
-        conn.create_function("om_days", 4, lambda project, cwd, branch, since: active.days(
-            _ep_family(project, {"cwd": cwd, "branch": branch}), since, until), deterministic=True)
+        half = lambda days: 0.5 ** (max(days or 0.0, 0.0) / half_life)  # noqa: E731
+        conn.create_function("om_half", 1, half, deterministic=True)
         conn.create_function("om_family_days", 2, lambda fam, since: active.days(fam, since, until),
                              deterministic=True)
-        out["episodes_decayed"] = conn.execute(
-            "UPDATE episodes SET strength = strength * om_half(om_days(project, json_extract(fields, '$.cwd'), "
-            "json_extract(fields, '$.branch'), MAX(last_touched, ?))) "
-            "WHERE archived = 0 AND strength > 0 AND MAX(last_touched, ?) < ? AND om_days(project, "
-            "json_extract(fields, '$.cwd'), json_extract(fields, '$.branch'), MAX(last_touched, ?)) > 0",
-            (floor, floor, day, floor),
-        ).rowcount
+        # each episode's family and days read once (json_extract once a row), the new strengths written by id
+        decayed = []
+        for eid, strength, project, cwd, branch, since in conn.execute(
+                "SELECT id, strength, project, json_extract(fields, '$.cwd'), json_extract(fields, '$.branch'), "
+                "MAX(last_touched, ?) FROM episodes WHERE archived = 0 AND strength > 0 AND MAX(last_touched, ?) < ?",
+                (floor, floor, day)):
+            days = active.days(_family_of(project or cwd, branch), since, until)
+            if days > 0:
+                decayed.append((strength * half(days), eid))
+        conn.executemany("UPDATE episodes SET strength = ? WHERE id = ?", decayed)
+        out["episodes_decayed"] = len(decayed)
         archived = [row[0] for row in conn.execute(
             "SELECT id FROM episodes WHERE archived = 0 AND strength < ? ORDER BY id", (config.archive_below,))]
         if archived:
@@ -406,6 +416,7 @@ class _Group:
     vetoed: bool
     sessions_before: set | None = None  # loaded when first touched in this sleep
     joined: list = field(default_factory=list)  # (episode created, session id) of new members
+    rows: list | None = None  # a group made in this sleep: its members as _details reads them, oldest first
 
 
 def _surprise_sql(config) -> tuple[str, list]:
@@ -494,11 +505,15 @@ def _load_index(store) -> tuple[GroupIndex, dict[int, _Group]]:
     return index, groups
 
 
-def learn(store, now: datetime) -> dict:
-    """Surprises join the lesson they resemble, or cluster among themselves (see the module doc)."""
+def learn(store, now: datetime, signatures: dict[int, str] | None = None,
+          feats: dict[str, dict] | None = None) -> dict:
+    """Surprises join the lesson they resemble, or cluster among themselves (see the module doc).
+    ``signatures`` and ``feats``, when given, receive each surprise's signature by episode id and
+    each signature's features (for verify, which compares the same texts)."""
     config = store.config
     conn = store.conn
     now_iso = iso(now)
+    feats_out = feats
     out = {"surprises": 0, "joined": 0, "new_groups": 0, "learned": [], "strengthened": [], "revived": []}
     with store.write():
         of = _cluster_vectors(store)
@@ -517,31 +532,39 @@ def learn(store, now: datetime) -> dict:
         join_cosine = embedder.join_cosine or config.lesson_join_cosine
         dims = embedder.dims
         members = []
+        new_lessons = []
+        next_id = conn.execute("SELECT COALESCE(MAX(id), 0) + 1 FROM lessons").fetchone()[0]
         vectors: dict[str, np.ndarray] = {}  # a signature's vector, made once per sleep
         for eid, kind, session_id, project, created, fields_json, text in rows:
             ep = {"id": eid, "kind": kind, "project": project, "fields": loads(fields_json, {}), "text": text}
             sig = signature(ep)
+            if signatures is not None:
+                signatures[eid] = sig
             feats = features(sig)
+            if feats_out is not None:
+                feats_out[sig] = feats
             vec = episode_vectors[eid] if episode_vectors is not None else vectors.get(sig)
             if vec is None:
                 vec = vectors[sig] = embed_features(feats)
             key = (kind, _ep_family(project, ep["fields"]))
             gid, _cos = index.find(key, sig, feats, vec, join_cosine)
             if gid is None:
-                gid = conn.execute(
-                    "INSERT INTO lessons (state, kind, family, text, rule_text, signature, centroid, formed, updated) "
-                    "VALUES ('forming', ?, ?, '', '', ?, ?, ?, ?)",
-                    (kind, key[1], sig, _vec_blob(np.zeros(dims)), now_iso, now_iso),
-                ).lastrowid
+                # the id SQLite would give (the largest plus one: nothing else writes lessons meanwhile);
+                # the rows are written at once below
+                gid, next_id = next_id, next_id + 1
+                new_lessons.append((gid, kind, key[1], sig))
                 index.add(gid, key, np.zeros(dims))
-                groups[gid] = _Group(gid, "forming", kind, key[1], 0.0, None, False, sessions_before=set())
+                groups[gid] = _Group(gid, "forming", kind, key[1], 0.0, None, False, sessions_before=set(), rows=[])
                 out["new_groups"] += 1
             else:
                 out["joined"] += 1
             group = groups[gid]
             index.join(gid, key, sig, feats, vec)
-            group.joined.append((created, session_id or f"episode:{eid}"))
-            members.append((eid, gid, session_id or f"episode:{eid}", created, sig, now_iso))
+            sid = session_id or f"episode:{eid}"
+            group.joined.append((created, sid))
+            if group.rows is not None:
+                group.rows.append((sid, created, sig, project, ep["fields"]))
+            members.append((eid, gid, sid, created, sig, now_iso))
         touched = [g for g in groups.values() if g.joined]
         # the sessions each group had before this sleep, in a few queries (not one per group)
         before = _per_group(conn, "SELECT lesson_id, session_id FROM lesson_members WHERE lesson_id IN ({})",
@@ -550,16 +573,30 @@ def learn(store, now: datetime) -> dict:
             if group.sessions_before is None:
                 group.sessions_before = {sid for _, sid in before.get(group.id, ())}
         conn.executemany(
+            "INSERT INTO lessons (id, state, kind, family, text, rule_text, signature, centroid, formed, updated) "
+            "VALUES (?, 'forming', ?, ?, '', '', ?, ?, ?, ?)",
+            [(gid, kind, fam, sig, _vec_blob(index._sums[index._row[gid]]), now_iso, now_iso)
+             for gid, kind, fam, sig in new_lessons])
+        conn.executemany(
             "INSERT INTO lesson_members (episode_id, lesson_id, session_id, created, signature, joined) "
             "VALUES (?, ?, ?, ?, ?, ?)", members)
         conn.executemany("UPDATE lessons SET centroid = ? WHERE id = ?",
-                         [(_vec_blob(index._sums[index._row[g.id]]), g.id) for g in touched])
-        ids = [g.id for g in touched]
+                         [(_vec_blob(index._sums[index._row[g.id]]), g.id) for g in touched if g.rows is None])
+        # a group made in this sleep is counted from its members in memory; the others by the store
+        ids = [g.id for g in touched if g.rows is None]
         counts = _per_group(conn, "SELECT lesson_id, COUNT(*), COUNT(DISTINCT session_id), MIN(created), "
                                   "MAX(created) FROM lesson_members WHERE lesson_id IN ({}) GROUP BY lesson_id", ids)
         sources = _per_group(conn, "SELECT id, text_source, rule_text FROM lessons WHERE id IN ({})", ids)
+        updates: dict[str, list] = {}
         for group in touched:
-            _settle(store, group, now_iso, out, counts[group.id][0][1:], sources[group.id][0][1:])
+            if group.rows is None:
+                _settle(store, group, now_iso, out, counts[group.id][0][1:], sources[group.id][0][1:], updates=updates)
+            else:
+                created = [c for c, _ in group.joined]
+                counts_now = (len(group.rows), len({sid for _, sid in group.joined}), min(created), max(created))
+                _settle(store, group, now_iso, out, counts_now, ("rule", ""), updates=updates)
+        for sql, values in updates.items():
+            conn.executemany(sql, values)
     return out
 
 
@@ -578,10 +615,11 @@ def _min_sessions(config, kind: str) -> int:
 
 
 def _settle(store, group: _Group, now_iso: str, out: dict, counts: tuple | None = None,
-            source: tuple | None = None) -> None:
+            source: tuple | None = None, updates: dict[str, list] | None = None) -> None:
     """Recount a group that gained members; make it a lesson, or strengthen or revive it.
     ``counts`` (seen, sessions, first, last) and ``source`` (text_source, rule_text), when
-    given, are the group's as they stand (``learn`` reads them for every group at once)."""
+    given, are the group's as they stand (``learn`` reads them for every group at once);
+    ``updates``, when given, collects the UPDATE (by statement) for the caller to run at once."""
     config = store.config
     conn = store.conn
     seen, sessions, first, last = counts or conn.execute(
@@ -621,19 +659,27 @@ def _settle(store, group: _Group, now_iso: str, out: dict, counts: tuple | None 
     if row[0] == "rule" or row[1] != rule:
         sets.update(text=rule, text_source="rule")
     assignments = ", ".join(f"{k} = ?" for k in sets)
-    conn.execute(f"UPDATE lessons SET {assignments} WHERE id = ?", [*sets.values(), group.id])
+    sql = f"UPDATE lessons SET {assignments} WHERE id = ?"
+    if updates is None:
+        conn.execute(sql, [*sets.values(), group.id])
+    else:
+        updates.setdefault(sql, []).append((*sets.values(), group.id))
 
 
 _DETAIL_MEMBERS = 500
 
 
 def _details(store, group: _Group, seen: int, sessions: int) -> dict:
-    """What the lesson's texts and probes are built from, out of its (latest 500) members."""
-    rows = store.conn.execute(
-        "SELECT m.session_id, m.created, m.signature, e.project, e.fields FROM lesson_members m "
-        "JOIN episodes e ON e.id = m.episode_id WHERE m.lesson_id = ? ORDER BY m.created DESC, m.episode_id DESC "
-        "LIMIT ?", (group.id, _DETAIL_MEMBERS)).fetchall()
-    rows.reverse()  # oldest first
+    """What the lesson's texts and probes are built from, out of its (latest 500) members (those
+    of ``group.rows`` for a group made in this sleep: its members, in the order of the query)."""
+    if group.rows is not None:
+        rows = group.rows[-_DETAIL_MEMBERS:]  # surprises come in (created, id) order
+    else:
+        rows = store.conn.execute(
+            "SELECT m.session_id, m.created, m.signature, e.project, e.fields FROM lesson_members m "
+            "JOIN episodes e ON e.id = m.episode_id WHERE m.lesson_id = ? ORDER BY m.created DESC, m.episode_id DESC "
+            "LIMIT ?", (group.id, _DETAIL_MEMBERS)).fetchall()
+        rows = [(*row[:4], loads(row[4], {})) for row in reversed(rows)]  # oldest first
     details: dict = {"kind": group.kind, "seen": seen, "sessions": sessions}
     branches, paths, projects = [], [], []
     by_sig: dict[str, dict] = {}
@@ -643,8 +689,7 @@ def _details(store, group: _Group, seen: int, sessions: int) -> dict:
     heads_seen: list[list[str]] = []
     resolved: dict[tuple, dict] = {}
     latest_fields, latest_project = {}, None
-    for session_id, created, sig, project, fields_json in rows:
-        fields = loads(fields_json, {})
+    for session_id, created, sig, project, fields in rows:
         latest_fields, latest_project = fields, project
         ep = {"kind": group.kind, "project": project, "fields": fields}
         if fields.get("branch") and fields["branch"] not in branches:
@@ -762,8 +807,10 @@ def _anchor(store, gid: int, top: dict) -> str | None:
 # --- verify ---------------------------------------------------------------------------------------
 
 
-def verify(store, now: datetime) -> dict:
-    """Decide open predictions on the sessions that came after them (see the module doc)."""
+def verify(store, now: datetime, signatures: dict[int, str] | None = None,
+           feats: dict[str, dict] | None = None) -> dict:
+    """Decide open predictions on the sessions that came after them (see the module doc).
+    ``signatures`` and ``feats``: what :func:`learn` computed in this sleep (not computed again)."""
     config = store.config
     conn = store.conn
     now_iso = iso(now)
@@ -785,7 +832,7 @@ def verify(store, now: datetime) -> dict:
             "(created > ? OR (kind = 'session' AND json_extract(fields, '$.ended') > ?)) "
             "ORDER BY created, id", (now_iso, since, since)).fetchall()
         out["episodes"] = len(episodes)
-        evidence = _evidence(config, preds, by_family, episodes, now_iso)
+        evidence = _evidence(config, preds, by_family, episodes, now_iso, signatures, feats)
         quiet = _quiet_sessions(episodes, epoch(now) - config.prediction_settle_minutes * 60)
         out["sessions"] = len({sid for per in evidence.values() for sid in per})
         for i, (pid, lesson_id, made, _probes, _fam) in enumerate(preds):
@@ -856,7 +903,9 @@ def _adjust(store, lesson_id: int, delta: float, reinforce: str | None = None) -
     return before, after
 
 
-def _evidence(config, preds, by_family: dict[str, list[int]], episodes, now_iso: str) -> dict[int, dict]:
+def _evidence(config, preds, by_family: dict[str, list[int]], episodes, now_iso: str,
+              signatures: dict[int, str] | None = None,
+              known: dict[str, dict] | None = None) -> dict[int, dict]:
     """For each prediction (by position), the later sessions of its family that matched one of its
     probes: ``{session id: {"first": when, role: (episode id, when, facet, similarity)}}``, the
     earliest match of each role.
@@ -883,26 +932,25 @@ def _evidence(config, preds, by_family: dict[str, list[int]], episodes, now_iso:
                 postings.setdefault(feature, []).append(k)
         plan[fam] = (probe_rows, postings)
     found: dict[int, dict] = {}
-    cache: dict[str, dict] = {}
+    hits_of: dict[tuple[str, str], tuple] = {}  # (family, facet) -> the probes it matches, with the cosine
     for eid, kind, project, created, fields_json, session_id in episodes:
         fields = loads(fields_json, {})
-        entry = plan.get(_ep_family(project, fields))
+        fam = _ep_family(project, fields)
+        entry = plan.get(fam)
         if entry is None:
             continue
-        probe_rows, postings = entry
         sid = session_id or f"episode:{eid}"
-        timed = timed_facets({"id": eid, "kind": kind, "project": project, "fields": fields})
+        timed = timed_facets({"id": eid, "kind": kind, "project": project, "fields": fields},
+                             # an error's signature is learn's (a correction's there may also read its text)
+                             sig=signatures.get(eid) if signatures and kind == "error" else None)
         for n, (facet, first, last) in enumerate(timed):
-            cached = cache.get(facet)
-            if cached is None:
-                feats = features(facet)
-                cached = cache[facet] = (feats, feature_norm(feats))
-            feats, norm = cached
+            hits = hits_of.get((fam, facet))
+            if hits is None:
+                hits = hits_of[(fam, facet)] = _facet_hits(facet, *entry, threshold, known)
+            if not hits:
+                continue
             first, last = _stamp(first) or created, _stamp(last) or created
-            # only probes that share a feature with the facet can reach the threshold
-            shared = sorted({k for feature in feats for k in postings.get(feature, ())})
-            for k in shared:
-                i, probe, probe_feats, probe_norm = probe_rows[k]
+            for i, probe, sim in hits:
                 role = probe.get("role") or "situation"
                 made = preds[i][2]
                 when = first if made < first <= now_iso else last if made < last <= now_iso else None
@@ -911,15 +959,33 @@ def _evidence(config, preds, by_family: dict[str, list[int]], episodes, now_iso:
                     continue
                 per = found.setdefault(i, {})
                 seen = per.get(sid)
-                if (seen is not None and role in seen and seen[role][1] <= when) or not probe_matches(probe, facet):
+                if seen is not None and role in seen and seen[role][1] <= when:
                     continue
-                sim = feature_cosine(probe_feats, feats, probe_norm, norm)
-                if sim >= threshold:
-                    if seen is None:
-                        seen = per[sid] = {"first": when}
-                    seen[role] = (eid, when, facet, sim)
-                    seen["first"] = min(seen["first"], when)
+                if seen is None:
+                    seen = per[sid] = {"first": when}
+                seen[role] = (eid, when, facet, sim)
+                seen["first"] = min(seen["first"], when)
     return found
+
+
+def _facet_hits(facet: str, probe_rows: list, postings: dict, threshold: float, known: dict | None = None) -> tuple:
+    """The probes of one family that ``facet`` matches (its required path and words, and a cosine
+    >= ``threshold``): ``(prediction position, probe, cosine)``, in the probes' order. A pure
+    function of the facet and the family's probes: verify asks it once per distinct facet.
+    ``known``: features already made (a signature's, by learn), by text."""
+    feats = (known.get(facet) if known else None) or features(facet)
+    norm = feature_norm(feats)
+    # only probes that share a feature with the facet can reach the threshold
+    shared = sorted({k for feature in feats for k in postings.get(feature, ())})
+    out = []
+    for k in shared:
+        i, probe, probe_feats, probe_norm = probe_rows[k]
+        if not probe_matches(probe, facet):
+            continue
+        sim = feature_cosine(probe_feats, feats, probe_norm, norm)
+        if sim >= threshold:
+            out.append((i, probe, sim))
+    return tuple(out)
 
 
 @lru_cache(maxsize=1 << 16)
@@ -960,11 +1026,15 @@ def predict(store, now: datetime) -> dict:
             "SELECT id, family, details FROM lessons l WHERE state = 'active' AND vetoed_at IS NULL "
             "AND strength >= ? AND NOT EXISTS (SELECT 1 FROM predictions p WHERE p.lesson_id = l.id "
             "AND p.state = 'open') ORDER BY id", (config.predict_min_strength,)).fetchall()
+        heads_of: dict[tuple, list[str]] = {}  # projects -> their recent heads, read once per predict
         for lesson_id, fam, details_json in rows:
             details = loads(details_json, {})
             programs = ()
             if details.get("kind") == "correction":
-                programs = _recent_heads(store, details.get("projects") or [])
+                projects = tuple(details.get("projects") or [])
+                programs = heads_of.get(projects)
+                if programs is None:
+                    programs = heads_of[projects] = _recent_heads(store, list(projects))
             expected = probes(details, details.get("signature") or "", programs)
             text = prediction_text(details, fam, lesson_id)
             pid = conn.execute(
