@@ -8,7 +8,10 @@ one version of the engine, in its own process (``PYTHONPATH`` points at the tree
   ``../shared/data``), ingested at once and replayed day by day (one sleep per past day,
   :mod:`openmemory_local.replay`), then slept on at ``now``;
 * ``synthetic``: ``benchmarks/sleep.py``'s workload (2,000 episodes of history over 10
-  days, then N new over 5), slept at the end of the history and again at the end.
+  days, then N new over 5), slept at the end of the history and again at the end;
+* ``replay``: the same workload over 40 days (``--replay-episodes``, 4,000), replayed day by
+  day: lessons form, predictions are made, confirmed and failed, strengths decay and groups
+  are archived across many sleeps.
 
 Then the tables a sleep writes (``lessons`` with their centroids, ``lesson_members``,
 ``predictions``, ``events``, the episodes' strength and archived flag, the sleep's
@@ -61,6 +64,19 @@ def build_real(home: Path) -> None:
     store = Store.open(Config(home=home))
     ingest(store, [data], now=REAL_NOW)
     store.close()
+
+
+def build_replay(home: Path, n: int) -> dict:
+    from benchmarks.sleep import START, _add
+    from openmemory_local.config import Config
+    from openmemory_local.store import Store
+    from simulations.workload import Workload
+
+    store = Store.open(Config(home=home))
+    end = START + timedelta(days=40)
+    _add(store, Workload(seed=11).episodes(n, START, 40), end)
+    store.close()
+    return {"replay": (end + timedelta(days=1)).isoformat(), "sleeps": [(end + timedelta(days=1)).isoformat()]}
 
 
 def build_synthetic(home: Path, n: int) -> dict:
@@ -169,6 +185,7 @@ def main() -> None:
     parser.add_argument("--old", type=Path, required=True, help="a tree with the version to compare with")
     parser.add_argument("--new", type=Path, default=ROOT, help="the tree to check (default: this one)")
     parser.add_argument("--sizes", type=int, nargs="*", default=[10000])
+    parser.add_argument("--replay-episodes", type=int, default=4000, help="0: no replay case")
     parser.add_argument("--no-real", action="store_true")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="om-sleep-compare-"))
@@ -178,6 +195,9 @@ def main() -> None:
         if not args.no_real:
             same &= case("real", work, build_real, {"replay": REAL_NOW.isoformat(), "sleeps": [REAL_NOW.isoformat()]},
                          args.old.resolve(), args.new.resolve())
+        if args.replay_episodes:
+            same &= case(f"replay-{args.replay_episodes}", work, lambda home: build_replay(home, args.replay_episodes),
+                         {}, args.old.resolve(), args.new.resolve())
         for n in args.sizes:
             same &= case(f"synthetic-{n}", work, lambda home, n=n: build_synthetic(home, n), {},
                          args.old.resolve(), args.new.resolve())

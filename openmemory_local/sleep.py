@@ -245,6 +245,21 @@ def _cap(config, value: float) -> float:
 # --- the sleep ----------------------------------------------------------------------------------
 
 
+@dataclass
+class SleepMemo:
+    """What :func:`learn` computed of each surprise, kept for :func:`verify` in the same sleep
+    (the same pure functions of the same episodes: computed once)."""
+    signatures: dict[int, str] = field(default_factory=dict)  # episode id -> signature
+    subjects: dict[int, dict] = field(default_factory=dict)  # episode id -> subject (errors)
+    features: dict[str, dict] = field(default_factory=dict)  # signature -> its features
+
+    def keep(self, eid: int, sig: str, sub: dict | None, feats: dict) -> None:
+        self.signatures[eid] = sig
+        if sub is not None:
+            self.subjects[eid] = sub
+        self.features[sig] = feats
+
+
 def check_sleep_time(store, now: datetime) -> None:
     """Refuse a sleep at a time before the last sleep that changed the store
     (:class:`SleepClockError`): the store already holds what happened until then."""
@@ -266,10 +281,9 @@ def sleep(store, now: datetime, *, lock: bool = True, phrase: bool = True) -> Sl
             check_sleep_time(store, now)
             before = store.conn.total_changes
             result.decay = decay(store, now)
-            signatures: dict[int, str] = {}  # what learn computed, verify reuses
-            feats: dict[str, dict] = {}
-            result.learn = learn(store, now, signatures=signatures, feats=feats)
-            result.verify = verify(store, now, signatures=signatures, feats=feats)
+            memo = SleepMemo()  # what learn computes, verify reuses
+            result.learn = learn(store, now, memo)
+            result.verify = verify(store, now, memo)
             result.predict = predict(store, now)
             result.changed = store.conn.total_changes != before
             if result.changed:
@@ -505,15 +519,12 @@ def _load_index(store) -> tuple[GroupIndex, dict[int, _Group]]:
     return index, groups
 
 
-def learn(store, now: datetime, signatures: dict[int, str] | None = None,
-          feats: dict[str, dict] | None = None) -> dict:
+def learn(store, now: datetime, memo: SleepMemo | None = None) -> dict:
     """Surprises join the lesson they resemble, or cluster among themselves (see the module doc).
-    ``signatures`` and ``feats``, when given, receive each surprise's signature by episode id and
-    each signature's features (for verify, which compares the same texts)."""
+    ``memo``, when given, receives what was computed of each surprise (for verify)."""
     config = store.config
     conn = store.conn
     now_iso = iso(now)
-    feats_out = feats
     out = {"surprises": 0, "joined": 0, "new_groups": 0, "learned": [], "strengthened": [], "revived": []}
     with store.write():
         of = _cluster_vectors(store)
@@ -537,12 +548,11 @@ def learn(store, now: datetime, signatures: dict[int, str] | None = None,
         vectors: dict[str, np.ndarray] = {}  # a signature's vector, made once per sleep
         for eid, kind, session_id, project, created, fields_json, text in rows:
             ep = {"id": eid, "kind": kind, "project": project, "fields": loads(fields_json, {}), "text": text}
-            sig = signature(ep)
-            if signatures is not None:
-                signatures[eid] = sig
+            sub = subject(ep) if kind == "error" else None
+            sig = signature(ep, sub)
             feats = features(sig)
-            if feats_out is not None:
-                feats_out[sig] = feats
+            if memo is not None:
+                memo.keep(eid, sig, sub, feats)
             vec = episode_vectors[eid] if episode_vectors is not None else vectors.get(sig)
             if vec is None:
                 vec = vectors[sig] = embed_features(feats)
@@ -563,7 +573,7 @@ def learn(store, now: datetime, signatures: dict[int, str] | None = None,
             sid = session_id or f"episode:{eid}"
             group.joined.append((created, sid))
             if group.rows is not None:
-                group.rows.append((sid, created, sig, project, ep["fields"]))
+                group.rows.append((sid, created, sig, project, ep["fields"], sub))
             members.append((eid, gid, sid, created, sig, now_iso))
         touched = [g for g in groups.values() if g.joined]
         # the sessions each group had before this sleep, in a few queries (not one per group)
@@ -679,7 +689,7 @@ def _details(store, group: _Group, seen: int, sessions: int) -> dict:
             "SELECT m.session_id, m.created, m.signature, e.project, e.fields FROM lesson_members m "
             "JOIN episodes e ON e.id = m.episode_id WHERE m.lesson_id = ? ORDER BY m.created DESC, m.episode_id DESC "
             "LIMIT ?", (group.id, _DETAIL_MEMBERS)).fetchall()
-        rows = [(*row[:4], loads(row[4], {})) for row in reversed(rows)]  # oldest first
+        rows = [(*row[:4], loads(row[4], {}), None) for row in reversed(rows)]  # oldest first
     details: dict = {"kind": group.kind, "seen": seen, "sessions": sessions}
     branches, paths, projects = [], [], []
     by_sig: dict[str, dict] = {}
@@ -689,7 +699,7 @@ def _details(store, group: _Group, seen: int, sessions: int) -> dict:
     heads_seen: list[list[str]] = []
     resolved: dict[tuple, dict] = {}
     latest_fields, latest_project = {}, None
-    for session_id, created, sig, project, fields in rows:
+    for session_id, created, sig, project, fields, sub in rows:
         latest_fields, latest_project = fields, project
         ep = {"kind": group.kind, "project": project, "fields": fields}
         if fields.get("branch") and fields["branch"] not in branches:
@@ -704,7 +714,7 @@ def _details(store, group: _Group, seen: int, sessions: int) -> dict:
         if group.kind == "error":
             failures[fields.get("failure") or "error"] = failures.get(fields.get("failure") or "error", 0) + 1
             entry["text"] = fields.get("first_line") or ""
-            sub = subject(ep)
+            sub = sub or subject(ep)
             subjects.setdefault(sig, sub)
             if sub["path"] and sub["path"] not in paths:
                 paths.append(sub["path"])
@@ -807,10 +817,9 @@ def _anchor(store, gid: int, top: dict) -> str | None:
 # --- verify ---------------------------------------------------------------------------------------
 
 
-def verify(store, now: datetime, signatures: dict[int, str] | None = None,
-           feats: dict[str, dict] | None = None) -> dict:
+def verify(store, now: datetime, memo: SleepMemo | None = None) -> dict:
     """Decide open predictions on the sessions that came after them (see the module doc).
-    ``signatures`` and ``feats``: what :func:`learn` computed in this sleep (not computed again)."""
+    ``memo``: what :func:`learn` computed in this sleep (not computed again)."""
     config = store.config
     conn = store.conn
     now_iso = iso(now)
@@ -832,8 +841,9 @@ def verify(store, now: datetime, signatures: dict[int, str] | None = None,
             "(created > ? OR (kind = 'session' AND json_extract(fields, '$.ended') > ?)) "
             "ORDER BY created, id", (now_iso, since, since)).fetchall()
         out["episodes"] = len(episodes)
-        evidence = _evidence(config, preds, by_family, episodes, now_iso, signatures, feats)
-        quiet = _quiet_sessions(episodes, epoch(now) - config.prediction_settle_minutes * 60)
+        ended: dict[int, str | None] = {}
+        evidence = _evidence(config, preds, by_family, episodes, now_iso, memo, ended)
+        quiet = _quiet_sessions(episodes, epoch(now) - config.prediction_settle_minutes * 60, ended)
         out["sessions"] = len({sid for per in evidence.values() for sid in per})
         for i, (pid, lesson_id, made, _probes, _fam) in enumerate(preds):
             verdict = _verdict(evidence.get(i, {}), quiet)
@@ -876,15 +886,15 @@ def _verdict(sessions: dict, quiet: set) -> tuple | None:
     return None
 
 
-def _quiet_sessions(episodes, before: float) -> set:
+def _quiet_sessions(episodes, before: float, ended_of: dict[int, str | None] | None = None) -> set:
     """Sessions whose last activity (a session episode's ``ended``, else its latest episode) is
-    before ``before``."""
+    before ``before``. ``ended_of``: the session episodes' ``ended``, by id, if already read."""
     last: dict[str, float] = {}
     for eid, kind, _project, created, fields_json, session_id in episodes:
         sid = session_id or f"episode:{eid}"
         when = epoch(created)
         if kind == "session":
-            ended = loads(fields_json, {}).get("ended")
+            ended = ended_of[eid] if ended_of is not None and eid in ended_of else loads(fields_json, {}).get("ended")
             if ended:
                 try:
                     when = max(when, epoch(ended))
@@ -904,8 +914,7 @@ def _adjust(store, lesson_id: int, delta: float, reinforce: str | None = None) -
 
 
 def _evidence(config, preds, by_family: dict[str, list[int]], episodes, now_iso: str,
-              signatures: dict[int, str] | None = None,
-              known: dict[str, dict] | None = None) -> dict[int, dict]:
+              memo: SleepMemo | None = None, ended: dict[int, str | None] | None = None) -> dict[int, dict]:
     """For each prediction (by position), the later sessions of its family that matched one of its
     probes: ``{session id: {"first": when, role: (episode id, when, facet, similarity)}}``, the
     earliest match of each role.
@@ -919,6 +928,10 @@ def _evidence(config, preds, by_family: dict[str, list[int]], episodes, now_iso:
     collision can make ``mix deps.get`` resemble ``git push``. A ``failure`` probe matches
     only the signature of an error or correction episode (its first facet): another failure of
     the same program (``mix test``) is the situation met again, not this failure.
+
+    Each distinct facet is compared with a family's probes once (:func:`_facet_hits`); ``memo``
+    holds what :func:`learn` computed of the same episodes; ``ended``, when given, receives each
+    session episode's ``ended`` (for :func:`_quiet_sessions`).
     """
     threshold = config.verify_cosine
     parsed = [loads(p[3], []) for p in preds]
@@ -935,18 +948,23 @@ def _evidence(config, preds, by_family: dict[str, list[int]], episodes, now_iso:
     hits_of: dict[tuple[str, str], tuple] = {}  # (family, facet) -> the probes it matches, with the cosine
     for eid, kind, project, created, fields_json, session_id in episodes:
         fields = loads(fields_json, {})
+        if ended is not None and kind == "session":
+            ended[eid] = fields.get("ended")
         fam = _ep_family(project, fields)
         entry = plan.get(fam)
         if entry is None:
             continue
         sid = session_id or f"episode:{eid}"
-        timed = timed_facets({"id": eid, "kind": kind, "project": project, "fields": fields},
-                             # an error's signature is learn's (a correction's there may also read its text)
-                             sig=signatures.get(eid) if signatures and kind == "error" else None)
+        ep = {"id": eid, "kind": kind, "project": project, "fields": fields}
+        if memo is not None and kind == "error":  # (a correction's signature in learn may also read its text)
+            timed = timed_facets(ep, memo.signatures.get(eid), memo.subjects.get(eid))
+        else:
+            timed = timed_facets(ep)
         for n, (facet, first, last) in enumerate(timed):
             hits = hits_of.get((fam, facet))
             if hits is None:
-                hits = hits_of[(fam, facet)] = _facet_hits(facet, *entry, threshold, known)
+                hits = hits_of[(fam, facet)] = _facet_hits(facet, *entry, threshold,
+                                                           memo.features if memo is not None else None)
             if not hits:
                 continue
             first, last = _stamp(first) or created, _stamp(last) or created
