@@ -947,19 +947,27 @@ def _evidence(config, preds, by_family: dict[str, list[int]], episodes, now_iso:
     found: dict[int, dict] = {}
     hits_of: dict[tuple[str, str], tuple] = {}  # (family, facet) -> the probes it matches, with the cosine
     for eid, kind, project, created, fields_json, session_id in episodes:
-        fields = loads(fields_json, {})
+        # an episode's family, end and facets are pure functions of its content: kept across sleeps
+        content = (kind, project, fields_json)
+        known_ep = _EPISODE_FACETS.get(content)
+        fields = None
+        if known_ep is None:
+            fields = loads(fields_json, {})
+            known_ep = _EPISODE_FACETS.put(content, [_ep_family(project, fields), fields.get("ended"), None])
+        fam, session_end, timed = known_ep
         if ended is not None and kind == "session":
-            ended[eid] = fields.get("ended")
-        fam = _ep_family(project, fields)
+            ended[eid] = session_end
         entry = plan.get(fam)
         if entry is None:
             continue
         sid = session_id or f"episode:{eid}"
-        ep = {"id": eid, "kind": kind, "project": project, "fields": fields}
-        if memo is not None and kind == "error":  # (a correction's signature in learn may also read its text)
-            timed = timed_facets(ep, memo.signatures.get(eid), memo.subjects.get(eid))
-        else:
-            timed = timed_facets(ep)
+        if timed is None:
+            ep = {"id": eid, "kind": kind, "project": project, "fields": fields or loads(fields_json, {})}
+            if memo is not None and kind == "error":  # (a correction's signature in learn may also read its text)
+                timed = timed_facets(ep, memo.signatures.get(eid), memo.subjects.get(eid))
+            else:
+                timed = timed_facets(ep)
+            known_ep[2] = timed
         for n, (facet, first, last) in enumerate(timed):
             hits = hits_of.get((fam, facet))
             if hits is None:
@@ -992,18 +1000,47 @@ def _facet_hits(facet: str, probe_rows: list, postings: dict, threshold: float, 
     function of the facet and the family's probes: verify asks it once per distinct facet.
     ``known``: features already made (a signature's, by learn), by text."""
     feats = (known.get(facet) if known else None) or features(facet)
-    norm = feature_norm(feats)
+    norm = None
     # only probes that share a feature with the facet can reach the threshold
     shared = sorted({k for feature in feats for k in postings.get(feature, ())})
     out = []
     for k in shared:
         i, probe, probe_feats, probe_norm = probe_rows[k]
-        if not probe_matches(probe, facet):
-            continue
-        sim = feature_cosine(probe_feats, feats, probe_norm, norm)
-        if sim >= threshold:
+        pair = (probe["text"], probe.get("require"), tuple(probe.get("words") or ()), facet)
+        sim = _PAIR_SIMS.get(pair, _UNSEEN)
+        if sim is _UNSEEN:  # a pure function of the probe and the facet: kept across sleeps
+            if probe_matches(probe, facet):
+                if norm is None:
+                    norm = feature_norm(feats)
+                sim = feature_cosine(probe_feats, feats, probe_norm, norm)
+            else:
+                sim = None
+            _PAIR_SIMS.put(pair, sim)
+        if sim is not None and sim >= threshold:
             out.append((i, probe, sim))
     return tuple(out)
+
+
+class _Bounded(dict):
+    """A memo of pure functions kept across the sleeps of one process (a replay sleeps once per
+    day over the same episodes and predictions); it forgets everything at ``limit`` entries."""
+
+    def __init__(self, limit: int):
+        super().__init__()
+        self.limit = limit
+
+    def put(self, key, value):
+        if len(self) >= self.limit:
+            self.clear()
+        self[key] = value
+        return value
+
+
+_UNSEEN = object()
+#: (kind, project, fields JSON) -> [family, ended, timed facets (None until asked)]
+_EPISODE_FACETS = _Bounded(1 << 15)
+#: (probe text, require, words, facet) -> the cosine, or None when the required path or words are missing
+_PAIR_SIMS = _Bounded(1 << 18)
 
 
 @lru_cache(maxsize=1 << 16)
