@@ -68,6 +68,10 @@ Rules (every number is a :class:`openmemory_local.config.Config` field):
     the ``confirmed``/``failed`` event, with ``why``). The structure is one function per step
     (:func:`_evidence` collects matches per session, :func:`_verdict` decides); a history
     brought in is replayed day by day (:mod:`openmemory_local.replay`) through the same passes.
+    What learn computed of a surprise (signature, subject, features) verify reuses in the same
+    sleep (:class:`SleepMemo`); each distinct facet is compared with a family's probes once, and
+    an episode's facets and a probe-facet cosine (pure functions) are kept across the sleeps of
+    one process in bounded memos (``benchmarks/sleep_compare.py`` checks the tables are the same).
 
 ``predict(store, now)``
     Each active, unvetoed lesson with strength >= ``predict_min_strength`` (1) and no
@@ -118,6 +122,7 @@ from .normalize import family, normalise, path_like
 from .situations import probe_matches, probes, signature, subject, timed_facets
 
 __all__ = [
+    "SleepMemo",
     "SleepBusy",
     "SleepClockError",
     "SleepResult",
