@@ -958,7 +958,8 @@ def _evidence(config, preds, by_family: dict[str, list[int]], episodes, now_iso:
         fields = None
         if known_ep is None:
             fields = loads(fields_json, {})
-            known_ep = _EPISODE_FACETS.put(content, [_ep_family(project, fields), fields.get("ended"), None])
+            known_ep = _EPISODE_FACETS.put(content, [_ep_family(project, fields), fields.get("ended"), None],
+                                           len(fields_json or ""))
         fam, session_end, timed = known_ep
         if ended is not None and kind == "session":
             ended[eid] = session_end
@@ -1028,24 +1029,32 @@ def _facet_hits(facet: str, probe_rows: list, postings: dict, threshold: float, 
 
 class _Bounded(dict):
     """A memo of pure functions kept across the sleeps of one process (a replay sleeps once per
-    day over the same episodes and predictions); it forgets everything at ``limit`` entries."""
+    day over the same episodes and predictions); it forgets everything at ``limit`` entries, or
+    when the weights given to :meth:`put` (the characters its keys hold) add up to ``weight``."""
 
-    def __init__(self, limit: int):
+    def __init__(self, limit: int, weight: int | None = None):
         super().__init__()
         self.limit = limit
+        self.weight = weight
+        self._held = 0
 
-    def put(self, key, value):
-        if len(self) >= self.limit:
+    def put(self, key, value, weight: int = 0):
+        if len(self) >= self.limit or (self.weight is not None and self._held + weight > self.weight):
             self.clear()
+        self._held += weight
         self[key] = value
         return value
+
+    def clear(self) -> None:
+        super().clear()
+        self._held = 0
 
 
 _UNSEEN = object()
 #: (kind, project, fields JSON) -> [family, ended, timed facets (None until asked)]
-_EPISODE_FACETS = _Bounded(1 << 15)
+_EPISODE_FACETS = _Bounded(1 << 15, weight=32 << 20)  # (at most 32 MiB of episode text held)
 #: (probe text, require, words, facet) -> the cosine, or None when the required path or words are missing
-_PAIR_SIMS = _Bounded(1 << 18)
+_PAIR_SIMS = _Bounded(1 << 17)
 
 
 @lru_cache(maxsize=1 << 16)
