@@ -502,7 +502,9 @@ def _recentre(store, of) -> None:
     store.set_meta("centroid_embedding", store_embedder(store).embedding)
 
 
-def _load_index(store) -> tuple[GroupIndex, dict[int, _Group]]:
+def _load_index(store, keys: set | None = None) -> tuple[GroupIndex, dict[int, _Group]]:
+    """The groups (lessons and groups forming) and their index; only those of ``keys`` ((kind,
+    family) pairs) if given."""
     config = store.config
     index = GroupIndex(exhaustive_max=config.cluster_exhaustive_max, prefix=config.cluster_prefix_features,
                        posting_cap=config.cluster_posting_cap, candidates=config.cluster_candidates,
@@ -517,6 +519,8 @@ def _load_index(store) -> tuple[GroupIndex, dict[int, _Group]]:
     for gid, state, kind, fam, strength, reinforced, vetoed, centroid in store.conn.execute(
         "SELECT id, state, kind, family, strength, reinforced, vetoed_at IS NOT NULL, centroid FROM lessons ORDER BY id"
     ):
+        if keys is not None and (kind, fam) not in keys:
+            continue
         groups[gid] = _Group(gid, state, kind, fam, strength, reinforced, bool(vetoed))
         sigs = signatures.get(gid, [])
         index.add(gid, (kind, fam), _blob_vec(centroid),
@@ -539,10 +543,12 @@ def learn(store, now: datetime, memo: SleepMemo | None = None) -> dict:
         rows = conn.execute(sql, [now_iso, *params]).fetchall()
         if not rows:
             return out
-        index, groups = _load_index(store)
         episode_vectors = of(r[0] for r in rows) if of else None
         if episode_vectors is not None:  # not embedded yet (the next embed_pending does): the next sleep takes them
             rows = [r for r in rows if r[0] in episode_vectors]
+        parsed = [loads(r[5], {}) for r in rows]
+        # a surprise is only compared with the groups of its key: only those keys' groups are loaded
+        index, groups = _load_index(store, {(r[1], _ep_family(r[3], f)) for r, f in zip(rows, parsed)})
         out["surprises"] = len(rows)
         embedder = store_embedder(store)
         join_cosine = embedder.join_cosine or config.lesson_join_cosine
@@ -551,8 +557,8 @@ def learn(store, now: datetime, memo: SleepMemo | None = None) -> dict:
         new_lessons = []
         next_id = conn.execute("SELECT COALESCE(MAX(id), 0) + 1 FROM lessons").fetchone()[0]
         vectors: dict[str, np.ndarray] = {}  # a signature's vector, made once per sleep
-        for eid, kind, session_id, project, created, fields_json, text in rows:
-            ep = {"id": eid, "kind": kind, "project": project, "fields": loads(fields_json, {}), "text": text}
+        for (eid, kind, session_id, project, created, _fields_json, text), fields in zip(rows, parsed):
+            ep = {"id": eid, "kind": kind, "project": project, "fields": fields, "text": text}
             sub = subject(ep) if kind == "error" else None
             sig = signature(ep, sub)
             feats = features(sig)
