@@ -51,6 +51,7 @@ class GroupIndex:
         self._postings: dict[tuple[Hashable, str], list[int]] = {}
         self._indexed: dict[int, int] = {}  # gid -> signatures indexed so far
         self._features: dict[int, set[str]] = {}
+        self._key_rows: dict[Hashable, np.ndarray] = {}  # a key's rows, for the exhaustive search (made on demand)
 
     def __len__(self) -> int:
         return self._n
@@ -68,6 +69,7 @@ class GroupIndex:
         self._row[gid] = row
         self._gid.append(gid)
         self._by_key.setdefault(key, []).append(gid)
+        self._key_rows.pop(key, None)
         self._indexed[gid] = 0
         self._features[gid] = set()
         for sig, feats in signatures:
@@ -104,19 +106,22 @@ class GroupIndex:
         if not groups:
             return None, 0.0
         if len(groups) <= self.exhaustive_max:
-            candidates = groups
+            rows = self._key_rows.get(key)
+            if rows is None:
+                rows = self._key_rows[key] = np.fromiter((self._row[g] for g in groups), dtype=np.int64,
+                                                         count=len(groups))
         else:
             candidates = self._candidates(key, feats)
             if not candidates:
                 return None, 0.0
-        rows = np.fromiter((self._row[g] for g in candidates), dtype=np.int64, count=len(candidates))
+            rows = np.fromiter((self._row[g] for g in candidates), dtype=np.int64, count=len(candidates))
         sums = self._sums[rows]
         norms = np.sqrt(np.einsum("ij,ij->i", sums, sums))
         norms[norms == 0] = 1.0
         cos = (sums @ vector.astype(np.float64)) / norms
         best = int(np.argmax(cos))  # first maximum: the oldest group on ties
         if cos[best] >= threshold:
-            return candidates[best], float(cos[best])
+            return self._gid[int(rows[best])], float(cos[best])
         return None, float(cos[best])
 
     def _candidates(self, key: Hashable, feats: dict) -> list[int]:

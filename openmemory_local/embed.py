@@ -56,6 +56,7 @@ STOP_WORDS: frozenset[str] = frozenset(
 _TOKEN = re.compile(r"[^\W_]+")
 
 
+@lru_cache(maxsize=1 << 16)  # a pure function of a token: memoised (sleep tokenises many texts of few words)
 def stem(token: str) -> str:
     """A small, fixed suffix stripper (part of the embedding's definition).
 

@@ -95,8 +95,9 @@ def subject(ep: dict) -> dict:
     return {"tool": tool, "heads": heads, "path": path}
 
 
-def signature(ep: dict) -> str:
-    """The normalised signature of a surprise (an error or correction episode)."""
+def signature(ep: dict, sub: dict | None = None) -> str:
+    """The normalised signature of a surprise (an error or correction episode). ``sub``: the
+    episode's :func:`subject` if the caller has it already (not computed again)."""
     fields = ep.get("fields") or {}
     cwd, branch = _ctx(ep)
     if ep["kind"] == "correction":
@@ -104,7 +105,7 @@ def signature(ep: dict) -> str:
         action = fields.get("agent_action") or {}
         did = _action_text(action, cwd, branch)
         return f"{said} | {did}" if did else said
-    sub = subject(ep)
+    sub = sub or subject(ep)
     failure = fields.get("failure")
     if failure in ("rejected", "interrupted"):
         what = " && ".join(sub["heads"]) or sub["path"] or _clip_words(
@@ -171,14 +172,15 @@ def facets(ep: dict) -> list[str]:
     return [facet for facet, _first, _last in timed_facets(ep)]
 
 
-def timed_facets(ep: dict) -> list[tuple[str, str | None, str | None]]:
+def timed_facets(ep: dict, sig: str | None = None, sub: dict | None = None) -> list[tuple[str, str | None, str | None]]:
     """:func:`facets` with when the episode met each: ``(facet, first, last)``.
 
     A session episode's facets carry the first and last time the session ran the command or
     touched the file (its ``times`` field); ``None`` where that is not known (an episode
     stored before sessions recorded times, or a transcript without timestamps): the caller
     then dates the facet at the episode's ``created``. Error and correction episodes happen
-    at one moment: ``None`` too (their ``created`` is that moment)."""
+    at one moment: ``None`` too (their ``created`` is that moment). ``sig``: the episode's
+    :func:`signature` and ``sub`` its :func:`subject`, if the caller has them already (not computed again)."""
     fields = ep.get("fields") or {}
     cwd, branch = _ctx(ep)
     out: list[tuple[str, list | None]] = []
@@ -195,15 +197,15 @@ def timed_facets(ep: dict) -> list[tuple[str, str | None, str | None]]:
         for path in fields.get("files_read") or []:
             out.append((f"Read {rel_path(path, cwd, branch)}", times.get(f"r {path}")))
     elif kind == "error":
-        out.append((signature(ep), None))
-        sub = subject(ep)
+        sub = sub or subject(ep)
+        out.append((sig or signature(ep, sub), None))
         if sub["tool"] == "Bash":
             out.extend((head, None) for head in sub["heads"])
             out.extend((facet, None) for facet in _command_facets(fields.get("command") or "", cwd, branch))
         elif sub["path"]:
             out.append((f"{sub['tool']} {sub['path']}", None))
     elif kind == "correction":
-        out.append((signature(ep), None))
+        out.append((sig or signature(ep), None))
         action = _action_text(fields.get("agent_action") or {}, cwd, branch)
         if action:
             out.append((action, None))

@@ -68,6 +68,10 @@ Rules (every number is a :class:`openmemory_local.config.Config` field):
     the ``confirmed``/``failed`` event, with ``why``). The structure is one function per step
     (:func:`_evidence` collects matches per session, :func:`_verdict` decides); a history
     brought in is replayed day by day (:mod:`openmemory_local.replay`) through the same passes.
+    What learn computed of a surprise (signature, subject, features) verify reuses in the same
+    sleep (:class:`SleepMemo`); each distinct facet is compared with a family's probes once, and
+    an episode's facets and a probe-facet cosine (pure functions) are kept across the sleeps of
+    one process in bounded memos (``benchmarks/sleep_compare.py`` checks the tables are the same).
 
 ``predict(store, now)``
     Each active, unvetoed lesson with strength >= ``predict_min_strength`` (1) and no
@@ -118,6 +122,7 @@ from .normalize import family, normalise, path_like
 from .situations import probe_matches, probes, signature, subject, timed_facets
 
 __all__ = [
+    "SleepMemo",
     "SleepBusy",
     "SleepClockError",
     "SleepResult",
@@ -219,7 +224,13 @@ def _day_start(now: datetime) -> datetime:
 
 
 def _ep_family(project: str | None, fields: dict) -> str:
-    return family(project or fields.get("cwd"), fields.get("branch")) or UNKNOWN_FAMILY
+    return _family_of(project or fields.get("cwd"), fields.get("branch"))
+
+
+@lru_cache(maxsize=1 << 14)
+def _family_of(cwd: str | None, branch: str | None) -> str:
+    # memoised: a pure function of a few distinct (project, branch) pairs, asked per episode
+    return family(cwd, branch) or UNKNOWN_FAMILY
 
 
 def _vec_blob(vec: np.ndarray) -> bytes:
@@ -237,6 +248,21 @@ def _cap(config, value: float) -> float:
 
 
 # --- the sleep ----------------------------------------------------------------------------------
+
+
+@dataclass
+class SleepMemo:
+    """What :func:`learn` computed of each surprise, kept for :func:`verify` in the same sleep
+    (the same pure functions of the same episodes: computed once)."""
+    signatures: dict[int, str] = field(default_factory=dict)  # episode id -> signature
+    subjects: dict[int, dict] = field(default_factory=dict)  # episode id -> subject (errors)
+    features: dict[str, dict] = field(default_factory=dict)  # signature -> its features
+
+    def keep(self, eid: int, sig: str, sub: dict | None, feats: dict) -> None:
+        self.signatures[eid] = sig
+        if sub is not None:
+            self.subjects[eid] = sub
+        self.features[sig] = feats
 
 
 def check_sleep_time(store, now: datetime) -> None:
@@ -260,8 +286,9 @@ def sleep(store, now: datetime, *, lock: bool = True, phrase: bool = True) -> Sl
             check_sleep_time(store, now)
             before = store.conn.total_changes
             result.decay = decay(store, now)
-            result.learn = learn(store, now)
-            result.verify = verify(store, now)
+            memo = SleepMemo()  # what learn computes, verify reuses
+            result.learn = learn(store, now, memo)
+            result.verify = verify(store, now, memo)
             result.predict = predict(store, now)
             result.changed = store.conn.total_changes != before
             if result.changed:
@@ -297,19 +324,21 @@ def decay(store, now: datetime) -> dict:
         floor = previous or ""
         active = Activity(store, floor)
         until = epoch(day)
-        conn.create_function("om_half", 1, lambda days: 0.5 ** (max(days or 0.0, 0.0) / half_life),
-                             deterministic=True)
-        conn.create_function("om_days", 4, lambda project, cwd, branch, since: active.days(
-            _ep_family(project, {"cwd": cwd, "branch": branch}), since, until), deterministic=True)
+        half = lambda days: 0.5 ** (max(days or 0.0, 0.0) / half_life)  # noqa: E731
+        conn.create_function("om_half", 1, half, deterministic=True)
         conn.create_function("om_family_days", 2, lambda fam, since: active.days(fam, since, until),
                              deterministic=True)
-        out["episodes_decayed"] = conn.execute(
-            "UPDATE episodes SET strength = strength * om_half(om_days(project, json_extract(fields, '$.cwd'), "
-            "json_extract(fields, '$.branch'), MAX(last_touched, ?))) "
-            "WHERE archived = 0 AND strength > 0 AND MAX(last_touched, ?) < ? AND om_days(project, "
-            "json_extract(fields, '$.cwd'), json_extract(fields, '$.branch'), MAX(last_touched, ?)) > 0",
-            (floor, floor, day, floor),
-        ).rowcount
+        # each episode's family and days read once (json_extract once a row), the new strengths written by id
+        decayed = []
+        for eid, strength, project, cwd, branch, since in conn.execute(
+                "SELECT id, strength, project, json_extract(fields, '$.cwd'), json_extract(fields, '$.branch'), "
+                "MAX(last_touched, ?) FROM episodes WHERE archived = 0 AND strength > 0 AND MAX(last_touched, ?) < ?",
+                (floor, floor, day)):
+            days = active.days(_family_of(project or cwd, branch), since, until)
+            if days > 0:
+                decayed.append((strength * half(days), eid))
+        conn.executemany("UPDATE episodes SET strength = ? WHERE id = ?", decayed)
+        out["episodes_decayed"] = len(decayed)
         archived = [row[0] for row in conn.execute(
             "SELECT id FROM episodes WHERE archived = 0 AND strength < ? ORDER BY id", (config.archive_below,))]
         if archived:
@@ -406,6 +435,7 @@ class _Group:
     vetoed: bool
     sessions_before: set | None = None  # loaded when first touched in this sleep
     joined: list = field(default_factory=list)  # (episode created, session id) of new members
+    rows: list | None = None  # a group made in this sleep: its members as _details reads them, oldest first
 
 
 def _surprise_sql(config) -> tuple[str, list]:
@@ -472,7 +502,9 @@ def _recentre(store, of) -> None:
     store.set_meta("centroid_embedding", store_embedder(store).embedding)
 
 
-def _load_index(store) -> tuple[GroupIndex, dict[int, _Group]]:
+def _load_index(store, keys: set | None = None) -> tuple[GroupIndex, dict[int, _Group]]:
+    """The groups (lessons and groups forming) and their index; only those of ``keys`` ((kind,
+    family) pairs) if given."""
     config = store.config
     index = GroupIndex(exhaustive_max=config.cluster_exhaustive_max, prefix=config.cluster_prefix_features,
                        posting_cap=config.cluster_posting_cap, candidates=config.cluster_candidates,
@@ -487,6 +519,8 @@ def _load_index(store) -> tuple[GroupIndex, dict[int, _Group]]:
     for gid, state, kind, fam, strength, reinforced, vetoed, centroid in store.conn.execute(
         "SELECT id, state, kind, family, strength, reinforced, vetoed_at IS NOT NULL, centroid FROM lessons ORDER BY id"
     ):
+        if keys is not None and (kind, fam) not in keys:
+            continue
         groups[gid] = _Group(gid, state, kind, fam, strength, reinforced, bool(vetoed))
         sigs = signatures.get(gid, [])
         index.add(gid, (kind, fam), _blob_vec(centroid),
@@ -494,8 +528,9 @@ def _load_index(store) -> tuple[GroupIndex, dict[int, _Group]]:
     return index, groups
 
 
-def learn(store, now: datetime) -> dict:
-    """Surprises join the lesson they resemble, or cluster among themselves (see the module doc)."""
+def learn(store, now: datetime, memo: SleepMemo | None = None) -> dict:
+    """Surprises join the lesson they resemble, or cluster among themselves (see the module doc).
+    ``memo``, when given, receives what was computed of each surprise (for verify)."""
     config = store.config
     conn = store.conn
     now_iso = iso(now)
@@ -508,40 +543,49 @@ def learn(store, now: datetime) -> dict:
         rows = conn.execute(sql, [now_iso, *params]).fetchall()
         if not rows:
             return out
-        index, groups = _load_index(store)
         episode_vectors = of(r[0] for r in rows) if of else None
         if episode_vectors is not None:  # not embedded yet (the next embed_pending does): the next sleep takes them
             rows = [r for r in rows if r[0] in episode_vectors]
+        parsed = [loads(r[5], {}) for r in rows]
+        # a surprise is only compared with the groups of its key: only those keys' groups are loaded
+        index, groups = _load_index(store, {(r[1], _ep_family(r[3], f)) for r, f in zip(rows, parsed)})
         out["surprises"] = len(rows)
         embedder = store_embedder(store)
         join_cosine = embedder.join_cosine or config.lesson_join_cosine
         dims = embedder.dims
         members = []
+        new_lessons = []
+        next_id = conn.execute("SELECT COALESCE(MAX(id), 0) + 1 FROM lessons").fetchone()[0]
         vectors: dict[str, np.ndarray] = {}  # a signature's vector, made once per sleep
-        for eid, kind, session_id, project, created, fields_json, text in rows:
-            ep = {"id": eid, "kind": kind, "project": project, "fields": loads(fields_json, {}), "text": text}
-            sig = signature(ep)
+        for (eid, kind, session_id, project, created, _fields_json, text), fields in zip(rows, parsed):
+            ep = {"id": eid, "kind": kind, "project": project, "fields": fields, "text": text}
+            sub = subject(ep) if kind == "error" else None
+            sig = signature(ep, sub)
             feats = features(sig)
+            if memo is not None:
+                memo.keep(eid, sig, sub, feats)
             vec = episode_vectors[eid] if episode_vectors is not None else vectors.get(sig)
             if vec is None:
                 vec = vectors[sig] = embed_features(feats)
             key = (kind, _ep_family(project, ep["fields"]))
             gid, _cos = index.find(key, sig, feats, vec, join_cosine)
             if gid is None:
-                gid = conn.execute(
-                    "INSERT INTO lessons (state, kind, family, text, rule_text, signature, centroid, formed, updated) "
-                    "VALUES ('forming', ?, ?, '', '', ?, ?, ?, ?)",
-                    (kind, key[1], sig, _vec_blob(np.zeros(dims)), now_iso, now_iso),
-                ).lastrowid
+                # the id SQLite would give (the largest plus one: nothing else writes lessons meanwhile);
+                # the rows are written at once below
+                gid, next_id = next_id, next_id + 1
+                new_lessons.append((gid, kind, key[1], sig))
                 index.add(gid, key, np.zeros(dims))
-                groups[gid] = _Group(gid, "forming", kind, key[1], 0.0, None, False, sessions_before=set())
+                groups[gid] = _Group(gid, "forming", kind, key[1], 0.0, None, False, sessions_before=set(), rows=[])
                 out["new_groups"] += 1
             else:
                 out["joined"] += 1
             group = groups[gid]
             index.join(gid, key, sig, feats, vec)
-            group.joined.append((created, session_id or f"episode:{eid}"))
-            members.append((eid, gid, session_id or f"episode:{eid}", created, sig, now_iso))
+            sid = session_id or f"episode:{eid}"
+            group.joined.append((created, sid))
+            if group.rows is not None:
+                group.rows.append((sid, created, sig, project, ep["fields"], sub))
+            members.append((eid, gid, sid, created, sig, now_iso))
         touched = [g for g in groups.values() if g.joined]
         # the sessions each group had before this sleep, in a few queries (not one per group)
         before = _per_group(conn, "SELECT lesson_id, session_id FROM lesson_members WHERE lesson_id IN ({})",
@@ -550,16 +594,30 @@ def learn(store, now: datetime) -> dict:
             if group.sessions_before is None:
                 group.sessions_before = {sid for _, sid in before.get(group.id, ())}
         conn.executemany(
+            "INSERT INTO lessons (id, state, kind, family, text, rule_text, signature, centroid, formed, updated) "
+            "VALUES (?, 'forming', ?, ?, '', '', ?, ?, ?, ?)",
+            [(gid, kind, fam, sig, _vec_blob(index._sums[index._row[gid]]), now_iso, now_iso)
+             for gid, kind, fam, sig in new_lessons])
+        conn.executemany(
             "INSERT INTO lesson_members (episode_id, lesson_id, session_id, created, signature, joined) "
             "VALUES (?, ?, ?, ?, ?, ?)", members)
         conn.executemany("UPDATE lessons SET centroid = ? WHERE id = ?",
-                         [(_vec_blob(index._sums[index._row[g.id]]), g.id) for g in touched])
-        ids = [g.id for g in touched]
+                         [(_vec_blob(index._sums[index._row[g.id]]), g.id) for g in touched if g.rows is None])
+        # a group made in this sleep is counted from its members in memory; the others by the store
+        ids = [g.id for g in touched if g.rows is None]
         counts = _per_group(conn, "SELECT lesson_id, COUNT(*), COUNT(DISTINCT session_id), MIN(created), "
                                   "MAX(created) FROM lesson_members WHERE lesson_id IN ({}) GROUP BY lesson_id", ids)
         sources = _per_group(conn, "SELECT id, text_source, rule_text FROM lessons WHERE id IN ({})", ids)
+        updates: dict[str, list] = {}
         for group in touched:
-            _settle(store, group, now_iso, out, counts[group.id][0][1:], sources[group.id][0][1:])
+            if group.rows is None:
+                _settle(store, group, now_iso, out, counts[group.id][0][1:], sources[group.id][0][1:], updates=updates)
+            else:
+                created = [c for c, _ in group.joined]
+                counts_now = (len(group.rows), len({sid for _, sid in group.joined}), min(created), max(created))
+                _settle(store, group, now_iso, out, counts_now, ("rule", ""), updates=updates)
+        for sql, values in updates.items():
+            conn.executemany(sql, values)
     return out
 
 
@@ -578,10 +636,11 @@ def _min_sessions(config, kind: str) -> int:
 
 
 def _settle(store, group: _Group, now_iso: str, out: dict, counts: tuple | None = None,
-            source: tuple | None = None) -> None:
+            source: tuple | None = None, updates: dict[str, list] | None = None) -> None:
     """Recount a group that gained members; make it a lesson, or strengthen or revive it.
     ``counts`` (seen, sessions, first, last) and ``source`` (text_source, rule_text), when
-    given, are the group's as they stand (``learn`` reads them for every group at once)."""
+    given, are the group's as they stand (``learn`` reads them for every group at once);
+    ``updates``, when given, collects the UPDATE (by statement) for the caller to run at once."""
     config = store.config
     conn = store.conn
     seen, sessions, first, last = counts or conn.execute(
@@ -621,19 +680,27 @@ def _settle(store, group: _Group, now_iso: str, out: dict, counts: tuple | None 
     if row[0] == "rule" or row[1] != rule:
         sets.update(text=rule, text_source="rule")
     assignments = ", ".join(f"{k} = ?" for k in sets)
-    conn.execute(f"UPDATE lessons SET {assignments} WHERE id = ?", [*sets.values(), group.id])
+    sql = f"UPDATE lessons SET {assignments} WHERE id = ?"
+    if updates is None:
+        conn.execute(sql, [*sets.values(), group.id])
+    else:
+        updates.setdefault(sql, []).append((*sets.values(), group.id))
 
 
 _DETAIL_MEMBERS = 500
 
 
 def _details(store, group: _Group, seen: int, sessions: int) -> dict:
-    """What the lesson's texts and probes are built from, out of its (latest 500) members."""
-    rows = store.conn.execute(
-        "SELECT m.session_id, m.created, m.signature, e.project, e.fields FROM lesson_members m "
-        "JOIN episodes e ON e.id = m.episode_id WHERE m.lesson_id = ? ORDER BY m.created DESC, m.episode_id DESC "
-        "LIMIT ?", (group.id, _DETAIL_MEMBERS)).fetchall()
-    rows.reverse()  # oldest first
+    """What the lesson's texts and probes are built from, out of its (latest 500) members (those
+    of ``group.rows`` for a group made in this sleep: its members, in the order of the query)."""
+    if group.rows is not None:
+        rows = group.rows[-_DETAIL_MEMBERS:]  # surprises come in (created, id) order
+    else:
+        rows = store.conn.execute(
+            "SELECT m.session_id, m.created, m.signature, e.project, e.fields FROM lesson_members m "
+            "JOIN episodes e ON e.id = m.episode_id WHERE m.lesson_id = ? ORDER BY m.created DESC, m.episode_id DESC "
+            "LIMIT ?", (group.id, _DETAIL_MEMBERS)).fetchall()
+        rows = [(*row[:4], loads(row[4], {}), None) for row in reversed(rows)]  # oldest first
     details: dict = {"kind": group.kind, "seen": seen, "sessions": sessions}
     branches, paths, projects = [], [], []
     by_sig: dict[str, dict] = {}
@@ -643,8 +710,7 @@ def _details(store, group: _Group, seen: int, sessions: int) -> dict:
     heads_seen: list[list[str]] = []
     resolved: dict[tuple, dict] = {}
     latest_fields, latest_project = {}, None
-    for session_id, created, sig, project, fields_json in rows:
-        fields = loads(fields_json, {})
+    for session_id, created, sig, project, fields, sub in rows:
         latest_fields, latest_project = fields, project
         ep = {"kind": group.kind, "project": project, "fields": fields}
         if fields.get("branch") and fields["branch"] not in branches:
@@ -659,7 +725,7 @@ def _details(store, group: _Group, seen: int, sessions: int) -> dict:
         if group.kind == "error":
             failures[fields.get("failure") or "error"] = failures.get(fields.get("failure") or "error", 0) + 1
             entry["text"] = fields.get("first_line") or ""
-            sub = subject(ep)
+            sub = sub or subject(ep)
             subjects.setdefault(sig, sub)
             if sub["path"] and sub["path"] not in paths:
                 paths.append(sub["path"])
@@ -762,8 +828,9 @@ def _anchor(store, gid: int, top: dict) -> str | None:
 # --- verify ---------------------------------------------------------------------------------------
 
 
-def verify(store, now: datetime) -> dict:
-    """Decide open predictions on the sessions that came after them (see the module doc)."""
+def verify(store, now: datetime, memo: SleepMemo | None = None) -> dict:
+    """Decide open predictions on the sessions that came after them (see the module doc).
+    ``memo``: what :func:`learn` computed in this sleep (not computed again)."""
     config = store.config
     conn = store.conn
     now_iso = iso(now)
@@ -785,8 +852,9 @@ def verify(store, now: datetime) -> dict:
             "(created > ? OR (kind = 'session' AND json_extract(fields, '$.ended') > ?)) "
             "ORDER BY created, id", (now_iso, since, since)).fetchall()
         out["episodes"] = len(episodes)
-        evidence = _evidence(config, preds, by_family, episodes, now_iso)
-        quiet = _quiet_sessions(episodes, epoch(now) - config.prediction_settle_minutes * 60)
+        ended: dict[int, str | None] = {}
+        evidence = _evidence(config, preds, by_family, episodes, now_iso, memo, ended)
+        quiet = _quiet_sessions(episodes, epoch(now) - config.prediction_settle_minutes * 60, ended)
         out["sessions"] = len({sid for per in evidence.values() for sid in per})
         for i, (pid, lesson_id, made, _probes, _fam) in enumerate(preds):
             verdict = _verdict(evidence.get(i, {}), quiet)
@@ -829,15 +897,15 @@ def _verdict(sessions: dict, quiet: set) -> tuple | None:
     return None
 
 
-def _quiet_sessions(episodes, before: float) -> set:
+def _quiet_sessions(episodes, before: float, ended_of: dict[int, str | None] | None = None) -> set:
     """Sessions whose last activity (a session episode's ``ended``, else its latest episode) is
-    before ``before``."""
+    before ``before``. ``ended_of``: the session episodes' ``ended``, by id, if already read."""
     last: dict[str, float] = {}
     for eid, kind, _project, created, fields_json, session_id in episodes:
         sid = session_id or f"episode:{eid}"
         when = epoch(created)
         if kind == "session":
-            ended = loads(fields_json, {}).get("ended")
+            ended = ended_of[eid] if ended_of is not None and eid in ended_of else loads(fields_json, {}).get("ended")
             if ended:
                 try:
                     when = max(when, epoch(ended))
@@ -856,7 +924,8 @@ def _adjust(store, lesson_id: int, delta: float, reinforce: str | None = None) -
     return before, after
 
 
-def _evidence(config, preds, by_family: dict[str, list[int]], episodes, now_iso: str) -> dict[int, dict]:
+def _evidence(config, preds, by_family: dict[str, list[int]], episodes, now_iso: str,
+              memo: SleepMemo | None = None, ended: dict[int, str | None] | None = None) -> dict[int, dict]:
     """For each prediction (by position), the later sessions of its family that matched one of its
     probes: ``{session id: {"first": when, role: (episode id, when, facet, similarity)}}``, the
     earliest match of each role.
@@ -870,6 +939,10 @@ def _evidence(config, preds, by_family: dict[str, list[int]], episodes, now_iso:
     collision can make ``mix deps.get`` resemble ``git push``. A ``failure`` probe matches
     only the signature of an error or correction episode (its first facet): another failure of
     the same program (``mix test``) is the situation met again, not this failure.
+
+    Each distinct facet is compared with a family's probes once (:func:`_facet_hits`); ``memo``
+    holds what :func:`learn` computed of the same episodes; ``ended``, when given, receives each
+    session episode's ``ended`` (for :func:`_quiet_sessions`).
     """
     threshold = config.verify_cosine
     parsed = [loads(p[3], []) for p in preds]
@@ -883,26 +956,39 @@ def _evidence(config, preds, by_family: dict[str, list[int]], episodes, now_iso:
                 postings.setdefault(feature, []).append(k)
         plan[fam] = (probe_rows, postings)
     found: dict[int, dict] = {}
-    cache: dict[str, dict] = {}
+    hits_of: dict[tuple[str, str], tuple] = {}  # (family, facet) -> the probes it matches, with the cosine
     for eid, kind, project, created, fields_json, session_id in episodes:
-        fields = loads(fields_json, {})
-        entry = plan.get(_ep_family(project, fields))
+        # an episode's family, end and facets are pure functions of its content: kept across sleeps
+        content = (kind, project, fields_json)
+        known_ep = _EPISODE_FACETS.get(content)
+        fields = None
+        if known_ep is None:
+            fields = loads(fields_json, {})
+            known_ep = _EPISODE_FACETS.put(content, [_ep_family(project, fields), fields.get("ended"), None],
+                                           len(fields_json or ""))
+        fam, session_end, timed = known_ep
+        if ended is not None and kind == "session":
+            ended[eid] = session_end
+        entry = plan.get(fam)
         if entry is None:
             continue
-        probe_rows, postings = entry
         sid = session_id or f"episode:{eid}"
-        timed = timed_facets({"id": eid, "kind": kind, "project": project, "fields": fields})
+        if timed is None:
+            ep = {"id": eid, "kind": kind, "project": project, "fields": fields or loads(fields_json, {})}
+            if memo is not None and kind == "error":  # (a correction's signature in learn may also read its text)
+                timed = timed_facets(ep, memo.signatures.get(eid), memo.subjects.get(eid))
+            else:
+                timed = timed_facets(ep)
+            known_ep[2] = timed
         for n, (facet, first, last) in enumerate(timed):
-            cached = cache.get(facet)
-            if cached is None:
-                feats = features(facet)
-                cached = cache[facet] = (feats, feature_norm(feats))
-            feats, norm = cached
+            hits = hits_of.get((fam, facet))
+            if hits is None:
+                hits = hits_of[(fam, facet)] = _facet_hits(facet, *entry, threshold,
+                                                           memo.features if memo is not None else None)
+            if not hits:
+                continue
             first, last = _stamp(first) or created, _stamp(last) or created
-            # only probes that share a feature with the facet can reach the threshold
-            shared = sorted({k for feature in feats for k in postings.get(feature, ())})
-            for k in shared:
-                i, probe, probe_feats, probe_norm = probe_rows[k]
+            for i, probe, sim in hits:
                 role = probe.get("role") or "situation"
                 made = preds[i][2]
                 when = first if made < first <= now_iso else last if made < last <= now_iso else None
@@ -911,15 +997,70 @@ def _evidence(config, preds, by_family: dict[str, list[int]], episodes, now_iso:
                     continue
                 per = found.setdefault(i, {})
                 seen = per.get(sid)
-                if (seen is not None and role in seen and seen[role][1] <= when) or not probe_matches(probe, facet):
+                if seen is not None and role in seen and seen[role][1] <= when:
                     continue
-                sim = feature_cosine(probe_feats, feats, probe_norm, norm)
-                if sim >= threshold:
-                    if seen is None:
-                        seen = per[sid] = {"first": when}
-                    seen[role] = (eid, when, facet, sim)
-                    seen["first"] = min(seen["first"], when)
+                if seen is None:
+                    seen = per[sid] = {"first": when}
+                seen[role] = (eid, when, facet, sim)
+                seen["first"] = min(seen["first"], when)
     return found
+
+
+def _facet_hits(facet: str, probe_rows: list, postings: dict, threshold: float, known: dict | None = None) -> tuple:
+    """The probes of one family that ``facet`` matches (its required path and words, and a cosine
+    >= ``threshold``): ``(prediction position, probe, cosine)``, in the probes' order. A pure
+    function of the facet and the family's probes: verify asks it once per distinct facet.
+    ``known``: features already made (a signature's, by learn), by text."""
+    feats = (known.get(facet) if known else None) or features(facet)
+    norm = None
+    # only probes that share a feature with the facet can reach the threshold
+    shared = sorted({k for feature in feats for k in postings.get(feature, ())})
+    out = []
+    for k in shared:
+        i, probe, probe_feats, probe_norm = probe_rows[k]
+        pair = (probe["text"], probe.get("require"), tuple(probe.get("words") or ()), facet)
+        sim = _PAIR_SIMS.get(pair, _UNSEEN)
+        if sim is _UNSEEN:  # a pure function of the probe and the facet: kept across sleeps
+            if probe_matches(probe, facet):
+                if norm is None:
+                    norm = feature_norm(feats)
+                sim = feature_cosine(probe_feats, feats, probe_norm, norm)
+            else:
+                sim = None
+            _PAIR_SIMS.put(pair, sim)
+        if sim is not None and sim >= threshold:
+            out.append((i, probe, sim))
+    return tuple(out)
+
+
+class _Bounded(dict):
+    """A memo of pure functions kept across the sleeps of one process (a replay sleeps once per
+    day over the same episodes and predictions); it forgets everything at ``limit`` entries, or
+    when the weights given to :meth:`put` (the characters its keys hold) add up to ``weight``."""
+
+    def __init__(self, limit: int, weight: int | None = None):
+        super().__init__()
+        self.limit = limit
+        self.weight = weight
+        self._held = 0
+
+    def put(self, key, value, weight: int = 0):
+        if len(self) >= self.limit or (self.weight is not None and self._held + weight > self.weight):
+            self.clear()
+        self._held += weight
+        self[key] = value
+        return value
+
+    def clear(self) -> None:
+        super().clear()
+        self._held = 0
+
+
+_UNSEEN = object()
+#: (kind, project, fields JSON) -> [family, ended, timed facets (None until asked)]
+_EPISODE_FACETS = _Bounded(1 << 15, weight=32 << 20)  # (at most 32 MiB of episode text held)
+#: (probe text, require, words, facet) -> the cosine, or None when the required path or words are missing
+_PAIR_SIMS = _Bounded(1 << 17)
 
 
 @lru_cache(maxsize=1 << 16)
@@ -960,11 +1101,15 @@ def predict(store, now: datetime) -> dict:
             "SELECT id, family, details FROM lessons l WHERE state = 'active' AND vetoed_at IS NULL "
             "AND strength >= ? AND NOT EXISTS (SELECT 1 FROM predictions p WHERE p.lesson_id = l.id "
             "AND p.state = 'open') ORDER BY id", (config.predict_min_strength,)).fetchall()
+        heads_of: dict[tuple, list[str]] = {}  # projects -> their recent heads, read once per predict
         for lesson_id, fam, details_json in rows:
             details = loads(details_json, {})
             programs = ()
             if details.get("kind") == "correction":
-                programs = _recent_heads(store, details.get("projects") or [])
+                projects = tuple(details.get("projects") or [])
+                programs = heads_of.get(projects)
+                if programs is None:
+                    programs = heads_of[projects] = _recent_heads(store, list(projects))
             expected = probes(details, details.get("signature") or "", programs)
             text = prediction_text(details, fam, lesson_id)
             pid = conn.execute(

@@ -435,3 +435,42 @@ def test_a_sleep_killed_midway_leaves_the_store_as_before_or_as_after(tmp_path):
             assert _state(victim / "openmemory.db") == after
         seen.add("before" if state == before else "after")
     assert "before" in seen  # at least one kill landed mid-sleep
+
+
+def test_what_sleep_keeps_between_passes_and_sleeps_changes_nothing(tmp_path):
+    """learn's signatures reused by verify (``SleepMemo``) and verify's memos kept across the sleeps
+    of a process give the same tables as each pass on its own with every memo emptied: day by
+    day over a synthetic week (lessons form, predictions are made, confirmed and failed)."""
+    sys.path.insert(0, str(REPO))
+    from simulations.workload import Workload
+    from openmemory_local import sleep as sleep_module
+
+    episodes = Workload(seed=5).episodes(1200, at(0), 7)
+    homes = [tmp_path / "memo", tmp_path / "plain"]
+    for home in homes:
+        with Store.open(Config(home=home)) as store:
+            add_episodes(store, episodes, now=at(7))
+    for day in range(1, 8):
+        moment = at(day, 0)
+        with Store.open(Config(home=homes[0])) as store:
+            sleep(store, moment)
+        with Store.open(Config(home=homes[1])) as store, store.write():
+            sleep_module._EPISODE_FACETS.clear()
+            sleep_module._PAIR_SIMS.clear()
+            decay(store, moment)
+            learn(store, moment)
+            verify(store, moment)
+            predict(store, moment)
+            store.set_meta("last_sleep", iso(moment))
+    tables = ["SELECT * FROM lessons ORDER BY id", "SELECT * FROM lesson_members ORDER BY episode_id",
+              "SELECT * FROM predictions ORDER BY id", "SELECT id, kind, lesson_id, prediction_id, detail FROM events "
+              "ORDER BY id", "SELECT id, strength, archived FROM episodes ORDER BY id"]
+    dumps = []
+    for home in homes:
+        conn = sqlite3.connect(home / "openmemory.db")
+        dumps.append([conn.execute(sql).fetchall() for sql in tables])
+        conn.close()
+    states = {row[6] for row in dumps[0][2]}
+    assert {"confirmed", "failed"} <= states, states  # the week decided predictions both ways
+    for sql, memo, plain in zip(tables, *dumps):
+        assert memo == plain, sql
