@@ -37,7 +37,7 @@ def check_size(data: Any) -> bytes:
 
 def _decode(data: Any) -> tuple[Record, dict | None]:
     data = check_size(data)
-    value, spans = cbor.loads_with_spans(data)
+    value, spans = cbor.loads_record(data)
     record = record_from_map(value)
     record.__dict__["_cbor"] = data  # the bytes are canonical: they are the record's encoding
     # Where each field lies in those bytes: verify() cuts the signed message out of them
