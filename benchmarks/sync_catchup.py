@@ -194,8 +194,8 @@ def catch_up(records: list[bytes], root: Path, profile: str | None) -> dict[str,
 
         wait_until(held, 600, 0.05, "B holding every record")
         wall = time.monotonic() - t0
-        sync = b.get("/v1/sync")
-        report = sync["last"][a.peer_id]
+        # (the records are committed batch by batch: the session's report follows the last)
+        report = wait_until(lambda: b.get("/v1/sync")["last"].get(a.peer_id), 60, 0.05, "B's session report")
         if report["outcome"] != "done" or report["received"] != len(records):
             raise SystemExit(f"the session did not pull everything: {report}")
         if profile:

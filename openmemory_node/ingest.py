@@ -100,6 +100,7 @@ class Ingest:
             return Outcome(DUPLICATE, None)
         try:
             record = wire.decode(data)
+            record.__dict__["id_bytes"] = idb  # (the id of these bytes, hashed above: not again)
             # The fresh-key budget is checked on the decoded signer, before the costly checks
             # (the observation rule, the signature): a flood past it costs no more than this.
             if peer is not None and not solicited and self.is_fresh(record.signer):
@@ -211,17 +212,20 @@ class Ingest:
     def store_new(self, record: Any, data: bytes, *, via: str, peer: str | None) -> Outcome:
         """Store an already validated record and apply its status rules."""
         now = self.clock()
+        status = self.status_rules.initial(record)
         added = self.store.add(
             id=record.id, idb=record.id_bytes, type=record.record_type,
             kind=getattr(record, "kind", None), author=record.signer.hex(),
             created=record.created, data=data, via=via, from_peer=peer,
-            status=self.status_rules.initial(record), arrived=now,
+            status=status, arrived=now,
         )
         if not added:  # lost a race with another path: it is a duplicate after all
             self.store.count_duplicate(record.id_bytes)
             self.stats["duplicate"] += 1
             return Outcome(DUPLICATE, record)
-        changes = list(self.status_rules.after_accept(record, self.store, now))
+        # (the record's own status, when it is the one just stored, needs no update)
+        changes = [c for c in self.status_rules.after_accept(record, self.store, now)
+                   if c[0] != record.id or c[1] != status]
         if changes:
             self.store.set_status(changes)
         self.stats["accept"] += 1
