@@ -42,12 +42,7 @@ def frame(payload: bytes) -> bytes:
 async def read_frame(stream: Any, max_bytes: int, timeout: float) -> bytes | None:
     """Read one frame; None on a clean end of stream before the first byte."""
     with trio.move_on_after(timeout) as scope:
-        try:
-            first = await stream.read(1)
-        except Exception as exc:
-            if type(exc).__name__ in ("StreamEOF", "MuxedStreamEOF"):
-                return None
-            raise FrameError(f"read failed: {type(exc).__name__}: {exc}") from None
+        first = await _read_some(stream, 1)
         if not first:
             return None
         try:
@@ -59,6 +54,16 @@ async def read_frame(stream: Any, max_bytes: int, timeout: float) -> bytes | Non
     if scope.cancelled_caught:
         raise FrameError(f"no complete frame within {timeout:g} s")
     return None  # pragma: no cover
+
+
+async def _read_some(stream: Any, n: int) -> bytes:
+    """``stream.read(n)``; b"" at the end of the stream; FrameError for any other failure."""
+    try:
+        return await stream.read(n)
+    except Exception as exc:
+        if type(exc).__name__ in ("StreamEOF", "MuxedStreamEOF"):
+            return b""
+        raise FrameError(f"read failed: {type(exc).__name__}: {exc}") from None
 
 
 class FrameReader:
@@ -116,12 +121,7 @@ class FrameReader:
         return None
 
     async def _fill(self) -> bool:
-        try:
-            data = await self.stream.read(self.chunk)
-        except Exception as exc:
-            if type(exc).__name__ in ("StreamEOF", "MuxedStreamEOF"):
-                return False
-            raise FrameError(f"read failed: {type(exc).__name__}: {exc}") from None
+        data = await _read_some(self.stream, self.chunk)
         if not data:
             return False
         rest = self._buffer[self._pos:]
