@@ -127,7 +127,8 @@ def main() -> int:
         print(json.dumps({name: figures for name, figures in rows}, indent=1))
     else:
         print(f"wire format, one core, records/s of CPU time (best of {args.repeat} x {args.seconds}s; load "
-              f"average {os.getloadavg()[0]:.2f}); nacl_verify = bare PyNaCl Ed25519 verify of the same signed messages")
+              f"average {os.getloadavg()[0]:.2f}); nacl_verify = bare PyNaCl Ed25519 verify of the same signed "
+              "messages")
         header = f"{'record':<12}{'bytes':>7}{'encode':>10}{'decode':>10}{'sign':>10}{'verify':>10}" \
                  f"{'validate':>10}{'nacl_verify':>13}{'validate/nacl':>15}"
         print(header)

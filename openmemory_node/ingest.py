@@ -9,7 +9,8 @@ costly steps), the rest of the validation (clock skew, the observation rule, the
 the record's topic, the rate per author, then the record is stored and
 committed, and its status rules applied. Only then does the caller forward it. Every refusal
 is counted by code and charged to the sending peer's ledger according to
-:mod:`openmemory_node.policy`.
+:mod:`openmemory_node.policy`. :meth:`Ingest.accept_batch` takes many records (a sync answer)
+through the same steps in one store transaction, the accept hooks run once it is committed.
 
 The store keeps at most ``max_without_standing`` records from keys without standing (not
 this node's, not trusted or vouched, not a revoker): past it, the oldest inert ones (nothing

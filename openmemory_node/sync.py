@@ -9,6 +9,10 @@ limits, every other check) and stores it, before it goes on to the next type. So
 was offline for days gets the revocations first, and a lesson arriving after its revocation
 is revoked on arrival. Each node pulls only what it asked for; nothing is pushed.
 
+The initiator keeps up to ``WANTS_AHEAD`` WANTs in flight and stores the records of each WANT
+in one store transaction (:meth:`Ingest.accept_batch`); the server writes the answers to a
+WANT at once, and both read frames through a buffer (:class:`openmemory_node.streams.FrameReader`).
+
 Frames are unsigned-varint length-prefixed (as fetch's), each starting with a kind byte:
 
     client -> server   0x01 RECONCILE  type(1 byte) message      (reconcile.py's format)
@@ -343,16 +347,10 @@ class Sync:
         from . import wire
 
         good: list[bytes] = []
-        problem = None
+        problem: tuple[int, bytes] | None = None  # the first broken answer: (its kind, the id wanted)
         for idb, answer in zip(batch, answers):
-            kind = answer[0]
-            if kind == NOT_FOUND:
-                problem = lambda idb=idb: self._lie(peer, f"announced {idb.hex()} then answered NOT_FOUND")  # noqa: E731
-            elif kind != RECORD:
-                problem = lambda kind=kind: self._bad(peer, f"expected RECORD or NOT_FOUND, got kind {kind}")  # noqa: E731
-            elif wire.record_id(answer[1:]) != idb:
-                problem = lambda: self._mismatch(peer)  # noqa: E731
-            if problem is not None:
+            if answer[0] != RECORD or wire.record_id(answer[1:]) != idb:
+                problem = (answer[0], idb)
                 break
             good.append(answer[1:])
         outcomes = self.ingest.accept_batch(good, peer=peer, via="sync", expect_type=type_, solicited=True,
@@ -371,10 +369,13 @@ class Sync:
                         self._refused.popitem(last=False)
                 if action is Action.REJECT:
                     raise SyncAbort(f"the peer sent an invalid record ({outcome.verdict.code})")
-        if problem is not None:
-            problem()
-
-    def _mismatch(self, peer: str) -> None:
+        if problem is None:
+            return
+        kind, idb = problem
+        if kind == NOT_FOUND:
+            self._lie(peer, f"announced {idb.hex()} then answered NOT_FOUND")
+        if kind != RECORD:
+            self._bad(peer, f"expected RECORD or NOT_FOUND, got kind {kind}")
         self.ingest.charge(peer, self.ingest.policy.bad_input(
             FETCH_MISMATCH, "answered a sync WANT with another record"))
         raise SyncAbort("a record that is not the one asked for")
