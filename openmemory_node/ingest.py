@@ -146,7 +146,10 @@ class Ingest:
             self._without = None
             rebuild = getattr(self.status_rules, "rebuild", None)
             if rebuild is not None:  # it saw records that the rollback took back
-                rebuild()
+                try:
+                    rebuild()
+                except Exception:  # the store is failing: the original error is the one to raise
+                    log.exception("statuses not recomputed after a failed batch")
             raise
         self._deferred = None
         if accepted:

@@ -219,3 +219,27 @@ def test_records_of_the_helper_are_all_valid_and_distinct():
     assert len({r.id for r in decoded}) == 100
     assert {r.record_type for r in decoded} == {"lesson", "attestation", "revocation", "vouch"}
     assert records == make_records(100, 5, now)  # keys derived from an index: the same records every run
+
+
+def test_a_batch_that_fails_is_rolled_back_whole_and_the_statuses_recomputed(tmp_path):
+    records = make_records(40, 4, int(time.time()))
+    ingest = _ingest(tmp_path)
+    assert all(o.accepted for o in ingest.accept_batch(records[:10], peer="12D3KooWPeer", solicited=True))
+    rules = ingest.status_rules
+    calls = []
+
+    def failing(record, store, now):
+        calls.append(record)
+        if len(calls) == 3:
+            raise OSError("disk I/O error (made by the test)")
+        return type(rules).after_accept(rules, record, store, now)
+
+    rules.after_accept = failing
+    with pytest.raises(OSError, match="made by the test"):
+        ingest.accept_batch(records[10:20], peer="12D3KooWPeer", solicited=True)
+    del rules.after_accept
+    assert set(ingest.store.ids()) == {wire.decode(r).id for r in records[:10]}
+    assert rules.machine.statuses() == {r.id: r.status for r in ingest.store.list(limit=100)}
+    # The same batch again is taken whole.
+    assert all(o.accepted for o in ingest.accept_batch(records[10:20], peer="12D3KooWPeer", solicited=True))
+    assert ingest.store.count() == 20
