@@ -6,8 +6,9 @@ per second, beside a bare PyNaCl Ed25519 verification of the same messages in th
 
 Everything runs in one thread (one core). Each figure is the best of --repeat timed rounds
 (the least disturbed by other processes on a shared machine), each round running the operation
-for about --seconds, the operations interleaved round by round. Target: validation of at least
-10,000 records/s.
+for about --seconds of CPU time, the operations interleaved round by round; the load average
+is printed. Targets: validation of at least
+10,000 records/s, and at 80 % or more of the bare verify on every record type (a line each).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from openmemory_node import wire  # noqa: E402
 
 NOW = 1_760_000_000
 TARGET_VALIDATE = 10_000
+TARGET_RATIO = 0.80  # validation at 80 % of a bare verify, on every record type (issue 16)
 
 
 def make_records() -> dict[str, list[wire.Record]]:
@@ -58,11 +60,14 @@ def make_records() -> dict[str, list[wire.Record]]:
 
 
 def _round(fn: Callable[[object], object], items: list, loops: int) -> float:
-    start = time.perf_counter()
+    # CPU time of this process: on a shared machine a round the scheduler interrupted does
+    # not count the time it spent waiting (wall time did, and at a load of 4 to 6 on two
+    # cores no round was undisturbed).
+    start = time.process_time()
     for _ in range(loops):
         for item in items:
             fn(item)
-    return time.perf_counter() - start
+    return time.process_time() - start
 
 
 def rates(ops: dict[str, tuple[Callable[[object], object], list]], seconds: float, repeat: int) -> dict[str, float]:
@@ -121,8 +126,9 @@ def main() -> int:
     if args.json:
         print(json.dumps({name: figures for name, figures in rows}, indent=1))
     else:
-        print(f"wire format, one core, records/s (best of {args.repeat} x {args.seconds}s); "
-              "nacl_verify = bare PyNaCl Ed25519 verify of the same signed messages")
+        print(f"wire format, one core, records/s of CPU time (best of {args.repeat} x {args.seconds}s; load "
+              f"average {os.getloadavg()[0]:.2f}); nacl_verify = bare PyNaCl Ed25519 verify of the same signed "
+              "messages")
         header = f"{'record':<12}{'bytes':>7}{'encode':>10}{'decode':>10}{'sign':>10}{'verify':>10}" \
                  f"{'validate':>10}{'nacl_verify':>13}{'validate/nacl':>15}"
         print(header)
@@ -130,6 +136,13 @@ def main() -> int:
             print(f"{name:<12}{f['bytes']:>7.0f}{f['encode']:>10,.0f}{f['decode']:>10,.0f}{f['sign']:>10,.0f}"
                   f"{f['verify']:>10,.0f}{f['validate']:>10,.0f}{f['nacl_verify']:>13,.0f}"
                   f"{f['validate_vs_nacl']:>14.0%}")
+    out = sys.stderr if args.json else sys.stdout
+    for name, f in rows:
+        if name != "mix":
+            verdict = "meets" if f["validate_vs_nacl"] >= TARGET_RATIO else "MISSES"
+            print(f"{name}: validation at {f['validate_vs_nacl']:.0%} of a bare PyNaCl verify "
+                  f"({1e6 / f['validate'] - 1e6 / f['nacl_verify']:.1f} us beyond it per record): "
+                  f"{verdict} the {TARGET_RATIO:.0%} target", file=out)
     mix = dict(rows)["mix"]["validate"]
     slowest = min(f["validate"] for _, f in rows)
     verdict = "meets" if slowest >= TARGET_VALIDATE else "MISSES"

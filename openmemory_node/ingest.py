@@ -9,7 +9,8 @@ costly steps), the rest of the validation (clock skew, the observation rule, the
 the record's topic, the rate per author, then the record is stored and
 committed, and its status rules applied. Only then does the caller forward it. Every refusal
 is counted by code and charged to the sending peer's ledger according to
-:mod:`openmemory_node.policy`.
+:mod:`openmemory_node.policy`. :meth:`Ingest.accept_batch` takes many records (a sync answer)
+through the same steps in one store transaction, the accept hooks run once it is committed.
 
 The store keeps at most ``max_without_standing`` records from keys without standing (not
 this node's, not trusted or vouched, not a revoker): past it, the oldest inert ones (nothing
@@ -34,6 +35,7 @@ from .store import Store
 log = logging.getLogger(__name__)
 
 LOG_EVERY = 10.0
+_ACCEPTED = Verdict(Action.ACCEPT, "ok")
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,7 @@ class Ingest:
         self.on_evict_hooks: list[Callable[[list[tuple[str, bytes, str, bytes]]], None]] = []
         self._without: int | None = None  # records without standing in the store (lazy)
         self._standing_seen: frozenset[bytes] | None = None
+        self._deferred: list[Any] | None = None  # records accepted in the open batch
         if on_accept:
             self.on_accept_hooks.append(on_accept)
         self.stats: Counter[str] = Counter()  # "accept", "duplicate", "reject:<code>", ...
@@ -98,6 +101,7 @@ class Ingest:
             return Outcome(DUPLICATE, None)
         try:
             record = wire.decode(data)
+            record.__dict__["id_bytes"] = idb  # (the id of these bytes, hashed above: not again)
             # The fresh-key budget is checked on the decoded signer, before the costly checks
             # (the observation rule, the signature): a flood past it costs no more than this.
             if peer is not None and not solicited and self.is_fresh(record.signer):
@@ -115,6 +119,44 @@ class Ingest:
             if not verdict.accepted:
                 return self._refuse(verdict, peer, record)
         return self.store_new(record, data, via=via, peer=peer)
+
+    def accept_batch(
+        self, batch: list[bytes], *, peer: str | None, via: str = "sync", expect_type: str | None = None,
+        solicited: bool = False, stop_on_reject: bool = False,
+    ) -> list[Outcome]:
+        """:meth:`accept` for each record of ``batch``, in order, in one store transaction: one
+        commit for the lot (a sync answer of up to 64 records), and the ``on_accept_hooks`` run
+        once it is committed (so nothing is forwarded or announced before it is stored). Every
+        check is the same as for one record; refusals are counted one by one. With
+        ``stop_on_reject``, the batch ends at the first invalid record (its outcome is the
+        last). If the store fails within the batch, nothing of it is stored, the statuses are
+        recomputed from the store and the error is raised."""
+        outcomes: list[Outcome] = []
+        accepted: list[Any] = []
+        self._deferred = accepted
+        try:
+            with self.store.transaction():
+                for data in batch:
+                    outcome = self.accept(data, peer=peer, via=via, expect_type=expect_type, solicited=solicited)
+                    outcomes.append(outcome)
+                    if stop_on_reject and outcome.verdict.action is Action.REJECT:
+                        break
+        except BaseException:
+            self._deferred = None
+            self._without = None
+            rebuild = getattr(self.status_rules, "rebuild", None)
+            if rebuild is not None:  # it saw records that the rollback took back
+                try:
+                    rebuild()
+                except Exception:  # the store is failing: the original error is the one to raise
+                    log.exception("statuses not recomputed after a failed batch")
+            raise
+        self._deferred = None
+        if accepted:
+            event(log, logging.INFO, "records accepted", count=len(accepted), via=via, peer=peer or "local")
+        for record in accepted:
+            self._run_accept_hooks(record, via, peer)
+        return outcomes
 
     # -- standing (PROTOCOL.md, "Admission of new authors") ---------------------------------
     def standing_keys(self) -> frozenset[bytes]:
@@ -174,29 +216,41 @@ class Ingest:
     def store_new(self, record: Any, data: bytes, *, via: str, peer: str | None) -> Outcome:
         """Store an already validated record and apply its status rules."""
         now = self.clock()
+        status = self.status_rules.initial(record)
         added = self.store.add(
             id=record.id, idb=record.id_bytes, type=record.record_type,
             kind=getattr(record, "kind", None), author=record.signer.hex(),
             created=record.created, data=data, via=via, from_peer=peer,
-            status=self.status_rules.initial(record), arrived=now,
+            status=status, arrived=now,
         )
         if not added:  # lost a race with another path: it is a duplicate after all
             self.store.count_duplicate(record.id_bytes)
             self.stats["duplicate"] += 1
             return Outcome(DUPLICATE, record)
-        changes = list(self.status_rules.after_accept(record, self.store, now))
+        # (the record's own status, when it is the one just stored, needs no update)
+        changes = [c for c in self.status_rules.after_accept(record, self.store, now)
+                   if c[0] != record.id or c[1] != status]
         if changes:
             self.store.set_status(changes)
         self.stats["accept"] += 1
         self._bound(record)
+        if self._deferred is not None:  # in a batch: the hooks run once it is committed
+            self._deferred.append(record)
+            if log.isEnabledFor(logging.DEBUG):
+                event(log, logging.DEBUG, "record accepted", id=record.id, type=record.record_type,
+                      via=via, peer=peer or "local")
+            return Outcome(_ACCEPTED, record)
         event(log, logging.INFO, "record accepted", id=record.id, type=record.record_type,
               via=via, peer=peer or "local")
+        self._run_accept_hooks(record, via, peer)
+        return Outcome(_ACCEPTED, record)
+
+    def _run_accept_hooks(self, record: Any, via: str, peer: str | None) -> None:
         for hook in self.on_accept_hooks:
             try:
                 hook(record, via, peer)
             except Exception:  # a hook must never undo an accepted record
                 log.exception("on_accept hook failed")
-        return Outcome(Verdict(Action.ACCEPT, "ok"), record)
 
     def _refuse(self, verdict: Verdict, peer: str | None, record: Any) -> Outcome:
         self.stats[f"{verdict.action.value}:{verdict.code}"] += 1

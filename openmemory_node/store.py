@@ -41,9 +41,10 @@ import json
 import sqlite3
 import time
 from collections import Counter
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 import sqlite_utils
 
@@ -157,6 +158,31 @@ class Store:
         self._dup_last: dict[bytes, float] = {}
         self._rej: Counter[str] = Counter()
         self._rej_last: dict[str, tuple[float, str | None, str]] = {}
+        self._tx_depth = 0
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """One write transaction for what runs inside (nested ones join it): committed at the
+        end, rolled back whole if anything raises. A batch of records (a sync answer) is then
+        one commit, and a process killed within it loses the batch, never a committed record."""
+        if self._tx_depth:
+            self._tx_depth += 1
+            try:
+                yield
+            finally:
+                self._tx_depth -= 1
+            return
+        self.conn.execute("BEGIN IMMEDIATE")
+        self._tx_depth = 1
+        try:
+            yield
+            self.conn.commit()
+        except BaseException:
+            if self.conn.in_transaction:
+                self.conn.rollback()
+            raise
+        finally:
+            self._tx_depth = 0
 
     @classmethod
     def open(cls, home: Path, clock: Callable[[], float] = time.time) -> "Store":
@@ -236,8 +262,7 @@ class Store:
 
     def delete(self, ids: Iterable[str]) -> int:
         """Remove records (a local storage decision: PROTOCOL.md, "Admission of new authors")."""
-        with self.conn:
-            self.conn.execute("BEGIN IMMEDIATE")
+        with self.transaction():
             return sum(self.conn.execute("DELETE FROM records WHERE id=?", (i,)).rowcount for i in ids)
 
     def get(self, id: str) -> StoredRecord | None:
@@ -334,8 +359,7 @@ class Store:
         """Apply (id, status) pairs in one transaction; returns how many rows changed."""
         now = self.clock()
         changed = 0
-        with self.conn:
-            self.conn.execute("BEGIN IMMEDIATE")
+        with self.transaction():
             for id_, status in changes:
                 cur = self.conn.execute(
                     "UPDATE records SET status=?, status_changed=? WHERE id=? AND status<>?",
@@ -369,8 +393,7 @@ class Store:
             return
         dup, dup_last, rej, rej_last = self._dup, self._dup_last, self._rej, self._rej_last
         self._dup, self._dup_last, self._rej, self._rej_last = Counter(), {}, Counter(), {}
-        with self.conn:
-            self.conn.execute("BEGIN IMMEDIATE")
+        with self.transaction():
             for idb, n in dup.items():
                 self.conn.execute(
                     "UPDATE records SET duplicates=duplicates+?, last_duplicate=? WHERE idb=?",

@@ -9,6 +9,10 @@ limits, every other check) and stores it, before it goes on to the next type. So
 was offline for days gets the revocations first, and a lesson arriving after its revocation
 is revoked on arrival. Each node pulls only what it asked for; nothing is pushed.
 
+The initiator keeps up to ``WANTS_AHEAD`` WANTs in flight and stores the records of each WANT
+in one store transaction (:meth:`Ingest.accept_batch`); the server writes the answers to a
+WANT at once, and both read frames through a buffer (:class:`openmemory_node.streams.FrameReader`).
+
 Frames are unsigned-varint length-prefixed (as fetch's), each starting with a kind byte:
 
     client -> server   0x01 RECONCILE  type(1 byte) message      (reconcile.py's format)
@@ -48,7 +52,7 @@ from .ingest import Ingest
 from .log import event
 from .policy import FETCH_MISMATCH, Action, RateLimiter, Verdict
 from .reconcile import ID_BYTES, IdSet, Params, Reconciler, SyncError, decode_varint, encode_varint
-from .streams import FrameError, close_quietly, frame, read_frame
+from .streams import FrameError, FrameReader, close_quietly, frame
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +61,10 @@ TYPE_ORDER = ("revocation", "vouch", "lesson", "attestation")  # the order of a 
 TYPE_CODES = {t: i for i, t in enumerate(TYPE_ORDER)}
 RECONCILE, WANT, RECORD, NOT_FOUND, BUSY, ERROR = 1, 2, 3, 4, 5, 6
 MAX_WANT = 64
+_RECORD_KIND = bytes([RECORD])
+_NOT_FOUND_FRAME = frame(bytes([NOT_FOUND]))
+#: WANT frames a client keeps in flight (pipelined: the server answers them in order).
+WANTS_AHEAD = 4
 
 # Penalty codes (PROTOCOL.md, "Sync").
 SYNC_BAD_MESSAGE = "sync-bad-message"
@@ -254,7 +262,8 @@ class Sync:
                               peer=peer, protocol=PROTOCOL_ID)
                     self._unsupported[peer] = self.clock()
                     return report
-                stream = _Counted(raw, report)
+                counted = _Counted(raw, report)
+                stream = FrameReader(counted, self.max_frame)
                 budget = s.max_records
                 for type_ in TYPE_ORDER:
                     got = await self._session_type(stream, peer, type_, budget, report)
@@ -273,7 +282,7 @@ class Sync:
             report.outcome, report.detail = "failed", str(exc)
         finally:
             if stream is not None:
-                await close_quietly(stream.stream)
+                await close_quietly(raw)
             report.ended = self.clock()
             self.last[peer] = report
             self.stats["completed" if report.outcome == "done" else "failed"] += 1
@@ -287,7 +296,7 @@ class Sync:
                   bytes=report.bytes_sent + report.bytes_received, detail=report.detail[:120])
         return report
 
-    async def _session_type(self, stream: _Counted, peer: str, type_: str, budget: int,
+    async def _session_type(self, stream: FrameReader, peer: str, type_: str, budget: int,
                             report: SessionReport) -> int:
         s = self.settings
         code = TYPE_CODES[type_]
@@ -299,7 +308,7 @@ class Sync:
                              self.ingest.policy.limits.rate_penalty)
                 raise SyncAbort(f"{type_}: more than {s.max_rounds} rounds")
             payload = bytes([RECONCILE, code]) + message
-            await _write(stream, frame(payload))
+            await _write(stream.stream, frame(payload))
             answer = await self._read(stream, peer)
             if answer[:2] != bytes([RECONCILE, code]):
                 self._bad(peer, f"expected a RECONCILE answer for {type_}, got kind {answer[0]}")
@@ -312,40 +321,64 @@ class Sync:
         now = self.clock()
         wanted = [i for i in reconciler.need if not self._recently_refused(i, now)]
         report.need[type_] = len(wanted)
-        for start in range(0, len(wanted), MAX_WANT):
-            batch = wanted[start:start + MAX_WANT]
-            await _write(stream, frame(bytes([WANT]) + encode_varint(len(batch)) + b"".join(batch)))
-            for idb in batch:
-                answer = await self._read(stream, peer)
-                kind = answer[0]
-                if kind == NOT_FOUND:
-                    self._lie(peer, f"announced {idb.hex()} then answered NOT_FOUND")
-                if kind != RECORD:
-                    self._bad(peer, f"expected RECORD or NOT_FOUND, got kind {kind}")
-                self._receive(peer, idb, answer[1:], type_, report)
+        # WANTs of MAX_WANT ids, up to WANTS_AHEAD of them in flight: the server answers the
+        # next while this side validates and stores the last (a server answers its frames in
+        # order, so this needs nothing of it: PROTOCOL.md, "Sync").
+        batches = [wanted[start:start + MAX_WANT] for start in range(0, len(wanted), MAX_WANT)]
+        sent = 0
+        while sent < min(WANTS_AHEAD, len(batches)):
+            await self._want(stream, batches[sent])
+            sent += 1
+        for batch in batches:
+            answers = [await self._read(stream, peer) for _ in batch]
+            if sent < len(batches):
+                await self._want(stream, batches[sent])
+                sent += 1
+            self._receive_batch(peer, batch, answers, type_, report)
         return len(wanted)
 
-    def _receive(self, peer: str, idb: bytes, data: bytes, type_: str, report: SessionReport) -> None:
+    async def _want(self, stream: FrameReader, batch: list[bytes]) -> None:
+        await _write(stream.stream, frame(bytes([WANT]) + encode_varint(len(batch)) + b"".join(batch)))
+
+    def _receive_batch(self, peer: str, batch: list[bytes], answers: list[bytes], type_: str,
+                       report: SessionReport) -> None:
+        """The answers to one WANT, in order: every record up to the first broken answer is
+        validated and stored (one store transaction), then that answer aborts the session."""
         from . import wire
 
-        if wire.record_id(data) != idb:
-            self.ingest.charge(peer, self.ingest.policy.bad_input(
-                FETCH_MISMATCH, "answered a sync WANT with another record"))
-            raise SyncAbort("a record that is not the one asked for")
-        outcome = self.ingest.accept(data, peer=peer, via="sync", expect_type=type_, solicited=True)
-        action = outcome.verdict.action
-        if action is Action.ACCEPT:
-            report.received += 1
-        elif action is Action.DUPLICATE:
-            report.duplicates += 1
-        else:
-            report.refused += 1
-            if outcome.verdict.code != "clock-skew":
-                self._refused[idb] = self.clock()
-                while len(self._refused) > REFUSED_MAX:
-                    self._refused.popitem(last=False)
-            if action is Action.REJECT:
-                raise SyncAbort(f"the peer sent an invalid record ({outcome.verdict.code})")
+        good: list[bytes] = []
+        problem: tuple[int, bytes] | None = None  # the first broken answer: (its kind, the id wanted)
+        for idb, answer in zip(batch, answers):
+            if answer[0] != RECORD or wire.record_id(answer[1:]) != idb:
+                problem = (answer[0], idb)
+                break
+            good.append(answer[1:])
+        outcomes = self.ingest.accept_batch(good, peer=peer, via="sync", expect_type=type_, solicited=True,
+                                            stop_on_reject=True)
+        for data, outcome in zip(good, outcomes):
+            action = outcome.verdict.action
+            if action is Action.ACCEPT:
+                report.received += 1
+            elif action is Action.DUPLICATE:
+                report.duplicates += 1
+            else:
+                report.refused += 1
+                if outcome.verdict.code != "clock-skew":
+                    self._refused[wire.record_id(data)] = self.clock()
+                    while len(self._refused) > REFUSED_MAX:
+                        self._refused.popitem(last=False)
+                if action is Action.REJECT:
+                    raise SyncAbort(f"the peer sent an invalid record ({outcome.verdict.code})")
+        if problem is None:
+            return
+        kind, idb = problem
+        if kind == NOT_FOUND:
+            self._lie(peer, f"announced {idb.hex()} then answered NOT_FOUND")
+        if kind != RECORD:
+            self._bad(peer, f"expected RECORD or NOT_FOUND, got kind {kind}")
+        self.ingest.charge(peer, self.ingest.policy.bad_input(
+            FETCH_MISMATCH, "answered a sync WANT with another record"))
+        raise SyncAbort("a record that is not the one asked for")
 
     def _on_evict(self, rows: list[tuple[str, bytes, str, bytes]]) -> None:
         """Records the store dropped: no longer announced, not pulled again for an hour, and
@@ -378,9 +411,8 @@ class Sync:
             return False
         return True
 
-    async def _read(self, stream: Any, peer: str) -> bytes:
-        s = self.settings
-        data = await read_frame(stream, self.max_frame, s.frame_timeout)
+    async def _read(self, stream: FrameReader, peer: str) -> bytes:
+        data = await stream.read(self.settings.frame_timeout)
         if data is None:
             raise SyncAbort("the peer closed the stream")
         if not data:
@@ -439,9 +471,10 @@ class Sync:
         s = self.settings
         rounds = {t: 0 for t in TYPE_ORDER}
         served = 0
+        reader = FrameReader(stream, self.max_frame)
         while True:
             try:
-                data = await read_frame(stream, self.max_frame, s.frame_timeout)
+                data = await reader.read(s.frame_timeout)
             except FrameError as exc:
                 if "exceeds maximum" in str(exc):
                     await self._refuse(stream, peer, f"a frame over {self.max_frame} bytes")
@@ -475,13 +508,12 @@ class Sync:
                 if served + count > s.max_records:
                     await _try_write(stream, frame(bytes([BUSY])))
                     return
+                answers = []  # one frame per id, in order, sent in one write
                 for k in range(count):
                     idb = data[pos + k * ID_BYTES:pos + (k + 1) * ID_BYTES]
                     record = self._served_data(idb)
-                    if record is None:
-                        await _write(stream, frame(bytes([NOT_FOUND])))
-                    else:
-                        await _write(stream, frame(bytes([RECORD]) + record))
+                    answers.append(_NOT_FOUND_FRAME if record is None else frame(_RECORD_KIND + record))
+                await _write(stream, b"".join(answers))
                 served += count
                 self.stats["served_records"] += count
             else:

@@ -269,8 +269,8 @@ _ADDRESSED = [(_compile(p), None if w is None else _alternatives(w)) for p, w in
 _OBLIGATION = [(_compile(p), _alternatives(w)) for p, w in _OBLIGATION_SPEC]
 
 
-def _selector(patterns: list) -> tuple[dict[str, frozenset[int]], frozenset[int]]:
-    """word -> the patterns that word selects, and the patterns always tried."""
+def _selector(patterns: list) -> tuple[dict[str, frozenset[int]], frozenset[int], frozenset[str]]:
+    """word -> the patterns that word selects, the patterns always tried, and the words."""
     by_word: dict[str, set[int]] = {}
     always = set()
     for index, (_, needs) in enumerate(patterns):
@@ -279,13 +279,16 @@ def _selector(patterns: list) -> tuple[dict[str, frozenset[int]], frozenset[int]
         else:
             for word in needs:
                 by_word.setdefault(word, set()).add(index)
-    return {w: frozenset(i) for w, i in by_word.items()}, frozenset(always)
+    return {w: frozenset(i) for w, i in by_word.items()}, frozenset(always), frozenset(by_word)
 
 
-def _selected(patterns: list, selector: tuple[dict, frozenset], words: set[str]) -> list:
-    by_word, always = selector
+def _selected(patterns: list, selector: tuple[dict, frozenset, frozenset], words: set[str]) -> list:
+    by_word, always, selecting = selector
+    hits = words & selecting  # (two sets: the smaller is walked; a dict would be walked whole)
+    if not hits and not always:
+        return []
     chosen = set(always)
-    for word in words.intersection(by_word):
+    for word in hits:
         chosen.update(by_word[word])
     return [patterns[i][0] for i in sorted(chosen)]
 
@@ -301,7 +304,19 @@ _HYPHENATED = re.compile(r"(?<=[a-z])-+(?=[a-z])")
 #: its digits are read as the letters they stand for (0 o, 1 i, 3 e, 4 a, 5 s, 7 t).
 _LEET_WORD = re.compile(r"(?<![a-z0-9_])(?=[a-z0-9]*[a-z])(?=[a-z0-9]*[0-9])[a-z0-9]+(?![a-z0-9_])")
 _LEET = str.maketrans("013457", "oieast")
-_DIGIT_BY_LETTER = re.compile(r"[a-z][0-9]|[0-9][a-z]")  # (a quick test before _LEET_WORD)
+_DIGITS = re.compile(r"[0-9]+")
+
+
+def _digit_by_letter(text: str) -> bool:
+    """Whether a digit and a lower-case ASCII letter stand side by side (a quick test before
+    _LEET_WORD): what ``[a-z][0-9]|[0-9][a-z]`` finds, by the digit runs (few in a text, while
+    that alternation is tried at every letter)."""
+    end = len(text)
+    for match in _DIGITS.finditer(text):
+        start, stop = match.span()
+        if (start and "a" <= text[start - 1] <= "z") or (stop < end and "a" <= text[stop] <= "z"):
+            return True
+    return False
 _LEET_TOKEN = re.compile(r"(?=[A-Za-z0-9]*[A-Za-z])(?=[A-Za-z0-9]*[0-9])[A-Za-z0-9]+")
 
 
@@ -748,7 +763,7 @@ def observation_violation(text: str) -> ObservationViolation | None:
     texts = [lowered]
     if "-" in lowered and _HYPHENATED.search(lowered):
         texts.append(_HYPHENATED.sub("", lowered))  # i-nstruction, as-sis-tant
-    if _DIGIT_BY_LETTER.search(lowered) and _LEET_WORD.search(lowered):
+    if _digit_by_letter(lowered) and _LEET_WORD.search(lowered):
         texts.append(_LEET_WORD.sub(_unleet, lowered))  # 1gn0r3 pr3v10us 1nstruct10ns
     words = set(_ASCII_WORDS.findall(" ".join(texts)))
     for mark in "<[":  # the role-token patterns are selected by the character they start with

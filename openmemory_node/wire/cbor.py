@@ -20,7 +20,7 @@ import cbor2
 from .errors import WireError
 from .limits import MAX_NESTING
 
-__all__ = ["scan", "loads", "loads_with_spans", "dumps", "without_entry"]
+__all__ = ["scan", "loads", "loads_with_spans", "loads_record", "dumps", "without_entry"]
 
 _SIMPLE_NAMES = {0xF4: "false", 0xF5: "true", 0xF6: "null", 0xF7: "undefined"}
 
@@ -158,6 +158,146 @@ def loads_with_spans(data: bytes) -> tuple[Any, dict[bytes, tuple[int, int]] | N
     if dumps(value) != data:
         raise _bad("the bytes are not the deterministic encoding of what they decode to")
     return value, spans
+
+
+_UINT_WIDTH = {0x18: 1, 0x19: 2, 0x1A: 4, 0x1B: 8}
+_UINT_MIN = {1: 24, 2: 256, 4: 65536, 8: 1 << 32}
+
+
+def _fast_item(data: bytes, pos: int, end: int, depth: int) -> tuple[Any, int] | None:
+    """One item of the common shapes (see :func:`loads_record`) decoded, with the offset after
+    it; None for anything else (the caller then takes the general path)."""
+    initial = data[pos]
+    if initial < 0x18:
+        return initial, pos + 1
+    if initial < 0x1C:
+        width = _UINT_WIDTH[initial]
+        stop = pos + 1 + width
+        if stop > end:
+            return None
+        value = int.from_bytes(data[pos + 1:stop], "big")
+        return (value, stop) if value >= _UINT_MIN[width] else None
+    major = initial >> 5
+    if major == 2 or major == 3:
+        info = initial & 0x1F
+        start = pos + 1
+        if info < 24:
+            length = info
+        elif info == 24:
+            if start >= end or data[start] < 24:
+                return None
+            length = data[start]
+            start += 1
+        elif info == 25:
+            if start + 2 > end:
+                return None
+            length = (data[start] << 8) | data[start + 1]
+            if length < 256:
+                return None
+            start += 2
+        else:
+            return None
+        stop = start + length
+        if stop > end:
+            return None
+        if major == 2:
+            return data[start:stop], stop
+        try:
+            return data[start:stop].decode("utf-8"), stop
+        except UnicodeDecodeError:
+            return None
+    if initial == 0xF4:
+        return False, pos + 1
+    if initial == 0xF5:
+        return True, pos + 1
+    if depth >= MAX_NESTING:
+        return None
+    if 0x80 <= initial <= 0x97:  # a short array
+        items = []
+        pos += 1
+        for _ in range(initial - 0x80):
+            if pos >= end:
+                return None
+            got = _fast_item(data, pos, end, depth + 1)
+            if got is None:
+                return None
+            items.append(got[0])
+            pos = got[1]
+        return items, pos
+    if 0xA0 <= initial <= 0xB7:  # a short map
+        got = _fast_map(data, pos + 1, end, initial - 0xA0, depth + 1, None)
+        return None if got is None else (got[0], got[1])
+    return None
+
+
+#: The names of map keys already seen, by their encoding (a record's keys are a few dozen).
+_KEY_NAMES: dict[bytes, str] = {}
+
+
+def _fast_map(data: bytes, pos: int, end: int, count: int, depth: int,
+              spans: dict | None) -> tuple[dict, int] | None:
+    out: dict[str, Any] = {}
+    previous = b""
+    for _ in range(count):
+        if pos >= end:
+            return None
+        head = data[pos]
+        if not 0x60 <= head <= 0x77:  # keys: short text strings only
+            return None
+        key_start = pos
+        pos += head - 0x5F
+        key = data[key_start:pos]
+        if key <= previous or pos >= end:  # unsorted, duplicate, truncated: the general path says
+            return None
+        previous = key
+        name = _KEY_NAMES.get(key)
+        if name is None:
+            try:
+                name = key[1:].decode("utf-8")
+            except UnicodeDecodeError:
+                return None
+            if len(_KEY_NAMES) < 256:
+                _KEY_NAMES[key] = name
+        # the commonest values inline: a small integer, a byte string of 24 to 255 bytes
+        head = data[pos]
+        if head < 0x18:
+            out[name] = head
+            pos += 1
+        elif head == 0x58 and pos + 1 < end and data[pos + 1] >= 24:
+            stop = pos + 2 + data[pos + 1]
+            if stop > end:
+                return None
+            out[name] = data[pos + 2:stop]
+            pos = stop
+        else:
+            got = _fast_item(data, pos, end, depth)
+            if got is None:
+                return None
+            out[name], pos = got
+        if spans is not None:
+            spans[key] = (key_start, pos)
+    return out, pos
+
+
+def loads_record(data: bytes) -> tuple[Any, dict[bytes, tuple[int, int]] | None]:
+    """:func:`loads_with_spans`, faster for the shape of every v1 record: a map of at most 23
+    entries with short text keys, whose values are integers, byte and text strings, booleans,
+    and arrays or maps of those. Such bytes are decoded in one pass that applies the scan's
+    rules (shortest heads, definite lengths, keys strictly increasing bytewise, nesting, no
+    trailing bytes), then re-encoded by cbor2 and compared, as :func:`loads` does; cbor2 never
+    decodes them. Anything else (and anything refused) takes :func:`loads_with_spans`, so the
+    answer, and the error, are always the general path's."""
+    end = len(data)
+    if end:
+        head = data[0]
+        if 0xA0 <= head <= 0xB7:
+            spans: dict[bytes, tuple[int, int]] = {}
+            got = _fast_map(data, 1, end, head - 0xA0, 1, spans)
+            if got is not None and got[1] == end:
+                value = got[0]
+                if cbor2.dumps(value) == data:  # insertion order: the input's, checked sorted
+                    return value, spans
+    return loads_with_spans(data)
 
 
 def without_entry(data: bytes, spans: dict[bytes, tuple[int, int]], key: bytes) -> bytes:

@@ -37,9 +37,12 @@ def check_size(data: Any) -> bytes:
 
 def _decode(data: Any) -> tuple[Record, dict | None]:
     data = check_size(data)
-    value, spans = cbor.loads_with_spans(data)
+    value, spans = cbor.loads_record(data)
     record = record_from_map(value)
     record.__dict__["_cbor"] = data  # the bytes are canonical: they are the record's encoding
+    # Where each field lies in those bytes: verify() cuts the signed message out of them
+    # rather than encoding the record again (signing_message with spans).
+    record.__dict__["_spans"] = (data, spans)
     return record, spans
 
 
@@ -80,7 +83,9 @@ def verify(record: Record, *, now: int, max_skew: int = DEFAULT_MAX_SKEW) -> Rec
     """
     if not isinstance(record, _RecordBase):
         raise TypeError(f"verify() takes a record, not {type(record).__name__}")
-    return _verify(record, now, max_skew, None)
+    kept = record.__dict__.get("_spans")
+    spans = kept[1] if kept is not None and record.__dict__.get("_cbor") is kept[0] else None
+    return _verify(record, now, max_skew, spans)
 
 
 def validate(
