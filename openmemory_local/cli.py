@@ -744,6 +744,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"openmemory {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
+    parser.commands = sub.choices  # for _parse_args: each command's own parser
 
     p = sub.add_parser("run", parents=[common], help="the nightly job: ingest, sleep, render, report",
                        description="Ingest ~/.claude/projects, replay a history brought in (one sleep at the end "
@@ -898,12 +899,42 @@ def _failure(command: str, exc: Exception) -> int:
     return EXIT_ERROR
 
 
+def _parse_args(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """``parser.parse_args``, with the words an option interrupted given to the command.
+
+    argparse (3.11) fills a command's optional positionals from the words before its first
+    option only: ``publish enable --home H ~/src/app`` would leave PROJECT unset and refuse
+    ``~/src/app``, ``ingest a --home H b`` refuse ``b``. Such a word goes to the first of the
+    command's positionals still empty (or to a list one), checked against its choices; any
+    other leftover is the usual error."""
+    args, extra = parser.parse_known_args(argv)
+    command = getattr(parser, "commands", {}).get(getattr(args, "command", None))
+    if extra and command is not None:
+        slots = [a for a in command._actions if not a.option_strings and a.dest != "help"]
+        left = []
+        for word in extra:
+            slot = None if word.startswith("-") else next(
+                (a for a in slots if getattr(args, a.dest, None) in (None, []) or a.nargs in ("*", "+")), None)
+            if slot is None:
+                left.append(word)
+            elif slot.choices is not None and word not in slot.choices:
+                command.error(f"argument {slot.metavar or slot.dest}: invalid choice: {word!r}")
+            elif slot.nargs in ("*", "+"):
+                setattr(args, slot.dest, [*(getattr(args, slot.dest, None) or []), word])
+            else:
+                setattr(args, slot.dest, word)
+        extra = left
+    if extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
     if (sys.argv[1:] if argv is None else argv) == ["--version"]:  # what hooks and scripts ask most: no parser
         print(f"openmemory {__version__}")
         return EXIT_OK
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = _parse_args(parser, argv)
     try:
         return args.func(args)
     except KeyboardInterrupt:

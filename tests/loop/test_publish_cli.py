@@ -123,3 +123,18 @@ def test_revoke_without_a_node_exits_8(cluster, low_home, tmp_path):
     assert code == 0 and "Commons status unknown" in out and sent[0]["record"] in out
     code, out = om("publish", "provenance", sent[0]["lesson"], "--home", home)
     assert code == 0 and "matches" in out and "DOES NOT" not in out
+
+
+def test_options_may_stand_between_the_action_and_its_project(low_home, tmp_path, capsys):
+    # argparse alone would refuse the project after an option (its optional positionals are
+    # filled from the words before the first option)
+    home = copy_home(low_home, tmp_path / "home")
+    assert om("publish", "enable", "--home", home, WORKTREE)[0] == 0
+    with open_store(home) as store:
+        assert opted_in(store) == [FAMILY]
+    assert om("publish", "disable", "--home", home, WORKTREE)[0] == 0
+    with open_store(home) as store:
+        assert opted_in(store) == []
+    capsys.readouterr()
+    assert om("publish", "enable", "--home", home, WORKTREE, "extra")[0] == 2
+    assert "unrecognized arguments: extra" in capsys.readouterr().err
