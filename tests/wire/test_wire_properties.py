@@ -208,3 +208,27 @@ def test_resigning_by_another_key_keeps_the_dedup_key_and_changes_the_id(lesson,
 def test_normalisation_is_idempotent_on_its_output_key(text):
     once = wire.normalise_text(text)
     assert wire.normalise_text(once) == once
+
+
+def _outcome(decode, data: bytes):
+    try:
+        return "value", decode(data)
+    except wire.WireError as exc:
+        return "refused", str(exc)
+
+
+def test_the_fast_record_decoder_answers_as_the_general_path(records):
+    # loads_record decodes record-shaped bytes in one pass and hands anything else to
+    # loads_with_spans: at every structural byte, every value, the two give the same value and
+    # spans, or the same refusal
+    for record in records.values():
+        original = wire.encode(record)
+        assert _outcome(cbor.loads_record, original) == _outcome(cbor.loads_with_spans, original)
+        opaque = _opaque_ranges(original)
+        for position in (p for p in range(len(original)) if not any(p in r for r in opaque)):
+            for value in range(256):
+                mutated = original[:position] + bytes([value]) + original[position + 1:]
+                assert _outcome(cbor.loads_record, mutated) == _outcome(cbor.loads_with_spans, mutated), (
+                    record.record_type, position, value)
+        for cut in range(len(original)):
+            assert _outcome(cbor.loads_record, original[:cut]) == _outcome(cbor.loads_with_spans, original[:cut])
