@@ -30,6 +30,6 @@ def test_every_package_is_copied_into_the_image(dockerfile):
 
 def test_the_simulation_image_stubs_every_package_for_its_dependency_layer():
     # the dependency layer installs from pyproject.toml alone, with each package an empty stub
-    text = (ROOT / "Dockerfile.sim").read_text()
+    touched = " ".join(line for line in (ROOT / "Dockerfile.sim").read_text().splitlines() if "touch " in line)
     for name in packages():
-        assert f"touch {name}/__init__.py" in text or f"{name}/__init__.py" in text, name
+        assert f"{name}/__init__.py" in touched.split(), name
