@@ -1,16 +1,19 @@
-"""Recall at 100k and 1M memories: exact against the HNSW index, p50/p95, recall@10, memory, disk.
+"""Recall at 100k and 1M memories: exact, the 8-bit slot-major copy, the HNSW index; p50/p95, recall@10, memory, disk.
 
 For each size a store is written directly (synthetic memories whose texts are drawn from the
 words of the real transcripts, embedded with the hashed embedding, in bulk: the point is
 recall, not ingest), then the same queries go through the public ``recall(store, query,
-k=10, now, touch=False)`` twice in a warm process: with the index off (``recall_index_min_rows
-= 0``: every vector scored, the baseline) and with it (built by :func:`openmemory_local.ann.update`,
-what an ingest does). Printed per size: p50/p95 of each, recall@10 of the indexed answers
-against the exact ones (same queries, same scores), the process's resident memory after
-each, the index's build time, and the disk the store takes (database, vectors, index).
+k=10, now, touch=False)`` in a warm process: with the big-store indexes off
+(``recall_index_min_rows = 0``: every vector scored, the baseline), with the slot-major copy
+(:mod:`openmemory_local.columns`, built by its ``update`` as an ingest does), and with
+``--hnsw`` with the HNSW index alone (:func:`openmemory_local.ann.update`; the copy's list
+removed). Queries are short (2 to 8 words, what an agent asks) and, apart, long (40 to 80
+words: more coordinates than the copy serves, so they take the HNSW index or the exact pass).
+Printed per size: p50/p95 of each, recall@10 against the exact answers (same queries, same
+scores), the process's resident memory after each, build times, and the disk the store takes.
 Targets: p50 under 20 ms at 1M with recall@10 >= 0.98.
 
-    python benchmarks/recall_scale.py [--sizes 100000 1000000] [--queries 200]
+    python benchmarks/recall_scale.py [--sizes 100000 1000000] [--queries 200] [--hnsw] [--keep DIR]
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from openmemory_local.ann import update  # noqa: E402
+from openmemory_local.columns import update as update_columns  # noqa: E402
 from openmemory_local.clock import iso  # noqa: E402
 from openmemory_local.config import Config  # noqa: E402
 from openmemory_local.embed import embed_many  # noqa: E402
@@ -86,53 +90,88 @@ def timed_recall(store: Store, queries: list[str]) -> tuple[list[float], list[li
 
 
 def disk(home: Path) -> dict:
-    out = {"db": 0, "vectors": 0, "index": 0}
+    out = {"db": 0, "vectors": 0, "copy": 0, "index": 0}
     for path in home.rglob("*"):
         if path.is_file():
             size = path.stat().st_size
-            key = "index" if ".usearch" in path.name else "vectors" if path.suffix == ".f32" else "db"
+            key = ("index" if ".usearch" in path.name else "copy" if ".cols" in path.name
+                   else "vectors" if path.suffix == ".f32" else "db")
             out[key] += size
     return out
 
 
-def bench(n: int, words: list[str], queries: int, work: Path) -> None:
-    rng = random.Random(n)
-    home = work / f"home-{n}"
-    write_s = write_store(home, n, words, rng)
-    qs = [" ".join(rng.choices(words[:3000], k=rng.randint(2, 8))) for _ in range(queries)]
-    config = Config(home=home, recall_index_min_rows=1)
-    with Store.open(config.with_(recall_index_min_rows=0)) as store:
-        base = rss_mb()
-        exact_t, exact = timed_recall(store, qs)
-        exact_rss = rss_mb() - base
-    with Store.open(config) as store:
-        started = time.perf_counter()
-        built = update(store, force=True)
-        build_s = time.perf_counter() - started
-    with Store.open(config) as store:
-        base = rss_mb()
-        ann_t, ann = timed_recall(store, qs)
-        ann_rss = rss_mb() - base
-    # recall@10: an indexed answer counts when it is among the exact top 10, or ties the exact
-    # 10th score (random texts share no word with most queries: many memories score alike)
+def recall_at_10(found, exact) -> tuple[float, int]:
+    """(recall@10, answers identical): an answer counts when it is among the exact top 10, or
+    ties the exact 10th score (random texts share no word with most queries: many score alike)."""
     hits = total = same = 0
-    for a, e in zip(ann, exact):
+    for a, e in zip(found, exact):
         ids, kth = {i for i, _ in e}, (e[-1][1] if e else 0.0)
         hits += sum(1 for i, score in a if i in ids or score >= kth - 1e-6)
         total += len(e)
         same += [i for i, _ in a] == [i for i, _ in e]
+    return hits / max(1, total), same
+
+
+def measured(config: Config, queries: list[str]) -> tuple[list[float], list, float]:
+    with Store.open(config) as store:
+        base = rss_mb()
+        times, answers = timed_recall(store, queries)
+        return times, answers, rss_mb() - base
+
+
+def bench(n: int, words: list[str], queries: int, work: Path, hnsw: bool, keep: bool = False) -> None:
+    rng = random.Random(n)
+    home = work / f"home-{n}"
+    marker = home / "bench-complete"
+    if marker.exists():  # --keep: the store of an earlier run, without its derived indexes
+        write_s = None
+        for path in (home / "vectors").glob("*"):
+            if ".cols" in path.name or ".usearch" in path.name:
+                path.unlink()
+    else:
+        write_s = write_store(home, n, words, rng)
+        marker.touch()
+    rng = random.Random(n + 1)
+    short = [" ".join(rng.choices(words[:3000], k=rng.randint(2, 8))) for _ in range(queries)]
+    long = [" ".join(rng.choices(words, k=rng.randint(40, 80))) for _ in range(max(20, queries // 5))]
+    config = Config(home=home, recall_index_min_rows=1)
+    exact = {name: measured(config.with_(recall_index_min_rows=0), qs) for name, qs in (("short", short),
+                                                                                        ("long", long))}
+    rows = []
+    with Store.open(config) as store:
+        started = time.perf_counter()
+        built = update_columns(store)
+        builds = [f"the copy of {built['covered']:,} rows written in {time.perf_counter() - started:.1f} s"]
+    rows.append(("8-bit slot-major copy", {name: measured(config, qs) for name, qs in (("short", short),
+                                                                                    ("long", long))}))
+    if hnsw:
+        with Store.open(config) as store:
+            started = time.perf_counter()
+            built = update(store, force=True)
+            builds.append(f"the HNSW index of {built['indexed']:,} rows built in {time.perf_counter() - started:.0f} s")
+        for path in (home / "vectors").glob("*.cols.json"):
+            path.unlink()
+        rows.append(("HNSW index (no copy)", {name: measured(config, qs) for name, qs in (("short", short),
+                                                                                       ("long", long))}))
     sizes = disk(home)
-    print(f"{n:>9,} memories (written in {write_s:.0f} s; index of {built['indexed']:,} rows built in {build_s:.0f} s)")
-    for name, values, rss in (("exact (every vector)", exact_t, exact_rss), ("HNSW index + exact rescoring", ann_t,
-                                                                             ann_rss)):
-        values = sorted(values)
-        p50, p95 = np.percentile(values, 50), np.percentile(values, 95)
-        print(f"   {name:30} p50 {p50:7.2f} ms  p95 {p95:7.2f} ms  (x exact p50 "
-              f"{p50 / np.percentile(exact_t, 50):.2f})  memory +{rss:.0f} MB")
-    print(f"   recall@10 against exact: {hits / max(1, total):.4f} ({same} of {len(qs)} answers identical)")
+    written = "kept from an earlier run" if write_s is None else f"written in {write_s:.0f} s"
+    print(f"{n:>9,} memories ({written}; {'; '.join(builds)})")
+    for kind, qs in (("short", short), ("long", long)):
+        base_t, base_answers, base_rss = exact[kind]
+        base_p50 = np.percentile(base_t, 50)
+        print(f"  {len(qs)} {kind} queries")
+        print(f"   {'exact (every vector)':30} p50 {base_p50:7.2f} ms  p95 {np.percentile(base_t, 95):7.2f} ms"
+              f"  memory +{base_rss:.0f} MB")
+        for name, results in rows:
+            values, answers, rss = results[kind]
+            p50, p95 = np.percentile(values, 50), np.percentile(values, 95)
+            score, same = recall_at_10(answers, base_answers)
+            print(f"   {name:30} p50 {p50:7.2f} ms  p95 {p95:7.2f} ms  (x exact p50 {p50 / base_p50:.2f})"
+                  f"  memory +{rss:.0f} MB  recall@10 {score:.4f} ({same} of {len(qs)} identical)")
     print(f"   disk: database {sizes['db'] / 1e6:.0f} MB, vectors {sizes['vectors'] / 1e6:.0f} MB, "
-          f"index {sizes['index'] / 1e6:.0f} MB")
-    shutil.rmtree(home, ignore_errors=True)
+          f"copy {sizes['copy'] / 1e6:.0f} MB, HNSW index {sizes['index'] / 1e6:.0f} MB")
+    if not keep:
+        shutil.rmtree(home, ignore_errors=True)
 
 
 def main() -> None:
@@ -140,15 +179,18 @@ def main() -> None:
     parser.add_argument("--data", default=os.environ.get("OPENMEMORY_TEST_DATA", "/work/shared/data"))
     parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000])
     parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--keep", metavar="DIR", help="write the stores under DIR and keep them; reuse them next time")
+    parser.add_argument("--hnsw", action="store_true", help="also build and time the HNSW index (30 min at 1M)")
     args = parser.parse_args()
     words = vocabulary(Path(args.data))
-    work = Path(tempfile.mkdtemp(prefix="om-bench-recall-scale-"))
+    work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="om-bench-recall-scale-"))
     print(f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} cores")
     try:
         for n in args.sizes:
-            bench(n, words, args.queries, work)
+            bench(n, words, args.queries, work, args.hnsw, bool(args.keep))
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

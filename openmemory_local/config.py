@@ -128,9 +128,10 @@ class Config:
     #: or "learned" (sentence-transformers, the `learned` extra; see
     #: :mod:`openmemory_local.embedders`). Switching re-embeds the store once.
     embedder: str = "hashed"
-    #: Up to this many vectors recall scores every one exactly; beyond, an approximate
-    #: nearest-neighbour index (usearch HNSW) proposes the candidates, scored exactly
-    #: (:mod:`openmemory_local.ann`). 0 turns the index off (always exact).
+    #: Up to this many vectors recall scores every one exactly; beyond, short queries read an
+    #: 8-bit slot-major copy of the matrix (:mod:`openmemory_local.columns`, exact answers) and
+    #: long ones an approximate nearest-neighbour index (usearch HNSW) whose candidates are
+    #: scored exactly (:mod:`openmemory_local.ann`). 0 turns both off (always one exact pass).
     recall_index_min_rows: int = 200_000
     #: The embedding matrix is compacted when more than this share of its rows are
     #: stale (episodes whose text changed or that were replaced) …

@@ -34,6 +34,9 @@ A :class:`RecallIndex` keeps the embedding matrix memory-mapped and the scoring 
 numpy arrays; it refreshes itself incrementally from the store (rows whose ``seq`` moved,
 full reload when ``episode_epoch`` or the matrix file changes), so it is right to keep one
 per store in a long-lived process: :func:`recall` does that for you (``store`` caches it).
+Past ``Config.recall_index_min_rows`` it answers short queries from the slot-major copy
+(:mod:`openmemory_local.columns`) and long ones through the HNSW index
+(:mod:`openmemory_local.ann`), each falling back to the exact pass when it cannot prove its answer.
 """
 
 from __future__ import annotations
@@ -99,6 +102,7 @@ class RecallIndex:
         self._seq = -1
         self._rows = 0
         self.ann = None  # the approximate index over the first rows (openmemory_local.ann), when big
+        self.columns = None  # the 8-bit slot-major copy of the first rows (openmemory_local.columns), when big
         self.matrix = np.zeros((0, self.vectors.dims), dtype=np.float32)
         self.ids = np.zeros(0, dtype=np.int64)
         self.touched = np.zeros(0, dtype=np.float64)
@@ -144,6 +148,7 @@ class RecallIndex:
                     if name != self._file or rows != self._rows:
                         self.matrix = self.vectors.map(name, rows, dims) if name else np.zeros((0, dims), np.float32)
                         self.ann = _ann_for(self.store, name, rows)
+                        self.columns = _columns_for(self.store, name, rows, self.matrix)
                     self._file, self._epoch, self._seq, self._rows = name, epoch_, seq, rows
                     broken = full and not self._valid()
             if not broken:
@@ -311,7 +316,9 @@ class RecallIndex:
         """Top ``k`` as (episode id, score, relevance, recency, strength), best first."""
         if self._rows == 0 or k <= 0:
             return []
-        found = self._search_ann(query_vector, now, k, kinds, project) if self.ann is not None else None
+        found = self._search_columns(query_vector, now, k, kinds, project) if self.columns is not None else None
+        if found is None and self.ann is not None:
+            found = self._search_ann(query_vector, now, k, kinds, project)
         if found is None:
             rel = self.matrix @ query_vector  # float32, one BLAS pass: the bulk of the time
             self.last_relevance = rel
@@ -387,6 +394,69 @@ class RecallIndex:
             n *= 4
         return None
 
+    def _search_columns(self, query_vector: np.ndarray, now: datetime, k: int, kinds, project):
+        """(rows, relevance, factor, recency) of candidates that provably hold the top ``k`` by
+        score, or None, for a query with few non-zero coordinates, by the 8-bit slot-major copy
+        (:mod:`openmemory_local.columns`).
+
+        The copy gives every covered row's relevance within ``eps`` (the rows appended since
+        are scored exactly). With R no more than the k-th best of those among active rows, at
+        least k rows score at least ``fmin * (R - eps)`` (the factor is at least ``fmin``, the
+        relevance weight), and a row whose relevance by the copy is below ``fmin / fmax * (R -
+        eps) - eps`` scores below that (the factor is at most ``fmax``, the sum of the weights):
+        only the rows above that line are candidates. Their factors are exact, so their scores
+        by the copy are within ``eps * fmax``: those more than twice that below the k-th best
+        cannot reach the top k either. The rest are scored exactly from the matrix, and the
+        answer stands if, the filters applied, their k-th best still reaches ``fmin * (R - eps)``."""
+        from .columns import MAX_SLOTS
+
+        config = self.store.config
+        weights = (config.relevance_weight, config.recency_weight, config.strength_weight)
+        slots = np.flatnonzero(query_vector)
+        if len(slots) > MAX_SLOTS or min(weights) < 0 or weights[0] <= 0:
+            return None
+        fmin, fmax = weights[0], sum(weights)
+        covered = min(self.columns.rows, self._rows)
+        if self._rows - covered > max(65536, covered // 4):
+            return None  # the copy is far behind (the next ingest extends it)
+        rel, eps = self.columns.relevance(query_vector, slots)
+        rel = rel[:covered]
+        if self._rows > covered:
+            tail = np.asarray(self.matrix[covered:self._rows], dtype=np.float32)[:, slots] @ query_vector[slots]
+            rel = np.concatenate([rel, tail])
+        rel[~self.active] = -np.inf
+        n = len(rel)
+        if n <= 8 * k:
+            return None
+        # R: the k-th best of the chunks' maxima (k distinct rows reach it, so R is no more than
+        # the k-th best row), one pass over the relevances instead of a partition of them all
+        chunk = min(_CHUNK, n // (8 * k))
+        whole = n - n % chunk
+        maxima = rel[:whole].reshape(-1, chunk).max(axis=1)
+        if whole < n:
+            maxima = np.append(maxima, rel[whole:].max())
+        best = float(np.partition(maxima, len(maxima) - k)[len(maxima) - k])
+        line = fmin / fmax * (best - eps) - eps
+        if not np.isfinite(best) or line <= 0:
+            return None  # nothing matches well enough for the bound to prune: one exact pass
+        rows = np.flatnonzero(rel >= line)
+        if len(rows) > n // 8:
+            return None
+        factor, recency = self._factor(now, rows, kinds, project)
+        allowed = np.isfinite(factor)
+        if int(allowed.sum()) < k:
+            return None  # the filters left too few of the candidates: one exact pass
+        with np.errstate(invalid="ignore"):
+            approx = np.where(allowed, rel[rows] * factor, -np.inf)
+        kth = float(np.partition(approx, len(approx) - k)[len(approx) - k])
+        near = approx >= kth - 2 * eps * fmax
+        rows, factor, recency = rows[near], factor[near], recency[near]
+        exact = np.asarray(self.matrix[rows], dtype=np.float32)[:, slots] @ query_vector[slots]
+        score = exact * factor
+        if float(np.partition(score, len(score) - k)[len(score) - k]) < fmin * (best - eps):
+            return None  # (with filters) the candidates' k-th best may not be the store's
+        return rows, exact, factor, recency
+
     def note_touched(self, ids: list[int], now: datetime) -> None:
         t = epoch(now)
         rows = self._row_of if self._rows_of is not None else None
@@ -397,6 +467,9 @@ class RecallIndex:
             if self._bias is not None:
                 self._days[row] = self.touched[row] / DAY
 
+
+#: Rows per chunk whose maximum relevance bounds the k-th best from below (_search_columns).
+_CHUNK = 1024
 
 #: Stores this big keep their recall arrays beside the matrix (a smaller one loads them at once).
 _SAVE_MIN_ROWS = 20_000
@@ -410,6 +483,16 @@ def _ann_for(store, name: str, rows: int):
     from .ann import AnnIndex
 
     return AnnIndex.open(store, name)
+
+
+def _columns_for(store, name: str, rows: int, matrix: np.ndarray):
+    """The slot-major copy of matrix ``name`` when the store is big enough to have one."""
+    minimum = store.config.recall_index_min_rows
+    if not minimum or rows < minimum or not name:
+        return None
+    from .columns import Columns
+
+    return Columns.open(store, name, matrix)
 
 
 def _ints(text: str) -> np.ndarray:

@@ -1,0 +1,192 @@
+"""The matrix by coordinate, 8-bit: exact recall for short queries in a store too big for one pass.
+
+A query of the hashed embedding is sparse: its few words and word pairs fall in 10 to 20 of
+the 256 coordinates (a stored text of 10 to 40 words fills about 50). Its relevance to a row
+is the sum over the query's coordinates only, so a copy of the matrix laid out coordinate by
+coordinate (*slot-major*) answers it by reading those coordinates' columns: 10 of 256 is a
+twenty-fifth of the bytes of the exact pass. The copy is quantised to 8 bits (a quarter of the
+float32 matrix: 256 MB at a million rows) with one scale per coordinate and block, so the
+relevance it gives is approximate within a bound that is known: ``|q|_1 * scale / 2`` per
+block. :meth:`openmemory_local.recall.RecallIndex.search` uses the bound to keep every row that
+can reach the top ``k`` by score and scores those exactly from the float32 matrix: the answer
+is the exact pass's, not an approximation (see ``_search_columns`` there).
+
+The file is derived data beside the matrix, like the HNSW index (:mod:`openmemory_local.ann`):
+``vectors/<matrix stem>.cols`` holds blocks of consecutive rows (at least :data:`MIN_BLOCK`
+rows each, up to :data:`BLOCK`), each ``dims`` float32 scales then ``dims x rows`` int8 codes;
+``<stem>.cols.json`` lists the blocks (first row, rows, offset) and the rows they cover. The
+matrix's rows never change once written (a new file is made when it is compacted or the
+embedding changes), so a block is written once: :func:`update` appends the blocks for rows
+added since, then replaces the list atomically; bytes past the listed blocks (an update that
+was killed) are cut off by the next one. Rows past the last block are scored exactly by recall.
+A list that does not match its file, its matrix or the store's embedding is ignored (recall is
+then exact or uses the HNSW index) until the next update rewrites it.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+
+import numpy as np
+
+__all__ = ["Columns", "update", "BLOCK", "MIN_BLOCK", "MAX_SLOTS"]
+
+#: Rows per block written at once (the first build cuts the matrix into blocks this big).
+BLOCK = 65536
+#: An update writes a block only for this many new rows or more (fewer are recall's exact tail).
+MIN_BLOCK = 16384
+#: Queries with more non-zero coordinates than this take the other paths (the column pass would
+#: read more than a fifth of the copy: the HNSW index or one exact pass is then as quick).
+MAX_SLOTS = 48
+_CODE_MAX = 127.0
+
+
+def _paths(vectors, name: str):
+    stem = name.split(".", 1)[0]
+    return vectors.dir / f"{stem}.cols", vectors.dir / f"{stem}.cols.json"
+
+
+def _quantise(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(scales (dims,), codes (dims, n) int8) of a block of float32 rows."""
+    block = np.ascontiguousarray(np.asarray(rows, dtype=np.float32).T)
+    top = np.abs(block).max(axis=1) if block.shape[1] else np.zeros(block.shape[0], np.float32)
+    scales = np.where(top > 0, top / _CODE_MAX, 1.0).astype(np.float32)
+    codes = np.rint(block / scales[:, None]).clip(-_CODE_MAX, _CODE_MAX).astype(np.int8)
+    return scales, codes
+
+
+class Columns:
+    """The blocks of a matrix's slot-major copy, mapped read-only."""
+
+    def __init__(self, blocks: list[tuple[int, np.ndarray, np.ndarray]], rows: int, dims: int):
+        self.blocks = blocks  # (first row, scales (dims,), codes (dims, n)) each
+        self.rows = rows
+        self.dims = dims
+
+    @classmethod
+    def open(cls, store, name: str, matrix: np.ndarray | None = None) -> "Columns | None":
+        """The copy of matrix ``name`` if it is there and agrees with it (two sampled rows of
+        ``matrix`` against their codes), else None."""
+        from .vectors import VectorFile
+
+        vectors = VectorFile(store)
+        path, meta_path = _paths(vectors, name)
+        try:
+            meta = json.loads(meta_path.read_text())
+            dims = int(meta["dims"])
+            listed = [(int(a), int(n), int(off)) for a, n, off in meta["blocks"]]
+            if meta.get("embedding") != store.get_meta("embedding") or dims != vectors.dims:
+                return None
+            size = os.path.getsize(path)
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        rows, blocks = 0, []
+        raw = np.memmap(path, dtype=np.uint8, mode="r") if size else np.zeros(0, np.uint8)
+        for first, n, offset in listed:
+            end = offset + 4 * dims + dims * n
+            if first != rows or n <= 0 or end > size:
+                return None
+            scales = raw[offset:offset + 4 * dims].view(np.float32)
+            codes = raw[offset + 4 * dims:end].view(np.int8).reshape(dims, n)
+            blocks.append((first, scales, codes))
+            rows += n
+        columns = cls(blocks, rows, dims)
+        if matrix is not None and rows and not columns._agrees(matrix):
+            return None
+        return columns
+
+    def _agrees(self, matrix: np.ndarray) -> bool:
+        if len(matrix) < self.rows:
+            return False
+        for row in {0, self.rows // 2, self.rows - 1}:
+            first, scales, codes = next(b for b in reversed(self.blocks) if b[0] <= row)
+            got = codes[:, row - first].astype(np.float32) * scales
+            if not np.all(np.abs(got - np.asarray(matrix[row], dtype=np.float32)) <= scales * 0.5 + 1e-6):
+                return False
+        return True
+
+    def relevance(self, vector: np.ndarray, slots: np.ndarray) -> tuple[np.ndarray, float]:
+        """(approximate relevance of every covered row to ``vector``, the bound of its error):
+        only the coordinates ``slots`` (those where ``vector`` is not zero) are read."""
+        out = np.empty(self.rows, dtype=np.float32)
+        weights = np.asarray(vector, dtype=np.float32)[slots]
+        spare = np.empty(max((c.shape[1] for _, _, c in self.blocks), default=0), dtype=np.float32)
+        bound = 0.0
+        for first, scales, codes in self.blocks:
+            n = codes.shape[1]
+            acc, tmp = out[first:first + n], spare[:n]
+            w = weights * scales[slots]
+            bound = max(bound, float(np.abs(w).sum()) * 0.5)
+            if not len(slots):
+                acc.fill(0.0)
+                continue
+            np.multiply(codes[slots[0]], w[0], out=acc)
+            for slot, weight in zip(slots[1:].tolist(), w[1:]):  # float32 scalars: a float32 loop
+                np.multiply(codes[slot], weight, out=tmp)
+                np.add(acc, tmp, out=acc)
+        # float32 sums of at most MAX_SLOTS terms of magnitude <= 1 (|q|, |v| <= 1): a few ulps
+        return out, bound + 1e-5
+
+
+def update(store, progress=None) -> dict:
+    """Append the blocks of the rows added to the store's matrix since the last update (when the
+    store is big enough: ``Config.recall_index_min_rows``). Returns ``{"rows", "covered", "added"}``.
+    Call outside a write transaction (it only reads the store; the list is replaced atomically)."""
+    from .vectors import VectorFile
+
+    config = store.config
+    vectors = VectorFile(store)
+    name, rows = vectors.current_name(), vectors.committed_rows()
+    out = {"rows": rows, "covered": 0, "added": 0}
+    if not config.recall_index_min_rows or rows < config.recall_index_min_rows or not name:
+        return out
+    path, meta_path = _paths(vectors, name)
+    vectors.dir.mkdir(parents=True, exist_ok=True)
+    with open(path.with_name(path.name + ".lock"), "a+b") as lock:
+        try:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return out  # another process is extending it (with the same rows or more)
+        return _extend(store, vectors, name, rows, path, meta_path, out, progress)
+
+
+def _extend(store, vectors, name, rows, path, meta_path, out, progress) -> dict:
+    dims = vectors.dims
+    matrix = vectors.map(name, rows, dims)
+    embedding = store.get_meta("embedding")
+    existing = Columns.open(store, name, matrix)
+    listed: list[list[int]] = []
+    covered, end = 0, 0
+    if existing is not None:
+        meta = json.loads(meta_path.read_text())
+        listed = [list(b) for b in meta["blocks"]]
+        covered = existing.rows
+        end = (listed[-1][2] + 4 * dims + dims * listed[-1][1]) if listed else 0
+    out["covered"] = covered
+    if rows - covered < MIN_BLOCK:
+        return out
+    with open(path, "r+b" if existing is not None and path.exists() else "wb") as f:
+        f.truncate(end)  # what a killed update left past the listed blocks
+        f.seek(end)
+        start = covered
+        while rows - start >= MIN_BLOCK:
+            stop = min(rows, start + BLOCK)
+            if rows - stop < MIN_BLOCK:  # no block of the few rows left: this one takes them
+                stop = rows
+            scales, codes = _quantise(matrix[start:stop])
+            f.write(scales.tobytes())
+            f.write(codes.tobytes())
+            listed.append([start, stop - start, end])
+            end += 4 * dims + dims * (stop - start)
+            start = stop
+            if progress:
+                progress(start - covered, rows - covered)
+        f.flush()
+        os.fsync(f.fileno())
+    tmp = meta_path.with_name(meta_path.name + ".tmp")
+    tmp.write_text(json.dumps({"rows": start, "embedding": embedding, "dims": dims, "blocks": listed}))
+    os.replace(tmp, meta_path)
+    out.update(covered=start, added=start - covered)
+    return out

@@ -1,0 +1,152 @@
+"""Recall beyond ``recall_index_min_rows`` by the 8-bit slot-major copy: the exact pass's answers.
+
+A small store with the threshold and the block sizes lowered (the copy's rules do not depend on
+size; synthetic texts of random words): every answer is the exact pass's, with filters, with
+rows appended since the copy, with archived rows; a damaged, foreign or half-written copy is
+ignored or repaired, never believed.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+
+import numpy as np
+import pytest
+
+from openmemory_local import columns
+from openmemory_local.columns import Columns, update
+from openmemory_local.config import Config
+from openmemory_local.embedders import store_embedder
+from openmemory_local.ingest import add_episodes
+from openmemory_local.recall import index_for, recall
+from openmemory_local.store import Store
+from openmemory_local.vectors import VectorFile
+
+from .test_ann import WORDS, _fill
+from .test_recall import ep
+
+
+@pytest.fixture(autouse=True)
+def small_blocks(monkeypatch):
+    monkeypatch.setattr(columns, "BLOCK", 1024)
+    monkeypatch.setattr(columns, "MIN_BLOCK", 256)
+
+
+def _answers(store, now, queries, k=10, **kw):
+    return [[(r.id, round(r.score, 5)) for r in recall(store, q, k, now, touch=False, **kw)] for q in queries]
+
+
+def _queries(n=40, seed=3):
+    rng = random.Random(seed)
+    return [" ".join(rng.choices(WORDS, k=rng.randint(2, 6))) for _ in range(n)]
+
+
+def _exact(home, now, queries, **kw):
+    with Store.open(Config(home=home, recall_index_min_rows=0)) as store:
+        return _answers(store, now, queries, **kw)
+
+
+def test_the_copy_answers_as_the_exact_pass_does(tmp_path, now):
+    home = tmp_path / "home"
+    queries = _queries()
+    with Store.open(Config(home=home, recall_index_min_rows=0)) as store:
+        _fill(store, now, 3000)  # 3000 rows: blocks of 1024, 1024 and 952 (no block of the last few)
+    with Store.open(Config(home=home, recall_index_min_rows=1000)) as store:
+        assert update(store) == {"rows": 3000, "covered": 3000, "added": 3000}
+        assert update(store)["added"] == 0  # nothing new: nothing written
+        meta = json.loads(next((home / "vectors").glob("*.cols.json")).read_text())
+        assert [b[1] for b in meta["blocks"]] == [1024, 1024, 952]
+        index = index_for(store)
+        index.refresh()
+        assert index.columns is not None and index.columns.rows == 3000
+        vectors = [store_embedder(store).embed(q) for q in queries]
+        used = [index._search_columns(v, now, 10, None, None) is not None for v in vectors]
+        assert sum(used) >= 30  # the copy answered, not the exact fallback
+        with_copy = _answers(store, now, queries)
+        filtered = _answers(store, now, queries, kinds=["error"], project="app")
+    assert with_copy == _exact(home, now, queries)
+    assert filtered == _exact(home, now, queries, kinds=["error"], project="app")
+
+
+def test_its_bound_holds_on_every_row(tmp_path, now):
+    with Store.open(Config(home=tmp_path / "home", recall_index_min_rows=0)) as store:
+        _fill(store, now, 1500, seed=5)
+    with Store.open(Config(home=tmp_path / "home", recall_index_min_rows=1000)) as store:
+        update(store)
+        vectors = VectorFile(store)
+        matrix = np.asarray(vectors.map(vectors.current_name(), vectors.committed_rows()))
+        copy = Columns.open(store, vectors.current_name(), matrix)
+        for q in _queries(20, seed=9):
+            v = store_embedder(store).embed(q)
+            approx, eps = copy.relevance(v, np.flatnonzero(v))
+            assert np.max(np.abs(approx - matrix[: copy.rows] @ v)) <= eps
+            assert 0 < eps < 0.05
+
+
+def test_rows_since_the_copy_archived_rows_and_long_queries(tmp_path, now):
+    home = tmp_path / "home"
+    with Store.open(Config(home=home, recall_index_min_rows=0)) as store:
+        _fill(store, now, 2000)
+    with Store.open(Config(home=home, recall_index_min_rows=1000)) as store:
+        update(store)
+        add_episodes(store, [ep("tail", "zebra quokka narwhal stampede", now)], now=now)
+        assert update(store)["added"] == 0  # one new row: recall's exact tail
+        hit = recall(store, "zebra quokka narwhal", 1, now, touch=False)[0]
+        assert hit.episode["key"] == "tail"
+        index = index_for(store)
+        assert index._search_columns(store_embedder(store).embed("zebra quokka"), now, 1, None, None) is not None
+        top = recall(store, "git push branch upstream", 5, now, touch=False)
+        with store.write():
+            store.conn.execute("UPDATE episodes SET archived = 1 WHERE id = ?", (top[0].id,))
+        after = recall(store, "git push branch upstream", 5, now, touch=False)
+        assert top[0].id not in [r.id for r in after]
+        long_query = " ".join(WORDS)  # every word: more coordinates than the copy serves
+        v = store_embedder(store).embed(long_query)
+        assert len(np.flatnonzero(v)) > columns.MAX_SLOTS
+        assert index._search_columns(v, now, 10, None, None) is None
+        queries = _queries(10) + [long_query, "zebra quokka"]
+        answers = _answers(store, now, queries)
+    assert answers == _exact(home, now, queries)
+
+
+def test_a_damaged_foreign_or_half_written_copy_is_never_believed(tmp_path, now):
+    home = tmp_path / "home"
+    queries = _queries(20)
+    with Store.open(Config(home=home, recall_index_min_rows=1000)) as store:
+        _fill(store, now, 1200)
+    exact = _exact(home, now, queries)
+    config = Config(home=home, recall_index_min_rows=1000)
+    with Store.open(config) as store:
+        update(store)
+    data = next((home / "vectors").glob("*.cols"))
+    meta_path = next((home / "vectors").glob("*.cols.json"))
+    good = data.read_bytes()
+    # codes overwritten (the sampled rows disagree with the matrix): ignored, recall exact
+    data.write_bytes(good[:5000] + bytes(len(good) - 5000))
+    with Store.open(config) as store:
+        index = index_for(store)
+        index.refresh()
+        assert index.columns is None
+        assert _answers(store, now, queries) == exact
+        # the next update rewrites it whole
+        assert update(store)["added"] == 1200
+    assert data.read_bytes() == good
+    # a list naming more than the file holds, or another embedding: ignored
+    meta = json.loads(meta_path.read_text())
+    for broken in ({**meta, "blocks": meta["blocks"] + [[1200, 5000, len(good)]]}, {**meta, "embedding": "other"}):
+        meta_path.write_text(json.dumps(broken))
+        with Store.open(config) as store:
+            assert Columns.open(store, VectorFile(store).current_name()) is None
+            assert _answers(store, now, queries) == exact
+    meta_path.write_text("{not json")
+    with Store.open(config) as store:
+        assert Columns.open(store, VectorFile(store).current_name()) is None
+    # an update killed after writing blocks but before listing them: the bytes are cut off
+    meta_path.write_text(json.dumps(meta))
+    data.write_bytes(good + b"\xff" * 777)
+    with Store.open(config) as store:
+        _fill(store, now, 400, start=1200, seed=2)  # its ingest extends the copy (400 rows: a block)
+        assert update(store) == {"rows": 1600, "covered": 1600, "added": 0}
+        assert _answers(store, now, queries) == _exact(home, now, queries)
+    assert data.read_bytes()[: len(good)] == good and b"\xff" * 777 not in data.read_bytes()[len(good):]
