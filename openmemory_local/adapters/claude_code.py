@@ -62,6 +62,11 @@ from ..episodes import (
     ToolReturned,
 )
 from ..jsonio import loads
+
+try:
+    from orjson import JSONDecodeError as _JSONDecodeError, loads as _fast_loads
+except ImportError:  # pragma: no cover - orjson is a dependency
+    _JSONDecodeError, _fast_loads = ValueError, loads
 from ..rawstream import Line
 
 __all__ = ["ClaudeCodeAdapter", "ClaudeCodeParser", "KNOWN_TYPES"]
@@ -309,6 +314,7 @@ class ClaudeCodeParser:
         rfind = block.rfind
         startswith = block.startswith
         alias = s["alias"]
+        view = memoryview(block)  # a record to decode is handed over as a view: never copied
         counted = 0  # records settled on their bytes, not yet added to s["records"]
         pos = start
         while pos < end:
@@ -347,17 +353,20 @@ class ClaudeCodeParser:
                     s["records"] += counted
                     s["transcript_like"] = True
                     counted = 0
-                self._decode(block[pos:nl], number, out)
+                self._decode(view[pos:nl], number, out)
             pos = nl
         if counted:
             s["records"] += counted
             s["transcript_like"] = True
         return out
 
-    def _decode(self, data: bytes, number: int, out: list) -> None:
+    def _decode(self, data: bytes | memoryview, number: int, out: list) -> None:
         """Parse one record that the byte tests did not settle, and interpret it."""
         try:
-            record = loads(data)
+            try:
+                record = _fast_loads(data)
+            except _JSONDecodeError:  # what orjson refuses, as jsonio.loads reads it
+                record = loads(bytes(data))
         except RecursionError:
             self._reject("invalid JSON (nested too deeply)")
             return

@@ -424,3 +424,26 @@ def test_json_records_keep_their_key_order_assumption_safe(tmp_path):
     raw = (tmp_path / "s.jsonl").read_bytes()
     assert b'\\"type\\":\\"progress\\"' in raw
     json.loads(raw.splitlines()[-1])
+
+
+def test_what_orjson_refuses_is_read_as_the_standard_library_reads_it_in_a_run_too(tmp_path):
+    """A record is decoded from a view of its block: a lone surrogate escape and an integer beyond
+    64 bits (orjson refuses both) still fall back to the standard library, as line by line."""
+    t = T()
+    t.person("go")
+    t.says("a lone surrogate \ud800 in the text")
+    t.call("Bash", {"command": "ls", "timeout": 10 ** 30}, "toolu_big")
+    t.result("toolu_big", "Exit code 2\nls: cannot access 'x': No such file or directory")
+    data = b"".join(t.lines())
+    assert b"\\ud800" in data and b"1" + b"0" * 30 in data
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(data)
+    by_line = ADAPTER.parser(path)
+    events = [e for line in LineReader(open(path, "rb"), Consumed(), max_line_bytes=1 << 20)
+              for e in by_line.feed(line)]
+    in_runs = ADAPTER.parser(path)
+    from_runs = in_runs.feed_run(data, 0, len(data), 0)
+    assert from_runs == events and in_runs.rejects == by_line.rejects == {}
+    assert any(getattr(e, "text", None) == "a lone surrogate \ud800 in the text" for e in from_runs)
+    assert [type(e).__name__ for e in from_runs if getattr(e, "call_id", None) == "toolu_big"] == [
+        "ToolCalled", "ToolReturned"]
