@@ -132,7 +132,7 @@ class Columns:
 
 def update(store, progress=None) -> dict:
     """Append the blocks of the rows added to the store's matrix since the last update (when the
-    store is big enough: ``Config.recall_index_min_rows``). Returns ``{"rows", "covered", "added"}``.
+    store is big enough: ``Config.recall_copy_min_rows``). Returns ``{"rows", "covered", "added"}``.
     Call outside a write transaction (it only reads the store; the list is replaced atomically)."""
     from .vectors import VectorFile
 
@@ -140,7 +140,7 @@ def update(store, progress=None) -> dict:
     vectors = VectorFile(store)
     name, rows = vectors.current_name(), vectors.committed_rows()
     out = {"rows": rows, "covered": 0, "added": 0}
-    if not config.recall_index_min_rows or rows < config.recall_index_min_rows or not name:
+    if not config.recall_copy_min_rows or rows < config.recall_copy_min_rows or not name:
         return out
     path, meta_path = _paths(vectors, name)
     vectors.dir.mkdir(parents=True, exist_ok=True)

@@ -128,11 +128,14 @@ class Config:
     #: or "learned" (sentence-transformers, the `learned` extra; see
     #: :mod:`openmemory_local.embedders`). Switching re-embeds the store once.
     embedder: str = "hashed"
-    #: Up to this many vectors recall scores every one exactly; beyond, short queries read an
-    #: 8-bit slot-major copy of the matrix (:mod:`openmemory_local.columns`, exact answers) and
-    #: long ones an approximate nearest-neighbour index (usearch HNSW) whose candidates are
-    #: scored exactly (:mod:`openmemory_local.ann`). 0 turns both off (always one exact pass).
+    #: Up to this many vectors recall scores every one exactly (short queries: see the next
+    #: setting); beyond, an approximate nearest-neighbour index (usearch HNSW) proposes the
+    #: candidates of long queries, scored exactly (:mod:`openmemory_local.ann`). 0 turns it off.
     recall_index_min_rows: int = 200_000
+    #: From this many vectors short queries read the slot-major copy (exact answers at a
+    #: tenth of the exact pass's time: :mod:`openmemory_local.columns`), below it the exact
+    #: pass; 0 turns the copy off.
+    recall_copy_min_rows: int = 50_000
     #: The embedding matrix is compacted when more than this share of its rows are
     #: stale (episodes whose text changed or that were replaced) …
     vector_garbage_ratio: float = 0.5

@@ -34,9 +34,10 @@ A :class:`RecallIndex` keeps the embedding matrix memory-mapped and the scoring 
 numpy arrays; it refreshes itself incrementally from the store (rows whose ``seq`` moved,
 full reload when ``episode_epoch`` or the matrix file changes), so it is right to keep one
 per store in a long-lived process: :func:`recall` does that for you (``store`` caches it).
-Past ``Config.recall_index_min_rows`` it answers short queries from the slot-major copy
-(:mod:`openmemory_local.columns`) and long ones through the HNSW index
-(:mod:`openmemory_local.ann`), each falling back to the exact pass when it cannot prove its answer.
+Past ``Config.recall_copy_min_rows`` it answers short queries from the slot-major copy
+(:mod:`openmemory_local.columns`), past ``recall_index_min_rows`` long ones through the HNSW
+index (:mod:`openmemory_local.ann`), each falling back to the exact pass when it cannot prove
+its answer.
 """
 
 from __future__ import annotations
@@ -487,7 +488,7 @@ def _ann_for(store, name: str, rows: int):
 
 def _columns_for(store, name: str, rows: int, matrix: np.ndarray):
     """The slot-major copy of matrix ``name`` when the store is big enough to have one."""
-    minimum = store.config.recall_index_min_rows
+    minimum = store.config.recall_copy_min_rows
     if not minimum or rows < minimum or not name:
         return None
     from .columns import Columns

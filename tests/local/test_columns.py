@@ -1,4 +1,4 @@
-"""Recall beyond ``recall_index_min_rows`` by the 8-bit slot-major copy: the exact pass's answers.
+"""Recall beyond ``recall_copy_min_rows`` by the 8-bit slot-major copy: the exact pass's answers.
 
 A small store with the threshold and the block sizes lowered (the copy's rules do not depend on
 size; synthetic texts of random words): every answer is the exact pass's, with filters, with
@@ -43,16 +43,16 @@ def _queries(n=40, seed=3):
 
 
 def _exact(home, now, queries, **kw):
-    with Store.open(Config(home=home, recall_index_min_rows=0)) as store:
+    with Store.open(Config(home=home, recall_copy_min_rows=0, recall_index_min_rows=0)) as store:
         return _answers(store, now, queries, **kw)
 
 
 def test_the_copy_answers_as_the_exact_pass_does(tmp_path, now):
     home = tmp_path / "home"
     queries = _queries()
-    with Store.open(Config(home=home, recall_index_min_rows=0)) as store:
+    with Store.open(Config(home=home, recall_copy_min_rows=0, recall_index_min_rows=0)) as store:
         _fill(store, now, 3000)  # 3000 rows: blocks of 1024, 1024 and 952 (no block of the last few)
-    with Store.open(Config(home=home, recall_index_min_rows=1000)) as store:
+    with Store.open(Config(home=home, recall_copy_min_rows=1000, recall_index_min_rows=0)) as store:
         assert update(store) == {"rows": 3000, "covered": 3000, "added": 3000}
         assert update(store)["added"] == 0  # nothing new: nothing written
         meta = json.loads(next((home / "vectors").glob("*.cols.json")).read_text())
@@ -70,9 +70,9 @@ def test_the_copy_answers_as_the_exact_pass_does(tmp_path, now):
 
 
 def test_its_bound_holds_on_every_row(tmp_path, now):
-    with Store.open(Config(home=tmp_path / "home", recall_index_min_rows=0)) as store:
+    with Store.open(Config(home=tmp_path / "home", recall_copy_min_rows=0, recall_index_min_rows=0)) as store:
         _fill(store, now, 1500, seed=5)
-    with Store.open(Config(home=tmp_path / "home", recall_index_min_rows=1000)) as store:
+    with Store.open(Config(home=tmp_path / "home", recall_copy_min_rows=1000, recall_index_min_rows=0)) as store:
         update(store)
         vectors = VectorFile(store)
         matrix = np.asarray(vectors.map(vectors.current_name(), vectors.committed_rows()))
@@ -86,9 +86,9 @@ def test_its_bound_holds_on_every_row(tmp_path, now):
 
 def test_rows_since_the_copy_archived_rows_and_long_queries(tmp_path, now):
     home = tmp_path / "home"
-    with Store.open(Config(home=home, recall_index_min_rows=0)) as store:
+    with Store.open(Config(home=home, recall_copy_min_rows=0, recall_index_min_rows=0)) as store:
         _fill(store, now, 2000)
-    with Store.open(Config(home=home, recall_index_min_rows=1000)) as store:
+    with Store.open(Config(home=home, recall_copy_min_rows=1000, recall_index_min_rows=0)) as store:
         update(store)
         add_episodes(store, [ep("tail", "zebra quokka narwhal stampede", now)], now=now)
         assert update(store)["added"] == 0  # one new row: recall's exact tail
@@ -113,10 +113,10 @@ def test_rows_since_the_copy_archived_rows_and_long_queries(tmp_path, now):
 def test_a_damaged_foreign_or_half_written_copy_is_never_believed(tmp_path, now):
     home = tmp_path / "home"
     queries = _queries(20)
-    with Store.open(Config(home=home, recall_index_min_rows=1000)) as store:
+    with Store.open(Config(home=home, recall_copy_min_rows=1000, recall_index_min_rows=0)) as store:
         _fill(store, now, 1200)
     exact = _exact(home, now, queries)
-    config = Config(home=home, recall_index_min_rows=1000)
+    config = Config(home=home, recall_copy_min_rows=1000, recall_index_min_rows=0)
     with Store.open(config) as store:
         update(store)
     data = next((home / "vectors").glob("*.cols"))
