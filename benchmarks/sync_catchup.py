@@ -13,7 +13,7 @@ bootstraps from A; its first sync session with A pulls everything. Printed:
 * ``session``: B's own report of that session (``GET /v1/sync``: the seconds from opening the
   stream to the last record stored), and records/s over it: the catch-up rate (target 5,000/s);
 * ``wall``: from B's API answering to B holding every record (the connection, the session's
-  ``connect_delay`` and the session itself);
+  ``connect_delay`` and the session itself; polled every 0.25 s);
 * ``B's main``: the CPU time of B's main thread over the same time: what bounds the rate when
   the signatures' thread (``Ingest._check_ahead``) has a core of its own;
 * ``floor``: the same bytes taken in this process by what B runs for each record a sync
@@ -153,7 +153,8 @@ def catch_up(records: list[bytes], root: Path, profile: str | None) -> dict[str,
         def held() -> bool:
             return sum(sum(v.values()) for v in b.status()["records"].values()) >= len(records)
 
-        wait_until(held, 600, 0.05, "B holding every record")
+        # (polled every 0.25 s: each poll costs B a status count, on its main thread)
+        wait_until(held, 600, 0.25, "B holding every record")
         wall = time.monotonic() - t0
         cpu = {name: cpu_seconds(node.proc.pid) - cpu0[name] for name, node in (("a", a), ("b", b))}
         b_main = cpu_seconds(b.proc.pid, b.proc.pid) - main0

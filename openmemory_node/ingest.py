@@ -10,7 +10,11 @@ the record's topic, the rate per author, then the record is stored and
 committed, and its status rules applied. Only then does the caller forward it. Every refusal
 is counted by code and charged to the sending peer's ledger according to
 :mod:`openmemory_node.policy`. :meth:`Ingest.accept_batch` takes many records (a sync answer)
-through the same steps in one store transaction, the accept hooks run once it is committed.
+through the same steps in one store transaction, the accept hooks run once it is committed. A
+solicited batch has the pure checks of its records (id, decoding, clock skew, observation rule)
+done ahead and their signatures verified on a second thread (libsodium runs without the GIL)
+while this one goes on; each result is taken at the step where a record alone would compute
+it, so the outcomes, the counts and the charges are the same, in the same order.
 
 The store keeps at most ``max_without_standing`` records from keys without standing (not
 this node's, not trusted or vouched, not a revoker): past it, the oldest inert ones (nothing
@@ -21,6 +25,7 @@ names them, nothing counted for them; never a revocation) are dropped, and the
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections import Counter
@@ -112,6 +117,14 @@ def _verifier() -> ThreadPoolExecutor | None:
         if _pool is None:
             _pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="om-verify")
         return _pool
+
+
+def _forget_pool() -> None:
+    global _pool
+    _pool = None  # a forked child has no verifier thread: it makes its own
+
+
+os.register_at_fork(after_in_child=_forget_pool)
 
 
 def _submit(pool: ThreadPoolExecutor | None, chunk: list[_Checked]) -> None:
@@ -229,8 +242,10 @@ class Ingest:
         outcomes: list[Outcome] = []
         accepted: list[Any] = []
         self._deferred = accepted
-        ahead = self._check_ahead(batch) if solicited and len(batch) >= PARALLEL_MIN else None
+        ahead: list[_Checked] | None = None
         try:
+            if solicited and len(batch) >= PARALLEL_MIN:
+                ahead = self._check_ahead(batch)
             with self.store.transaction():
                 for i, data in enumerate(batch):
                     outcome = self._accept(data, peer, False, via, expect_type, solicited,

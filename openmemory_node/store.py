@@ -27,7 +27,8 @@ Tables (inspect them with ``sqlite-utils`` or ``sqlite3``):
     peers the operator cut off: never dialled, disconnected on sight.
 
 ``records.change`` is the change sequence: every arrival and every status change gives the
-record the next number (triggers, so no write path can miss it). ``GET /v1/changes`` reads
+record the next number (:meth:`Store.add` in its INSERT; triggers for any other insert and for
+every status change, so no write path can miss it). ``GET /v1/changes`` reads
 records by it, so a reader with a cursor sees what is new, including a lesson that became
 common, faded or revoked without a record of its own arriving.
 

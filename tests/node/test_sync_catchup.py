@@ -385,3 +385,14 @@ def test_a_batch_whose_verifier_thread_raises_is_rolled_back_whole(tmp_path, mon
     # The same batch again is taken whole.
     assert all(o.accepted for o in ingest.accept_batch(records[10:60], peer="12D3KooWPeer", solicited=True))
     assert ingest.store.count() == 60
+
+
+def test_a_batch_that_does_not_decode_as_bytes_raises_and_leaves_the_ingest_as_it_was(tmp_path):
+    records = make_records(20, 4, int(time.time()))
+    ingest = _ingest(tmp_path)
+    with pytest.raises(TypeError):
+        ingest.accept_batch(records[:5] + ["not bytes"] + records[6:10], peer="12D3KooWPeer", solicited=True)
+    assert ingest.store.count() == 0
+    seen = []
+    ingest.on_accept_hooks.append(lambda record, via, peer: seen.append(record.id))
+    assert ingest.accept(records[0], peer=None).accepted and seen == [wire.decode(records[0]).id]  # not deferred
