@@ -195,6 +195,17 @@ async def test_frame_reader_takes_frames_in_any_pieces():
     assert await read_all(FrameReader(odd, 2048, chunk=5)) == payloads
 
 
+async def test_frame_reader_sets_a_timer_only_when_it_has_to_wait(monkeypatch):
+    from openmemory_node import streams
+
+    timers = []
+    real = trio.move_on_after
+    monkeypatch.setattr(streams.trio, "move_on_after", lambda t: timers.append(t) or real(t))
+    payloads = [bytes([i]) * (i + 1) for i in range(50)]
+    assert await read_all(FrameReader(Pieces([b"".join(frame(p) for p in payloads)]), 2048)) == payloads
+    assert len(timers) == 2  # the first read of the stream, and its end: not one per frame
+
+
 async def test_frame_reader_refuses_what_read_frame_refuses():
     with pytest.raises(FrameError, match="exceeds maximum"):  # at the prefix, before the payload
         await FrameReader(Pieces([frame(b"x" * 101)[:3]]), 100).read(5)
