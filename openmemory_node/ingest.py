@@ -10,7 +10,11 @@ the record's topic, the rate per author, then the record is stored and
 committed, and its status rules applied. Only then does the caller forward it. Every refusal
 is counted by code and charged to the sending peer's ledger according to
 :mod:`openmemory_node.policy`. :meth:`Ingest.accept_batch` takes many records (a sync answer)
-through the same steps in one store transaction, the accept hooks run once it is committed.
+through the same steps in one store transaction, the accept hooks run once it is committed. A
+solicited batch has the pure checks of its records (id, decoding, clock skew, observation rule)
+done ahead and their signatures verified on a second thread (libsodium runs without the GIL)
+while this one goes on; each result is taken at the step where a record alone would compute
+it, so the outcomes, the counts and the charges are the same, in the same order.
 
 The store keeps at most ``max_without_standing`` records from keys without standing (not
 this node's, not trusted or vouched, not a revoker): past it, the oldest inert ones (nothing
@@ -21,8 +25,11 @@ names them, nothing counted for them; never a revocation) are dropped, and the
 from __future__ import annotations
 
 import logging
+import os
+import threading
 import time
 from collections import Counter
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -46,6 +53,96 @@ class Outcome:
     @property
     def accepted(self) -> bool:
         return self.verdict.action is Action.ACCEPT
+
+
+#: A solicited batch of at least this many records has its records checked ahead, their
+#: signatures on the verifier thread (:meth:`Ingest._check_ahead`), in chunks of VERIFY_CHUNK.
+PARALLEL_MIN = 4
+VERIFY_CHUNK = 8
+
+
+class _Checked:
+    """One record of a batch checked ahead: its id, its decoded record or the error of its
+    decoding or of its checks before the signature, and its signature's check (a chunk's
+    future on the verifier thread, or None: to be checked here)."""
+
+    __slots__ = ("now", "idb", "record", "message", "error", "future", "index")
+
+    def __init__(self, now: float, idb: bytes):
+        self.now = now
+        self.idb = idb
+        self.record: Any = None
+        self.message: bytes | None = None
+        self.error: BaseException | None = None
+        self.future: Future | None = None
+        self.index = 0
+
+    def result(self) -> Any:
+        """The record, verified; raises what :func:`wire.decode` then :func:`wire.verify`
+        would have raised on it."""
+        if self.error is None and self.message is not None:
+            if self.future is None:  # no verifier thread: check it here
+                try:
+                    wire.verify_signature(self.record, self.message)
+                except wire.WireError as exc:
+                    self.error = exc
+            else:
+                self.error = self.future.result()[self.index]
+            self.message = None
+        if self.error is not None:
+            raise self.error
+        return self.record
+
+
+def _signature_errors(items: list[tuple[Any, bytes]]) -> list[BaseException | None]:
+    """Verifier thread: each record's signature check, None or what it raised."""
+    out: list[BaseException | None] = []
+    for record, message in items:
+        try:
+            wire.verify_signature(record, message)
+            out.append(None)
+        except Exception as exc:  # raised on the ingest's thread, at that record's step
+            out.append(exc)
+    return out
+
+
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _verifier() -> ThreadPoolExecutor | None:
+    """The process's verifier thread (made on first use), or None if there can be none."""
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="om-verify")
+        return _pool
+
+
+def _forget_pool() -> None:
+    global _pool
+    _pool = None  # a forked child has no verifier thread: it makes its own
+
+
+os.register_at_fork(after_in_child=_forget_pool)
+
+
+def _submit(pool: ThreadPoolExecutor | None, chunk: list[_Checked]) -> None:
+    if pool is None:
+        return
+    try:
+        future = pool.submit(_signature_errors, [(c.record, c.message) for c in chunk])
+    except RuntimeError:  # no thread to be had (the interpreter is shutting down): here, then
+        return
+    for index, item in enumerate(chunk):
+        item.future, item.index = future, index
+
+
+def _cancel(checked: list[_Checked]) -> None:
+    """Drop the signature checks a batch no longer needs (past its end or its first refusal)."""
+    for item in checked:
+        if item.future is not None:
+            item.future.cancel()
 
 
 class Ingest:
@@ -89,26 +186,37 @@ class Ingest:
         ``solicited`` records (answers to our own fetch or sync requests) skip the rate
         limits: we chose to ask for them; size, validation and the graylist still apply.
         """
-        now = self.clock()
+        return self._accept(data, peer, originated, via, expect_type, solicited, None)
+
+    def _accept(
+        self, data: bytes, peer: str | None, originated: bool, via: str, expect_type: str | None,
+        solicited: bool, checked: "_Checked | None",
+    ) -> Outcome:
+        """:meth:`accept`; ``checked``: the pure checks of ``data`` done ahead (a solicited
+        batch, :meth:`_check_ahead`), whose results are taken here at the same step."""
+        now = self.clock() if checked is None else checked.now
         if peer is not None:
             early = self.policy.admit_message(len(data), peer, originated, now, solicited)
             if early is not None:
                 return self._refuse(early, peer, None)
-        idb = wire.record_id(data)
+        idb = wire.record_id(data) if checked is None else checked.idb
         if self.store.has_idb(idb):  # byte-identical to a stored, hence valid, record
             self.store.count_duplicate(idb)
             self.stats["duplicate"] += 1
             return Outcome(DUPLICATE, None)
         try:
-            record = wire.decode(data)
-            record.__dict__["id_bytes"] = idb  # (the id of these bytes, hashed above: not again)
-            # The fresh-key budget is checked on the decoded signer, before the costly checks
-            # (the observation rule, the signature): a flood past it costs no more than this.
-            if peer is not None and not solicited and self.is_fresh(record.signer):
-                verdict = self.policy.admit_fresh_key(peer, originated, now)
-                if not verdict.accepted:
-                    return self._refuse(verdict, peer, None)
-            wire.verify(record, now=int(now), max_skew=self.policy.limits.max_clock_skew)
+            if checked is not None:  # (solicited: no fresh-key budget to check in between)
+                record = checked.result()
+            else:
+                record = wire.decode(data)
+                record.__dict__["id_bytes"] = idb  # (the id of these bytes, hashed above: not again)
+                # The fresh-key budget is checked on the decoded signer, before the costly checks
+                # (the observation rule, the signature): a flood past it costs no more than this.
+                if peer is not None and not solicited and self.is_fresh(record.signer):
+                    verdict = self.policy.admit_fresh_key(peer, originated, now)
+                    if not verdict.accepted:
+                        return self._refuse(verdict, peer, None)
+                wire.verify(record, now=int(now), max_skew=self.policy.limits.max_clock_skew)
         except wire.WireError as exc:
             return self._refuse(self.policy.wire_rejected(exc.code, str(exc)), peer, None)
         if expect_type is not None and record.record_type != expect_type:
@@ -134,14 +242,20 @@ class Ingest:
         outcomes: list[Outcome] = []
         accepted: list[Any] = []
         self._deferred = accepted
+        ahead: list[_Checked] | None = None
         try:
+            if solicited and len(batch) >= PARALLEL_MIN:
+                ahead = self._check_ahead(batch)
             with self.store.transaction():
-                for data in batch:
-                    outcome = self.accept(data, peer=peer, via=via, expect_type=expect_type, solicited=solicited)
+                for i, data in enumerate(batch):
+                    outcome = self._accept(data, peer, False, via, expect_type, solicited,
+                                           ahead[i] if ahead is not None else None)
                     outcomes.append(outcome)
                     if stop_on_reject and outcome.verdict.action is Action.REJECT:
                         break
         except BaseException:
+            if ahead is not None:
+                _cancel(ahead)
             self._deferred = None
             self._without = None
             rebuild = getattr(self.status_rules, "rebuild", None)
@@ -152,11 +266,44 @@ class Ingest:
                     log.exception("statuses not recomputed after a failed batch")
             raise
         self._deferred = None
+        if ahead is not None:
+            _cancel(ahead)
         if accepted:
             event(log, logging.INFO, "records accepted", count=len(accepted), via=via, peer=peer or "local")
         for record in accepted:
             self._run_accept_hooks(record, via, peer)
         return outcomes
+
+    def _check_ahead(self, batch: list[bytes]) -> "list[_Checked]":
+        """The pure checks of a solicited batch, before any record of it is looked at in
+        order: each record's id, decoding, clock skew and observation rule here, and its
+        signature on the verifier thread (libsodium releases the GIL), chunk by chunk, while
+        this thread goes on. Nothing is counted nor stored here: :meth:`_accept` takes each
+        result at the step where :meth:`accept` would compute it, so the outcomes, the
+        counts and their order are those of the records taken one by one."""
+        max_skew = self.policy.limits.max_clock_skew
+        pool = _verifier()
+        out: list[_Checked] = []
+        chunk: list[_Checked] = []
+        for data in batch:
+            now = self.clock()
+            item = _Checked(now, wire.record_id(data))
+            out.append(item)
+            try:
+                record = wire.decode(data)
+                record.__dict__["id_bytes"] = item.idb
+                item.record = record
+                item.message = wire.verify_unsigned(record, now=int(now), max_skew=max_skew)
+            except wire.WireError as exc:
+                item.error = exc
+                continue
+            chunk.append(item)
+            if len(chunk) == VERIFY_CHUNK:
+                _submit(pool, chunk)
+                chunk = []
+        if chunk:
+            _submit(pool, chunk)
+        return out
 
     # -- standing (PROTOCOL.md, "Admission of new authors") ---------------------------------
     def standing_keys(self) -> frozenset[bytes]:

@@ -27,7 +27,8 @@ Tables (inspect them with ``sqlite-utils`` or ``sqlite3``):
     peers the operator cut off: never dialled, disconnected on sight.
 
 ``records.change`` is the change sequence: every arrival and every status change gives the
-record the next number (triggers, so no write path can miss it). ``GET /v1/changes`` reads
+record the next number (:meth:`Store.add` in its INSERT; triggers for any other insert and for
+every status change, so no write path can miss it). ``GET /v1/changes`` reads
 records by it, so a reader with a cursor sees what is new, including a lesson that became
 common, faded or revoked without a record of its own arriving.
 
@@ -103,8 +104,21 @@ def _m3(db: sqlite_utils.Database) -> None:
                  f"UPDATE records SET change = {next_change} WHERE rowid = NEW.rowid; END")
 
 
+_NEXT_CHANGE = "(SELECT COALESCE(MAX(change), 0) + 1 FROM records)"
+
+
+def _m4(db: sqlite_utils.Database) -> None:
+    """An arrival numbered by its own INSERT (:meth:`Store.add`) is not rewritten by the
+    trigger (a second write of the row, its bytes included); the trigger still numbers any
+    other insert."""
+    conn = db.conn
+    conn.execute("DROP TRIGGER records_change_insert")
+    conn.execute(f"CREATE TRIGGER records_change_insert AFTER INSERT ON records WHEN NEW.change IS NULL BEGIN "
+                 f"UPDATE records SET change = {_NEXT_CHANGE} WHERE rowid = NEW.rowid; END")
+
+
 #: Append-only list of schema migrations; entry i takes the schema from version i to i+1.
-MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_m1, _m2, _m3]
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_m1, _m2, _m3, _m4]
 
 
 @dataclass(frozen=True)
@@ -212,8 +226,8 @@ class Store:
         now = self.clock() if arrived is None else arrived
         cur = self.conn.execute(
             "INSERT OR IGNORE INTO records (id, idb, type, kind, author, created, arrived, via,"
-            " from_peer, status, status_changed, duplicates, size, data)"
-            " VALUES (?,?,?,?,?,?,?,?,?,?,?,0,?,?)",
+            f" from_peer, status, status_changed, duplicates, size, data, change)"
+            f" VALUES (?,?,?,?,?,?,?,?,?,?,?,0,?,?,{_NEXT_CHANGE})",
             (id, idb, type, kind, author, created, now, via, from_peer, status, now, len(data), data),
         )
         return cur.rowcount == 1

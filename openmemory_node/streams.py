@@ -83,6 +83,9 @@ class FrameReader:
 
     async def read(self, timeout: float) -> bytes | None:
         """The next frame's payload; None on a clean end of stream between frames."""
+        payload = self._parse()  # a frame already in the buffer (most of a burst's): no timer to set
+        if payload is not None:
+            return payload
         with trio.move_on_after(timeout) as scope:
             while True:
                 payload = self._parse()

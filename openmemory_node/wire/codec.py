@@ -19,7 +19,7 @@ from .ids import parse_id
 from .limits import DEFAULT_MAX_SKEW, MAX_RECORD_BYTES
 from .records import Record, _RecordBase, observation_error, record_from_map, signing_message
 
-__all__ = ["decode", "validate", "verify", "check_size"]
+__all__ = ["decode", "validate", "verify", "verify_unsigned", "verify_signature", "check_size"]
 
 
 def check_size(data: Any) -> bytes:
@@ -52,6 +52,12 @@ def decode(data: bytes) -> Record:
 
 
 def _verify(record: Record, now: int, max_skew: int, spans: dict | None) -> Record:
+    verify_signature(record, _check_unsigned(record, now, max_skew, spans))
+    return record
+
+
+def _check_unsigned(record: Record, now: int, max_skew: int, spans: dict | None) -> bytes:
+    """Clock skew and the observation rule; returns the signed message."""
     if type(now) is not int or type(max_skew) is not int or max_skew < 0:
         raise TypeError("now and max_skew are integer seconds (max_skew >= 0)")
     if record.created > now + max_skew:
@@ -63,7 +69,12 @@ def _verify(record: Record, now: int, max_skew: int, spans: dict | None) -> Reco
     error = observation_error(record)
     if error is not None:
         raise error
-    message = signing_message(record, spans)
+    return signing_message(record, spans)
+
+
+def verify_signature(record: Record, message: bytes) -> None:
+    """The last step of :func:`verify`: WireError("signature") unless ``record``'s signature
+    verifies ``message`` (from :func:`verify_unsigned`) under its signer's key."""
     try:
         crypto_sign_open(record.signature + message, record.signer)
     except (BadSignatureError, NaclValueError):
@@ -72,7 +83,14 @@ def _verify(record: Record, now: int, max_skew: int, spans: dict | None) -> Reco
             f"the signature does not verify for this {record.record_type} under the signer's key",
             field="signature",
         ) from None
-    return record
+
+
+def _spans_of(record: Record) -> dict | None:
+    if not isinstance(record, _RecordBase):
+        raise TypeError(f"verify() takes a record, not {type(record).__name__}")
+    kept = record.__dict__.get("_spans")
+    spans = kept[1] if kept is not None and record.__dict__.get("_cbor") is kept[0] else None
+    return spans
 
 
 def verify(record: Record, *, now: int, max_skew: int = DEFAULT_MAX_SKEW) -> Record:
@@ -81,11 +99,14 @@ def verify(record: Record, *, now: int, max_skew: int = DEFAULT_MAX_SKEW) -> Rec
     Returns the record, or raises WireError. ``now`` is the current time in Unix seconds
     (injected: the wire format never reads a clock).
     """
-    if not isinstance(record, _RecordBase):
-        raise TypeError(f"verify() takes a record, not {type(record).__name__}")
-    kept = record.__dict__.get("_spans")
-    spans = kept[1] if kept is not None and record.__dict__.get("_cbor") is kept[0] else None
-    return _verify(record, now, max_skew, spans)
+    return _verify(record, now, max_skew, _spans_of(record))
+
+
+def verify_unsigned(record: Record, *, now: int, max_skew: int = DEFAULT_MAX_SKEW) -> bytes:
+    """:func:`verify` up to the signature (clock skew, observation rule): returns the signed
+    message, for :func:`verify_signature`. The two, in this order, are :func:`verify`; apart,
+    the signature (libsodium, without the GIL) can be checked on another thread."""
+    return _check_unsigned(record, now, max_skew, _spans_of(record))
 
 
 def validate(

@@ -62,6 +62,23 @@ def test_a_store_of_the_previous_schema_is_numbered_in_arrival_order(tmp_path):
     store.close()
 
 
+def test_an_insert_by_another_path_is_still_numbered_and_an_arrival_written_once(tmp_path):
+    store = Store(tmp_path / "node.db")
+    a = _add(store, 1)
+    rid = f"{2:068x}"  # a row written without Store.add (a tool, a later write path): the trigger numbers it
+    store.conn.execute("INSERT INTO records (id, idb, type, author, created, arrived, via, status, size, data) "
+                       "VALUES (?,?,?,?,?,?,?,?,?,?)", (rid, bytes.fromhex(rid), "lesson", "ab", 2, 0.0, "gossip",
+                                                       "candidate", 1, b"x"))
+    c = _add(store, 3)
+    assert [(n, r.id) for n, r in store.changes(0)] == [(1, a), (2, rid), (3, c)]
+    # Store.add numbers the row in its own INSERT: the trigger does not write it a second time
+    # (total_changes counts the rows its programs write too).
+    before = store.conn.total_changes
+    _add(store, 4)
+    assert store.conn.total_changes - before == 1 and store.last_change() == 4
+    store.close()
+
+
 @pytest.mark.slow
 def test_changes_catch_a_status_change_without_a_record_of_its_own(cluster: Cluster):
     node = cluster.node("a")
