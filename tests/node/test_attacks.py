@@ -146,11 +146,12 @@ async def test_flood_of_1000_records_does_not_stop_other_nodes(cluster):
         await call(thread.join)
         lesson = result["lesson"]
         # The lesson published on the far end during the flood reaches every node.
-        await wait_for(lambda: x.has(lesson) and y.has(lesson), 10, "z's lesson on y and x")
+        await wait_for(lambda: x.has(lesson) and y.has(lesson), 30, "z's lesson on y and x")
         delivered_after = time.monotonic() - result["published_at"]
 
         # The flooder was limited and, flooding as itself, graylisted.
-        await wait_for(lambda: (peer_row(x, flooder.peer_id) or {}).get("graylisted"), 10,
+        # (generous: on a loaded machine x may still be working through the flood's backlog)
+        await wait_for(lambda: (peer_row(x, flooder.peer_id) or {}).get("graylisted"), 30,
                        "the flooder graylisted on x")
         await trio.sleep(1.0)
         status = await call(x.status)
