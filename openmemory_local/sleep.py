@@ -949,9 +949,12 @@ def _evidence(config, preds, by_family: dict[str, list[int]], episodes, now_iso:
     plan: dict[str, tuple] = {}
     for fam, positions in by_family.items():
         probe_rows = [(i, probe, features(probe["text"])) for i in positions for probe in parsed[i]]
-        probe_rows = [(i, probe, feats, feature_norm(feats)) for i, probe, feats in probe_rows]
+        # each probe with its memo key (its text, required path and words: what the cosine depends on)
+        probe_rows = [(i, probe, feats, feature_norm(feats),
+                       (probe["text"], probe.get("require"), tuple(probe.get("words") or ())))
+                      for i, probe, feats in probe_rows]
         postings: dict[str, list[int]] = {}  # feature -> probes (rows) that have it
-        for k, (_, _, feats, _) in enumerate(probe_rows):
+        for k, (_, _, feats, _, _) in enumerate(probe_rows):
             for feature in feats:
                 postings.setdefault(feature, []).append(k)
         plan[fam] = (probe_rows, postings)
@@ -1014,11 +1017,13 @@ def _facet_hits(facet: str, probe_rows: list, postings: dict, threshold: float, 
     feats = (known.get(facet) if known else None) or features(facet)
     norm = None
     # only probes that share a feature with the facet can reach the threshold
-    shared = sorted({k for feature in feats for k in postings.get(feature, ())})
+    lists = [k for k in map(postings.get, feats) if k]
+    if not lists:
+        return ()
     out = []
-    for k in shared:
-        i, probe, probe_feats, probe_norm = probe_rows[k]
-        pair = (probe["text"], probe.get("require"), tuple(probe.get("words") or ()), facet)
+    for k in sorted(set().union(*lists)):
+        i, probe, probe_feats, probe_norm, probe_key = probe_rows[k]
+        pair = (probe_key, facet)
         sim = _PAIR_SIMS.get(pair, _UNSEEN)
         if sim is _UNSEEN:  # a pure function of the probe and the facet: kept across sleeps
             if probe_matches(probe, facet):
@@ -1059,7 +1064,7 @@ class _Bounded(dict):
 _UNSEEN = object()
 #: (kind, project, fields JSON) -> [family, ended, timed facets (None until asked)]
 _EPISODE_FACETS = _Bounded(1 << 15, weight=32 << 20)  # (at most 32 MiB of episode text held)
-#: (probe text, require, words, facet) -> the cosine, or None when the required path or words are missing
+#: ((probe text, require, words), facet) -> the cosine, or None when the required path or words are missing
 _PAIR_SIMS = _Bounded(1 << 17)
 
 
