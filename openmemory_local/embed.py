@@ -131,6 +131,11 @@ def _slot(feature: str) -> tuple[int, float]:
     return h % DIMS, (-1.0 if h >> 63 else 1.0)
 
 
+#: feature -> its slot, for :func:`embed_features` (a plain dict: cheaper to ask than the lru_cache)
+_SLOTS: dict[str, tuple[int, float]] = {}
+_SLOTS_MAX = 1 << 18
+
+
 def embed(text: str) -> np.ndarray:
     """The L2-normalised ``float32`` vector of ``text`` (shape ``(256,)``)."""
     return embed_features(features(text))
@@ -143,9 +148,16 @@ def embed_features(feats: dict[str, float]) -> np.ndarray:
     # each slot's sum in Python floats (float64, added in the features' order: what adding into the
     # array one by one gives), written into the array at once
     slots: dict[int, float] = {}
+    get = slots.get
+    known = _SLOTS
     for feature, weight in feats.items():
-        index, sign = _slot(feature)
-        slots[index] = slots.get(index, 0.0) + sign * weight
+        hit = known.get(feature)
+        if hit is None:
+            if len(known) >= _SLOTS_MAX:
+                known.clear()
+            hit = known[feature] = _slot(feature)
+        index, sign = hit
+        slots[index] = get(index, 0.0) + sign * weight
     vec = np.zeros(DIMS, dtype=np.float64)
     if slots:
         vec[list(slots)] = list(slots.values())

@@ -337,7 +337,13 @@ def decay(store, now: datetime) -> dict:
             days = active.days(_family_of(project or cwd, branch), since, until)
             if days > 0:
                 decayed.append((strength * half(days), eid))
-        conn.executemany("UPDATE episodes SET strength = ? WHERE id = ?", decayed)
+        # each row's new seq set here, the counter moved once: what the update trigger would do row by row
+        # (the same values, in the same order; store.py, schema version 6), at half the writes
+        seq = store.counter("episode_seq")
+        conn.executemany("UPDATE episodes SET strength = ?, seq = ? WHERE id = ?",
+                         [(strength, seq + n, eid) for n, (strength, eid) in enumerate(decayed, 1)])
+        if decayed:
+            store.set_counter("episode_seq", seq + len(decayed))
         out["episodes_decayed"] = len(decayed)
         archived = [row[0] for row in conn.execute(
             "SELECT id FROM episodes WHERE archived = 0 AND strength < ? ORDER BY id", (config.archive_below,))]

@@ -100,3 +100,44 @@ def test_features_are_the_word_by_word_features_in_the_same_order():
         text = " ".join(rng.choice(words) for _ in range(rng.randrange(0, 12)))
         got, expected = _features_uncached(text), _features_before(text)
         assert list(got.items()) == list(expected.items()), text
+
+
+def test_decay_gives_each_rewritten_row_a_new_seq_that_recall_follows(store):
+    from datetime import datetime, timedelta, timezone
+
+    from openmemory_local.clock import iso
+    from openmemory_local.episodes import Episode
+    from openmemory_local.ingest import add_episodes
+    from openmemory_local.recall import index_for
+    from openmemory_local.sleep import decay
+
+    start = datetime(2026, 3, 2, tzinfo=timezone.utc)
+    episodes = [Episode("session", f"s{d}", f"Session {d} ran git push and mix test {d}.",
+                        {"commands": {"git push": 1}, "command_lines": ["git push"], "files_edited": [],
+                         "files_read": [], "cwd": "/home/me/app", "branch": "main"}, f"s{d}", None, "/home/me/app",
+                        iso(start + timedelta(days=d)), 1) for d in range(30)]
+    add_episodes(store, episodes, now=start + timedelta(days=30))
+    index = index_for(store)
+    index.refresh()
+    before = store.counter("episode_seq")
+    seqs = dict(store.conn.execute("SELECT id, seq FROM episodes"))
+    out = decay(store, start + timedelta(days=40))
+    assert out["episodes_decayed"] == 30
+    after = dict(store.conn.execute("SELECT id, seq FROM episodes"))
+    changed = sorted(eid for eid in after if after[eid] != seqs[eid])
+    # each decayed row has its own new seq above what a cache saw, the counter is the last of them
+    assert len(changed) == 30 and sorted(after[e] for e in changed) == list(range(before + 1, before + 31))
+    assert store.counter("episode_seq") == before + 30 == max(after.values())
+    index.refresh()  # the incremental refresh (rows whose seq moved) sees every new strength
+    strengths = dict(store.conn.execute("SELECT id, strength FROM episodes"))
+    assert all(s < 1.0 for s in strengths.values())
+    for eid, value in strengths.items():
+        assert index.strength[index._row_of[eid]] == np.float32(value)
+    # any other update still moves seq through the trigger
+    eid = changed[0]
+    with store.write():
+        store.conn.execute("UPDATE episodes SET strength = 0.25 WHERE id = ?", (eid,))
+    assert store.conn.execute("SELECT seq FROM episodes WHERE id = ?", (eid,)).fetchone()[0] == before + 31
+    assert store.counter("episode_seq") == before + 31
+    index.refresh()
+    assert index.strength[index._row_of[eid]] == np.float32(0.25)
