@@ -1101,6 +1101,39 @@ def _recent_heads(store, projects: list[str], sessions: int = 200) -> list[str]:
     return sorted(heads)
 
 
+class _RecentHeads:
+    """:func:`_recent_heads` for many project lists, the sessions read once: each project's
+    sessions (id, created) are read in one pass, the latest ``sessions`` of a list chosen in memory
+    and only their commands read. Where the cut falls between sessions created at the same moment
+    (which of them the store's order keeps decides), the store is asked as before."""
+
+    def __init__(self, store, sessions: int = 200):
+        self.store = store
+        self.sessions = sessions
+        self._by_project: dict[str, list[tuple[str, int]]] | None = None
+
+    def __call__(self, projects: list[str]) -> list[str]:
+        if not projects:
+            return []
+        if self._by_project is None:
+            self._by_project = {}
+            for eid, project, created in self.store.conn.execute(
+                    "SELECT id, project, created FROM episodes WHERE kind = 'session' AND project IS NOT NULL"):
+                self._by_project.setdefault(project, []).append((created, eid))
+        rows = [row for project in dict.fromkeys(projects) for row in self._by_project.get(project, ())]
+        if len(rows) > self.sessions:
+            rows.sort(reverse=True)  # the latest first
+            if rows[self.sessions - 1][0] == rows[self.sessions][0]:
+                return _recent_heads(self.store, projects, self.sessions)
+            rows = rows[:self.sessions]
+        found = _per_group(self.store.conn, "SELECT id, json_extract(fields, '$.commands') FROM episodes "
+                                            "WHERE id IN ({})", [eid for _, eid in rows])
+        heads: dict[str, None] = {}
+        for commands in found.values():
+            heads.update(dict.fromkeys(loads(commands[0][1], {}) or {}))
+        return sorted(heads)
+
+
 def predict(store, now: datetime) -> dict:
     """Every strong enough lesson without an open prediction makes one."""
     config = store.config
@@ -1113,6 +1146,7 @@ def predict(store, now: datetime) -> dict:
             "AND strength >= ? AND NOT EXISTS (SELECT 1 FROM predictions p WHERE p.lesson_id = l.id "
             "AND p.state = 'open') ORDER BY id", (config.predict_min_strength,)).fetchall()
         heads_of: dict[tuple, list[str]] = {}  # projects -> their recent heads, read once per predict
+        recent_heads = _RecentHeads(store)
         for lesson_id, fam, details_json in rows:
             details = loads(details_json, {})
             programs = ()
@@ -1120,7 +1154,7 @@ def predict(store, now: datetime) -> dict:
                 projects = tuple(details.get("projects") or [])
                 programs = heads_of.get(projects)
                 if programs is None:
-                    programs = heads_of[projects] = _recent_heads(store, list(projects))
+                    programs = heads_of[projects] = recent_heads(list(projects))
             expected = probes(details, details.get("signature") or "", programs)
             text = prediction_text(details, fam, lesson_id)
             pid = conn.execute(

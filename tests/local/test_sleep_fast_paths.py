@@ -141,3 +141,30 @@ def test_decay_gives_each_rewritten_row_a_new_seq_that_recall_follows(store):
     assert store.counter("episode_seq") == before + 31
     index.refresh()
     assert index.strength[index._row_of[eid]] == np.float32(0.25)
+
+
+def test_recent_heads_read_once_are_what_the_store_query_gives(store):
+    from datetime import datetime, timedelta, timezone
+
+    from openmemory_local.clock import iso
+    from openmemory_local.episodes import Episode
+    from openmemory_local.ingest import add_episodes
+    from openmemory_local.sleep import _recent_heads, _RecentHeads
+
+    start = datetime(2026, 3, 2, tzinfo=timezone.utc)
+    rng = random.Random(4)
+    programs = ["git push", "uv sync", "pip install", "mix test", "npm ci", "cargo build", "make", "go test"]
+    episodes = []
+    for n in range(60):
+        project = rng.choice(["/home/me/app", "/home/me/api", "/home/me/web"])
+        minute = rng.choice([n, n, 7, 7, 30])  # sessions created at the same moment, some across a cut
+        commands = {c: 1 for c in rng.sample(programs, rng.randrange(1, 4))}
+        episodes.append(Episode("session", f"s{n}", f"Session {n}.", {"commands": commands, "cwd": project},
+                                f"s{n}", None, project, iso(start + timedelta(minutes=minute)), 1))
+    add_episodes(store, episodes, now=start + timedelta(days=1))
+    lists = [[], ["/home/me/app"], ["/home/me/api", "/home/me/web"], ["/home/me/app", "/home/me/app"],
+             ["/nowhere"], ["/home/me/web", "/nowhere", "/home/me/app"]]
+    for cut in (1, 2, 3, 5, 8, 13, 40, 200):
+        fast = _RecentHeads(store, cut)
+        for projects in lists:
+            assert fast(projects) == _recent_heads(store, projects, cut), (cut, projects)
