@@ -19,7 +19,9 @@ Schema (version 1)
 ``counters(name, value)``
     ``episode_seq`` (bumped by triggers on every insert or update of an episode: each
     episode row carries the ``seq`` of its last change, so a cache refreshes only rows
-    with ``seq`` above what it saw), ``episode_epoch`` (bumped on every delete: caches
+    with ``seq`` above what it saw; an update that sets ``seq`` itself, above the counter,
+    and moves the counter, is left alone by the trigger: decay's bulk rewrite, schema version 6),
+    ``episode_epoch`` (bumped on every delete: caches
     reload) and ``vec_rows`` (committed rows of the vectors file).
 
 ``transcripts``
