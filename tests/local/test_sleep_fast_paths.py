@@ -27,7 +27,7 @@ def _embed_features_by_element(feats: dict) -> np.ndarray:
 
 def test_embed_features_is_bit_for_bit_the_element_by_element_sum():
     rng = random.Random(5)
-    for _ in range(3000):
+    for _ in range(1000):
         n = rng.choice([0, 1, 2, 5, 20, 300, 1000])  # 1000 features: slots collide, signs cancel
         feats = {f"w{rng.randrange(2000)} {rng.randrange(9)}": rng.choice([1.0, 0.5, 2.0, rng.random()])
                  for _ in range(n)}
@@ -37,7 +37,7 @@ def test_embed_features_is_bit_for_bit_the_element_by_element_sum():
 
 def test_most_shared_names_the_groups_most_common_names():
     rng = random.Random(11)
-    for _ in range(3000):
+    for _ in range(1000):
         n = rng.choice([1, 2, 5, 64])
         size = rng.randrange(n + 1, 4 * n + 200)
         counts = Counter()
@@ -67,7 +67,7 @@ def test_volatile_tokens_are_replaced_as_when_every_pattern_was_tried():
               "x-1", "-", ":", "a:b", "\u0663\u0664:\u0661\u0662", "\u0660\u0661\u0662\u0663-01-02", "v1.2.3",
               "tmpab12cd", "Error:", "fatal", "ok", "--flag=3", "/tmp/x-9/y", "e", "\t", "  "]
     rng = random.Random(3)
-    for _ in range(20000):
+    for _ in range(5000):
         text = rng.choice(["", " ", "-", ":", "/"]).join(rng.choice(pieces) for _ in range(rng.randrange(0, 6)))
         assert _ids_times_numbers(text) == _ids_times_numbers_every_pattern(text), text
 
