@@ -1,7 +1,8 @@
 """Same input, two versions of the engine's sleep: the same lessons, members, predictions and verdicts?
 
 The correctness gate for changes that make sleep faster. A store is built once (with the
-code of this tree: ingest is not what is compared), copied, and each copy is slept on by
+``--old`` tree's code, in its own process: ingest is not what is compared, and a store the old
+code made the new code migrates, where the old code refuses a newer schema), copied, and each copy is slept on by
 one version of the engine, in its own process (``PYTHONPATH`` points at the tree given):
 
 * ``real``: the real Claude Code transcripts (``$OPENMEMORY_TEST_DATA``, default
@@ -39,7 +40,12 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+#: The tree whose code builds the stores (the ``--old`` one: a store it makes, the new code migrates
+#: when it opens it; the old code would refuse a store of a newer schema). Set for the build's process.
+BUILD_TREE = os.environ.get("OM_SLEEP_COMPARE_BUILD_TREE")
 sys.path.insert(0, str(ROOT))
+if BUILD_TREE:
+    sys.path.insert(0, BUILD_TREE)
 
 REAL_NOW = datetime(2026, 3, 1, tzinfo=timezone.utc)
 
@@ -155,10 +161,23 @@ def _short(row) -> tuple:
     return tuple(f"<{len(v)} bytes>" if isinstance(v, bytes) else v for v in row)
 
 
+BUILDERS = {"real": lambda home, n: build_real(home), "replay": build_replay, "synthetic": build_synthetic}
+
+
+def build_with(tree: Path, builder: str, home: Path, n: int) -> dict:
+    """``BUILDERS[builder](home, n)`` run by ``tree``'s code, in its own process."""
+    env = dict(os.environ, OM_SLEEP_COMPARE_BUILD_TREE=str(tree))
+    proc = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--build", builder, str(home), str(n)],
+                          env=env, cwd=str(tree), capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise SystemExit(f"building the {builder} store with {tree} failed:\n{proc.stderr}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
 def case(name: str, work: Path, build, plan: dict, old: Path, new: Path) -> bool:
     base = work / f"{name}-base"
     started = time.perf_counter()
-    plan = dict(plan, **(build(base) or {}))
+    plan = dict(plan, **(build_with(old, build[0], base, build[1]) or {}))
     print(f"{name}: store built in {time.perf_counter() - started:.1f} s", flush=True)
     results = {}
     for label, tree in (("old", old), ("new", new)):
@@ -181,6 +200,10 @@ def case(name: str, work: Path, build, plan: dict, old: Path, new: Path) -> bool
 
 
 def main() -> None:
+    if sys.argv[1:2] == ["--build"]:  # the build's process (build_with)
+        builder, home, n = sys.argv[2], Path(sys.argv[3]), int(sys.argv[4])
+        print(json.dumps(BUILDERS[builder](home, n) or {}))
+        return
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--old", type=Path, required=True, help="a tree with the version to compare with")
     parser.add_argument("--new", type=Path, default=ROOT, help="the tree to check (default: this one)")
@@ -193,14 +216,13 @@ def main() -> None:
     same = True
     try:
         if not args.no_real:
-            same &= case("real", work, build_real, {"replay": REAL_NOW.isoformat(), "sleeps": [REAL_NOW.isoformat()]},
+            same &= case("real", work, ("real", 0), {"replay": REAL_NOW.isoformat(), "sleeps": [REAL_NOW.isoformat()]},
                          args.old.resolve(), args.new.resolve())
         if args.replay_episodes:
-            same &= case(f"replay-{args.replay_episodes}", work, lambda home: build_replay(home, args.replay_episodes),
+            same &= case(f"replay-{args.replay_episodes}", work, ("replay", args.replay_episodes),
                          {}, args.old.resolve(), args.new.resolve())
         for n in args.sizes:
-            same &= case(f"synthetic-{n}", work, lambda home, n=n: build_synthetic(home, n), {},
-                         args.old.resolve(), args.new.resolve())
+            same &= case(f"synthetic-{n}", work, ("synthetic", n), {}, args.old.resolve(), args.new.resolve())
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print("same lessons, members, predictions, verdicts and events" if same else "DIFFERENT")

@@ -110,16 +110,18 @@ def features(text: str) -> dict[str, float]:
 def _features_uncached(text: str) -> dict[str, float]:
     """The work of :func:`features` (uncached)."""
     raw = _raw_tokens(text)
-    toks = [stem(t) for t in raw]
+    toks = list(map(stem, raw))
+    stop = [word in STOP_WORDS for word in raw]
     out: dict[str, float] = {}
-    for word, tok in zip(raw, toks):
-        if word not in STOP_WORDS:
-            out[tok] = out.get(tok, 0.0) + 1.0
-    for (lw, left), (rw, right) in zip(zip(raw, toks), zip(raw[1:], toks[1:])):
-        if lw in STOP_WORDS and rw in STOP_WORDS:
+    get = out.get
+    for tok, is_stop in zip(toks, stop):
+        if not is_stop:
+            out[tok] = get(tok, 0.0) + 1.0
+    for left, right, stop_left, stop_right in zip(toks, toks[1:], stop, stop[1:]):
+        if stop_left and stop_right:
             continue
         pair = f"{left} {right}"
-        out[pair] = out.get(pair, 0.0) + _BIGRAM_WEIGHT
+        out[pair] = get(pair, 0.0) + _BIGRAM_WEIGHT
     return out
 
 
@@ -127,6 +129,11 @@ def _features_uncached(text: str) -> dict[str, float]:
 def _slot(feature: str) -> tuple[int, float]:
     h = int.from_bytes(blake2b(feature.encode("utf-8"), digest_size=8).digest(), "little")
     return h % DIMS, (-1.0 if h >> 63 else 1.0)
+
+
+#: feature -> its slot, for :func:`embed_features` (a plain dict: cheaper to ask than the lru_cache)
+_SLOTS: dict[str, tuple[int, float]] = {}
+_SLOTS_MAX = 1 << 18
 
 
 def embed(text: str) -> np.ndarray:
@@ -138,12 +145,24 @@ def embed_features(feats: dict[str, float]) -> np.ndarray:
     """The vector of a :func:`features` dict (what :func:`embed` does after step 3)."""
     import numpy as np
 
-    vec = np.zeros(DIMS, dtype=np.float64)
+    # each slot's sum in Python floats (float64, added in the features' order: what adding into the
+    # array one by one gives), written into the array at once
+    slots: dict[int, float] = {}
+    get = slots.get
+    known = _SLOTS
     for feature, weight in feats.items():
-        index, sign = _slot(feature)
-        vec[index] += sign * weight
-    # math.fsum is exactly rounded: the norm does not depend on a BLAS summation order.
-    norm = math.sqrt(math.fsum((vec * vec).tolist()))
+        hit = known.get(feature)
+        if hit is None:
+            if len(known) >= _SLOTS_MAX:
+                known.clear()
+            hit = known[feature] = _slot(feature)
+        index, sign = hit
+        slots[index] = get(index, 0.0) + sign * weight
+    vec = np.zeros(DIMS, dtype=np.float64)
+    if slots:
+        vec[list(slots)] = list(slots.values())
+    # math.fsum is exactly rounded: the norm does not depend on a BLAS summation order (nor on the zeros).
+    norm = math.sqrt(math.fsum([v * v for v in slots.values()]))
     if norm > 0.0:
         vec /= norm
     return vec.astype(np.float32)

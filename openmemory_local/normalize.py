@@ -79,6 +79,12 @@ def _branch_re(branch: str) -> re.Pattern | None:
     return re.compile(r"(?<![\w.-])(?:" + "|".join(re.escape(n) for n in names) + r")(?![\w-])")
 
 
+@lru_cache(maxsize=4096)
+def _dashed(root: str) -> str:
+    """A directory as Claude Code names its folder (``/home/me/app`` -> ``-home-me-app``)."""
+    return re.sub(r"[^A-Za-z0-9]", "-", root)
+
+
 def _strip_dir(text: str, root: str) -> str:
     """Remove ``root`` (followed by ``/`` or the end of a path) from ``text``."""
     out, start = [], 0
@@ -141,21 +147,33 @@ def _normalise_uncached(text: str, *, cwd: str | None = None, branch: str | None
             text = _family_re(fam).sub("", text)
         if root in text:
             text = _strip_dir(text, root)
-        dashed = re.sub(r"[^A-Za-z0-9]", "-", root)
+        dashed = _dashed(root)
         if dashed in text:
             text = _strip_dir(text, dashed)
     if branch and branch != "HEAD" and branch.rsplit("/", 1)[-1] in text:
         branch_re = _branch_re(branch)
         if branch_re is not None:
             text = branch_re.sub("{branch}", text)
-    text = _UUID.sub("{id}", text)
-    text = _ISO_TIME.sub("{time}", text)
-    text = _CLOCK.sub("{time}", text)
-    text = _HEX.sub("{hash}", text)
-    text = _NUMBER.sub("{num}", text)
+    text = _ids_times_numbers(text)
     if "/" in text:
         text = _PATH_TOKEN.sub(_path_ids, text)
     return _SPACE.sub(" ", text).strip()
+
+
+def _ids_times_numbers(text: str) -> str:
+    """UUIDs, times, hashes and numbers replaced, in that order. Each pattern is tried only where
+    it can match (what this skips would change nothing): a UUID, an ISO time have dashes, a clock
+    time a colon; times, hashes and numbers have a digit."""
+    if "-" in text:
+        text = _UUID.sub("{id}", text)
+    if _DIGIT.search(text):
+        if "-" in text:
+            text = _ISO_TIME.sub("{time}", text)
+        if ":" in text:
+            text = _CLOCK.sub("{time}", text)
+        text = _HEX.sub("{hash}", text)
+        text = _NUMBER.sub("{num}", text)
+    return text
 
 
 # --- project families -------------------------------------------------------------------

@@ -337,7 +337,13 @@ def decay(store, now: datetime) -> dict:
             days = active.days(_family_of(project or cwd, branch), since, until)
             if days > 0:
                 decayed.append((strength * half(days), eid))
-        conn.executemany("UPDATE episodes SET strength = ? WHERE id = ?", decayed)
+        # each row's new seq set here, the counter moved once: what the update trigger would do row by row
+        # (the same values, in the same order; store.py, schema version 6), at half the writes
+        seq = store.counter("episode_seq")
+        conn.executemany("UPDATE episodes SET strength = ?, seq = ? WHERE id = ?",
+                         [(strength, seq + n, eid) for n, (strength, eid) in enumerate(decayed, 1)])
+        if decayed:
+            store.set_counter("episode_seq", seq + len(decayed))
         out["episodes_decayed"] = len(decayed)
         archived = [row[0] for row in conn.execute(
             "SELECT id FROM episodes WHERE archived = 0 AND strength < ? ORDER BY id", (config.archive_below,))]
@@ -949,9 +955,12 @@ def _evidence(config, preds, by_family: dict[str, list[int]], episodes, now_iso:
     plan: dict[str, tuple] = {}
     for fam, positions in by_family.items():
         probe_rows = [(i, probe, features(probe["text"])) for i in positions for probe in parsed[i]]
-        probe_rows = [(i, probe, feats, feature_norm(feats)) for i, probe, feats in probe_rows]
+        # each probe with its memo key (its text, required path and words: what the cosine depends on)
+        probe_rows = [(i, probe, feats, feature_norm(feats),
+                       (probe["text"], probe.get("require"), tuple(probe.get("words") or ())))
+                      for i, probe, feats in probe_rows]
         postings: dict[str, list[int]] = {}  # feature -> probes (rows) that have it
-        for k, (_, _, feats, _) in enumerate(probe_rows):
+        for k, (_, _, feats, _, _) in enumerate(probe_rows):
             for feature in feats:
                 postings.setdefault(feature, []).append(k)
         plan[fam] = (probe_rows, postings)
@@ -1014,11 +1023,13 @@ def _facet_hits(facet: str, probe_rows: list, postings: dict, threshold: float, 
     feats = (known.get(facet) if known else None) or features(facet)
     norm = None
     # only probes that share a feature with the facet can reach the threshold
-    shared = sorted({k for feature in feats for k in postings.get(feature, ())})
+    lists = [k for k in map(postings.get, feats) if k]
+    if not lists:
+        return ()
     out = []
-    for k in shared:
-        i, probe, probe_feats, probe_norm = probe_rows[k]
-        pair = (probe["text"], probe.get("require"), tuple(probe.get("words") or ()), facet)
+    for k in sorted(set().union(*lists)):
+        i, probe, probe_feats, probe_norm, probe_key = probe_rows[k]
+        pair = (probe_key, facet)
         sim = _PAIR_SIMS.get(pair, _UNSEEN)
         if sim is _UNSEEN:  # a pure function of the probe and the facet: kept across sleeps
             if probe_matches(probe, facet):
@@ -1059,7 +1070,7 @@ class _Bounded(dict):
 _UNSEEN = object()
 #: (kind, project, fields JSON) -> [family, ended, timed facets (None until asked)]
 _EPISODE_FACETS = _Bounded(1 << 15, weight=32 << 20)  # (at most 32 MiB of episode text held)
-#: (probe text, require, words, facet) -> the cosine, or None when the required path or words are missing
+#: ((probe text, require, words), facet) -> the cosine, or None when the required path or words are missing
 _PAIR_SIMS = _Bounded(1 << 17)
 
 
@@ -1090,6 +1101,39 @@ def _recent_heads(store, projects: list[str], sessions: int = 200) -> list[str]:
     return sorted(heads)
 
 
+class _RecentHeads:
+    """:func:`_recent_heads` for many project lists, the sessions read once: each project's
+    sessions (id, created) are read in one pass, the latest ``sessions`` of a list chosen in memory
+    and only their commands read. Where the cut falls between sessions created at the same moment
+    (which of them the store's order keeps decides), the store is asked as before."""
+
+    def __init__(self, store, sessions: int = 200):
+        self.store = store
+        self.sessions = sessions
+        self._by_project: dict[str, list[tuple[str, int]]] | None = None
+
+    def __call__(self, projects: list[str]) -> list[str]:
+        if not projects:
+            return []
+        if self._by_project is None:
+            self._by_project = {}
+            for eid, project, created in self.store.conn.execute(
+                    "SELECT id, project, created FROM episodes WHERE kind = 'session' AND project IS NOT NULL"):
+                self._by_project.setdefault(project, []).append((created, eid))
+        rows = [row for project in dict.fromkeys(projects) for row in self._by_project.get(project, ())]
+        if len(rows) > self.sessions:
+            rows.sort(reverse=True)  # the latest first
+            if rows[self.sessions - 1][0] == rows[self.sessions][0]:
+                return _recent_heads(self.store, projects, self.sessions)
+            rows = rows[:self.sessions]
+        found = _per_group(self.store.conn, "SELECT id, json_extract(fields, '$.commands') FROM episodes "
+                                            "WHERE id IN ({})", [eid for _, eid in rows])
+        heads: dict[str, None] = {}
+        for commands in found.values():
+            heads.update(dict.fromkeys(loads(commands[0][1], {}) or {}))
+        return sorted(heads)
+
+
 def predict(store, now: datetime) -> dict:
     """Every strong enough lesson without an open prediction makes one."""
     config = store.config
@@ -1102,6 +1146,7 @@ def predict(store, now: datetime) -> dict:
             "AND strength >= ? AND NOT EXISTS (SELECT 1 FROM predictions p WHERE p.lesson_id = l.id "
             "AND p.state = 'open') ORDER BY id", (config.predict_min_strength,)).fetchall()
         heads_of: dict[tuple, list[str]] = {}  # projects -> their recent heads, read once per predict
+        recent_heads = _RecentHeads(store)
         for lesson_id, fam, details_json in rows:
             details = loads(details_json, {})
             programs = ()
@@ -1109,7 +1154,7 @@ def predict(store, now: datetime) -> dict:
                 projects = tuple(details.get("projects") or [])
                 programs = heads_of.get(projects)
                 if programs is None:
-                    programs = heads_of[projects] = _recent_heads(store, list(projects))
+                    programs = heads_of[projects] = recent_heads(list(projects))
             expected = probes(details, details.get("signature") or "", programs)
             text = prediction_text(details, fam, lesson_id)
             pid = conn.execute(

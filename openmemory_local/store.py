@@ -19,7 +19,9 @@ Schema (version 1)
 ``counters(name, value)``
     ``episode_seq`` (bumped by triggers on every insert or update of an episode: each
     episode row carries the ``seq`` of its last change, so a cache refreshes only rows
-    with ``seq`` above what it saw), ``episode_epoch`` (bumped on every delete: caches
+    with ``seq`` above what it saw; an update that sets ``seq`` itself, above the counter,
+    and moves the counter, is left alone by the trigger: decay's bulk rewrite, schema version 6),
+    ``episode_epoch`` (bumped on every delete: caches
     reload) and ``vec_rows`` (committed rows of the vectors file).
 
 ``transcripts``
@@ -579,6 +581,22 @@ def _v5_embedding_once(store: "Store") -> None:
     conn.execute(_V5_TRIGGER)
 
 
+# A writer that rewrites many rows (decay: every active episode's strength) gives each its new
+# ``seq`` in the same statement and moves the counter once (the values the trigger would have
+# given, in the same order): the trigger then has nothing to do for that row. Every other update
+# leaves ``seq`` as it was and the trigger bumps it, as before.
+_V6_TRIGGER = """
+DROP TRIGGER episodes_seq_update;
+CREATE TRIGGER episodes_seq_update
+AFTER UPDATE OF kind, session_id, agent_id, project, text, fields, embedder, strength,
+    touches, created, last_touched, archived, vec_row ON episodes WHEN NEW.seq IS OLD.seq BEGIN
+    UPDATE counters SET value = value + 1 WHERE name = 'episode_seq';
+    UPDATE episodes SET seq = (SELECT value FROM counters WHERE name = 'episode_seq')
+        WHERE id = NEW.id;
+END;
+"""
+
+
 #: Forward migrations, in order; never edit a released one.
 MIGRATIONS: list[Migration] = [
     Migration(1, "transcripts, episodes, counters, meta", _sql(_V1)),
@@ -587,6 +605,8 @@ MIGRATIONS: list[Migration] = [
     Migration(4, "commons_lessons, commons_predictions, commons_attestations", _sql(_V4_COMMONS)),
     Migration(5, "each embedding stored once: episodes.embedding dropped (the vectors file holds them), "
               "episodes.embedder added", _v5_embedding_once, with_store=True, vacuum=True),
+    Migration(6, "episodes_seq_update skips a row whose update sets its seq itself (decay's bulk rewrite)",
+              _sql(_V6_TRIGGER)),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1].version
 
