@@ -299,8 +299,8 @@ _REPORTED_RE = _compile(
 )
 _REPORTING = frozenset(REPORTING_VERBS)
 _ASCII_WORDS = re.compile(r"[a-z]+")
-#: For an ASCII text, every character but a-z to a space: its ``split()`` is ``_ASCII_WORDS.findall``.
-_ASCII_WORD_SPACES = str.maketrans({chr(i): " " for i in range(128) if not "a" <= chr(i) <= "z"})
+#: For an ASCII text's bytes, every byte but a-z to a space: its ``split()`` is ``_ASCII_WORDS.findall``.
+_ASCII_WORD_SPACES = bytes(b if 0x61 <= b <= 0x7A else 0x20 for b in range(256))
 _HYPHENATED = re.compile(r"(?<=[a-z])-+(?=[a-z])")
 #: A run of ASCII letters and digits that holds both, not inside a longer run of [a-z0-9_]:
 #: its digits are read as the letters they stand for (0 o, 1 i, 3 e, 4 a, 5 s, 7 t).
@@ -490,6 +490,34 @@ _SPLIT = re.compile(
     r"|([.!?;:]+(?=[ \n\"')\]}]|$)|[,\n]|[\u2014\u2015]+|-(?:(?<=^-)|(?<=[ \n]-))-*(?![^ \n]))"
     r"|([()\[\]{}\"]|'(?:(?<=^')|(?<=[^A-Za-z]')|(?![A-Za-z]))))"
 )
+_SPLIT_BODY = re.compile(_SPLIT.pattern[_SPLIT.pattern.index("(?:"):])  # _SPLIT without its look-ahead
+_SPLIT_FIRST = "`.!?;:,\n\u2014\u2015-()[]{}\"'"  # the characters of that look-ahead
+#: For an ASCII text's bytes: "!" where a match of _SPLIT_BODY may start, a space elsewhere.
+_SPLIT_MARKS = bytes(0x21 if chr(b) in _SPLIT_FIRST else 0x20 for b in range(256))
+
+
+def _split(prose: str) -> list[str | None]:
+    """``_SPLIT.split(prose)``. On an ASCII text, the places a match may start are found by a
+    table lookup a byte and ``find``; _SPLIT itself is tried at every character (a few hundred
+    machine instructions each), the costliest step of the rule on a plain text."""
+    if not prose.isascii():
+        return _SPLIT.split(prose)
+    marks = prose.encode("ascii").translate(_SPLIT_MARKS)
+    match = _SPLIT_BODY.match
+    parts: list[str | None] = []
+    last = 0
+    at = marks.find(0x21)
+    while at >= 0:
+        found = match(prose, at)  # (look-behinds and ^ see the whole text, as in split)
+        if found is None:
+            at = marks.find(0x21, at + 1)
+            continue
+        parts.append(prose[last:at])
+        parts += found.groups()
+        last = found.end()
+        at = marks.find(0x21, last)
+    parts.append(prose[last:])
+    return parts
 
 
 def _clauses(canonical: str) -> list[tuple[list[tuple[str, str, str]], bool, bool]]:
@@ -501,7 +529,7 @@ def _clauses(canonical: str) -> list[tuple[list[tuple[str, str, str]], bool, boo
     stack: list[list] = []  # the clauses a bracket or quote interrupted, innermost last
     current: list = []
     open_quotes = {'"': False, "'": False}  # each kind of quotation mark alternates on its own
-    parts = _SPLIT.split(_prose(canonical))
+    parts = _split(_prose(canonical))
     for i in range(0, len(parts), 4):
         text = parts[i]
         if text and not text.isspace():
@@ -780,7 +808,10 @@ def observation_violation(text: str) -> ObservationViolation | None:
     if _digit_by_letter(lowered) and _LEET_WORD.search(lowered):
         texts.append(_LEET_WORD.sub(_unleet, lowered))  # 1gn0r3 pr3v10us 1nstruct10ns
     joined = " ".join(texts)
-    words = set(joined.translate(_ASCII_WORD_SPACES).split() if joined.isascii() else _ASCII_WORDS.findall(joined))
+    if joined.isascii():  # (bytes.translate is a table lookup a byte; str.translate, a dict lookup)
+        words = set(joined.encode("ascii").translate(_ASCII_WORD_SPACES).decode("ascii").split())
+    else:
+        words = set(_ASCII_WORDS.findall(joined))
     for mark in "<[":  # the role-token patterns are selected by the character they start with
         if mark in lowered:
             words.add(mark)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from pathlib import Path
 
 from openmemory_protocol import observation as rule
@@ -134,3 +135,16 @@ def test_the_canonical_form_is_the_frozen_one():
     base = _corpus()
     for text in base + [_mutate(rng.choice(base), rng) for _ in range(2000)]:
         assert rule.canonical_form(text) == reference.canonical_form(text), text
+
+
+def test_the_clause_split_by_byte_marks_is_the_regex_split():
+    rng = random.Random(6)
+    base = _corpus() + ["-a", "'x' y", "a.", "``", "- - x", "x--y", "(a)b", "it's 'q'", ":", "a -b -- c"]
+    texts = base + [_mutate(rng.choice(base), rng) for _ in range(3000)]
+    assert sum(t.isascii() for t in texts) > 1500
+    for text in texts:
+        assert rule._split(text) == rule._SPLIT.split(text), text
+    # the byte marks are the characters of the split's look-ahead
+    ahead = re.compile(rule._SPLIT.pattern[:rule._SPLIT.pattern.index("(?:")])
+    assert {chr(b) for b in range(128) if rule._SPLIT_MARKS[b] == 0x21} == {
+        chr(b) for b in range(128) if ahead.match(chr(b))}
