@@ -148,3 +148,10 @@ def test_the_clause_split_by_byte_marks_is_the_regex_split():
     ahead = re.compile(rule._SPLIT.pattern[:rule._SPLIT.pattern.index("(?:")])
     assert {chr(b) for b in range(128) if rule._SPLIT_MARKS[b] == 0x21} == {
         chr(b) for b in range(128) if ahead.match(chr(b))}
+
+
+def test_the_digit_by_letter_test_is_the_regex_one():
+    rng = random.Random(7)
+    base = _corpus() + ["a1", "1a", "1 a", "a 1", "", "9z", "z9", "A1", "\u00e91", "1\u00e9"]
+    for text in base + [_mutate(rng.choice(base), rng).lower() for _ in range(3000)]:
+        assert rule._digit_by_letter(text) == (re.search("[a-z][0-9]|[0-9][a-z]", text) is not None), text
