@@ -288,7 +288,8 @@ _LENGTHS = (0, 1, 22, 23, 24, 25, 31, 32, 33, 64, 130, 255, 256, 300)
 def _random_value(rng, depth: int = 0):
     pick = rng.random()
     if pick < 0.3:
-        return rng.choice((0, 1, 23, 24, 255, 256, 65535, 65536, 2**32 - 1, 2**32, 2**64 - 1, rng.randrange(2**rng.randrange(1, 64))))
+        return rng.choice((0, 1, 23, 24, 255, 256, 65535, 65536, 2**32 - 1, 2**32, 2**64 - 1,
+                           rng.randrange(2 ** rng.randrange(1, 64))))
     if pick < 0.45:
         return rng.randbytes(rng.choice(_LENGTHS))
     if pick < 0.6:
