@@ -299,24 +299,24 @@ _REPORTED_RE = _compile(
 )
 _REPORTING = frozenset(REPORTING_VERBS)
 _ASCII_WORDS = re.compile(r"[a-z]+")
+#: For an ASCII text's bytes, every byte but a-z to a space: its ``split()`` is ``_ASCII_WORDS.findall``.
+_ASCII_WORD_SPACES = bytes(b if 0x61 <= b <= 0x7A else 0x20 for b in range(256))
 _HYPHENATED = re.compile(r"(?<=[a-z])-+(?=[a-z])")
 #: A run of ASCII letters and digits that holds both, not inside a longer run of [a-z0-9_]:
 #: its digits are read as the letters they stand for (0 o, 1 i, 3 e, 4 a, 5 s, 7 t).
 _LEET_WORD = re.compile(r"(?<![a-z0-9_])(?=[a-z0-9]*[a-z])(?=[a-z0-9]*[0-9])[a-z0-9]+(?![a-z0-9_])")
 _LEET = str.maketrans("013457", "oieast")
-_DIGITS = re.compile(r"[0-9]+")
+
+
+# What ``[a-z][0-9]|[0-9][a-z]`` finds, written to start with the digit (so that the engine
+# skips to the next digit in C, while that alternation is tried at every letter).
+_DIGIT_BY_LETTER = re.compile(r"[0-9](?:(?<=[a-z][0-9])|(?=[a-z]))")
 
 
 def _digit_by_letter(text: str) -> bool:
     """Whether a digit and a lower-case ASCII letter stand side by side (a quick test before
-    _LEET_WORD): what ``[a-z][0-9]|[0-9][a-z]`` finds, by the digit runs (few in a text, while
-    that alternation is tried at every letter)."""
-    end = len(text)
-    for match in _DIGITS.finditer(text):
-        start, stop = match.span()
-        if (start and "a" <= text[start - 1] <= "z") or (stop < end and "a" <= text[stop] <= "z"):
-            return True
-    return False
+    _LEET_WORD)."""
+    return _DIGIT_BY_LETTER.search(text) is not None
 _LEET_TOKEN = re.compile(r"(?=[A-Za-z0-9]*[A-Za-z])(?=[A-Za-z0-9]*[0-9])[A-Za-z0-9]+")
 
 
@@ -334,7 +334,6 @@ _ASCII_LOWER = str.maketrans({c: c.lower() for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 _WHITE_SPACE_RUN = re.compile(
     "[\t\n\x0b\x0c\r\x1c-\x1f \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+")
 _CODE_SPAN = re.compile(r"(`+[^`]*`+)")
-_MARKUP_CHARS = re.compile(r"[\[<*~_]|-->")
 _ODD_SPACE = re.compile("[\t\r\x0b\x0c\x1c-\x1f]")
 _LINE_BREAKS = str.maketrans({c: "\n" for c in "\r\x0b\x0c\x85\x1c\x1d\x1e"})
 _SPACES = re.compile("[\t\x1f\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]")
@@ -443,9 +442,12 @@ def _prose(canonical: str) -> str:
     """The text the clauses are read from: line breaks as U+000A, other white space as U+0020,
     and outside code spans, HTML-like tags, comment markers, role tokens and Markdown emphasis
     removed and links replaced by their text."""
-    if not canonical.isascii() or _ODD_SPACE.search(canonical):
+    # (printable ASCII holds none of _ODD_SPACE; str methods and ``in`` are much faster than a
+    # regular expression that has no literal to skip to, such as ``[\[<*~_]|-->`` was)
+    if not canonical.isascii() or (not canonical.isprintable() and _ODD_SPACE.search(canonical)):
         canonical = _SPACES.sub(" ", canonical.translate(_LINE_BREAKS))
-    if not _MARKUP_CHARS.search(canonical):
+    if not ("[" in canonical or "<" in canonical or "*" in canonical or "~" in canonical or "_" in canonical
+            or "-->" in canonical):
         return canonical  # nothing to remove
     if "`" in canonical:
         parts = _CODE_SPAN.split(canonical)
@@ -488,6 +490,34 @@ _SPLIT = re.compile(
     r"|([.!?;:]+(?=[ \n\"')\]}]|$)|[,\n]|[\u2014\u2015]+|-(?:(?<=^-)|(?<=[ \n]-))-*(?![^ \n]))"
     r"|([()\[\]{}\"]|'(?:(?<=^')|(?<=[^A-Za-z]')|(?![A-Za-z]))))"
 )
+_SPLIT_BODY = re.compile(_SPLIT.pattern[_SPLIT.pattern.index("(?:"):])  # _SPLIT without its look-ahead
+_SPLIT_FIRST = "`.!?;:,\n\u2014\u2015-()[]{}\"'"  # the characters of that look-ahead
+#: For an ASCII text's bytes: "!" where a match of _SPLIT_BODY may start, a space elsewhere.
+_SPLIT_MARKS = bytes(0x21 if chr(b) in _SPLIT_FIRST else 0x20 for b in range(256))
+
+
+def _split(prose: str) -> list[str | None]:
+    """``_SPLIT.split(prose)``. On an ASCII text, the places a match may start are found by a
+    table lookup a byte and ``find``; _SPLIT itself is tried at every character (a few hundred
+    machine instructions each), the costliest step of the rule on a plain text."""
+    if not prose.isascii():
+        return _SPLIT.split(prose)
+    marks = prose.encode("ascii").translate(_SPLIT_MARKS)
+    match = _SPLIT_BODY.match
+    parts: list[str | None] = []
+    last = 0
+    at = marks.find(0x21)
+    while at >= 0:
+        found = match(prose, at)  # (look-behinds and ^ see the whole text, as in split)
+        if found is None:
+            at = marks.find(0x21, at + 1)
+            continue
+        parts.append(prose[last:at])
+        parts += found.groups()
+        last = found.end()
+        at = marks.find(0x21, last)
+    parts.append(prose[last:])
+    return parts
 
 
 def _clauses(canonical: str) -> list[tuple[list[tuple[str, str, str]], bool, bool]]:
@@ -499,13 +529,23 @@ def _clauses(canonical: str) -> list[tuple[list[tuple[str, str, str]], bool, boo
     stack: list[list] = []  # the clauses a bracket or quote interrupted, innermost last
     current: list = []
     open_quotes = {'"': False, "'": False}  # each kind of quotation mark alternates on its own
-    parts = _SPLIT.split(_prose(canonical))
+    parts = _split(_prose(canonical))
     for i in range(0, len(parts), 4):
         text = parts[i]
         if text and not text.isspace():
             if "`" in text:
                 text = text.replace("`", " ")
-            for raw in text.split():
+            raws = text.split()
+            # The tokens looked up in one C loop; None for a clause word or a token not seen yet,
+            # which are then taken one by one (the runs between them added whole).
+            got = list(map(_TOKENS.get, raws))
+            start = 0
+            for _ in range(0 if all(got) else got.count(None)):
+                k = got.index(None, start)
+                if k > start:
+                    current += got[start:k]
+                start = k + 1
+                raw = raws[k]
                 token = _TOKENS.get(raw, _UNSEEN)
                 if token is _UNSEEN:
                     token = _token(raw)
@@ -521,6 +561,8 @@ def _clauses(canonical: str) -> list[tuple[list[tuple[str, str, str]], bool, boo
                     current = []
                 else:
                     current.append(token)
+            if start < len(got):
+                current += got[start:] if start else got
         if i + 1 >= len(parts):
             break
         code, bound, mark = parts[i + 1], parts[i + 2], parts[i + 3]
@@ -765,7 +807,11 @@ def observation_violation(text: str) -> ObservationViolation | None:
         texts.append(_HYPHENATED.sub("", lowered))  # i-nstruction, as-sis-tant
     if _digit_by_letter(lowered) and _LEET_WORD.search(lowered):
         texts.append(_LEET_WORD.sub(_unleet, lowered))  # 1gn0r3 pr3v10us 1nstruct10ns
-    words = set(_ASCII_WORDS.findall(" ".join(texts)))
+    joined = " ".join(texts)
+    if joined.isascii():  # (bytes.translate is a table lookup a byte; str.translate, a dict lookup)
+        words = set(joined.encode("ascii").translate(_ASCII_WORD_SPACES).decode("ascii").split())
+    else:
+        words = set(_ASCII_WORDS.findall(joined))
     for mark in "<[":  # the role-token patterns are selected by the character they start with
         if mark in lowered:
             words.add(mark)

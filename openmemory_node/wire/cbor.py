@@ -9,6 +9,10 @@ are handed to cbor2, so cbor2 never sees a tag, a float, an indefinite length or
 larger than the input. Then :func:`loads` re-encodes what cbor2 decoded and rejects the input
 unless the bytes are identical: whatever the scan might have missed, a record has exactly one
 encoding.
+
+:func:`loads_record`, what the node's decoding uses, is faster for the shape of every v1 record:
+one pass that applies those rules as it decodes (so it needs no re-encoding), anything else
+handed to the two steps above.
 """
 
 from __future__ import annotations
@@ -258,7 +262,8 @@ def _fast_map(data: bytes, pos: int, end: int, count: int, depth: int,
                 return None
             if len(_KEY_NAMES) < 256:
                 _KEY_NAMES[key] = name
-        # the commonest values inline: a small integer, a byte string of 24 to 255 bytes
+        # the commonest values inline (each as _fast_item would decode it): a small integer, a
+        # byte string of 24 to 255 bytes, a text string of up to 255 bytes, a 2- or 4-byte integer
         head = data[pos]
         if head < 0x18:
             out[name] = head
@@ -268,6 +273,31 @@ def _fast_map(data: bytes, pos: int, end: int, count: int, depth: int,
             if stop > end:
                 return None
             out[name] = data[pos + 2:stop]
+            pos = stop
+        elif 0x60 <= head <= 0x78:
+            if head == 0x78:
+                if pos + 1 >= end or data[pos + 1] < 24:
+                    return None
+                start = pos + 2
+                stop = start + data[pos + 1]
+            else:
+                start = pos + 1
+                stop = start + head - 0x60
+            if stop > end:
+                return None
+            try:
+                out[name] = data[start:stop].decode("utf-8")
+            except UnicodeDecodeError:
+                return None
+            pos = stop
+        elif head == 0x1A or head == 0x19:
+            stop = pos + (5 if head == 0x1A else 3)
+            if stop > end:
+                return None
+            value = int.from_bytes(data[pos + 1:stop], "big")
+            if value < (65536 if head == 0x1A else 256):
+                return None
+            out[name] = value
             pos = stop
         else:
             got = _fast_item(data, pos, end, depth)
@@ -284,9 +314,15 @@ def loads_record(data: bytes) -> tuple[Any, dict[bytes, tuple[int, int]] | None]
     entries with short text keys, whose values are integers, byte and text strings, booleans,
     and arrays or maps of those. Such bytes are decoded in one pass that applies the scan's
     rules (shortest heads, definite lengths, keys strictly increasing bytewise, nesting, no
-    trailing bytes), then re-encoded by cbor2 and compared, as :func:`loads` does; cbor2 never
-    decodes them. Anything else (and anything refused) takes :func:`loads_with_spans`, so the
-    answer, and the error, are always the general path's."""
+    trailing bytes); cbor2 never decodes them. Anything else (and anything refused) takes
+    :func:`loads_with_spans`, so the answer, and the error, are always the general path's.
+
+    The general path re-encodes what it decoded and compares; this one need not: within that
+    shape, the rules it applies leave each value exactly one encoding (shortest heads for every
+    integer and length, keys in strictly increasing bytewise order, which for short text keys is
+    the canonical order, UTF-8 decoded strictly), so re-encoding gives the input back. The
+    property tests check it: the same value (types included), spans or refusal as the general
+    path at every structural byte, every cut and on random CBOR (tests/wire/test_wire_properties.py)."""
     end = len(data)
     if end:
         head = data[0]
@@ -294,9 +330,7 @@ def loads_record(data: bytes) -> tuple[Any, dict[bytes, tuple[int, int]] | None]
             spans: dict[bytes, tuple[int, int]] = {}
             got = _fast_map(data, 1, end, head - 0xA0, 1, spans)
             if got is not None and got[1] == end:
-                value = got[0]
-                if cbor2.dumps(value) == data:  # insertion order: the input's, checked sorted
-                    return value, spans
+                return got[0], spans
     return loads_with_spans(data)
 
 
