@@ -35,6 +35,7 @@ Exit codes:
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 from typing import TYPE_CHECKING
@@ -721,7 +722,46 @@ def cmd_stats(args) -> int:
 # --- parser -----------------------------------------------------------------------------
 
 
-def build_parser() -> argparse.ArgumentParser:
+class _OneCommand:
+    """The subparsers action seen through one command: ``add_parser`` builds that command's
+    parser only and hands back a stand-in that ignores every call for the others (building the
+    20-odd parsers, a third of a one-shot command's own time, is for `--help` and errors)."""
+
+    def __init__(self, subparsers, only: str):
+        self._subparsers, self._only = subparsers, only
+
+    def add_parser(self, name, **kwargs):
+        if name == self._only:
+            return self._subparsers.add_parser(name, **kwargs)
+        return _IGNORED
+
+    def __getattr__(self, name):
+        return getattr(self._subparsers, name)
+
+
+class _Ignored:
+    def __getattr__(self, name):
+        return self
+
+    def __call__(self, *args, **kwargs):
+        return self
+
+
+_IGNORED = _Ignored()
+
+#: Modules that add commands of their own (``register(subparsers, common)``), and which
+#: command is whose: a module is imported only when the whole parser is built or the command is
+#: its own (a command missing here is still parsed, by the whole parser; tests/local/test_cli_parser.py
+#: holds the map complete).
+_REGISTERING = ("commons_cli", "evaluate", "mcp_server", "ui", "integrations.register")
+_REGISTERED_BY = {"commons": "commons_cli", "eval": "evaluate", "mcp": "mcp_server", "ui": "ui",
+                  "install": "integrations.register", "uninstall": "integrations.register",
+                  "hook": "integrations.register"}
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The command line's parser; with ``only``, a command's name, just that command's (the
+    same parser for it: what a one-shot command builds; None if there is no such command)."""
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--home", metavar="DIR", help="data folder (default: $OPENMEMORY_HOME, "
                         "else $XDG_DATA_HOME/openmemory, else ~/.local/share/openmemory)")
@@ -742,9 +782,10 @@ def build_parser() -> argparse.ArgumentParser:
                "not parse (install), 7 a conflict (install), 8 no commons node (revoke), 130 interrupted.",
     )
     parser.add_argument("--version", action="version", version=f"openmemory {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    sub.required = True
-    parser.commands = sub.choices  # for _parse_args: each command's own parser
+    real = parser.add_subparsers(dest="command", metavar="COMMAND")
+    real.required = True
+    parser.commands = real.choices  # for _parse_args: each command's own parser
+    sub = real if only is None else _OneCommand(real, only)
 
     p = sub.add_parser("run", parents=[common], help="the nightly job: ingest, sleep, render, report",
                        description="Ingest ~/.claude/projects, replay a history brought in (one sleep at the end "
@@ -850,19 +891,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--reason", default="", help="why, for people (an observation, at most 280 bytes)")
     p.set_defaults(func=cmd_revoke)
 
-    from .commons_cli import register as register_commons
-    from .integrations.register import register as register_integrations
-    from .mcp_server import register as register_mcp
-    from .ui import register as register_ui
-
-    register_commons(sub, common)  # openmemory commons
-
-    from .evaluate import register as register_eval
-
-    register_eval(sub, common)  # openmemory eval
-    register_mcp(sub, common)  # openmemory mcp
-    register_ui(sub, common)  # openmemory ui
-    register_integrations(sub, common)  # openmemory install / uninstall / hook
+    # openmemory commons, eval, mcp, ui, install / uninstall / hook
+    modules = _REGISTERING if only is None else [_REGISTERED_BY[only]] if only in _REGISTERED_BY else []
+    for module in modules:
+        importlib.import_module(f".{module}", __package__).register(sub, common)
+    if only is not None and only not in real.choices:
+        return None
     return parser
 
 
@@ -933,8 +967,11 @@ def main(argv: list[str] | None = None) -> int:
     if (sys.argv[1:] if argv is None else argv) == ["--version"]:  # what hooks and scripts ask most: no parser
         print(f"openmemory {__version__}")
         return EXIT_OK
-    parser = build_parser()
-    args = _parse_args(parser, argv)
+    words = sys.argv[1:] if argv is None else argv
+    parser = None
+    if words and not words[0].startswith("-") and "-h" not in words and "--help" not in words:
+        parser = build_parser(only=words[0])  # the command's parser alone (None: not a command)
+    args = _parse_args(parser or build_parser(), argv)
     try:
         return args.func(args)
     except KeyboardInterrupt:

@@ -164,7 +164,7 @@ class VectorFile:
             return
         for entry in self.dir.iterdir():
             stem = entry.name.split(".", 1)[0]
-            derived = (".f32", ".usearch", ".json", ".npz", ".cols", ".lock")
+            derived = (".f32", ".usearch", ".json", ".npz", ".npy", ".cols", ".lock")
             if entry.suffix in derived and stem != current.split(".", 1)[0]:
                 try:
                     entry.unlink()

@@ -253,7 +253,7 @@ def test_a_fresh_process_loads_the_saved_arrays_and_what_changed_since(filled, n
     monkeypatch.setattr(recall_module, "_SAVE_MIN_ROWS", 1)
     first = RecallIndex(filled)
     first.refresh()  # a full load: the arrays are saved beside the matrix
-    saved = config.vectors_dir / (filled.get_meta("vectors_file").split(".")[0] + ".recall.npz")
+    saved = config.vectors_dir / (filled.get_meta("vectors_file").split(".")[0] + ".recall.npy")
     assert saved.is_file()
     with Store.open(config) as other, other.write():  # another process changes the store meanwhile
         other.conn.execute("UPDATE episodes SET archived = 1 WHERE key = 'push'")
@@ -270,7 +270,9 @@ def test_a_fresh_process_loads_the_saved_arrays_and_what_changed_since(filled, n
             assert np.array_equal(getattr(index, key), getattr(full, key)), key
         keys = [r.episode["key"] for r in recall(fresh, "git push docker network", 5, now, touch=False)]
         assert "push" not in keys and "docker" in keys
-    saved.write_bytes(b"not a numpy archive")  # damaged: the store is read instead
-    with Store.open(config) as fresh:
-        keys = [r.episode["key"] for r in recall(fresh, "git push docker network", 5, now, touch=False)]
-        assert "push" not in keys and "docker" in keys
+    good = saved.read_bytes()
+    for damaged in (b"not a numpy archive", good[: len(good) // 2], good[:200]):  # garbage, cut: the store is read
+        saved.write_bytes(damaged)
+        with Store.open(config) as fresh:
+            keys = [r.episode["key"] for r in recall(fresh, "git push docker network", 5, now, touch=False)]
+            assert "push" not in keys and "docker" in keys
