@@ -20,7 +20,8 @@ embedding changes), so a block is written once: :func:`update` appends the block
 added since, then replaces the list atomically; bytes past the listed blocks (an update that
 was killed) are cut off by the next one. Rows past the last block are scored exactly by recall.
 A list that does not match its file, its matrix or the store's embedding is ignored (recall is
-then exact or uses the HNSW index) until the next update rewrites it.
+then exact or uses the HNSW index) until the next update rewrites it. A store of a model's
+embedding (dense: every coordinate of every query is non-zero) gets no copy.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ import json
 import os
 
 import numpy as np
+
+from .embedders import HASHED_EMBEDDING
 
 __all__ = ["Columns", "update", "BLOCK", "MIN_BLOCK", "MAX_SLOTS"]
 
@@ -142,6 +145,8 @@ def update(store, progress=None) -> dict:
     out = {"rows": rows, "covered": 0, "added": 0}
     if not config.recall_copy_min_rows or rows < config.recall_copy_min_rows or not name:
         return out
+    if (store.get_meta("embedding") or HASHED_EMBEDDING) != HASHED_EMBEDDING:
+        return out  # a model's vectors are dense: every query would read the whole copy (the HNSW index serves them)
     path, meta_path = _paths(vectors, name)
     vectors.dir.mkdir(parents=True, exist_ok=True)
     with open(path.with_name(path.name + ".lock"), "a+b") as lock:

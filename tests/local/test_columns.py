@@ -139,6 +139,10 @@ def test_a_damaged_foreign_or_half_written_copy_is_never_believed(tmp_path, now)
         with Store.open(config) as store:
             assert Columns.open(store, VectorFile(store).current_name()) is None
             assert _answers(store, now, queries) == exact
+    with Store.open(config) as store:  # a dense (model) embedding gets no copy: no query would be short
+        store.set_meta("embedding", "minilm-l6-v2-384-v1")
+        assert update(store) == {"rows": 1200, "covered": 0, "added": 0}
+        store.set_meta("embedding", "hash-wb-256-v1")
     meta_path.write_text("{not json")
     with Store.open(config) as store:
         assert Columns.open(store, VectorFile(store).current_name()) is None
