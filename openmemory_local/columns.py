@@ -12,9 +12,11 @@ can reach the top ``k`` by score and scores those exactly from the float32 matri
 is the exact pass's, not an approximation (see ``_search_columns`` there).
 
 The file is derived data beside the matrix, like the HNSW index (:mod:`openmemory_local.ann`):
-``vectors/<matrix stem>.cols`` holds blocks of consecutive rows (at least :data:`MIN_BLOCK`
-rows each, up to :data:`BLOCK`), each ``dims`` float32 scales then ``dims x rows`` int8 codes;
-``<stem>.cols.json`` lists the blocks (first row, rows, offset) and the rows they cover. The
+``vectors/<matrix stem>.<token>.cols`` holds blocks of consecutive rows (at least
+:data:`MIN_BLOCK` rows each, up to :data:`BLOCK`), each ``dims`` float32 scales then ``dims x
+rows`` int8 codes; ``<stem>.cols.json`` names that file and lists its blocks (first row, rows,
+offset). A copy written anew goes to a new file (a reader that mapped the old one keeps it
+whole), then the list points at it. The
 matrix's rows never change once written (a new file is made when it is compacted or the
 embedding changes), so a block is written once: :func:`update` appends the blocks for rows
 added since, then replaces the list atomically; bytes past the listed blocks (an update that
@@ -47,8 +49,17 @@ _CODE_MAX = 127.0
 
 
 def _paths(vectors, name: str):
+    """(the matrix's stem, the list's path)."""
     stem = name.split(".", 1)[0]
-    return vectors.dir / f"{stem}.cols", vectors.dir / f"{stem}.cols.json"
+    return stem, vectors.dir / f"{stem}.cols.json"
+
+
+def _data_path(vectors, stem: str, meta: dict):
+    """The data file the list names (a plain name of this matrix's), else ValueError."""
+    file = meta["file"]
+    if not isinstance(file, str) or "/" in file or not file.startswith(stem + ".") or not file.endswith(".cols"):
+        raise ValueError(f"not a copy of {stem}: {file!r}")
+    return vectors.dir / file
 
 
 def _quantise(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -75,9 +86,10 @@ class Columns:
         from .vectors import VectorFile
 
         vectors = VectorFile(store)
-        path, meta_path = _paths(vectors, name)
+        stem, meta_path = _paths(vectors, name)
         try:
             meta = json.loads(meta_path.read_text())
+            path = _data_path(vectors, stem, meta)
             dims = int(meta["dims"])
             listed = [(int(a), int(n), int(off)) for a, n, off in meta["blocks"]]
             if meta.get("embedding") != store.get_meta("embedding") or dims != vectors.dims:
@@ -147,32 +159,35 @@ def update(store, progress=None) -> dict:
         return out
     if (store.get_meta("embedding") or HASHED_EMBEDDING) != HASHED_EMBEDDING:
         return out  # a model's vectors are dense: every query would read the whole copy (the HNSW index serves them)
-    path, meta_path = _paths(vectors, name)
+    stem, meta_path = _paths(vectors, name)
     vectors.dir.mkdir(parents=True, exist_ok=True)
-    with open(path.with_name(path.name + ".lock"), "a+b") as lock:
+    with open(vectors.dir / f"{stem}.cols.lock", "a+b") as lock:
         try:
             fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             return out  # another process is extending it (with the same rows or more)
-        return _extend(store, vectors, name, rows, path, meta_path, out, progress)
+        return _extend(store, vectors, name, rows, stem, meta_path, out, progress)
 
 
-def _extend(store, vectors, name, rows, path, meta_path, out, progress) -> dict:
+def _extend(store, vectors, name, rows, stem, meta_path, out, progress) -> dict:
     dims = vectors.dims
     matrix = vectors.map(name, rows, dims)
     embedding = store.get_meta("embedding")
     existing = Columns.open(store, name, matrix)
     listed: list[list[int]] = []
     covered, end = 0, 0
-    if existing is not None:
+    if existing is not None:  # extended in place: only bytes past its listed blocks are written
         meta = json.loads(meta_path.read_text())
+        path = _data_path(vectors, stem, meta)
         listed = [list(b) for b in meta["blocks"]]
         covered = existing.rows
         end = (listed[-1][2] + 4 * dims + dims * listed[-1][1]) if listed else 0
     out["covered"] = covered
     if rows - covered < MIN_BLOCK:
         return out
-    with open(path, "r+b" if existing is not None and path.exists() else "wb") as f:
+    if existing is None:  # a new file: a reader that mapped the old one keeps it whole
+        path = vectors.dir / f"{stem}.{os.urandom(4).hex()}.cols"
+    with open(path, "r+b" if existing is not None else "wb") as f:
         f.truncate(end)  # what a killed update left past the listed blocks
         f.seek(end)
         start = covered
@@ -191,7 +206,11 @@ def _extend(store, vectors, name, rows, path, meta_path, out, progress) -> dict:
         f.flush()
         os.fsync(f.fileno())
     tmp = meta_path.with_name(meta_path.name + ".tmp")
-    tmp.write_text(json.dumps({"rows": start, "embedding": embedding, "dims": dims, "blocks": listed}))
+    tmp.write_text(json.dumps({"rows": start, "embedding": embedding, "dims": dims, "file": path.name,
+                               "blocks": listed}))
     os.replace(tmp, meta_path)
+    for other in vectors.dir.glob(f"{stem}.*cols"):  # what the list no longer names
+        if other.name != path.name:
+            other.unlink(missing_ok=True)
     out.update(covered=start, added=start - covered)
     return out

@@ -124,17 +124,22 @@ def test_a_damaged_foreign_or_half_written_copy_is_never_believed(tmp_path, now)
     good = data.read_bytes()
     # codes overwritten (the sampled rows disagree with the matrix): ignored, recall exact
     data.write_bytes(good[:5000] + bytes(len(good) - 5000))
+    mapped = np.memmap(data, dtype=np.uint8, mode="r")  # a reader that mapped it before the rewrite
     with Store.open(config) as store:
         index = index_for(store)
         index.refresh()
         assert index.columns is None
         assert _answers(store, now, queries) == exact
-        # the next update rewrites it whole
+        # the next update rewrites it whole, into a new file (the old one is left to whoever mapped it)
         assert update(store)["added"] == 1200
-    assert data.read_bytes() == good
-    # a list naming more than the file holds, or another embedding: ignored
+    assert len(mapped) == len(good) and bytes(mapped[:5000]) == good[:5000]
+    (new,) = (home / "vectors").glob("*.cols")
+    assert new != data and not data.exists() and new.read_bytes() == good
+    data = new
+    # a list naming more than the file holds, another embedding, or a file outside the folder: ignored
     meta = json.loads(meta_path.read_text())
-    for broken in ({**meta, "blocks": meta["blocks"] + [[1200, 5000, len(good)]]}, {**meta, "embedding": "other"}):
+    for broken in ({**meta, "blocks": meta["blocks"] + [[1200, 5000, len(good)]]}, {**meta, "embedding": "other"},
+                   {**meta, "file": "../../" + meta["file"]}, {**meta, "file": 7}):
         meta_path.write_text(json.dumps(broken))
         with Store.open(config) as store:
             assert Columns.open(store, VectorFile(store).current_name()) is None
