@@ -81,7 +81,7 @@ class Columns:
 
     @classmethod
     def open(cls, store, name: str, matrix: np.ndarray | None = None) -> "Columns | None":
-        """The copy of matrix ``name`` if it is there and agrees with it (two sampled rows of
+        """The copy of matrix ``name`` if it is there and agrees with it (three sampled rows of
         ``matrix`` against their codes), else None."""
         from .vectors import VectorFile
 
