@@ -1,10 +1,11 @@
 """An approximate nearest-neighbour index over the vectors file, for stores too big for one exact pass.
 
-Up to ``Config.recall_index_min_rows`` (200,000) vectors, recall scores every one (one BLAS
-pass: 6 ms at 100k). Beyond, a short query is answered exactly by the slot-major copy
-(:mod:`openmemory_local.columns`); a long one (more than ``columns.MAX_SLOTS`` non-zero
-coordinates, or any query of a dense embedding) by this index: an HNSW graph (usearch,
-half-precision vectors, 32 links a node) proposes the rows nearest the query and recall scores those exactly
+Short queries of a big store are answered exactly by the slot-major copy
+(:mod:`openmemory_local.columns`, from ``Config.recall_copy_min_rows``). Up to
+``Config.recall_index_min_rows`` (200,000) vectors, any other query scores every one (one
+BLAS pass). Beyond, a long query (more than ``columns.MAX_SLOTS`` non-zero coordinates, or any
+query of a dense embedding) takes this index: an HNSW graph (usearch, half-precision vectors,
+32 links a node) proposes the rows nearest the query and recall scores those exactly
 (:meth:`openmemory_local.recall.RecallIndex.search` grows the proposal until it provably
 holds the top k by score, else falls back to the exact pass). Measured in
 ``benchmarks/recall_scale.py``: recall@10 against the exact pass, p50/p95, memory, disk.
@@ -87,17 +88,14 @@ class AnnIndex:
 
 def update(store, progress=None, *, force: bool = False) -> dict:
     """Build or extend the index of the store's current matrix when the store is big enough
-    (``Config.recall_index_min_rows``) and enough rows are missing from it, and the slot-major
-    copy that answers short queries (:func:`openmemory_local.columns.update`, under
-    ``"columns"``). Returns what it did.
+    (``Config.recall_index_min_rows``) and enough rows are missing from it. Returns what it did.
     Call outside a write transaction (it only reads the store; the file is replaced atomically)."""
-    from .columns import update as update_columns
     from .vectors import VectorFile
 
     config = store.config
     vectors = VectorFile(store)
     name, rows = vectors.current_name(), vectors.committed_rows()
-    out = {"rows": rows, "indexed": 0, "added": 0, "columns": update_columns(store)}
+    out = {"rows": rows, "indexed": 0, "added": 0}
     if not config.recall_index_min_rows or rows < config.recall_index_min_rows or not name or not available():
         return out
     from usearch.index import Index

@@ -964,10 +964,10 @@ def _parse_args(parser: argparse.ArgumentParser, argv: list[str] | None) -> argp
 
 
 def main(argv: list[str] | None = None) -> int:
-    if (sys.argv[1:] if argv is None else argv) == ["--version"]:  # what hooks and scripts ask most: no parser
+    words = sys.argv[1:] if argv is None else argv
+    if words == ["--version"]:  # what hooks and scripts ask most: no parser
         print(f"openmemory {__version__}")
         return EXIT_OK
-    words = sys.argv[1:] if argv is None else argv
     parser = None
     if words and not words[0].startswith("-") and "-h" not in words and "--help" not in words:
         parser = build_parser(only=words[0])  # the command's parser alone (None: not a command)

@@ -74,10 +74,14 @@ def _quantise(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 class Columns:
     """The blocks of a matrix's slot-major copy, mapped read-only."""
 
-    def __init__(self, blocks: list[tuple[int, np.ndarray, np.ndarray]], rows: int, dims: int):
+    def __init__(self, blocks: list[tuple[int, np.ndarray, np.ndarray]], rows: int, dims: int,
+                 path=None, listed: list[tuple[int, int, int]] = (), end: int = 0):
         self.blocks = blocks  # (first row, scales (dims,), codes (dims, n)) each
         self.rows = rows
         self.dims = dims
+        self.path = path  # the data file, its list's blocks (first row, rows, offset), the bytes they take
+        self.listed = list(listed)
+        self.end = end
 
     @classmethod
     def open(cls, store, name: str, matrix: np.ndarray | None = None) -> "Columns | None":
@@ -97,7 +101,7 @@ class Columns:
             size = os.path.getsize(path)
         except (OSError, ValueError, KeyError, TypeError):
             return None
-        rows, blocks = 0, []
+        rows, end, blocks = 0, 0, []
         raw = np.memmap(path, dtype=np.uint8, mode="r") if size else np.zeros(0, np.uint8)
         for first, n, offset in listed:
             end = offset + 4 * dims + dims * n
@@ -107,7 +111,7 @@ class Columns:
             codes = raw[offset + 4 * dims:end].view(np.int8).reshape(dims, n)
             blocks.append((first, scales, codes))
             rows += n
-        columns = cls(blocks, rows, dims)
+        columns = cls(blocks, rows, dims, path, listed, end)
         if matrix is not None and rows and not columns._agrees(matrix):
             return None
         return columns
@@ -174,19 +178,13 @@ def _extend(store, vectors, name, rows, stem, meta_path, out, progress) -> dict:
     matrix = vectors.map(name, rows, dims)
     embedding = store.get_meta("embedding")
     existing = Columns.open(store, name, matrix)
-    listed: list[list[int]] = []
-    covered, end = 0, 0
     if existing is not None:  # extended in place: only bytes past its listed blocks are written
-        meta = json.loads(meta_path.read_text())
-        path = _data_path(vectors, stem, meta)
-        listed = [list(b) for b in meta["blocks"]]
-        covered = existing.rows
-        end = (listed[-1][2] + 4 * dims + dims * listed[-1][1]) if listed else 0
+        path, listed, covered, end = existing.path, [list(b) for b in existing.listed], existing.rows, existing.end
+    else:  # a new file: a reader that mapped the old one keeps it whole
+        path, listed, covered, end = vectors.dir / f"{stem}.{os.urandom(4).hex()}.cols", [], 0, 0
     out["covered"] = covered
     if rows - covered < MIN_BLOCK:
         return out
-    if existing is None:  # a new file: a reader that mapped the old one keeps it whole
-        path = vectors.dir / f"{stem}.{os.urandom(4).hex()}.cols"
     with open(path, "r+b" if existing is not None else "wb") as f:
         f.truncate(end)  # what a killed update left past the listed blocks
         f.seek(end)

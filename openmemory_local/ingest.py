@@ -833,7 +833,9 @@ def _finish_run(store: Store, now_iso: str, result: FileResult) -> None:
     with store.write():
         VectorFile(store).maybe_compact()
     from .ann import update as update_index
+    from .columns import update as update_copy
 
+    update_copy(store)  # recall's derived files of a big store: the slot-major copy, the HNSW index
     update_index(store)
 
 

@@ -162,9 +162,9 @@ class VectorFile:
         current = self.current_name()
         if not self.dir.is_dir():
             return
+        derived = (".f32", ".usearch", ".json", ".npz", ".npy", ".cols", ".lock")
         for entry in self.dir.iterdir():
             stem = entry.name.split(".", 1)[0]
-            derived = (".f32", ".usearch", ".json", ".npz", ".npy", ".cols", ".lock")
             if entry.suffix in derived and stem != current.split(".", 1)[0]:
                 try:
                     entry.unlink()
