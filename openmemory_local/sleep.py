@@ -1093,10 +1093,15 @@ def _recent_heads(store, projects: list[str], sessions: int = 200) -> list[str]:
     if not projects:
         return []
     marks = ",".join("?" * len(projects))
-    heads: dict[str, None] = {}
-    for (commands,) in store.conn.execute(
+    return _heads(commands for (commands,) in store.conn.execute(
         f"SELECT json_extract(fields, '$.commands') FROM episodes WHERE kind = 'session' AND project IN ({marks}) "
-        "ORDER BY created DESC LIMIT ?", [*projects, sessions]):
+        "ORDER BY created DESC LIMIT ?", [*projects, sessions]))
+
+
+def _heads(commands_json) -> list[str]:
+    """The command heads of sessions' ``commands`` fields (JSON texts), sorted, each once."""
+    heads: dict[str, None] = {}
+    for commands in commands_json:
         heads.update(dict.fromkeys(loads(commands, {}) or {}))
     return sorted(heads)
 
@@ -1128,10 +1133,7 @@ class _RecentHeads:
             rows = rows[:self.sessions]
         found = _per_group(self.store.conn, "SELECT id, json_extract(fields, '$.commands') FROM episodes "
                                             "WHERE id IN ({})", [eid for _, eid in rows])
-        heads: dict[str, None] = {}
-        for commands in found.values():
-            heads.update(dict.fromkeys(loads(commands[0][1], {}) or {}))
-        return sorted(heads)
+        return _heads(commands[0][1] for commands in found.values())
 
 
 def predict(store, now: datetime) -> dict:

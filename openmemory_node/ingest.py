@@ -110,8 +110,8 @@ _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
 
 
-def _verifier() -> ThreadPoolExecutor | None:
-    """The process's verifier thread (made on first use), or None if there can be none."""
+def _verifier() -> ThreadPoolExecutor:
+    """The process's verifier thread (made on first use)."""
     global _pool
     with _pool_lock:
         if _pool is None:
@@ -127,9 +127,7 @@ def _forget_pool() -> None:
 os.register_at_fork(after_in_child=_forget_pool)
 
 
-def _submit(pool: ThreadPoolExecutor | None, chunk: list[_Checked]) -> None:
-    if pool is None:
-        return
+def _submit(pool: ThreadPoolExecutor, chunk: list[_Checked]) -> None:
     try:
         future = pool.submit(_signature_errors, [(c.record, c.message) for c in chunk])
     except RuntimeError:  # no thread to be had (the interpreter is shutting down): here, then
