@@ -13,7 +13,7 @@ RUN apt-get update \
  && apt-get install -y --no-install-recommends build-essential libgmp-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml setup.py README.md ./
 COPY openmemory_local ./openmemory_local
 COPY openmemory_protocol ./openmemory_protocol
 COPY openmemory_node ./openmemory_node
