@@ -36,16 +36,30 @@ import numpy as np
 
 from .embedders import HASHED_EMBEDDING
 
-__all__ = ["Columns", "update", "BLOCK", "MIN_BLOCK", "MAX_SLOTS"]
+__all__ = ["Columns", "update", "max_slots", "BLOCK", "MIN_BLOCK", "MAX_SLOTS"]
 
 #: Rows per block written at once (the first build cuts the matrix into blocks this big).
 BLOCK = 65536
 #: An update writes a block only for this many new rows or more (fewer are recall's exact tail).
 MIN_BLOCK = 16384
-#: Queries with more non-zero coordinates than this take the other paths (the column pass would
-#: read more than a fifth of the copy: the HNSW index or one exact pass is then as quick).
+#: Queries with more non-zero coordinates than this take the other paths when the column pass is
+#: numpy's (it would read more than a fifth of the copy: the HNSW index or one exact pass is then
+#: as quick). With the C pass (``_columns_c``, built by setup.py) every query takes the copy.
 MAX_SLOTS = 48
 _CODE_MAX = 127.0
+#: Row-slot products past which the C pass shares the rows between two threads.
+_THREADED = 1 << 22
+
+
+def _native():
+    from openmemory_protocol.native import load
+
+    return load("openmemory_local._columns_c")
+
+
+def max_slots(dims: int) -> int:
+    """The most non-zero coordinates a query may have for the copy to serve it."""
+    return dims if _native() is not None else MAX_SLOTS
 
 
 def _paths(vectors, name: str):
@@ -131,6 +145,16 @@ class Columns:
         only the coordinates ``slots`` (those where ``vector`` is not zero) are read."""
         out = np.empty(self.rows, dtype=np.float32)
         weights = np.asarray(vector, dtype=np.float32)[slots]
+        native = _native()
+        if native is not None:  # the same float32 operations in the same order, in one C pass
+            slots = np.ascontiguousarray(slots, dtype=np.int64)
+            work, bound = [], 0.0
+            for first, scales, codes in self.blocks:
+                w = np.ascontiguousarray(weights * scales[slots], dtype=np.float32)
+                bound = max(bound, float(np.abs(w).sum()) * 0.5)
+                work.append((codes, w, out[first:first + codes.shape[1]]))
+            native.accumulate(work, slots, 2 if self.rows * len(slots) >= _THREADED and _cores() > 1 else 1)
+            return out, bound + _rounding(len(slots))
         spare = np.empty(max((c.shape[1] for _, _, c in self.blocks), default=0), dtype=np.float32)
         bound = 0.0
         for first, scales, codes in self.blocks:
@@ -145,8 +169,21 @@ class Columns:
             for slot, weight in zip(slots[1:].tolist(), w[1:]):  # float32 scalars: a float32 loop
                 np.multiply(codes[slot], weight, out=tmp)
                 np.add(acc, tmp, out=acc)
-        # float32 sums of at most MAX_SLOTS terms of magnitude <= 1 (|q|, |v| <= 1): a few ulps
-        return out, bound + 1e-5
+        return out, bound + _rounding(len(slots))
+
+
+def _rounding(terms: int) -> float:
+    """A bound of float32's rounding in a sum of ``terms`` products whose magnitudes add up to
+    about 1 at most (|q|, |v| <= 1; the codes' error adds a little): each product and each sum
+    rounds by at most 2**-24 of that, so (terms + 1) * 6e-8, doubled for safety, and 1e-5."""
+    return 1e-5 + (terms + 1) * 1.2e-7
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
 def update(store, progress=None) -> dict:

@@ -401,7 +401,7 @@ class RecallIndex:
 
     def _search_columns(self, query_vector: np.ndarray, now: datetime, k: int, kinds, project):
         """(rows, relevance, factor, recency) of candidates that provably hold the top ``k`` by
-        score, or None, for a query with few non-zero coordinates, by the 8-bit slot-major copy
+        score, or None, by the 8-bit slot-major copy
         (:mod:`openmemory_local.columns`).
 
         The copy gives every covered row's relevance within ``eps`` (the rows appended since
@@ -412,13 +412,18 @@ class RecallIndex:
         only the rows above that line are candidates. Their factors are exact, so their scores
         by the copy are within ``eps * fmax``: those more than twice that below the k-th best
         cannot reach the top k either. The rest are scored exactly from the matrix, and the
-        answer stands if, the filters applied, their k-th best still reaches ``fmin * (R - eps)``."""
-        from .columns import MAX_SLOTS
+        answer stands if, the filters applied, their k-th best still reaches ``fmin * (R - eps)``.
+
+        A long query (many coordinates: the C column pass serves it) matches many rows about as
+        well, and the line then keeps too many: every row's factor is computed instead, and the
+        rows whose score by the copy is within ``2 * eps * fmax`` of a k-th best (from below: the
+        chunks' maxima again) are the candidates, scored exactly (``_near_by_scores``)."""
+        from .columns import max_slots
 
         config = self.store.config
         weights = (config.relevance_weight, config.recency_weight, config.strength_weight)
         slots = np.flatnonzero(query_vector)
-        if len(slots) > MAX_SLOTS or min(weights) < 0 or weights[0] <= 0:
+        if len(slots) > max_slots(len(query_vector)) or min(weights) < 0 or weights[0] <= 0:
             return None
         fmin, fmax = weights[0], sum(weights)
         covered = min(self.columns.rows, self._rows)
@@ -433,20 +438,13 @@ class RecallIndex:
         n = len(rel)
         if n <= 8 * k:
             return None
-        # R: the k-th best of the chunks' maxima (k distinct rows reach it, so R is no more than
-        # the k-th best row), one pass over the relevances instead of a partition of them all
-        chunk = min(_CHUNK, n // (8 * k))
-        whole = n - n % chunk
-        maxima = rel[:whole].reshape(-1, chunk).max(axis=1)
-        if whole < n:
-            maxima = np.append(maxima, rel[whole:].max())
-        best = float(np.partition(maxima, len(maxima) - k)[len(maxima) - k])
+        best = _kth_from_below(rel, k)
         line = fmin / fmax * (best - eps) - eps
         if not np.isfinite(best) or line <= 0:
-            return None  # nothing matches well enough for the bound to prune: one exact pass
+            return self._near_by_scores(rel, eps, fmax, slots, query_vector, now, k, kinds, project)
         rows = np.flatnonzero(rel >= line)
         if len(rows) > n // 8:
-            return None
+            return self._near_by_scores(rel, eps, fmax, slots, query_vector, now, k, kinds, project)
         factor, recency = self._factor(now, rows, kinds, project)
         allowed = np.isfinite(factor)
         if int(allowed.sum()) < k:
@@ -462,6 +460,24 @@ class RecallIndex:
             return None  # (with filters) the candidates' k-th best may not be the store's
         return rows, exact, factor, recency
 
+    def _near_by_scores(self, rel, eps, fmax, slots, query_vector, now, k, kinds, project):
+        """_search_columns' candidates by every row's score: a row's score by the copy is within
+        ``eps * fmax`` of its score (its factor is exact), so with S no more than the k-th best
+        by the copy, the top k score at least ``S - eps * fmax`` and a row more than twice that
+        below S cannot reach them."""
+        factor, recency = self._factor(now, None, kinds, project)
+        allowed = np.isfinite(factor)
+        with np.errstate(invalid="ignore"):
+            approx = np.where(allowed, rel * factor, -np.inf)
+        kth = _kth_from_below(approx, k)
+        if not np.isfinite(kth):
+            return None  # fewer than k rows may be recalled: one exact pass
+        rows = np.flatnonzero(approx >= kth - 2 * eps * fmax)
+        if len(rows) > len(rel) // 8:
+            return None
+        exact = np.asarray(self.matrix[rows], dtype=np.float32)[:, slots] @ query_vector[slots]
+        return rows, exact, factor[rows], recency[rows]
+
     def note_touched(self, ids: list[int], now: datetime) -> None:
         t = epoch(now)
         rows = self._row_of if self._rows_of is not None else None
@@ -475,6 +491,18 @@ class RecallIndex:
 
 #: Rows per chunk whose maximum relevance bounds the k-th best from below (_search_columns).
 _CHUNK = 1024
+
+
+def _kth_from_below(values: np.ndarray, k: int) -> float:
+    """A value no more than the k-th best of ``values`` (len > 8k): the k-th best of the chunks'
+    maxima (k distinct rows reach it), one pass over them instead of a partition of them all."""
+    n = len(values)
+    chunk = min(_CHUNK, n // (8 * k))
+    whole = n - n % chunk
+    maxima = values[:whole].reshape(-1, chunk).max(axis=1)
+    if whole < n:
+        maxima = np.append(maxima, values[whole:].max())
+    return float(np.partition(maxima, len(maxima) - k)[len(maxima) - k])
 
 #: Stores this big keep their recall arrays beside the matrix (a smaller one loads them at once).
 _SAVE_MIN_ROWS = 20_000

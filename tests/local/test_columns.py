@@ -8,6 +8,7 @@ ignored or repaired, never believed.
 
 from __future__ import annotations
 
+import importlib
 import json
 import random
 
@@ -84,7 +85,7 @@ def test_its_bound_holds_on_every_row(tmp_path, now):
             assert 0 < eps < 0.05
 
 
-def test_rows_since_the_copy_archived_rows_and_long_queries(tmp_path, now):
+def test_rows_since_the_copy_archived_rows_and_long_queries(tmp_path, now, monkeypatch):
     home = tmp_path / "home"
     with Store.open(Config(home=home, recall_copy_min_rows=0, recall_index_min_rows=0)) as store:
         _fill(store, now, 2000)
@@ -101,13 +102,109 @@ def test_rows_since_the_copy_archived_rows_and_long_queries(tmp_path, now):
             store.conn.execute("UPDATE episodes SET archived = 1 WHERE id = ?", (top[0].id,))
         after = recall(store, "git push branch upstream", 5, now, touch=False)
         assert top[0].id not in [r.id for r in after]
-        long_query = " ".join(WORDS)  # every word: more coordinates than the copy serves
+        long_query = " ".join(WORDS)  # every word: more coordinates than numpy's column pass serves
         v = store_embedder(store).embed(long_query)
         assert len(np.flatnonzero(v)) > columns.MAX_SLOTS
-        assert index._search_columns(v, now, 10, None, None) is None
+        # the C pass serves it (unless OPENMEMORY_PURE turns it off)
+        assert (index._search_columns(v, now, 10, None, None) is not None) == (columns._native() is not None)
+        with monkeypatch.context() as m:
+            m.setattr(columns, "_native", lambda: None)
+            assert index._search_columns(v, now, 10, None, None) is None  # numpy's does not
+            pure = _answers(store, now, [long_query, "zebra quokka"])
         queries = _queries(10) + [long_query, "zebra quokka"]
         answers = _answers(store, now, queries)
     assert answers == _exact(home, now, queries)
+    assert pure == answers[-2:]
+
+
+def test_the_c_column_pass_is_built_and_is_numpys_bit_for_bit(monkeypatch):
+    """The test install has a compiler (the node extra needs one): the C pass must be there
+    (imported directly, whatever OPENMEMORY_PURE says). Its sums are numpy's loop's, bit for
+    bit, with one thread or two, on every block."""
+    native = _built()
+    monkeypatch.setattr(columns, "_native", lambda: native)
+    rng = np.random.default_rng(7)
+    blocks = []
+    for first, n in ((0, 5000), (5000, 2051), (7051, 1)):
+        scales = rng.uniform(1e-4, 1e-2, 256).astype(np.float32)
+        blocks.append((first, scales, rng.integers(-127, 128, (256, n), dtype=np.int8)))
+    copy = Columns(blocks, 7052, 256)
+    for m in (1, 3, 4, 5, 17, 48, 200, 256):
+        v = np.zeros(256, np.float32)
+        slots = np.sort(rng.choice(256, m, replace=False))
+        v[slots] = rng.normal(size=m).astype(np.float32)
+        v /= np.linalg.norm(v)
+        got, eps = copy.relevance(v, slots)
+        with monkeypatch.context() as m:
+            m.setattr(columns, "_THREADED", 1)  # two threads on any size
+            two, _ = copy.relevance(v, slots)
+        with monkeypatch.context() as m:
+            m.setattr(columns, "_native", lambda: None)
+            want, eps_numpy = copy.relevance(v, slots)
+        assert got.tobytes() == want.tobytes() == two.tobytes()
+        assert eps == eps_numpy
+
+
+def _built():
+    try:
+        return importlib.import_module("openmemory_local._columns_c")
+    except ImportError as e:
+        raise AssertionError("openmemory_local._columns_c is not built (pip install -e .)") from e
+
+
+def test_the_c_column_pass_refuses_what_does_not_fit():
+    native = _built()
+    codes = np.zeros((4, 10), np.int8)
+    w, out, slots = np.ones(2, np.float32), np.zeros(10, np.float32), np.array([0, 3], np.int64)
+    native.accumulate([(codes, w, out)], slots)
+    bad = [
+        ([(codes, w, out)], np.array([0, 4], np.int64), ValueError, "not a coordinate"),
+        ([(codes, w, out)], np.array([-1, 0], np.int64), ValueError, "not a coordinate"),
+        ([(codes, np.ones(3, np.float32), out)], slots, ValueError, "one per slot"),
+        ([(codes, w, np.zeros(9, np.float32))], slots, ValueError, "rows expected"),
+        ([(codes.ravel(), w, out)], slots, ValueError, "2-dimensional"),
+        ([(codes.astype(np.int16), w, out)], slots, TypeError, "items of 1 bytes"),
+        ([(codes, w, out)], slots.astype(np.int32), TypeError, "items of 8 bytes"),
+        ([(codes, w)], slots, TypeError, "tuple"),
+        ([(codes[:, ::2], w, out[:5])], slots, ValueError, "contiguous"),
+    ]
+    for blocks, s, error, message in bad:
+        before = out.copy()
+        with pytest.raises(error, match=message):
+            native.accumulate(blocks, s)
+        assert out.tobytes() == before.tobytes()  # nothing written
+    read_only = out.copy()
+    read_only.flags.writeable = False
+    with pytest.raises((TypeError, ValueError, BufferError)):
+        native.accumulate([(codes, w, read_only)], slots)
+
+
+def test_long_queries_bound_and_filters(tmp_path, now):
+    """Long queries by the C pass: the bound holds on every row, and the answers, filtered or
+    not, are the exact pass's."""
+    home = tmp_path / "home"
+    with Store.open(Config(home=home, recall_copy_min_rows=0, recall_index_min_rows=0)) as store:
+        _fill(store, now, 2500, seed=11)
+    rng = random.Random(4)
+    queries = [" ".join(rng.choices(WORDS, k=rng.randint(30, 80))) for _ in range(12)]
+    with Store.open(Config(home=home, recall_copy_min_rows=1000, recall_index_min_rows=0)) as store:
+        update(store)
+        vectors = VectorFile(store)
+        matrix = np.asarray(vectors.map(vectors.current_name(), vectors.committed_rows()))
+        copy = Columns.open(store, vectors.current_name(), matrix)
+        index = index_for(store)
+        index.refresh()
+        served = 0
+        for q in queries:
+            v = store_embedder(store).embed(q)
+            approx, eps = copy.relevance(v, np.flatnonzero(v))
+            assert np.max(np.abs(approx - matrix[: copy.rows] @ v)) <= eps
+            served += index._search_columns(v, now, 10, None, None) is not None
+        assert served >= 9 if columns._native() is not None else served == 0
+        plain = _answers(store, now, queries)
+        filtered = _answers(store, now, queries, kinds=["error"], project="app")
+    assert plain == _exact(home, now, queries)
+    assert filtered == _exact(home, now, queries, kinds=["error"], project="app")
 
 
 def test_a_damaged_foreign_or_half_written_copy_is_never_believed(tmp_path, now):
