@@ -82,15 +82,17 @@ def write_store(home: Path, n: int, words: list[str], rng: random.Random) -> flo
     return time.perf_counter() - started
 
 
-def timed_recall(store: Store, queries: list[str]) -> tuple[list[float], list[list[int]]]:
+def timed_recall(store: Store, queries: list[str]) -> tuple[list[float], list[list[int]], list[float]]:
+    """(wall ms, answers, CPU ms of the process: every thread's) of each query."""
     recall(store, queries[0], 10, NOW, touch=False)  # warm: the index loaded once per process
-    times, answers = [], []
+    times, answers, cpu = [], [], []
     for q in queries:
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         results = recall(store, q, 10, NOW, touch=False)
         times.append((time.perf_counter() - t) * 1000)
+        cpu.append((time.process_time() - c) * 1000)
         answers.append([(r.id, r.score) for r in results])
-    return times, answers
+    return times, answers, cpu
 
 
 def disk(home: Path) -> dict:
@@ -116,12 +118,12 @@ def recall_at_10(found, exact) -> tuple[float, int]:
     return hits / max(1, total), same
 
 
-def measured(config: Config, queries: list[str]) -> tuple[list[float], list, float]:
+def measured(config: Config, queries: list[str]) -> tuple[list[float], list, float, list[float]]:
     gc.collect()  # the maps of an earlier measurement released (else they count in this one's memory)
     with Store.open(config) as store:
         base = rss_mb()
-        times, answers = timed_recall(store, queries)
-        return times, answers, rss_mb() - base
+        times, answers, cpu = timed_recall(store, queries)
+        return times, answers, rss_mb() - base, cpu
 
 
 def bench(n: int, words: list[str], queries: int, work: Path, hnsw: bool, keep: bool = False) -> None:
@@ -169,17 +171,18 @@ def bench(n: int, words: list[str], queries: int, work: Path, hnsw: bool, keep: 
     written = "kept from an earlier run" if write_s is None else f"written in {write_s:.0f} s"
     print(f"{n:>9,} memories ({written}; {'; '.join(builds)})")
     for kind, qs in (("short", short), ("long", long)):
-        base_t, base_answers, base_rss = exact[kind]
+        base_t, base_answers, base_rss, base_cpu = exact[kind]
         base_p50 = np.percentile(base_t, 50)
-        print(f"  {len(qs)} {kind} queries")
+        print(f"  {len(qs)} {kind} queries (CPU: the process's, every thread's)")
         print(f"   {'exact (every vector)':30} p50 {base_p50:7.2f} ms  p95 {np.percentile(base_t, 95):7.2f} ms"
-              f"  memory +{base_rss:.0f} MB")
+              f"  CPU p50 {np.percentile(base_cpu, 50):7.2f} ms  memory +{base_rss:.0f} MB")
         for name, results in rows:
-            values, answers, rss = results[kind]
+            values, answers, rss, cpu = results[kind]
             p50, p95 = np.percentile(values, 50), np.percentile(values, 95)
             score, same = recall_at_10(answers, base_answers)
-            print(f"   {name:30} p50 {p50:7.2f} ms  p95 {p95:7.2f} ms  (x exact p50 {p50 / base_p50:.2f})"
-                  f"  memory +{rss:.0f} MB  recall@10 {score:.4f} ({same} of {len(qs)} identical)")
+            print(f"   {name:30} p50 {p50:7.2f} ms  p95 {p95:7.2f} ms  CPU p50 {np.percentile(cpu, 50):7.2f} ms"
+                  f"  (x exact p50 {p50 / base_p50:.2f})  memory +{rss:.0f} MB"
+                  f"  recall@10 {score:.4f} ({same} of {len(qs)} identical)")
     print(f"   disk: database {sizes['db'] / 1e6:.0f} MB, vectors {sizes['vectors'] / 1e6:.0f} MB, "
           f"copy {sizes['copy'] / 1e6:.0f} MB, HNSW index {sizes['index'] / 1e6:.0f} MB")
     if not keep:
