@@ -128,13 +128,15 @@ class Config:
     #: or "learned" (sentence-transformers, the `learned` extra; see
     #: :mod:`openmemory_local.embedders`). Switching re-embeds the store once.
     embedder: str = "hashed"
-    #: Up to this many vectors recall scores every one exactly (short queries: see the next
+    #: Up to this many vectors recall scores every one exactly (or reads the copy: see the next
     #: setting); beyond, an approximate nearest-neighbour index (usearch HNSW) proposes the
-    #: candidates of long queries, scored exactly (:mod:`openmemory_local.ann`). 0 turns it off.
+    #: candidates of the queries the copy does not serve, scored exactly (:mod:`openmemory_local.ann`;
+    #: not built where the copy serves every query). 0 turns it off.
     recall_index_min_rows: int = 200_000
-    #: From this many vectors short queries read the slot-major copy (exact answers at a
-    #: tenth of the exact pass's time: :mod:`openmemory_local.columns`), below it the exact
-    #: pass; 0 turns the copy off.
+    #: From this many vectors queries of the hashed embedding read the slot-major copy (exact
+    #: answers at a tenth to a twentieth of the exact pass's time: :mod:`openmemory_local.columns`;
+    #: every query with its C pass built, short ones without), below it the exact pass; 0 turns
+    #: the copy off.
     recall_copy_min_rows: int = 50_000
     #: The embedding matrix is compacted when more than this share of its rows are
     #: stale (episodes whose text changed or that were replaced) …

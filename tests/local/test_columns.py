@@ -256,3 +256,24 @@ def test_a_damaged_foreign_or_half_written_copy_is_never_believed(tmp_path, now)
         assert update(store) == {"rows": 1600, "covered": 1600, "added": 0}
         assert _answers(store, now, queries) == _exact(home, now, queries)
     assert data.read_bytes()[: len(good)] == good and b"\xff" * 777 not in data.read_bytes()[len(good):]
+
+
+def test_no_hnsw_index_where_the_copy_serves_every_query(tmp_path, now, monkeypatch):
+    from openmemory_local import ann
+
+    home = tmp_path / "home"
+    with Store.open(Config(home=home, recall_copy_min_rows=0, recall_index_min_rows=0)) as store:
+        _fill(store, now, 1200, seed=2)
+    config = Config(home=home, recall_copy_min_rows=1000, recall_index_min_rows=1000)
+    with Store.open(config) as store:
+        with monkeypatch.context() as m:
+            m.setattr(columns, "_native", _built)
+            assert ann.serves_every_query(store)
+            assert ann.update(store, force=True)["added"] == 0
+            assert not list((home / "vectors").glob("*.usearch"))
+            with Store.open(config.with_(recall_copy_min_rows=0)) as copy_off:
+                assert not ann.serves_every_query(copy_off)
+        with monkeypatch.context() as m:
+            m.setattr(columns, "_native", lambda: None)  # numpy's pass: long queries need the index
+            assert not ann.serves_every_query(store)
+            assert ann.update(store, force=True)["added"] == 1200
