@@ -15,17 +15,19 @@ the engine and the commons node depend on it and not on each other.
   as spec/observation/).
 """
 
-from .content import DEDUP_DOMAIN, WHITE_SPACE, dedup_key, normalise
-from .observation import (
-    RULES,
-    NotAnObservation,
-    ObservationViolation,
-    canonical_form,
-    check_observation,
-    is_observation,
-    observation_violation,
-)
-from .unicode14 import UNICODE_VERSION, is_assigned, mask_unassigned
+from importlib import import_module
+
+#: Each name this package exports, and the module it comes from: imported on first use (PEP 562),
+#: so that a command reaching only ``openmemory_protocol.native`` (the C accelerators' loader)
+#: does not pay for the rule's tables.
+_FROM = {
+    "DEDUP_DOMAIN": "content", "WHITE_SPACE": "content", "dedup_key": "content", "normalise": "content",
+    "RULES": "observation", "NotAnObservation": "observation", "ObservationViolation": "observation",
+    "canonical_form": "observation", "check_observation": "observation", "is_observation": "observation",
+    "observation_violation": "observation",
+    "UNICODE_VERSION": "unicode14", "is_assigned": "unicode14", "mask_unassigned": "unicode14",
+}
+_SUBMODULES = frozenset({"content", "observation", "unicode14", "tables", "native"})
 
 __all__ = [
     "RULES",
@@ -43,3 +45,18 @@ __all__ = [
     "is_assigned",
     "mask_unassigned",
 ]
+
+
+def __getattr__(name: str):
+    if name in _FROM:
+        value = getattr(import_module(f".{_FROM[name]}", __name__), name)
+    elif name in _SUBMODULES:
+        value = import_module(f".{name}", __name__)
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__) | _SUBMODULES)

@@ -56,3 +56,23 @@ def test_missing_or_turned_off(package, monkeypatch):
     _module(package, "off", b"int x;\n", None)
     monkeypatch.setenv("OPENMEMORY_PURE", "1")
     assert native.load("nativeprobe.off") is None
+
+
+def test_the_loader_does_not_load_the_rule():
+    """The package exports its names lazily: a recall that only asks for an accelerator does not
+    pay for the observation rule's tables; the names still import as before."""
+    import subprocess
+    from pathlib import Path
+
+    code = ("import sys, openmemory_protocol.native; "
+            "print(sorted(m for m in sys.modules if m.startswith('openmemory_protocol')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                         cwd=Path(__file__).resolve().parents[2])
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "['openmemory_protocol', 'openmemory_protocol.native']"
+    import openmemory_protocol
+
+    assert openmemory_protocol.dedup_key is openmemory_protocol.content.dedup_key
+    assert set(openmemory_protocol.__all__) <= set(dir(openmemory_protocol))
+    with pytest.raises(AttributeError):
+        openmemory_protocol.no_such_name
