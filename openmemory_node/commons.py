@@ -365,6 +365,11 @@ class Commons:
     instance fed the same records in any order ends with the same :meth:`statuses`.
     """
 
+    #: Whether :meth:`add` skips the steps that would find nothing to do (the closure of a
+    #: record nothing names, the replay of a group of one lesson without votes). False: every
+    #: record takes every step (the reference tests/node/test_commons.py compares against).
+    shortcuts = True
+
     def __init__(self, config: CommonsConfig | None = None):
         self.config = config or CommonsConfig()
         self.policy = POLICIES[self.config.policy]
@@ -430,9 +435,22 @@ class Commons:
             self.vouches[rid] = _Vouch(rid, record.signer, record.subject, record.created)
         else:  # pragma: no cover - the wire format has four types
             raise ValueError(f"unknown record type {kind!r}")
-        touched |= self.votes_on.get(rid, set())  # attestations naming this id: not pending now
-        flipped, revocations = self._close(roots)
-        touched |= flipped | revocations
+        votes_on = self.votes_on.get(rid)
+        if votes_on:
+            touched |= votes_on  # attestations naming this id: not pending now
+        if (not self.shortcuts or kind == "revocation" or rid in self.children or rid in self.revocations_of or rid in self.revoked
+                or rid in self.config.local_revocations or (kind == "lesson" and self.lessons[rid].parents)):
+            flipped, revocations = self._close(roots)
+            touched |= flipped | revocations
+        else:  # (what _close would find: nothing derives from it, names it as revoked, nor revokes it)
+            flipped = ()
+        if kind == "lesson" and not votes_on and not flipped and self.shortcuts:
+            group = self.groups[self.lessons[rid].key]
+            if len(group.members) == 1:  # a group of its own, no vote: what _tally would make of it
+                lesson = self.lessons[rid]
+                group.head, group.refused = rid, {}
+                group.replay = _Replay(lesson.created, rid, self.config.threshold, self.config.fade_window)
+                return self._diff(touched)
         for fid in flipped:  # a withdrawn member or vote changes its group's tally
             lesson_id = self.attestations[fid].lesson if fid in self.attestations else fid
             if lesson_id in self.lessons and fid != rid:
