@@ -835,7 +835,9 @@ def evaluate(records: Iterable[Any], config: CommonsConfig | None = None) -> dic
     return machine.statuses()
 
 
+_INITIAL = {"lesson": CANDIDATE, "attestation": PENDING, "revocation": PENDING, "vouch": NO_EFFECT}
+
+
 def initial_status(record: Any) -> str:
     """A record's status before the machine has seen it (what a lone record would get)."""
-    return {"lesson": CANDIDATE, "attestation": PENDING, "revocation": PENDING,
-            "vouch": NO_EFFECT}[record.record_type]
+    return _INITIAL[record.record_type]

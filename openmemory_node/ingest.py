@@ -245,6 +245,8 @@ class Ingest:
             if solicited and len(batch) >= PARALLEL_MIN:
                 ahead = self._check_ahead(batch)
             with self.store.transaction():
+                if ahead is not None:  # the duplicate checks, in one query (Store.look_up)
+                    self.store.look_up(item.idb for item in ahead)
                 for i, data in enumerate(batch):
                     outcome = self._accept(data, peer, False, via, expect_type, solicited,
                                            ahead[i] if ahead is not None else None)

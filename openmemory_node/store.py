@@ -173,6 +173,9 @@ class Store:
         self._rej: Counter[str] = Counter()
         self._rej_last: dict[str, tuple[float, str | None, str]] = {}
         self._tx_depth = 0
+        # Ids looked up at once for the open transaction (look_up), and those of them stored.
+        self._looked_up: frozenset[bytes] = frozenset()
+        self._present: set[bytes] = set()
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
@@ -197,6 +200,7 @@ class Store:
             raise
         finally:
             self._tx_depth = 0
+            self._looked_up, self._present = frozenset(), set()
 
     @classmethod
     def open(cls, home: Path, clock: Callable[[], float] = time.time) -> "Store":
@@ -230,13 +234,36 @@ class Store:
             f" VALUES (?,?,?,?,?,?,?,?,?,?,?,0,?,?,{_NEXT_CHANGE})",
             (id, idb, type, kind, author, created, now, via, from_peer, status, now, len(data), data),
         )
-        return cur.rowcount == 1
+        if cur.rowcount != 1:
+            return False
+        if self._looked_up:
+            self._present.add(idb)
+        return True
 
     def has(self, id: str) -> bool:
         return self.conn.execute("SELECT 1 FROM records WHERE id=?", (id,)).fetchone() is not None
 
     def has_idb(self, idb: bytes) -> bool:
+        if idb in self._looked_up:
+            return idb in self._present
         return self.conn.execute("SELECT 1 FROM records WHERE idb=?", (idb,)).fetchone() is not None
+
+    def look_up(self, idbs: Iterable[bytes]) -> None:
+        """Within a transaction, which of ``idbs`` are stored, in one query: :meth:`has_idb`
+        answers from it for those ids until the transaction ends (what :meth:`add` and
+        :meth:`delete` do in it kept in step; nothing else writes while it is open)."""
+        if not self._tx_depth:
+            return
+        wanted = frozenset(idbs) - self._looked_up
+        if not wanted:
+            return
+        ordered = sorted(wanted)
+        present = self._present
+        for start in range(0, len(ordered), 500):
+            chunk = ordered[start:start + 500]
+            present.update(bytes(row[0]) for row in self.conn.execute(
+                f"SELECT idb FROM records WHERE idb IN ({','.join('?' * len(chunk))})", chunk))
+        self._looked_up |= wanted
 
     def ids_with_prefix(self, prefix: str, limit: int = 11) -> list[str]:
         """Ids (text) that start with ``prefix`` (lower-case hex), at most ``limit`` of them."""
@@ -276,6 +303,7 @@ class Store:
 
     def delete(self, ids: Iterable[str]) -> int:
         """Remove records (a local storage decision: PROTOCOL.md, "Admission of new authors")."""
+        self._looked_up, self._present = frozenset(), set()  # (looked up again when asked)
         with self.transaction():
             return sum(self.conn.execute("DELETE FROM records WHERE id=?", (i,)).rowcount for i in ids)
 
@@ -373,13 +401,15 @@ class Store:
         """Apply (id, status) pairs in one transaction; returns how many rows changed."""
         now = self.clock()
         changed = 0
+        execute = self.conn.execute
+        sql = "UPDATE records SET status=?, status_changed=? WHERE id=? AND status<>?"
+        if self._tx_depth:  # (within the open transaction: no need of one of its own)
+            for id_, status in changes:
+                changed += execute(sql, (status, now, id_, status)).rowcount
+            return changed
         with self.transaction():
             for id_, status in changes:
-                cur = self.conn.execute(
-                    "UPDATE records SET status=?, status_changed=? WHERE id=? AND status<>?",
-                    (status, now, id_, status),
-                )
-                changed += cur.rowcount
+                changed += execute(sql, (status, now, id_, status)).rowcount
         return changed
 
     def unpublished(self, author: str) -> list[StoredRecord]:
