@@ -18,8 +18,9 @@ bootstraps from A; its first sync session with A pulls everything. Printed:
   the signatures' thread (``Ingest._check_ahead``) has a core of its own;
 * ``floor``: the same bytes taken in this process by what B runs for each record a sync
   pulls (a fresh store and commons state, :meth:`Ingest.accept_batch` with ``via="sync"`` in
-  batches of a WANT's size; CPU time of every thread, then of the main thread alone, then
-  wall time), and ``validate``: :func:`wire.validate` alone over them. The
+  batches of what the session stores in one transaction, ``WANTS_PER_COMMIT`` WANTs; CPU
+  time of every thread, then of the main thread alone, then wall time), and ``validate``:
+  :func:`wire.validate` alone over them. The
   ratio session/floor is what the network, the framing and the two processes cost.
 
 Both nodes keep their default configuration, except ``max_without_standing`` (the records come
@@ -64,7 +65,10 @@ def floor(records: list[bytes], home: Path, now: int) -> dict[str, float]:
     from openmemory_node.config import Config
     from openmemory_node.ingest import Ingest
     from openmemory_node.policy import NodePolicy
-    from openmemory_node.sync import MAX_WANT, SyncIndex
+    from openmemory_node import sync
+
+    SyncIndex = sync.SyncIndex
+    per_batch = sync.MAX_WANT * getattr(sync, "WANTS_PER_COMMIT", 1)  # what the session stores at once
 
     config = Config()
     limits = dataclasses.replace(config.limits, max_without_standing=1_000_000)
@@ -78,8 +82,8 @@ def floor(records: list[bytes], home: Path, now: int) -> dict[str, float]:
     wire.validate(records[0], now=now)  # load the observation rule's tables first
     started, main0, wall0 = time.process_time(), time.thread_time(), time.perf_counter()
     accepted = 0
-    for start in range(0, len(records), MAX_WANT):
-        batch = records[start:start + MAX_WANT]
+    for start in range(0, len(records), per_batch):
+        batch = records[start:start + per_batch]
         outcomes = ingest.accept_batch(batch, peer=peer, via="sync", solicited=True)
         accepted += sum(o.accepted for o in outcomes)
     ingest_s = time.process_time() - started
