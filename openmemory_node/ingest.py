@@ -328,10 +328,12 @@ class Ingest:
         keys = self.standing_keys()
         if record.signer in keys:
             return
+        bound = self.policy.limits.max_without_standing
         if self._without is not None and keys is self._standing_seen:
             self._without += 1
-        bound = self.policy.limits.max_without_standing
-        excess = self.without_standing() - bound
+            excess = self._without - bound  # (what without_standing() would count)
+        else:
+            excess = self.without_standing() - bound
         inert = getattr(self.status_rules, "inert", None)
         if excess <= 0 or inert is None:
             return
