@@ -382,6 +382,7 @@ class Commons:
         self.revocations_of: defaultdict[str, set[str]] = defaultdict(set)  # target -> revocation ids
         self.children: defaultdict[str, set[str]] = defaultdict(set)  # parent id -> lesson ids
         self.voted_by: defaultdict[bytes, set[str]] = defaultdict(set)  # key -> lesson ids attested
+        self.vouches_by: defaultdict[bytes, set[str]] = defaultdict(set)  # voucher -> vouch ids
         self.trusted: frozenset[bytes] = frozenset(self.config.trust)
         self.revoked: set[str] = set()  # ids revoked by R6/R7 (lessons, vouches, and unheld ids)
         self._status: dict[str, str] = {}
@@ -433,6 +434,7 @@ class Commons:
             roots.add(target)
         elif kind == "vouch":
             self.vouches[rid] = _Vouch(rid, record.signer, record.subject, record.created)
+            self.vouches_by[record.signer].add(rid)
         else:  # pragma: no cover - the wire format has four types
             raise ValueError(f"unknown record type {kind!r}")
         votes_on = self.votes_on.get(rid)
@@ -501,7 +503,7 @@ class Commons:
             if att.lesson in self.lessons:
                 self.groups[self.lessons[att.lesson].key].refused.pop(rid, None)
         else:
-            del self.vouches[rid]
+            _discard(self.vouches_by, self.vouches.pop(rid).voucher, rid)
         self.revoked.discard(rid)
         del self._status[rid]
 
@@ -595,8 +597,8 @@ class Commons:
     def _retrust(self) -> set[str]:
         """Recompute the trusted keys; returns the groups whose tallies that may change."""
         base = self.config.trust
-        vouched = {v.subject for v in self.vouches.values()
-                   if v.voucher in base and v.id not in self.revoked}
+        vouched = {self.vouches[vid].subject for key in base for vid in self.vouches_by.get(key, ())
+                   if vid not in self.revoked}  # (the vouches of keys in the trust list)
         trusted = frozenset(base) | frozenset(vouched)
         if trusted == self.trusted:
             return set()
