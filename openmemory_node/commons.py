@@ -293,6 +293,8 @@ class _Group:
     head: str | None = None
     replay: "_Replay | None" = None
     refused: dict[str, str] = field(default_factory=dict)  # vote id -> why it does not count
+    #: (head, members, view) of the last :meth:`Commons._view` (members only ever join a group)
+    view: "tuple[str | None, int, GroupView] | None" = None
 
     @property
     def status(self) -> str:
@@ -613,8 +615,13 @@ class Commons:
 
     # -- groups (R1-R5) ----------------------------------------------------------------------
     def _view(self, group: _Group) -> GroupView:
-        return GroupView(frozenset(self.lessons[m].signer for m in group.members),
+        cached = group.view
+        if cached is not None and cached[0] == group.head and cached[1] == len(group.members):
+            return cached[2]
+        view = GroupView(frozenset(self.lessons[m].signer for m in group.members),
                          self.lessons[group.head].signer)  # type: ignore[index]
+        group.view = (group.head, len(group.members), view)
+        return view
 
     def _votes(self, group: _Group) -> list[Vote]:
         """Every vote on the group: its attestations and its corroborations (R2)."""

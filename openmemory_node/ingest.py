@@ -228,7 +228,7 @@ class Ingest:
 
     def accept_batch(
         self, batch: list[bytes], *, peer: str | None, via: str = "sync", expect_type: str | None = None,
-        solicited: bool = False, stop_on_reject: bool = False,
+        solicited: bool = False, stop_on_reject: bool = False, ids: list[bytes] | None = None,
     ) -> list[Outcome]:
         """:meth:`accept` for each record of ``batch``, in order, in one store transaction: one
         commit for the lot (a sync answer of up to 64 records), and the ``on_accept_hooks`` run
@@ -236,14 +236,15 @@ class Ingest:
         check is the same as for one record; refusals are counted one by one. With
         ``stop_on_reject``, the batch ends at the first invalid record (its outcome is the
         last). If the store fails within the batch, nothing of it is stored, the statuses are
-        recomputed from the store and the error is raised."""
+        recomputed from the store and the error is raised. ``ids``: the id of each record of
+        ``batch`` (:func:`wire.record_id` of its bytes), when the caller has them already."""
         outcomes: list[Outcome] = []
         accepted: list[Any] = []
         self._deferred = accepted
         ahead: list[_Checked] | None = None
         try:
             if solicited and len(batch) >= PARALLEL_MIN:
-                ahead = self._check_ahead(batch)
+                ahead = self._check_ahead(batch, ids)
             with self.store.transaction():
                 if ahead is not None:  # the duplicate checks, in one query (Store.look_up)
                     self.store.look_up(item.idb for item in ahead)
@@ -274,7 +275,7 @@ class Ingest:
             self._run_accept_hooks(record, via, peer)
         return outcomes
 
-    def _check_ahead(self, batch: list[bytes]) -> "list[_Checked]":
+    def _check_ahead(self, batch: list[bytes], ids: list[bytes] | None = None) -> "list[_Checked]":
         """The pure checks of a solicited batch, before any record of it is looked at in
         order: each record's id, decoding, clock skew and observation rule here, and its
         signature on the verifier thread (libsodium releases the GIL), chunk by chunk, while
@@ -285,9 +286,9 @@ class Ingest:
         pool = _verifier()
         out: list[_Checked] = []
         chunk: list[_Checked] = []
-        for data in batch:
+        for i, data in enumerate(batch):
             now = self.clock()
-            item = _Checked(now, wire.record_id(data))
+            item = _Checked(now, wire.record_id(data) if ids is None else ids[i])
             out.append(item)
             try:
                 record = wire.decode(data)

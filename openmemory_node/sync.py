@@ -378,6 +378,7 @@ class Sync:
         if not pending:
             return
         good: list[bytes] = []
+        ids: list[bytes] = []  # (each checked to be the id of its record's bytes)
         broken: bytes | None = None  # a broken frame, or
         problem: tuple[int, bytes] | None = None  # the first wrong answer: (its kind, the id wanted)
         for batch, answers in pending:
@@ -389,10 +390,11 @@ class Sync:
                     problem = (answer[0], idb)  # type: ignore[index]
                     break
                 good.append(answer[1:])  # type: ignore[index]
+                ids.append(idb)
             if problem is not None:
                 break
         outcomes = self.ingest.accept_batch(good, peer=peer, via="sync", expect_type=type_, solicited=True,
-                                            stop_on_reject=True)
+                                            stop_on_reject=True, ids=ids)
         for data, outcome in zip(good, outcomes):
             action = outcome.verdict.action
             if action is Action.ACCEPT:
