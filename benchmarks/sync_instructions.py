@@ -118,11 +118,9 @@ def main() -> int:
         _records(args.records, records_file)
         trees = {"this tree": ROOT}
         if args.base:
-            base = Path(tmp) / "base"
-            base.mkdir()
-            archive = subprocess.run(["git", "archive", args.base], cwd=ROOT, capture_output=True, check=True)
-            subprocess.run(["tar", "-x", "-C", str(base)], input=archive.stdout, check=True)
-            trees = {args.base: base, **trees}
+            from ingest import _export  # noqa: PLC0415 - benchmarks/ingest.py (this folder is on the path)
+
+            trees = {args.base: _export(args.base, Path(tmp) / "base"), **trees}
         figures = {name: count(root, records_file, args.records) for name, root in trees.items()}
     print(f"machine instructions per record, B's main thread (callgrind; {args.records:,} records of "
           "200 keys in a session's order, accept_batch as the session calls it)")
