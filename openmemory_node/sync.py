@@ -9,9 +9,10 @@ limits, every other check) and stores it, before it goes on to the next type. So
 was offline for days gets the revocations first, and a lesson arriving after its revocation
 is revoked on arrival. Each node pulls only what it asked for; nothing is pushed.
 
-The initiator keeps up to ``WANTS_AHEAD`` WANTs in flight and stores the records of each WANT
-in one store transaction (:meth:`Ingest.accept_batch`); the server writes the answers to a
-WANT at once, and both read frames through a buffer (:class:`openmemory_node.streams.FrameReader`).
+The initiator keeps up to ``WANTS_AHEAD`` WANTs in flight and stores the records of up to
+``WANTS_PER_COMMIT`` WANTs in one store transaction (:meth:`Ingest.accept_batch`), with the
+outcomes of one WANT at a time; the server writes the answers to a WANT at once, and both read
+frames through a buffer (:class:`openmemory_node.streams.FrameReader`).
 
 Frames are unsigned-varint length-prefixed (as fetch's), each starting with a kind byte:
 
