@@ -212,7 +212,8 @@ def main() -> int:
           f"two processes on loopback; load average {load_before[0]:.2f} before, {load_after[0]:.2f} after")
     print(f"  session   {run['session_s']:7.2f} s  {out['session_rate']:9,.0f} records/s   "
           f"({run['bytes_received'] / 1e6:.1f} MB received, reconciliation {run['reconcile_bytes'] / 1e3:.1f} kB)")
-    print(f"  wall      {run['wall_s']:7.2f} s  {out['wall_rate']:9,.0f} records/s   (B's API up to its session report)")
+    print(f"  wall      {run['wall_s']:7.2f} s  {out['wall_rate']:9,.0f} records/s   "
+          "(B's API up to its session report)")
     print(f"  B's CPU   {run['b_cpu_s']:7.2f} s  {out['b_cpu_rate']:9,.0f} records/s   "
           f"(over the wall time; A's CPU {run['a_cpu_s']:.2f} s)")
     print(f"  B's main  {run['b_main_cpu_s']:7.2f} s  {out['b_main_rate']:9,.0f} records/s   "

@@ -442,8 +442,9 @@ class Commons:
         votes_on = self.votes_on.get(rid)
         if votes_on:
             touched |= votes_on  # attestations naming this id: not pending now
-        if (not self.shortcuts or kind == "revocation" or rid in self.children or rid in self.revocations_of or rid in self.revoked
-                or rid in self.config.local_revocations or (kind == "lesson" and self.lessons[rid].parents)):
+        if (not self.shortcuts or kind == "revocation" or rid in self.children or rid in self.revocations_of
+                or rid in self.revoked or rid in self.config.local_revocations
+                or (kind == "lesson" and self.lessons[rid].parents)):
             flipped, revocations = self._close(roots)
             touched |= flipped | revocations
         else:  # (what _close would find: nothing derives from it, names it as revoked, nor revokes it)

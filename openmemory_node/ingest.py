@@ -231,8 +231,9 @@ class Ingest:
         solicited: bool = False, stop_on_reject: bool = False, ids: list[bytes] | None = None,
     ) -> list[Outcome]:
         """:meth:`accept` for each record of ``batch``, in order, in one store transaction: one
-        commit for the lot (a sync answer of up to 64 records), and the ``on_accept_hooks`` run
-        once it is committed (so nothing is forwarded or announced before it is stored). Every
+        commit for the lot (the answers to up to 4 sync WANTs: 256 records), and the
+        ``on_accept_hooks`` run once it is committed (so nothing is forwarded or announced
+        before it is stored). Every
         check is the same as for one record; refusals are counted one by one. With
         ``stop_on_reject``, the batch ends at the first invalid record (its outcome is the
         last). If the store fails within the batch, nothing of it is stored, the statuses are

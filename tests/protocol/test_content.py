@@ -39,7 +39,8 @@ def test_the_ascii_shortcut_gives_what_every_step_gives_on_the_corpora():
 def _reference_key(text: str, kind: str) -> str:
     import hashlib
 
-    return hashlib.sha256(content.DEDUP_DOMAIN + kind.encode() + b"\x00" + content._normalise(text).encode()).hexdigest()
+    message = content.DEDUP_DOMAIN + kind.encode() + b"\x00" + content._normalise(text).encode()
+    return hashlib.sha256(message).hexdigest()
 
 
 @settings(max_examples=3000, deadline=None, derandomize=True)
