@@ -189,6 +189,7 @@ def cmd_start(args: argparse.Namespace) -> int:
         daemon = Daemon(home, cfg, **({"clock": clock} if clock is not None else {}))
     except (IdentityError, DaemonError, HomeError) as exc:
         raise CliError(str(exc)) from None
+    _freeze_start_up()
     try:
         trio.run(daemon.run)
     except BaseException as exc:
@@ -204,6 +205,17 @@ def cmd_start(args: argparse.Namespace) -> int:
             return 130
         raise
     return EXIT_OK
+
+
+def _freeze_start_up() -> None:
+    """What start-up made (the modules, libp2p's host) lives as long as the process: moved out of
+    the cyclic collector's reach (``gc.freeze``), its full collections no longer walk it. In a
+    sync catch-up of 10,000 records the collector took 12 % of the node's main thread, 5 % after
+    (docs/performance.md, "The node")."""
+    import gc
+
+    gc.collect()  # (garbage first: what is frozen is never collected)
+    gc.freeze()
 
 
 def cmd_id(args: argparse.Namespace) -> int:

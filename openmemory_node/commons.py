@@ -293,6 +293,8 @@ class _Group:
     head: str | None = None
     replay: "_Replay | None" = None
     refused: dict[str, str] = field(default_factory=dict)  # vote id -> why it does not count
+    #: (head, members, view) of the last :meth:`Commons._view` (members only ever join a group)
+    view: "tuple[str | None, int, GroupView] | None" = None
 
     @property
     def status(self) -> str:
@@ -365,6 +367,11 @@ class Commons:
     instance fed the same records in any order ends with the same :meth:`statuses`.
     """
 
+    #: Whether :meth:`add` skips the steps that would find nothing to do (the closure of a
+    #: record nothing names, the replay of a group of one lesson without votes). False: every
+    #: record takes every step (the reference tests/node/test_commons.py compares against).
+    shortcuts = True
+
     def __init__(self, config: CommonsConfig | None = None):
         self.config = config or CommonsConfig()
         self.policy = POLICIES[self.config.policy]
@@ -377,6 +384,7 @@ class Commons:
         self.revocations_of: defaultdict[str, set[str]] = defaultdict(set)  # target -> revocation ids
         self.children: defaultdict[str, set[str]] = defaultdict(set)  # parent id -> lesson ids
         self.voted_by: defaultdict[bytes, set[str]] = defaultdict(set)  # key -> lesson ids attested
+        self.vouches_by: defaultdict[bytes, set[str]] = defaultdict(set)  # voucher -> vouch ids
         self.trusted: frozenset[bytes] = frozenset(self.config.trust)
         self.revoked: set[str] = set()  # ids revoked by R6/R7 (lessons, vouches, and unheld ids)
         self._status: dict[str, str] = {}
@@ -428,11 +436,26 @@ class Commons:
             roots.add(target)
         elif kind == "vouch":
             self.vouches[rid] = _Vouch(rid, record.signer, record.subject, record.created)
+            self.vouches_by[record.signer].add(rid)
         else:  # pragma: no cover - the wire format has four types
             raise ValueError(f"unknown record type {kind!r}")
-        touched |= self.votes_on.get(rid, set())  # attestations naming this id: not pending now
-        flipped, revocations = self._close(roots)
-        touched |= flipped | revocations
+        votes_on = self.votes_on.get(rid)
+        if votes_on:
+            touched |= votes_on  # attestations naming this id: not pending now
+        if (not self.shortcuts or kind == "revocation" or rid in self.children or rid in self.revocations_of
+                or rid in self.revoked or rid in self.config.local_revocations
+                or (kind == "lesson" and self.lessons[rid].parents)):
+            flipped, revocations = self._close(roots)
+            touched |= flipped | revocations
+        else:  # (what _close would find: nothing derives from it, names it as revoked, nor revokes it)
+            flipped = ()
+        if kind == "lesson" and not votes_on and not flipped and self.shortcuts:
+            group = self.groups[self.lessons[rid].key]
+            if len(group.members) == 1:  # a group of its own, no vote: what _tally would make of it
+                lesson = self.lessons[rid]
+                group.head, group.refused = rid, {}
+                group.replay = _Replay(lesson.created, rid, self.config.threshold, self.config.fade_window)
+                return self._diff(touched)
         for fid in flipped:  # a withdrawn member or vote changes its group's tally
             lesson_id = self.attestations[fid].lesson if fid in self.attestations else fid
             if lesson_id in self.lessons and fid != rid:
@@ -483,7 +506,7 @@ class Commons:
             if att.lesson in self.lessons:
                 self.groups[self.lessons[att.lesson].key].refused.pop(rid, None)
         else:
-            del self.vouches[rid]
+            _discard(self.vouches_by, self.vouches.pop(rid).voucher, rid)
         self.revoked.discard(rid)
         del self._status[rid]
 
@@ -577,8 +600,8 @@ class Commons:
     def _retrust(self) -> set[str]:
         """Recompute the trusted keys; returns the groups whose tallies that may change."""
         base = self.config.trust
-        vouched = {v.subject for v in self.vouches.values()
-                   if v.voucher in base and v.id not in self.revoked}
+        vouched = {self.vouches[vid].subject for key in base for vid in self.vouches_by.get(key, ())
+                   if vid not in self.revoked}  # (the vouches of keys in the trust list)
         trusted = frozenset(base) | frozenset(vouched)
         if trusted == self.trusted:
             return set()
@@ -593,8 +616,13 @@ class Commons:
 
     # -- groups (R1-R5) ----------------------------------------------------------------------
     def _view(self, group: _Group) -> GroupView:
-        return GroupView(frozenset(self.lessons[m].signer for m in group.members),
+        cached = group.view
+        if cached is not None and cached[0] == group.head and cached[1] == len(group.members):
+            return cached[2]
+        view = GroupView(frozenset(self.lessons[m].signer for m in group.members),
                          self.lessons[group.head].signer)  # type: ignore[index]
+        group.view = (group.head, len(group.members), view)
+        return view
 
     def _votes(self, group: _Group) -> list[Vote]:
         """Every vote on the group: its attestations and its corroborations (R2)."""
@@ -817,7 +845,9 @@ def evaluate(records: Iterable[Any], config: CommonsConfig | None = None) -> dic
     return machine.statuses()
 
 
+_INITIAL = {"lesson": CANDIDATE, "attestation": PENDING, "revocation": PENDING, "vouch": NO_EFFECT}
+
+
 def initial_status(record: Any) -> str:
     """A record's status before the machine has seen it (what a lone record would get)."""
-    return {"lesson": CANDIDATE, "attestation": PENDING, "revocation": PENDING,
-            "vouch": NO_EFFECT}[record.record_type]
+    return _INITIAL[record.record_type]

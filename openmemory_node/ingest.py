@@ -228,23 +228,27 @@ class Ingest:
 
     def accept_batch(
         self, batch: list[bytes], *, peer: str | None, via: str = "sync", expect_type: str | None = None,
-        solicited: bool = False, stop_on_reject: bool = False,
+        solicited: bool = False, stop_on_reject: bool = False, ids: list[bytes] | None = None,
     ) -> list[Outcome]:
         """:meth:`accept` for each record of ``batch``, in order, in one store transaction: one
-        commit for the lot (a sync answer of up to 64 records), and the ``on_accept_hooks`` run
-        once it is committed (so nothing is forwarded or announced before it is stored). Every
+        commit for the lot (the answers to up to 4 sync WANTs: 256 records), and the
+        ``on_accept_hooks`` run once it is committed (so nothing is forwarded or announced
+        before it is stored). Every
         check is the same as for one record; refusals are counted one by one. With
         ``stop_on_reject``, the batch ends at the first invalid record (its outcome is the
         last). If the store fails within the batch, nothing of it is stored, the statuses are
-        recomputed from the store and the error is raised."""
+        recomputed from the store and the error is raised. ``ids``: the id of each record of
+        ``batch`` (:func:`wire.record_id` of its bytes), when the caller has them already."""
         outcomes: list[Outcome] = []
         accepted: list[Any] = []
         self._deferred = accepted
         ahead: list[_Checked] | None = None
         try:
             if solicited and len(batch) >= PARALLEL_MIN:
-                ahead = self._check_ahead(batch)
+                ahead = self._check_ahead(batch, ids)
             with self.store.transaction():
+                if ahead is not None:  # the duplicate checks, in one query (Store.look_up)
+                    self.store.look_up(item.idb for item in ahead)
                 for i, data in enumerate(batch):
                     outcome = self._accept(data, peer, False, via, expect_type, solicited,
                                            ahead[i] if ahead is not None else None)
@@ -272,7 +276,7 @@ class Ingest:
             self._run_accept_hooks(record, via, peer)
         return outcomes
 
-    def _check_ahead(self, batch: list[bytes]) -> "list[_Checked]":
+    def _check_ahead(self, batch: list[bytes], ids: list[bytes] | None = None) -> "list[_Checked]":
         """The pure checks of a solicited batch, before any record of it is looked at in
         order: each record's id, decoding, clock skew and observation rule here, and its
         signature on the verifier thread (libsodium releases the GIL), chunk by chunk, while
@@ -283,9 +287,9 @@ class Ingest:
         pool = _verifier()
         out: list[_Checked] = []
         chunk: list[_Checked] = []
-        for data in batch:
+        for i, data in enumerate(batch):
             now = self.clock()
-            item = _Checked(now, wire.record_id(data))
+            item = _Checked(now, wire.record_id(data) if ids is None else ids[i])
             out.append(item)
             try:
                 record = wire.decode(data)
@@ -326,10 +330,12 @@ class Ingest:
         keys = self.standing_keys()
         if record.signer in keys:
             return
+        bound = self.policy.limits.max_without_standing
         if self._without is not None and keys is self._standing_seen:
             self._without += 1
-        bound = self.policy.limits.max_without_standing
-        excess = self.without_standing() - bound
+            excess = self._without - bound  # (what without_standing() would count)
+        else:
+            excess = self.without_standing() - bound
         inert = getattr(self.status_rules, "inert", None)
         if excess <= 0 or inert is None:
             return

@@ -8,7 +8,8 @@ accepted is never lost.
 Tables (inspect them with ``sqlite-utils`` or ``sqlite3``):
 
 ``records``
-    ``id`` (text, primary key), ``idb`` (the id's bytes), ``type``, ``kind`` (lessons),
+    ``id`` (text, primary key), ``idb`` (the id's bytes: ``id`` is their hex, by which a
+    record is found), ``type``, ``kind`` (lessons),
     ``author`` (hex Ed25519 key), ``created`` (the record's own time), ``arrived`` (this
     node's clock), ``via`` (local, gossip, fetch, api), ``from_peer`` (the peer that
     delivered it first), ``status``, ``status_changed``, ``duplicates`` (how many more
@@ -117,8 +118,14 @@ def _m4(db: sqlite_utils.Database) -> None:
                  f"UPDATE records SET change = {_NEXT_CHANGE} WHERE rowid = NEW.rowid; END")
 
 
+def _m5(db: sqlite_utils.Database) -> None:
+    """No index of ``idb``: it is the bytes of ``id`` (its lower-case hex, the primary key, whose
+    index finds a record as fast), and a second index of random keys cost every insert a page."""
+    db.conn.execute("DROP INDEX IF EXISTS idx_records_idb")
+
+
 #: Append-only list of schema migrations; entry i takes the schema from version i to i+1.
-MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_m1, _m2, _m3, _m4]
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_m1, _m2, _m3, _m4, _m5]
 
 
 @dataclass(frozen=True)
@@ -173,6 +180,9 @@ class Store:
         self._rej: Counter[str] = Counter()
         self._rej_last: dict[str, tuple[float, str | None, str]] = {}
         self._tx_depth = 0
+        # Ids looked up at once for the open transaction (look_up), and those of them stored.
+        self._looked_up: frozenset[bytes] = frozenset()
+        self._present: set[bytes] = set()
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
@@ -197,6 +207,7 @@ class Store:
             raise
         finally:
             self._tx_depth = 0
+            self._looked_up, self._present = frozenset(), set()
 
     @classmethod
     def open(cls, home: Path, clock: Callable[[], float] = time.time) -> "Store":
@@ -222,7 +233,10 @@ class Store:
         data: bytes, via: str, from_peer: str | None, status: str,
         arrived: float | None = None,
     ) -> bool:
-        """Insert a record and commit. False (and nothing written) if the id is known."""
+        """Insert a record and commit. False (and nothing written) if the id is known. ``id`` is
+        the text form of ``idb`` (the records are found by it: no index of ``idb``)."""
+        if id != idb.hex():
+            raise ValueError("a record's id is the lower-case hex of its id bytes")
         now = self.clock() if arrived is None else arrived
         cur = self.conn.execute(
             "INSERT OR IGNORE INTO records (id, idb, type, kind, author, created, arrived, via,"
@@ -230,13 +244,36 @@ class Store:
             f" VALUES (?,?,?,?,?,?,?,?,?,?,?,0,?,?,{_NEXT_CHANGE})",
             (id, idb, type, kind, author, created, now, via, from_peer, status, now, len(data), data),
         )
-        return cur.rowcount == 1
+        if cur.rowcount != 1:
+            return False
+        if self._looked_up:
+            self._present.add(idb)
+        return True
 
     def has(self, id: str) -> bool:
         return self.conn.execute("SELECT 1 FROM records WHERE id=?", (id,)).fetchone() is not None
 
     def has_idb(self, idb: bytes) -> bool:
-        return self.conn.execute("SELECT 1 FROM records WHERE idb=?", (idb,)).fetchone() is not None
+        if idb in self._looked_up:
+            return idb in self._present
+        return self.conn.execute("SELECT 1 FROM records WHERE id=?", (idb.hex(),)).fetchone() is not None
+
+    def look_up(self, idbs: Iterable[bytes]) -> None:
+        """Within a transaction, which of ``idbs`` are stored, in one query: :meth:`has_idb`
+        answers from it for those ids until the transaction ends (what :meth:`add` and
+        :meth:`delete` do in it kept in step; nothing else writes while it is open)."""
+        if not self._tx_depth:
+            return
+        wanted = frozenset(idbs) - self._looked_up
+        if not wanted:
+            return
+        ordered = sorted(idb.hex() for idb in wanted)
+        present = self._present
+        for start in range(0, len(ordered), 500):
+            chunk = ordered[start:start + 500]
+            present.update(bytes(row[0]) for row in self.conn.execute(
+                f"SELECT idb FROM records WHERE id IN ({','.join('?' * len(chunk))})", chunk))
+        self._looked_up |= wanted
 
     def ids_with_prefix(self, prefix: str, limit: int = 11) -> list[str]:
         """Ids (text) that start with ``prefix`` (lower-case hex), at most ``limit`` of them."""
@@ -276,6 +313,7 @@ class Store:
 
     def delete(self, ids: Iterable[str]) -> int:
         """Remove records (a local storage decision: PROTOCOL.md, "Admission of new authors")."""
+        self._looked_up, self._present = frozenset(), set()  # (looked up again when asked)
         with self.transaction():
             return sum(self.conn.execute("DELETE FROM records WHERE id=?", (i,)).rowcount for i in ids)
 
@@ -284,11 +322,11 @@ class Store:
         return _row(row) if row else None
 
     def get_by_idb(self, idb: bytes) -> StoredRecord | None:
-        row = self.conn.execute(f"SELECT {_COLUMNS} FROM records WHERE idb=?", (idb,)).fetchone()
+        row = self.conn.execute(f"SELECT {_COLUMNS} FROM records WHERE id=?", (idb.hex(),)).fetchone()
         return _row(row) if row else None
 
     def data_by_idb(self, idb: bytes) -> bytes | None:
-        row = self.conn.execute("SELECT data FROM records WHERE idb=?", (idb,)).fetchone()
+        row = self.conn.execute("SELECT data FROM records WHERE id=?", (idb.hex(),)).fetchone()
         return bytes(row[0]) if row else None
 
     def list(
@@ -373,13 +411,15 @@ class Store:
         """Apply (id, status) pairs in one transaction; returns how many rows changed."""
         now = self.clock()
         changed = 0
+        execute = self.conn.execute
+        sql = "UPDATE records SET status=?, status_changed=? WHERE id=? AND status<>?"
+        if self._tx_depth:  # (within the open transaction: no need of one of its own)
+            for id_, status in changes:
+                changed += execute(sql, (status, now, id_, status)).rowcount
+            return changed
         with self.transaction():
             for id_, status in changes:
-                cur = self.conn.execute(
-                    "UPDATE records SET status=?, status_changed=? WHERE id=? AND status<>?",
-                    (status, now, id_, status),
-                )
-                changed += cur.rowcount
+                changed += execute(sql, (status, now, id_, status)).rowcount
         return changed
 
     def unpublished(self, author: str) -> list[StoredRecord]:
@@ -410,8 +450,8 @@ class Store:
         with self.transaction():
             for idb, n in dup.items():
                 self.conn.execute(
-                    "UPDATE records SET duplicates=duplicates+?, last_duplicate=? WHERE idb=?",
-                    (n, dup_last[idb], idb),
+                    "UPDATE records SET duplicates=duplicates+?, last_duplicate=? WHERE id=?",
+                    (n, dup_last[idb], idb.hex()),
                 )
             for code, n in rej.items():
                 at, peer, detail = rej_last[code]

@@ -9,9 +9,10 @@ limits, every other check) and stores it, before it goes on to the next type. So
 was offline for days gets the revocations first, and a lesson arriving after its revocation
 is revoked on arrival. Each node pulls only what it asked for; nothing is pushed.
 
-The initiator keeps up to ``WANTS_AHEAD`` WANTs in flight and stores the records of each WANT
-in one store transaction (:meth:`Ingest.accept_batch`); the server writes the answers to a
-WANT at once, and both read frames through a buffer (:class:`openmemory_node.streams.FrameReader`).
+The initiator keeps up to ``WANTS_AHEAD`` WANTs in flight and stores the records of up to
+``WANTS_PER_COMMIT`` WANTs in one store transaction (:meth:`Ingest.accept_batch`), with the
+outcomes of one WANT at a time; the server writes the answers to a WANT at once, and both read
+frames through a buffer (:class:`openmemory_node.streams.FrameReader`).
 
 Frames are unsigned-varint length-prefixed (as fetch's), each starting with a kind byte:
 
@@ -65,6 +66,8 @@ _RECORD_KIND = bytes([RECORD])
 _NOT_FOUND_FRAME = frame(bytes([NOT_FOUND]))
 #: WANT frames a client keeps in flight (pipelined: the server answers them in order).
 WANTS_AHEAD = 4
+#: The answers to this many WANTs are stored in one transaction (``Ingest.accept_batch``).
+WANTS_PER_COMMIT = 4
 
 # Penalty codes (PROTOCOL.md, "Sync").
 SYNC_BAD_MESSAGE = "sync-bad-message"
@@ -324,37 +327,75 @@ class Sync:
         # WANTs of MAX_WANT ids, up to WANTS_AHEAD of them in flight: the server answers the
         # next while this side validates and stores the last (a server answers its frames in
         # order, so this needs nothing of it: PROTOCOL.md, "Sync").
+        # The answers to up to WANTS_PER_COMMIT WANTs are stored in one transaction (a commit
+        # costs per page written, and a bigger one writes each index page once for more
+        # records); what that reads ahead changes no outcome (_store_answers).
         batches = [wanted[start:start + MAX_WANT] for start in range(0, len(wanted), MAX_WANT)]
         sent = 0
         while sent < min(WANTS_AHEAD, len(batches)):
             await self._want(stream, batches[sent])
             sent += 1
+        pending: list[tuple[list[bytes], list[bytes | None]]] = []  # read, not stored yet
         for batch in batches:
-            answers = [await self._read(stream, peer) for _ in batch]
+            answers: list[bytes | None] = []
+            for _ in batch:
+                try:
+                    data = await stream.read(s.frame_timeout)
+                except BaseException:
+                    # (one WANT at a time, the WANTs read before it would have been stored)
+                    self._store_answers(peer, pending, type_, report)
+                    raise
+                answers.append(data)
+                if _broken_frame(data):
+                    self._store_answers(peer, pending + [(batch, answers)], type_, report)  # (raises)
             if sent < len(batches):
-                await self._want(stream, batches[sent])
+                try:
+                    await self._want(stream, batches[sent])
+                except BaseException:
+                    self._store_answers(peer, pending, type_, report)
+                    raise
                 sent += 1
-            self._receive_batch(peer, batch, answers, type_, report)
+            pending.append((batch, answers))
+            if len(pending) == WANTS_PER_COMMIT:
+                batches_read, pending = pending, []
+                self._store_answers(peer, batches_read, type_, report)
+        if pending:
+            self._store_answers(peer, pending, type_, report)
         return len(wanted)
 
     async def _want(self, stream: FrameReader, batch: list[bytes]) -> None:
         await _write(stream.stream, frame(bytes([WANT]) + encode_varint(len(batch)) + b"".join(batch)))
 
-    def _receive_batch(self, peer: str, batch: list[bytes], answers: list[bytes], type_: str,
+    def _store_answers(self, peer: str, pending: list[tuple[list[bytes], list[bytes | None]]], type_: str,
                        report: SessionReport) -> None:
-        """The answers to one WANT, in order: every record up to the first broken answer is
-        validated and stored (one store transaction), then that answer aborts the session."""
+        """The answers to some WANTs, in order, in one store transaction: what a WANT's
+        answers taken one WANT at a time would give. A broken frame (the stream closed, an
+        empty frame, BUSY, ERROR) in a WANT's answers ends the session before any record of
+        that WANT is stored (each WANT's answers were read whole before they were looked
+        at); a wrong answer (NOT_FOUND, another record, another kind) after the records of
+        its WANT before it; an invalid record ends it at that record."""
         from . import wire
 
+        if not pending:
+            return
         good: list[bytes] = []
-        problem: tuple[int, bytes] | None = None  # the first broken answer: (its kind, the id wanted)
-        for idb, answer in zip(batch, answers):
-            if answer[0] != RECORD or wire.record_id(answer[1:]) != idb:
-                problem = (answer[0], idb)
+        ids: list[bytes] = []  # (each checked to be the id of its record's bytes)
+        broken: bytes | None = None  # a broken frame, or
+        problem: tuple[int, bytes] | None = None  # the first wrong answer: (its kind, the id wanted)
+        for batch, answers in pending:
+            broken = next((answer for answer in answers if _broken_frame(answer)), b"ok")
+            if broken != b"ok":
                 break
-            good.append(answer[1:])
+            for idb, answer in zip(batch, answers):
+                if answer[0] != RECORD or wire.record_id(answer[1:]) != idb:  # type: ignore[index]
+                    problem = (answer[0], idb)  # type: ignore[index]
+                    break
+                good.append(answer[1:])  # type: ignore[index]
+                ids.append(idb)
+            if problem is not None:
+                break
         outcomes = self.ingest.accept_batch(good, peer=peer, via="sync", expect_type=type_, solicited=True,
-                                            stop_on_reject=True)
+                                            stop_on_reject=True, ids=ids)
         for data, outcome in zip(good, outcomes):
             action = outcome.verdict.action
             if action is Action.ACCEPT:
@@ -369,6 +410,8 @@ class Sync:
                         self._refused.popitem(last=False)
                 if action is Action.REJECT:
                     raise SyncAbort(f"the peer sent an invalid record ({outcome.verdict.code})")
+        if broken != b"ok":
+            self._check_frame(peer, broken)  # (raises)
         if problem is None:
             return
         kind, idb = problem
@@ -412,7 +455,10 @@ class Sync:
         return True
 
     async def _read(self, stream: FrameReader, peer: str) -> bytes:
-        data = await stream.read(self.settings.frame_timeout)
+        return self._check_frame(peer, await stream.read(self.settings.frame_timeout))
+
+    def _check_frame(self, peer: str, data: bytes | None) -> bytes:
+        """A frame read, or the end of the session (SyncAbort) for a broken one."""
         if data is None:
             raise SyncAbort("the peer closed the stream")
         if not data:
@@ -545,6 +591,11 @@ def protocol_refused(exc: BaseException) -> bool:
             return True
         seen = seen.__cause__ or seen.__context__
     return False
+
+
+def _broken_frame(data: bytes | None) -> bool:
+    """A frame that ends a session where an answer to a WANT was due (:meth:`Sync._check_frame`)."""
+    return not data or data[0] == BUSY or data[0] == ERROR
 
 
 async def _write(stream: Any, data: bytes) -> None:

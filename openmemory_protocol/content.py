@@ -37,6 +37,19 @@ def normalise(text: str) -> str:
     3. Unicode full case folding; 4. NFKC again; 5. every run of White_Space to one space,
     then leading and trailing spaces removed; 6. trailing full stops and spaces removed.
     """
+    if text.isascii():
+        # The same steps on ASCII: NFKC leaves it as it is, it holds no typographic quote, its
+        # case folding is lower(), and it has no white space but single spaces unless it has
+        # two in a row or a control character (tests/protocol/test_content.py compares both).
+        text = text.lower()
+        if "  " in text or not text.isprintable():
+            text = _WHITE_SPACE_RUN.sub(" ", text)
+        return text.strip(" ").rstrip(". ")
+    return _normalise(text)
+
+
+def _normalise(text: str) -> str:
+    """:func:`normalise`, every step on any text (the reference of its ASCII shortcut)."""
     text = unicodedata.normalize("NFKC", text).translate(_QUOTES)
     text = unicodedata.normalize("NFKC", text.casefold())
     text = _WHITE_SPACE_RUN.sub(" ", text).strip(" ")

@@ -41,19 +41,24 @@ def test_every_arrival_and_status_change_takes_the_next_change_number(tmp_path):
     store.close()
 
 
-def test_a_store_of_the_previous_schema_is_numbered_in_arrival_order(tmp_path):
-    path = tmp_path / "node.db"
+def _store_of_schema(path, version: int, numbers) -> sqlite3.Connection:
+    """A node.db file at schema ``version`` holding a lesson row of id f"{n:068x}" for each n."""
     conn = sqlite3.connect(path, isolation_level=None)
     db = sqlite_utils.Database(conn)
-    for migration in store_mod.MIGRATIONS[:2]:
+    for migration in store_mod.MIGRATIONS[:version]:
         migration(db)
-    conn.execute("PRAGMA user_version=2")
-    for n in (5, 6, 7):
+    conn.execute(f"PRAGMA user_version={version}")
+    for n in numbers:
         rid = f"{n:068x}"
         conn.execute("INSERT INTO records (id, idb, type, author, created, arrived, via, status, size, data) "
                      "VALUES (?,?,?,?,?,?,?,?,?,?)", (rid, bytes.fromhex(rid), "lesson", "ab", n, 0.0, "gossip",
                                                      "candidate", 1, b"x"))
-    conn.close()
+    return conn
+
+
+def test_a_store_of_the_previous_schema_is_numbered_in_arrival_order(tmp_path):
+    path = tmp_path / "node.db"
+    _store_of_schema(path, 2, (5, 6, 7)).close()
     store = Store(path)  # migrates
     assert [c for c, _ in store.changes(0)] == [1, 2, 3]
     assert [r.id for _, r in store.changes(0)] == [f"{n:068x}" for n in (5, 6, 7)]
@@ -121,3 +126,27 @@ def test_changes_catch_a_status_change_without_a_record_of_its_own(cluster: Clus
         with pytest.raises(ApiError) as err:
             node.get(f"/v1/changes?{bad}")
         assert err.value.status == 400
+
+
+def test_a_store_of_schema_4_loses_its_idb_index_and_finds_records_by_id_as_before(tmp_path):
+    path = tmp_path / "node.db"
+    conn = _store_of_schema(path, 4, (9,))
+    rid = f"{9:068x}"
+    assert "idx_records_idb" in {row[1] for row in conn.execute("PRAGMA index_list(records)")}
+    conn.close()
+    store = Store(path)  # migrates
+    indexes = {row[1] for row in store.conn.execute("PRAGMA index_list(records)")}
+    assert "idx_records_idb" not in indexes and len(indexes) == 5  # the id's, type+status, kind, author, change
+    idb = bytes.fromhex(rid)
+    assert store.has_idb(idb) and store.get_by_idb(idb).id == rid and store.data_by_idb(idb) == b"x"
+    assert not store.has_idb(bytes.fromhex(f"{8:068x}"))
+    # (the plan of a look-up by id bytes uses the id's index, not a scan)
+    plan = " ".join(str(r) for r in store.conn.execute("EXPLAIN QUERY PLAN SELECT 1 FROM records WHERE id=?", (rid,)))
+    assert "USING" in plan and "INDEX" in plan
+    store.count_duplicate(idb)
+    store.flush()
+    assert store.get_by_idb(idb).duplicates == 1
+    with pytest.raises(ValueError):  # the id is the text of the id bytes, or nothing is stored
+        store.add(id=f"{7:068x}", idb=idb, type="lesson", kind=None, author="ab", created=1, data=b"y",
+                  via="api", from_peer=None, status="candidate")
+    store.close()

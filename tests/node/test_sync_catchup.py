@@ -6,6 +6,7 @@ the batch's atomicity; the buffered frame reader over a byte source fed in arbit
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 import textwrap
@@ -54,10 +55,10 @@ def test_a_fresh_node_catches_up_every_record_with_the_same_statuses(cluster):
     assert b.status()["ingest"]["accepted"] == len(records)
 
 
-def _ingest(home: Path) -> Ingest:
+def _ingest(home: Path, **limits) -> Ingest:
     config = Config()
     store = Store.open(home)
-    return Ingest(store, NodePolicy(config.limits),
+    return Ingest(store, NodePolicy(dataclasses.replace(config.limits, **limits)),
                   status_rules=CommonsStatus(config.commons, store, b"\x01" * 32))
 
 
@@ -276,14 +277,14 @@ def _resigned(records: list[bytes], key_seed: bytes = b"\x07" * 32) -> dict[str,
             "size": b""}
 
 
-def _differential(tmp_path: Path, batches: list[list[bytes]], **kw) -> None:
+def _differential(tmp_path: Path, batches: list[list[bytes]], limits: dict | None = None, **kw) -> None:
     """The batches taken by accept_batch (checked ahead) and record by record by accept: the
-    same outcomes, counts, charges, stored records and statuses."""
+    same outcomes, counts, charges, stored records (every column but the clock's) and statuses."""
     import openmemory_node.ingest as ingest_module
 
     def run(home: Path, ahead: bool):
         home.mkdir()
-        ingest = _ingest(home)
+        ingest = _ingest(home, **(limits or {}))
         results = []
         for batch in batches:
             if ahead:
@@ -298,15 +299,19 @@ def _differential(tmp_path: Path, batches: list[list[bytes]], **kw) -> None:
             results.append([(o.verdict.action, o.verdict.code, o.record.id if o.record else None)
                             for o in outcomes])
         stored = {r.id: r.status for r in ingest.store.list(limit=10_000)}
+        rows = ingest.store.conn.execute(
+            "SELECT rowid, id, idb, type, kind, author, created, via, from_peer, status, duplicates, size, data,"
+            " change FROM records ORDER BY rowid").fetchall()
+        assert len(rows) == len(stored)
         rejections = {code: row["count"] for code, row in ingest.store.rejections().items()}
         penalty = round(ingest.policy.ledger.penalty("12D3KooWPeer", time.time()))  # (it decays)
-        return results, dict(ingest.stats), stored, rejections, penalty
+        return results, dict(ingest.stats), stored, rejections, penalty, rows
 
     assert len(batches[0]) >= ingest_module.PARALLEL_MIN
     ahead = run(tmp_path / "ahead", True)
     alone = run(tmp_path / "alone", False)
     assert ahead == alone
-    return ahead
+    return ahead[:5]
 
 
 def test_a_batch_checked_ahead_gives_what_each_record_alone_gives(tmp_path):
@@ -320,6 +325,19 @@ def test_a_batch_checked_ahead_gives_what_each_record_alone_gives(tmp_path):
     assert codes.count("ok") == 39 and codes.count("duplicate") == 1
     assert {"signature", "observation", "clock-skew", "encoding", "schema", "size"} <= set(codes)
     assert rejections["signature"] == 1 and penalty > 0 and len(stored) == 49
+
+
+def test_a_batch_that_drops_records_without_standing_gives_what_each_record_alone_gives(tmp_path):
+    """The duplicate checks of a batch are looked up at once (Store.look_up): a record the
+    store's bound dropped within the batch, sent again later in it, is new again."""
+    records = make_records(200, 6, int(time.time()))
+    lessons = [r for r in records if wire.decode(r).record_type == "lesson"][:80]
+    batch = lessons[:50] + lessons[:10] + lessons[50:80] + lessons[60:62]
+    results, stats, stored, rejections, penalty = _differential(
+        tmp_path, [lessons[:4], batch], limits={"max_without_standing": 20})
+    assert stats["evicted"] > 0 and stats["duplicate"] >= 4
+    codes = [code for _, code, _ in results[1]]
+    assert codes[:4] == ["duplicate"] * 4 and codes[50:60] == ["ok"] * 10  # dropped, then new again
 
 
 def test_a_bad_signature_in_the_middle_of_a_batch_checked_ahead_ends_it_there(tmp_path):
