@@ -35,6 +35,7 @@ import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
 
+from . import native
 from .tables import char_class, tables
 from .unicode14 import mask_unassigned
 
@@ -398,6 +399,17 @@ class _Compiled:
         self.english = t.english
         self.objects = t.function["object"]
         self.function = frozenset().union(*t.function.values()) | SKIPPED_OPENERS
+        #: the C accelerator of the hot path (openmemory_protocol/_observation_c.c), or None: the
+        #: Python code, which stays the reference (tests/protocol/test_rule_native.py)
+        self.native = _set_up(native.load("openmemory_protocol._observation_c"), self.verbs)
+
+
+def _set_up(module, verbs):
+    """The C accelerator given the tables it reads (the token cache is the Python code's)."""
+    if module is not None:
+        module.setup(_TOKENS, _CLAUSE_WORDS, is_english_word, _prose, verbs, _OPENING, (_W, _C, _T, _N, _O, _S),
+                     _TOKENS_LIMIT)
+    return module
 
 
 _compiled: _Compiled | None = None
@@ -478,6 +490,7 @@ def _token(text: str) -> tuple[str, str, str]:
 
 # Tokens already classified (a token's kind depends on its text only), None for a clause word.
 _TOKENS: dict[str, tuple[str, str, str] | None] = {}
+_TOKENS_LIMIT = 65536  # (cleared when it holds this many)
 _UNSEEN = object()
 
 # Splits the prose at code spans (group 1), clause boundaries (group 2) and brackets and quotation
@@ -552,7 +565,7 @@ def _clauses(canonical: str) -> list[tuple[list[tuple[str, str, str]], bool, boo
                     if token[0] == _W:
                         # words carry whether they are English (step 4), found once per word
                         token = None if token[2] in _CLAUSE_WORDS else token + (is_english_word(token[2]),)
-                    if len(_TOKENS) >= 65536:
+                    if len(_TOKENS) >= _TOKENS_LIMIT:
                         _TOKENS.clear()
                     _TOKENS[raw] = token
                 if token is None:  # a clause word: then, so, but ...
@@ -756,6 +769,35 @@ def is_english_word(word: str) -> bool:
     return False
 
 
+def _counts(clauses: list) -> tuple[int, int, int, int, int]:
+    """The language check's counts: (counted, foreign, symbols, tokens_seen, candidates). Tokens
+    are all but code spans, symbols those without a letter or digit, candidates the words not
+    English; counted are the words as written in lower case (or capitalised, first in a clause),
+    foreign those of them not English."""
+    counted = foreign = symbols = tokens_seen = candidates = 0
+    for tokens, _, _ in clauses:
+        first = True
+        for token in tokens:
+            kind = token[0]
+            if kind == _C:
+                continue
+            tokens_seen += 1
+            if kind == _S:
+                symbols += 1
+            elif kind == _W:
+                english = token[3]
+                if not english:
+                    candidates += 1
+                word = token[1]
+                lowered = token[2]
+                if lowered == word or (first and word[0] != lowered[0] and word[1:] == lowered[1:]):
+                    counted += 1
+                    if not english:
+                        foreign += 1
+                first = False
+    return counted, foreign, symbols, tokens_seen, candidates
+
+
 def _language(folded: str, clauses: list, c: _Compiled) -> ObservationViolation | None:
     if not folded.isascii():
         spaced = _SPACES.sub(" ", folded.translate(_LINE_BREAKS))
@@ -763,32 +805,11 @@ def _language(folded: str, clauses: list, c: _Compiled) -> ObservationViolation 
         letter = c.other_script.search(prose)
         if letter is not None:
             return ObservationViolation("other-script", letter.group())
-    counted = foreign = symbols = tokens_seen = candidates = 0
-    for tokens, _, _ in clauses:
-        for token in tokens:
-            kind = token[0]
-            if kind != _C:
-                tokens_seen += 1
-                if kind == _S:
-                    symbols += 1
-                elif kind == _W and not token[3]:
-                    candidates += 1
+    counted, foreign, symbols, tokens_seen, candidates = (_counts if c.native is None else c.native.counts)(clauses)
     if tokens_seen >= 6 and 2 * symbols > tokens_seen and candidates < 2:
         return ObservationViolation("not-english", f"{symbols} of {tokens_seen} tokens are symbols")
     if candidates < 2:  # fewer than 2 words that are not English: the word test cannot refuse
         return None
-    for tokens, _, _ in clauses:
-        first = True
-        for token in tokens:
-            if token[0] != _W:
-                continue
-            word = token[1]
-            lowered = token[2]
-            if lowered == word or (first and word[0] != lowered[0] and word[1:] == lowered[1:]):
-                counted += 1
-                if not token[3]:
-                    foreign += 1
-            first = False
     if foreign >= 2 and 3 * foreign > counted:
         return ObservationViolation("not-english", f"{foreign} of {counted} words")
     if tokens_seen >= 6 and 2 * symbols > tokens_seen:
@@ -796,10 +817,11 @@ def _language(folded: str, clauses: list, c: _Compiled) -> ObservationViolation 
     return None
 
 
-def observation_violation(text: str) -> ObservationViolation | None:
-    """Return the first way ``text`` breaks the observation rule, or None if it is an observation."""
-    c = _tables()
-    folded, canonical = canonical_form(text)
+def _forms(canonical: str) -> tuple[list[str], set[str]]:
+    """The forms of the text the patterns are searched in (the lowered text, then, when they differ
+    from it, the text without the hyphens inside words and with the digits of look-alike words read
+    as letters) and the words that select the patterns: the ASCII words of them all, and ``<`` and
+    ``[`` when the lowered text holds them."""
     lowered = " ".join(canonical.replace("`", " ").split())
     lowered = lowered.lower() if lowered.isascii() else lowered.translate(_ASCII_LOWER)
     texts = [lowered]
@@ -815,6 +837,33 @@ def observation_violation(text: str) -> ObservationViolation | None:
     for mark in "<[":  # the role-token patterns are selected by the character they start with
         if mark in lowered:
             words.add(mark)
+    return texts, words
+
+
+def _next_clause(clauses: list, start: int, verbs: dict) -> int:
+    """The index of the first clause from ``start`` that asks or may open with an order, else
+    ``len(clauses)``: the quick exit of the imperative walk skips a clause whose first token is a
+    code span, or an English word that is no verb, opens nothing (_OPENING), ends not in ``ly``
+    and is not the name ``Open``: that token is the clause's opener, and no verb."""
+    for i in range(start, len(clauses)):
+        tokens, _, asks = clauses[i]
+        if asks or not tokens:
+            return i
+        first = tokens[0]
+        if first[0] == _C or (first[0] == _W and first[3] and first[2] not in verbs and first[2] not in _OPENING
+                              and not first[2].endswith("ly") and first[1] != "Open"):
+            continue
+        return i
+    return len(clauses)
+
+
+def observation_violation(text: str) -> ObservationViolation | None:
+    """Return the first way ``text`` breaks the observation rule, or None if it is an observation."""
+    c = _tables()
+    folded, canonical = canonical_form(text)
+    accelerated = c.native if canonical.isascii() else None  # (the C path reads ASCII texts only)
+    texts, words = _forms(canonical) if accelerated is None else accelerated.forms(canonical)
+    lowered = texts[0]
     selectors = _selectors()
     for regex in _selected(_ADDRESSED, selectors[0], words):
         for text_form in texts:
@@ -830,18 +879,21 @@ def observation_violation(text: str) -> ObservationViolation | None:
         for match in _REPORTED_RE.finditer(lowered):
             if match.group(1) in c.verbs:
                 return ObservationViolation("obligation", match.group())
-    clauses = _clauses(canonical)
+    if accelerated is None:
+        clauses = _clauses(canonical)
+    else:
+        clauses = accelerated.clauses(canonical)
+    n = len(clauses)
     verbs = c.verbs
-    for tokens, quoted, asks in clauses:
+    at = _next_clause(clauses, 0, verbs) if c.native is None else c.native.next_clause(clauses, 0)
+    while at < n:
+        tokens, quoted, asks = clauses[at]
         if asks:  # a lesson states; it does not ask
             return ObservationViolation("addressed-to-agent", "a question: " + " ".join(t[1] for t in tokens[:8]))
-        first = tokens[0]
-        if first[0] == _C or (first[0] == _W and first[3] and first[2] not in verbs and first[2] not in _OPENING
-                              and not first[2].endswith("ly") and first[1] != "Open"):
-            continue  # (a quick exit: this first token is the opener, and no verb)
         verb = _imperative(tokens, quoted, c)
         if verb is not None:
             return ObservationViolation("imperative-opening", verb)
+        at = _next_clause(clauses, at + 1, verbs) if c.native is None else c.native.next_clause(clauses, at + 1)
     return _language(folded, clauses, c)
 
 

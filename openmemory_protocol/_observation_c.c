@@ -1,0 +1,873 @@
+/* The observation rule's hot path in C (openmemory_protocol/observation.py stays the reference).
+ *
+ * Loaded only through openmemory_protocol.native.load("openmemory_protocol._observation_c"); the
+ * rule calls it for a text whose canonical form is ASCII, and for the counts and the clause scan
+ * on any clauses. Each function here does exactly what the Python function it is named after in
+ * its comment does, answer for answer (tests/protocol/test_rule_native.py):
+ *
+ *   forms(canonical)          -> (texts, words): observation_violation's lowered forms and word set
+ *   clauses(canonical)        -> _clauses(canonical): _prose, _split and the token walk (with the
+ *                                token cache, _TOKENS, shared with the Python code)
+ *   next_clause(clauses, i)   -> _next_clause(clauses, i, verbs): the imperative walk's quick exit
+ *   counts(clauses)           -> _counts(clauses): the language check's counts
+ *   token(raw)                -> _token(raw) then the cache's step (tests)
+ *   setup(...)                   the tables, given once by the Python code
+ *
+ * Texts come from peers: every read is bounded by the string's length, every allocation and API
+ * call is checked, every reference released on every path. The regular expression searches stay
+ * in Python's re; markup (links, tags, emphasis) is removed by the Python _prose, called back.
+ */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <string.h>
+
+#ifndef SOURCE_SHA256
+#define SOURCE_SHA256 "unknown"
+#endif
+
+/* The tables (strong references, set by setup). */
+static PyObject *g_tokens;       /* dict: raw token -> token tuple, or None for a clause word */
+static PyObject *g_clause_words; /* frozenset */
+static PyObject *g_is_english;   /* callable: is_english_word */
+static PyObject *g_prose;        /* callable: _prose */
+static PyObject *g_verbs;        /* dict */
+static PyObject *g_opening;      /* frozenset */
+static PyObject *g_kind[6];      /* "word", "code", "target", "number", "other", "symbol" */
+static Py_ssize_t g_cache_limit = 65536;
+enum { K_W, K_C, K_T, K_N, K_O, K_S };
+
+/* ASCII white space as str.split() and str.isspace() read it. */
+static unsigned char WS[256];
+static unsigned char SPLIT_FIRST[256]; /* where a match of _SPLIT may start */
+
+#define IS_LOWER(c) ((c) >= 'a' && (c) <= 'z')
+#define IS_UPPER(c) ((c) >= 'A' && (c) <= 'Z')
+#define IS_ALPHA(c) (IS_LOWER(c) || IS_UPPER(c))
+#define IS_DIGIT(c) ((c) >= '0' && (c) <= '9')
+
+static int ready(void) {
+    if (g_tokens == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "_observation_c.setup was not called");
+        return 0;
+    }
+    return 1;
+}
+
+static const unsigned char *ascii_data(PyObject *text, Py_ssize_t *n) {
+    if (!PyUnicode_Check(text)) {
+        PyErr_SetString(PyExc_TypeError, "a str is required");
+        return NULL;
+    }
+    if (PyUnicode_READY(text) < 0)
+        return NULL;
+    if (!PyUnicode_IS_ASCII(text)) {
+        PyErr_SetString(PyExc_ValueError, "an ASCII str is required");
+        return NULL;
+    }
+    *n = PyUnicode_GET_LENGTH(text);
+    return PyUnicode_1BYTE_DATA(text);
+}
+
+static PyObject *ascii_str(const unsigned char *s, Py_ssize_t n) {
+    PyObject *out = PyUnicode_New(n, 127);
+    if (out != NULL && n > 0)
+        memcpy(PyUnicode_1BYTE_DATA(out), s, (size_t)n);
+    return out;
+}
+
+/* ---- setup ---------------------------------------------------------------------------- */
+
+static PyObject *setup(PyObject *Py_UNUSED(self), PyObject *args) {
+    PyObject *tokens, *clause_words, *is_english, *prose, *verbs, *opening, *kinds;
+    Py_ssize_t limit;
+    if (!PyArg_ParseTuple(args, "O!O!OOO!O!O!n:setup", &PyDict_Type, &tokens, &PyFrozenSet_Type, &clause_words,
+                          &is_english, &prose, &PyDict_Type, &verbs, &PyFrozenSet_Type, &opening, &PyTuple_Type,
+                          &kinds, &limit))
+        return NULL;
+    if (!PyCallable_Check(is_english) || !PyCallable_Check(prose)) {
+        PyErr_SetString(PyExc_TypeError, "is_english and prose must be callable");
+        return NULL;
+    }
+    if (PyTuple_GET_SIZE(kinds) != 6) {
+        PyErr_SetString(PyExc_ValueError, "six token kinds are required");
+        return NULL;
+    }
+    for (int k = 0; k < 6; k++) {
+        if (!PyUnicode_Check(PyTuple_GET_ITEM(kinds, k))) {
+            PyErr_SetString(PyExc_TypeError, "token kinds must be str");
+            return NULL;
+        }
+    }
+    if (limit < 1) {
+        PyErr_SetString(PyExc_ValueError, "the cache limit must be positive");
+        return NULL;
+    }
+    Py_INCREF(tokens);
+    Py_XSETREF(g_tokens, tokens);
+    Py_INCREF(clause_words);
+    Py_XSETREF(g_clause_words, clause_words);
+    Py_INCREF(is_english);
+    Py_XSETREF(g_is_english, is_english);
+    Py_INCREF(prose);
+    Py_XSETREF(g_prose, prose);
+    Py_INCREF(verbs);
+    Py_XSETREF(g_verbs, verbs);
+    Py_INCREF(opening);
+    Py_XSETREF(g_opening, opening);
+    for (int k = 0; k < 6; k++) {
+        PyObject *kind = PyTuple_GET_ITEM(kinds, k);
+        Py_INCREF(kind);
+        Py_XSETREF(g_kind[k], kind);
+    }
+    g_cache_limit = limit;
+    Py_RETURN_NONE;
+}
+
+/* ---- forms: the lowered text, its de-hyphenated and un-leeted forms, and their word set ---- */
+
+static int add_words(PyObject *words, const unsigned char *s, Py_ssize_t n) {
+    Py_ssize_t i = 0;
+    while (i < n) {
+        if (!IS_LOWER(s[i])) {
+            i++;
+            continue;
+        }
+        Py_ssize_t start = i;
+        while (i < n && IS_LOWER(s[i]))
+            i++;
+        PyObject *word = ascii_str(s + start, i - start);
+        if (word == NULL)
+            return -1;
+        int r = PySet_Add(words, word);
+        Py_DECREF(word);
+        if (r < 0)
+            return -1;
+    }
+    return 0;
+}
+
+static int append_str(PyObject *list, const unsigned char *s, Py_ssize_t n) {
+    PyObject *text = ascii_str(s, n);
+    if (text == NULL)
+        return -1;
+    int r = PyList_Append(list, text);
+    Py_DECREF(text);
+    return r;
+}
+
+static const unsigned char LEET[10] = {'o', 'i', '2', 'e', 'a', 's', '6', 't', '8', '9'};
+
+static PyObject *forms(PyObject *Py_UNUSED(self), PyObject *arg) {
+    Py_ssize_t n;
+    const unsigned char *s = ascii_data(arg, &n);
+    if (s == NULL)
+        return NULL;
+    unsigned char *buf = PyMem_Malloc((size_t)n * 3 + 3);
+    if (buf == NULL)
+        return PyErr_NoMemory();
+    unsigned char *low = buf, *hyph = buf + n + 1, *leet = buf + 2 * n + 2;
+    PyObject *texts = NULL, *words = NULL, *out = NULL;
+
+    /* " ".join(canonical.replace("`", " ").split()).lower() */
+    Py_ssize_t m = 0;
+    int pending = 0, has_hyphen = 0, has_digit = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        unsigned char c = s[i];
+        if (WS[c] || c == '`') {
+            pending = m > 0;
+            continue;
+        }
+        if (pending) {
+            low[m++] = ' ';
+            pending = 0;
+        }
+        if (IS_UPPER(c))
+            c = (unsigned char)(c + 32);
+        has_hyphen |= c == '-';
+        has_digit |= IS_DIGIT(c);
+        low[m++] = c;
+    }
+
+    /* _HYPHENATED.sub("", lowered): a run of hyphens between two letters removed */
+    Py_ssize_t h = 0;
+    int hyphenated = 0;
+    if (has_hyphen) {
+        Py_ssize_t i = 0;
+        while (i < m) {
+            if (low[i] != '-') {
+                hyph[h++] = low[i++];
+                continue;
+            }
+            Py_ssize_t end = i;
+            while (end < m && low[end] == '-')
+                end++;
+            if (i > 0 && IS_LOWER(low[i - 1]) && end < m && IS_LOWER(low[end])) {
+                hyphenated = 1;
+            } else {
+                memcpy(hyph + h, low + i, (size_t)(end - i));
+                h += end - i;
+            }
+            i = end;
+        }
+    }
+
+    /* _LEET_WORD.sub(_unleet, lowered): a run of letters and digits holding both, not beside a
+       letter, digit or underscore, its digits read as letters */
+    int leeted = 0;
+    if (has_digit) {
+        Py_ssize_t i = 0;
+        while (i < m) {
+            unsigned char c = low[i];
+            if (!(IS_LOWER(c) || IS_DIGIT(c))) {
+                leet[i] = c;
+                i++;
+                continue;
+            }
+            Py_ssize_t start = i;
+            int letters = 0, digits = 0;
+            while (i < m && (IS_LOWER(low[i]) || IS_DIGIT(low[i]))) {
+                letters |= IS_LOWER(low[i]);
+                digits |= IS_DIGIT(low[i]);
+                i++;
+            }
+            int whole = (start == 0 || low[start - 1] != '_') && (i == m || low[i] != '_');
+            for (Py_ssize_t k = start; k < i; k++) {
+                unsigned char d = low[k];
+                leet[k] = (whole && letters && digits && IS_DIGIT(d)) ? LEET[d - '0'] : d;
+            }
+            if (whole && letters && digits)
+                leeted = 1;
+        }
+    }
+
+    texts = PyList_New(0);
+    words = PySet_New(NULL);
+    if (texts == NULL || words == NULL)
+        goto done;
+    if (append_str(texts, low, m) < 0 || add_words(words, low, m) < 0)
+        goto done;
+    if (hyphenated && (append_str(texts, hyph, h) < 0 || add_words(words, hyph, h) < 0))
+        goto done;
+    if (leeted && (append_str(texts, leet, m) < 0 || add_words(words, leet, m) < 0))
+        goto done;
+    /* the role-token patterns are selected by the character they start with */
+    if (memchr(low, '<', (size_t)m) != NULL) {
+        PyObject *mark = PyUnicode_FromStringAndSize("<", 1);
+        if (mark == NULL)
+            goto done;
+        int r = PySet_Add(words, mark);
+        Py_DECREF(mark);
+        if (r < 0)
+            goto done;
+    }
+    if (memchr(low, '[', (size_t)m) != NULL) {
+        PyObject *mark = PyUnicode_FromStringAndSize("[", 1);
+        if (mark == NULL)
+            goto done;
+        int r = PySet_Add(words, mark);
+        Py_DECREF(mark);
+        if (r < 0)
+            goto done;
+    }
+    out = PyTuple_Pack(2, texts, words);
+done:
+    PyMem_Free(buf);
+    Py_XDECREF(texts);
+    Py_XDECREF(words);
+    return out;
+}
+
+/* ---- tokens ------------------------------------------------------------------------------ */
+
+/* _token(raw) for an ASCII token without white space, then the cache's step: a word gets
+   whether it is English, a clause word is None. A new reference. */
+static PyObject *classify(PyObject *raw, const unsigned char *s, Py_ssize_t n) {
+    int letters = 0, alnum = 0, apostrophes = 0, upper = 0, slash = 0, number = n > 0 && IS_DIGIT(s[0]);
+    Py_ssize_t apostrophe_at = -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        unsigned char c = s[i];
+        if (IS_ALPHA(c)) {
+            letters++;
+            upper |= IS_UPPER(c);
+        } else if (c == '\'') {
+            apostrophes++;
+            apostrophe_at = i;
+        }
+        if (IS_ALPHA(c) || IS_DIGIT(c))
+            alnum = 1;
+        if (!(IS_DIGIT(c) || c == '.' || c == ','))
+            number = 0;
+        slash |= c == '/';
+    }
+    /* text.isalpha() and text.isascii() or _WORD.fullmatch(text): [A-Za-z]+(?:'[A-Za-z]+)? */
+    int word = n > 0 && (letters == n || (apostrophes == 1 && letters == n - 1 && apostrophe_at > 0 &&
+                                          apostrophe_at < n - 1));
+    if (word) {
+        PyObject *lower;
+        if (upper) {
+            lower = PyUnicode_New(n, 127);
+            if (lower == NULL)
+                return NULL;
+            unsigned char *d = PyUnicode_1BYTE_DATA(lower);
+            for (Py_ssize_t i = 0; i < n; i++)
+                d[i] = IS_UPPER(s[i]) ? (unsigned char)(s[i] + 32) : s[i];
+        } else {
+            lower = raw;
+            Py_INCREF(lower);
+        }
+        int clause = PySet_Contains(g_clause_words, lower);
+        if (clause < 0) {
+            Py_DECREF(lower);
+            return NULL;
+        }
+        if (clause) {
+            Py_DECREF(lower);
+            Py_RETURN_NONE;
+        }
+        PyObject *english = PyObject_CallOneArg(g_is_english, lower);
+        if (english == NULL) {
+            Py_DECREF(lower);
+            return NULL;
+        }
+        PyObject *token = PyTuple_Pack(4, g_kind[K_W], raw, lower, english);
+        Py_DECREF(lower);
+        Py_DECREF(english);
+        return token;
+    }
+    int kind;
+    if (!alnum)
+        kind = K_S;
+    else if (number)
+        kind = K_N;
+    else if (slash || s[0] == '-' || s[0] == '~' || s[0] == '$' || s[0] == '.')
+        kind = K_T;
+    else
+        kind = K_O;
+    return PyTuple_Pack(3, g_kind[kind], raw, raw);
+}
+
+/* The token of raw text s[0:n], from the cache or classified and cached. A new reference. */
+static PyObject *token_of(PyObject *raw, const unsigned char *s, Py_ssize_t n) {
+    PyObject *token = PyDict_GetItemWithError(g_tokens, raw);
+    if (token != NULL) {
+        Py_INCREF(token);
+        return token;
+    }
+    if (PyErr_Occurred())
+        return NULL;
+    token = classify(raw, s, n);
+    if (token == NULL)
+        return NULL;
+    if (PyDict_GET_SIZE(g_tokens) >= g_cache_limit)
+        PyDict_Clear(g_tokens);
+    if (PyDict_SetItem(g_tokens, raw, token) < 0) {
+        Py_DECREF(token);
+        return NULL;
+    }
+    return token;
+}
+
+static PyObject *token_py(PyObject *Py_UNUSED(self), PyObject *arg) {
+    Py_ssize_t n;
+    const unsigned char *s = ascii_data(arg, &n);
+    if (s == NULL || !ready())
+        return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (WS[s[i]] || s[i] == '`') {
+            PyErr_SetString(PyExc_ValueError, "a token holds no white space");
+            return NULL;
+        }
+    }
+    return token_of(arg, s, n);
+}
+
+/* ---- clauses ----------------------------------------------------------------------------- */
+
+typedef struct {
+    PyObject *clauses; /* list of (tokens, quoted, asks) */
+    PyObject *stack;   /* list of the token lists a bracket or quote interrupted */
+    PyObject *current; /* list */
+} Walk;
+
+/* clauses.append((current, quoted, asks)) if current, then current = [] */
+static int close_clause(Walk *w, int quoted, int asks) {
+    if (PyList_GET_SIZE(w->current) == 0)
+        return 0;
+    PyObject *clause = PyTuple_Pack(3, w->current, quoted ? Py_True : Py_False, asks ? Py_True : Py_False);
+    if (clause == NULL)
+        return -1;
+    int r = PyList_Append(w->clauses, clause);
+    Py_DECREF(clause);
+    if (r < 0)
+        return -1;
+    PyObject *fresh = PyList_New(0);
+    if (fresh == NULL)
+        return -1;
+    Py_SETREF(w->current, fresh);
+    return 0;
+}
+
+/* The tokens of a text between two matches of the split, s[a:b]. *last gets the last raw token
+   (a new reference) or NULL. */
+static int walk_text(Walk *w, const unsigned char *s, Py_ssize_t a, Py_ssize_t b, PyObject **last) {
+    Py_ssize_t i = a;
+    while (i < b) {
+        if (WS[s[i]] || s[i] == '`') {
+            i++;
+            continue;
+        }
+        Py_ssize_t start = i;
+        while (i < b && !WS[s[i]] && s[i] != '`')
+            i++;
+        PyObject *raw = ascii_str(s + start, i - start);
+        if (raw == NULL)
+            return -1;
+        PyObject *token = token_of(raw, s + start, i - start);
+        if (token == NULL) {
+            Py_DECREF(raw);
+            return -1;
+        }
+        Py_XSETREF(*last, raw);
+        int r;
+        if (token == Py_None) /* a clause word: then, so, but ... */
+            r = close_clause(w, PyList_GET_SIZE(w->stack) > 0, 0);
+        else
+            r = PyList_Append(w->current, token);
+        Py_DECREF(token);
+        if (r < 0)
+            return -1;
+    }
+    return 0;
+}
+
+enum { M_NONE, M_CODE, M_BOUND, M_MARK };
+
+/* _SPLIT_BODY.match(s, p): which group matched, and its end. */
+static int split_match(const unsigned char *s, Py_ssize_t n, Py_ssize_t p, Py_ssize_t *end) {
+    unsigned char c = s[p];
+    Py_ssize_t q = p;
+    switch (c) {
+    case '`': { /* (`+[^`]*`+) */
+        while (q < n && s[q] == '`')
+            q++;
+        Py_ssize_t r = q;
+        while (r < n && s[r] != '`')
+            r++;
+        if (r < n) {
+            while (r < n && s[r] == '`')
+                r++;
+            *end = r;
+            return M_CODE;
+        }
+        if (q - p >= 2) { /* no closing run: the opening run, less one, and its last backtick */
+            *end = q;
+            return M_CODE;
+        }
+        return M_NONE;
+    }
+    case '.': case '!': case '?': case ';': case ':': /* [.!?;:]+(?=[ \n"')\]}]|$) */
+        while (q < n && (s[q] == '.' || s[q] == '!' || s[q] == '?' || s[q] == ';' || s[q] == ':'))
+            q++;
+        if (q == n || s[q] == ' ' || s[q] == '\n' || s[q] == '"' || s[q] == '\'' || s[q] == ')' || s[q] == ']' ||
+            s[q] == '}') {
+            *end = q;
+            return M_BOUND;
+        }
+        return M_NONE;
+    case ',': case '\n':
+        *end = p + 1;
+        return M_BOUND;
+    case '-': /* -(?:(?<=^-)|(?<=[ \n]-))-*(?![^ \n]) */
+        if (p > 0 && s[p - 1] != ' ' && s[p - 1] != '\n')
+            return M_NONE;
+        while (q < n && s[q] == '-')
+            q++;
+        if (q == n || s[q] == ' ' || s[q] == '\n') {
+            *end = q;
+            return M_BOUND;
+        }
+        return M_NONE;
+    case '(': case ')': case '[': case ']': case '{': case '}': case '"':
+        *end = p + 1;
+        return M_MARK;
+    case '\'': /* '(?:(?<=^')|(?<=[^A-Za-z]')|(?![A-Za-z])) */
+        if (p == 0 || !IS_ALPHA(s[p - 1]) || p + 1 == n || !IS_ALPHA(s[p + 1])) {
+            *end = p + 1;
+            return M_MARK;
+        }
+        return M_NONE;
+    default:
+        return M_NONE;
+    }
+}
+
+static int has_markup(const unsigned char *s, Py_ssize_t n) {
+    for (Py_ssize_t i = 0; i < n; i++) {
+        unsigned char c = s[i];
+        if (c == '[' || c == '<' || c == '*' || c == '~' || c == '_')
+            return 1;
+        if (c == '-' && i + 2 < n && s[i + 1] == '-' && s[i + 2] == '>')
+            return 1;
+    }
+    return 0;
+}
+
+static int walk_prose(Walk *w, const unsigned char *s, Py_ssize_t n) {
+    int quote_open[2] = {0, 0}; /* '"' and "'" alternate, each on its own */
+    Py_ssize_t last = 0, at = 0;
+    for (;;) {
+        Py_ssize_t end = 0;
+        int group = M_NONE;
+        while (at < n) {
+            if (SPLIT_FIRST[s[at]] && (group = split_match(s, n, at, &end)) != M_NONE)
+                break;
+            at++;
+        }
+        if (at >= n)
+            group = M_NONE;
+        /* the text before the match (or the rest) */
+        Py_ssize_t a = last, b = group == M_NONE ? n : at;
+        PyObject *last_raw = NULL;
+        int spoken = 0; /* text and not text.isspace() */
+        for (Py_ssize_t i = a; i < b; i++) {
+            if (!WS[s[i]]) {
+                spoken = 1;
+                break;
+            }
+        }
+        if (spoken && walk_text(w, s, a, b, &last_raw) < 0) {
+            Py_XDECREF(last_raw);
+            return -1;
+        }
+        if (group == M_NONE) {
+            Py_XDECREF(last_raw);
+            return 0;
+        }
+        /* a call: expect(response) */
+        if (group == M_MARK && s[at] == '(' && b > a && !WS[s[b - 1]] && s[b - 1] != '`' && last_raw != NULL &&
+            PyList_GET_SIZE(w->current) > 0) {
+            Py_ssize_t k = PyList_GET_SIZE(w->current) - 1;
+            PyObject *prev = PyList_GET_ITEM(w->current, k);
+            if (!PyTuple_Check(prev) || PyTuple_GET_SIZE(prev) < 2) {
+                PyErr_SetString(PyExc_TypeError, "a token is a tuple");
+                Py_DECREF(last_raw);
+                return -1;
+            }
+            PyObject *text = PyTuple_GET_ITEM(prev, 1);
+            int same = PyUnicode_Check(text) && PyUnicode_Compare(text, last_raw) == 0;
+            if (PyErr_Occurred()) {
+                Py_DECREF(last_raw);
+                return -1;
+            }
+            if (same) {
+                PyObject *call = PyTuple_Pack(3, g_kind[K_O], text, text);
+                if (call == NULL) {
+                    Py_DECREF(last_raw);
+                    return -1;
+                }
+                PyList_SET_ITEM(w->current, k, call); /* steals call */
+                Py_DECREF(prev);
+            }
+        }
+        Py_XDECREF(last_raw);
+        if (group == M_CODE) {
+            PyObject *code = ascii_str(s + at, end - at);
+            if (code == NULL)
+                return -1;
+            PyObject *token = PyTuple_Pack(3, g_kind[K_C], code, code);
+            Py_DECREF(code);
+            if (token == NULL)
+                return -1;
+            int r = PyList_Append(w->current, token);
+            Py_DECREF(token);
+            if (r < 0)
+                return -1;
+        } else if (group == M_BOUND) {
+            int stacked = PyList_GET_SIZE(w->stack) > 0;
+            int asks = !stacked && memchr(s + at, '?', (size_t)(end - at)) != NULL;
+            if (close_clause(w, stacked, asks) < 0)
+                return -1;
+        } else {
+            unsigned char mark = s[at];
+            int opens;
+            if (mark == '"' || mark == '\'') {
+                int *state = &quote_open[mark == '\''];
+                *state = !*state;
+                opens = *state;
+            } else {
+                opens = mark == '(' || mark == '[' || mark == '{';
+            }
+            if (opens) {
+                if (PyList_Append(w->stack, w->current) < 0)
+                    return -1;
+                PyObject *fresh = PyList_New(0);
+                if (fresh == NULL)
+                    return -1;
+                Py_SETREF(w->current, fresh);
+            } else {
+                if (close_clause(w, 1, 0) < 0)
+                    return -1;
+                Py_ssize_t depth = PyList_GET_SIZE(w->stack);
+                if (depth > 0) {
+                    PyObject *outer = PyList_GET_ITEM(w->stack, depth - 1);
+                    Py_INCREF(outer);
+                    if (PyList_SetSlice(w->stack, depth - 1, depth, NULL) < 0) {
+                        Py_DECREF(outer);
+                        return -1;
+                    }
+                    Py_SETREF(w->current, outer);
+                } /* (else close_clause left current empty) */
+            }
+        }
+        last = at = end;
+    }
+}
+
+static PyObject *clauses(PyObject *Py_UNUSED(self), PyObject *arg) {
+    Py_ssize_t n;
+    const unsigned char *s = ascii_data(arg, &n);
+    if (s == NULL || !ready())
+        return NULL;
+    PyObject *prose = NULL;
+    unsigned char *spaced = NULL;
+    Walk w = {PyList_New(0), PyList_New(0), PyList_New(0)};
+    PyObject *out = NULL;
+    if (w.clauses == NULL || w.stack == NULL || w.current == NULL)
+        goto done;
+    if (has_markup(s, n)) { /* links, tags, emphasis: the Python _prose */
+        prose = PyObject_CallOneArg(g_prose, arg);
+        if (prose == NULL || (s = ascii_data(prose, &n)) == NULL)
+            goto done;
+    } else {
+        /* line breaks as U+000A, other white space as U+0020 */
+        Py_ssize_t i = 0;
+        while (i < n && !(WS[s[i]] && s[i] != ' ' && s[i] != '\n'))
+            i++;
+        if (i < n) {
+            spaced = PyMem_Malloc((size_t)n + 1);
+            if (spaced == NULL) {
+                PyErr_NoMemory();
+                goto done;
+            }
+            for (Py_ssize_t k = 0; k < n; k++) {
+                unsigned char c = s[k];
+                spaced[k] = (c == '\t' || c == 0x1f) ? ' ' : (WS[c] && c != ' ') ? '\n' : c;
+            }
+            s = spaced;
+        }
+    }
+    if (walk_prose(&w, s, n) < 0)
+        goto done;
+    for (;;) {
+        Py_ssize_t depth = PyList_GET_SIZE(w.stack);
+        if (close_clause(&w, depth > 0, 0) < 0)
+            goto done;
+        if (depth == 0)
+            break;
+        PyObject *outer = PyList_GET_ITEM(w.stack, depth - 1);
+        Py_INCREF(outer);
+        if (PyList_SetSlice(w.stack, depth - 1, depth, NULL) < 0) {
+            Py_DECREF(outer);
+            goto done;
+        }
+        Py_SETREF(w.current, outer);
+    }
+    out = w.clauses;
+    w.clauses = NULL;
+done:
+    PyMem_Free(spaced);
+    Py_XDECREF(prose);
+    Py_XDECREF(w.clauses);
+    Py_XDECREF(w.stack);
+    Py_XDECREF(w.current);
+    return out;
+}
+
+/* ---- the clause scan and the counts (any clauses: also those of the Python path) ------------ */
+
+static int is_kind(PyObject *value, int k) {
+    if (value == g_kind[k])
+        return 1;
+    if (!PyUnicode_Check(value))
+        return 0;
+    return PyUnicode_Compare(value, g_kind[k]) == 0;
+}
+
+/* clauses[i] as (tokens, quoted, asks), checked */
+static int clause_at(PyObject *clauses, Py_ssize_t i, PyObject **tokens, PyObject **asks) {
+    PyObject *clause = PyList_GET_ITEM(clauses, i);
+    if (!PyTuple_Check(clause) || PyTuple_GET_SIZE(clause) != 3 || !PyList_Check(PyTuple_GET_ITEM(clause, 0))) {
+        PyErr_SetString(PyExc_TypeError, "a clause is a (list, bool, bool) tuple");
+        return -1;
+    }
+    *tokens = PyTuple_GET_ITEM(clause, 0);
+    if (asks != NULL)
+        *asks = PyTuple_GET_ITEM(clause, 2);
+    return 0;
+}
+
+static PyObject *token_item(PyObject *token, Py_ssize_t k) {
+    if (!PyTuple_Check(token) || PyTuple_GET_SIZE(token) <= k) {
+        PyErr_SetString(PyExc_TypeError, "a token is a (kind, text, lower-case text[, english]) tuple");
+        return NULL;
+    }
+    return PyTuple_GET_ITEM(token, k);
+}
+
+static int ends_with_ly(PyObject *word) {
+    if (!PyUnicode_Check(word))
+        return 0;
+    Py_ssize_t n = PyUnicode_GET_LENGTH(word);
+    return n >= 2 && PyUnicode_READ_CHAR(word, n - 2) == 'l' && PyUnicode_READ_CHAR(word, n - 1) == 'y';
+}
+
+/* The index of the first clause from start that asks, or whose first token may open an order
+   (the quick exit of observation_violation's walk fails), or len(clauses). */
+static PyObject *next_clause(PyObject *Py_UNUSED(self), PyObject *args) {
+    PyObject *list;
+    Py_ssize_t start;
+    if (!PyArg_ParseTuple(args, "O!n:next_clause", &PyList_Type, &list, &start) || !ready())
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(list);
+    for (Py_ssize_t i = start < 0 ? 0 : start; i < n; i++) {
+        PyObject *tokens, *asks, *first, *kind;
+        if (clause_at(list, i, &tokens, &asks) < 0)
+            return NULL;
+        int r = PyObject_IsTrue(asks);
+        if (r < 0)
+            return NULL;
+        if (r || PyList_GET_SIZE(tokens) == 0)
+            return PyLong_FromSsize_t(i);
+        first = PyList_GET_ITEM(tokens, 0);
+        if ((kind = token_item(first, 0)) == NULL)
+            return NULL;
+        if (is_kind(kind, K_C))
+            continue;
+        if (!is_kind(kind, K_W))
+            return PyLong_FromSsize_t(i);
+        PyObject *text, *lower, *english;
+        if ((english = token_item(first, 3)) == NULL)
+            return NULL;
+        text = PyTuple_GET_ITEM(first, 1);
+        lower = PyTuple_GET_ITEM(first, 2);
+        if ((r = PyObject_IsTrue(english)) <= 0) {
+            if (r < 0)
+                return NULL;
+            return PyLong_FromSsize_t(i);
+        }
+        if ((r = PyDict_Contains(g_verbs, lower)) != 0) {
+            if (r < 0)
+                return NULL;
+            return PyLong_FromSsize_t(i);
+        }
+        if ((r = PySet_Contains(g_opening, lower)) != 0) {
+            if (r < 0)
+                return NULL;
+            return PyLong_FromSsize_t(i);
+        }
+        if (ends_with_ly(lower) || (PyUnicode_Check(text) && PyUnicode_CompareWithASCIIString(text, "Open") == 0))
+            return PyLong_FromSsize_t(i);
+    }
+    return PyLong_FromSsize_t(n);
+}
+
+/* word[0] != lower[0] and word[1:] == lower[1:] */
+static int capitalised(PyObject *word, PyObject *lower) {
+    Py_ssize_t n = PyUnicode_GET_LENGTH(word);
+    if (n == 0 || n != PyUnicode_GET_LENGTH(lower))
+        return 0;
+    if (PyUnicode_READ_CHAR(word, 0) == PyUnicode_READ_CHAR(lower, 0))
+        return 0;
+    for (Py_ssize_t i = 1; i < n; i++) {
+        if (PyUnicode_READ_CHAR(word, i) != PyUnicode_READ_CHAR(lower, i))
+            return 0;
+    }
+    return 1;
+}
+
+/* (counted, foreign, symbols, tokens_seen, candidates) of _language */
+static PyObject *counts(PyObject *Py_UNUSED(self), PyObject *arg) {
+    if (!PyList_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "clauses must be a list");
+        return NULL;
+    }
+    if (!ready())
+        return NULL;
+    Py_ssize_t counted = 0, foreign = 0, symbols = 0, seen = 0, candidates = 0;
+    Py_ssize_t n = PyList_GET_SIZE(arg);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *tokens;
+        if (clause_at(arg, i, &tokens, NULL) < 0)
+            return NULL;
+        int first = 1;
+        for (Py_ssize_t j = 0; j < PyList_GET_SIZE(tokens); j++) {
+            PyObject *token = PyList_GET_ITEM(tokens, j), *kind;
+            if ((kind = token_item(token, 0)) == NULL)
+                return NULL;
+            if (is_kind(kind, K_C))
+                continue;
+            seen++;
+            if (is_kind(kind, K_S)) {
+                symbols++;
+                continue;
+            }
+            if (!is_kind(kind, K_W))
+                continue;
+            PyObject *english = token_item(token, 3);
+            if (english == NULL)
+                return NULL;
+            PyObject *word = PyTuple_GET_ITEM(token, 1), *lower = PyTuple_GET_ITEM(token, 2);
+            if (!PyUnicode_Check(word) || !PyUnicode_Check(lower)) {
+                PyErr_SetString(PyExc_TypeError, "a word token's texts are str");
+                return NULL;
+            }
+            int is_english = PyObject_IsTrue(english);
+            if (is_english < 0)
+                return NULL;
+            candidates += !is_english;
+            int same = PyUnicode_Compare(word, lower) == 0;
+            if (PyErr_Occurred())
+                return NULL;
+            if (same || (first && capitalised(word, lower))) {
+                counted++;
+                foreign += !is_english;
+            }
+            first = 0;
+        }
+    }
+    return Py_BuildValue("(nnnnn)", counted, foreign, symbols, seen, candidates);
+}
+
+/* ---- the module ------------------------------------------------------------------------- */
+
+static PyMethodDef methods[] = {
+    {"setup", setup, METH_VARARGS,
+     "setup(tokens, clause_words, is_english_word, prose, verbs, opening, kinds, cache_limit): the tables"},
+    {"forms", forms, METH_O, "forms(canonical) -> (texts, words): the lowered forms of an ASCII text, and their words"},
+    {"clauses", clauses, METH_O, "clauses(canonical) -> the clauses of an ASCII text (observation._clauses)"},
+    {"next_clause", next_clause, METH_VARARGS, "next_clause(clauses, start) -> observation._next_clause"},
+    {"counts", counts, METH_O, "counts(clauses) -> (counted, foreign, symbols, tokens_seen, candidates)"},
+    {"token", token_py, METH_O, "token(raw) -> the token of an ASCII raw token, through the cache"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_observation_c", "The observation rule's hot path (observation.py is the reference).",
+    -1, methods, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__observation_c(void) {
+    for (int c = 0; c < 256; c++) {
+        WS[c] = (c >= 0x09 && c <= 0x0d) || (c >= 0x1c && c <= 0x20);
+        SPLIT_FIRST[c] = c != 0 && strchr("`.!?;:,\n-()[]{}\"'", c) != NULL;
+    }
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL)
+        return NULL;
+    if (PyModule_AddStringConstant(m, "SOURCE_SHA256", SOURCE_SHA256) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
