@@ -5,9 +5,11 @@
  * on any clauses. Each function here does exactly what the Python function it is named after in
  * its comment does, answer for answer (tests/protocol/test_rule_native.py):
  *
- *   forms(canonical)          -> (texts, words): observation_violation's lowered forms and word set
- *   clauses(canonical)        -> _clauses(canonical): _prose, _split and the token walk (with the
- *                                token cache, _TOKENS, shared with the Python code)
+ *   forms(canonical, vocabulary) -> _forms(canonical), its words only those of vocabulary (the
+ *                                words the rule asks the set about: no str is made for the others)
+ *   clauses(canonical)        -> _clauses(canonical): _prose, _split and the token walk, with a
+ *                                token cache of its own found by the token's bytes (as _TOKENS:
+ *                                emptied when it holds cache_limit tokens)
  *   next_clause(clauses, i)   -> _next_clause(clauses, i, verbs): the imperative walk's quick exit
  *   counts(clauses)           -> _counts(clauses): the language check's counts
  *   token(raw)                -> _token(raw) then the cache's step (tests)
@@ -27,7 +29,6 @@
 #endif
 
 /* The tables (strong references, set by setup). */
-static PyObject *g_tokens;       /* dict: raw token -> token tuple, or None for a clause word */
 static PyObject *g_clause_words; /* frozenset */
 static PyObject *g_is_english;   /* callable: is_english_word */
 static PyObject *g_prose;        /* callable: _prose */
@@ -35,6 +36,7 @@ static PyObject *g_verbs;        /* dict */
 static PyObject *g_opening;      /* frozenset */
 static PyObject *g_kind[6];      /* "word", "code", "target", "number", "other", "symbol" */
 static Py_ssize_t g_cache_limit = 65536;
+static PyObject *g_vocabulary;   /* frozenset: the words forms() keeps (its table below) */
 enum { K_W, K_C, K_T, K_N, K_O, K_S };
 
 /* ASCII white space as str.split() and str.isspace() read it. */
@@ -47,7 +49,7 @@ static unsigned char SPLIT_FIRST[256]; /* where a match of _SPLIT may start */
 #define IS_DIGIT(c) ((c) >= '0' && (c) <= '9')
 
 static int ready(void) {
-    if (g_tokens == NULL) {
+    if (g_verbs == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "_observation_c.setup was not called");
         return 0;
     }
@@ -76,14 +78,113 @@ static PyObject *ascii_str(const unsigned char *s, Py_ssize_t n) {
     return out;
 }
 
+static int same_str(PyObject *a, PyObject *b) { /* a == b, for two str */
+    if (a == b)
+        return 1;
+    Py_ssize_t n = PyUnicode_GET_LENGTH(a);
+    if (n != PyUnicode_GET_LENGTH(b) || PyUnicode_KIND(a) != PyUnicode_KIND(b))
+        return 0;
+    return memcmp(PyUnicode_DATA(a), PyUnicode_DATA(b), (size_t)n * PyUnicode_KIND(a)) == 0;
+}
+
+static uint64_t hash_bytes(const unsigned char *s, Py_ssize_t n) { /* FNV-1a */
+    uint64_t h = 1469598103934665603ULL;
+    for (Py_ssize_t i = 0; i < n; i++)
+        h = (h ^ s[i]) * 1099511628211ULL;
+    return h;
+}
+
+/* A table of ASCII str keys found by their bytes (no str made to look one up), each with a
+   value; both references owned. Open addressing, at most half full. */
+typedef struct {
+    uint64_t hash;
+    PyObject *key;   /* NULL: an empty slot */
+    PyObject *value;
+} Slot;
+
+typedef struct {
+    Slot *slots;
+    size_t mask;     /* capacity - 1 (a power of 2), or 0 when there are no slots */
+    Py_ssize_t used;
+} Table;
+
+static void table_clear(Table *t) {
+    if (t->slots != NULL) {
+        for (size_t i = 0; i <= t->mask; i++) {
+            Py_CLEAR(t->slots[i].key);
+            Py_CLEAR(t->slots[i].value);
+        }
+    }
+    t->used = 0;
+}
+
+static void table_free(Table *t) {
+    table_clear(t);
+    PyMem_Free(t->slots);
+    t->slots = NULL;
+    t->mask = 0;
+}
+
+/* The value of the key of bytes s[0:n] (borrowed), or NULL. */
+static PyObject *table_get(const Table *t, const unsigned char *s, Py_ssize_t n, uint64_t h) {
+    if (t->slots == NULL)
+        return NULL;
+    for (size_t i = (size_t)h & t->mask;; i = (i + 1) & t->mask) {
+        const Slot *slot = &t->slots[i];
+        if (slot->key == NULL)
+            return NULL;
+        if (slot->hash == h && PyUnicode_GET_LENGTH(slot->key) == n &&
+            memcmp(PyUnicode_1BYTE_DATA(slot->key), s, (size_t)n) == 0)
+            return slot->value;
+    }
+}
+
+/* Adds an ASCII key that is not in the table (steals nothing: increfs both). */
+static int table_add(Table *t, PyObject *key, PyObject *value, uint64_t h) {
+    if (t->slots == NULL || (size_t)(t->used + 1) * 2 > t->mask + 1) {
+        size_t capacity = t->slots == NULL ? 256 : (t->mask + 1) * 2;
+        if (capacity > ((size_t)PY_SSIZE_T_MAX / sizeof(Slot)))
+            return PyErr_NoMemory(), -1;
+        Slot *slots = PyMem_Calloc(capacity, sizeof(Slot));
+        if (slots == NULL)
+            return PyErr_NoMemory(), -1;
+        if (t->slots != NULL) {
+            for (size_t i = 0; i <= t->mask; i++) {
+                Slot *old = &t->slots[i];
+                if (old->key == NULL)
+                    continue;
+                size_t k = (size_t)old->hash & (capacity - 1);
+                while (slots[k].key != NULL)
+                    k = (k + 1) & (capacity - 1);
+                slots[k] = *old;
+            }
+            PyMem_Free(t->slots);
+        }
+        t->slots = slots;
+        t->mask = capacity - 1;
+    }
+    size_t i = (size_t)h & t->mask;
+    while (t->slots[i].key != NULL)
+        i = (i + 1) & t->mask;
+    Py_INCREF(key);
+    Py_INCREF(value);
+    t->slots[i].hash = h;
+    t->slots[i].key = key;
+    t->slots[i].value = value;
+    t->used++;
+    return 0;
+}
+
+static Table g_cache;      /* raw token -> its token (a tuple), or None for a clause word */
+static Table g_words;      /* the words of g_vocabulary (their values: themselves) */
+
 /* ---- setup ---------------------------------------------------------------------------- */
 
 static PyObject *setup(PyObject *Py_UNUSED(self), PyObject *args) {
-    PyObject *tokens, *clause_words, *is_english, *prose, *verbs, *opening, *kinds;
+    PyObject *clause_words, *is_english, *prose, *verbs, *opening, *kinds;
     Py_ssize_t limit;
-    if (!PyArg_ParseTuple(args, "O!O!OOO!O!O!n:setup", &PyDict_Type, &tokens, &PyFrozenSet_Type, &clause_words,
-                          &is_english, &prose, &PyDict_Type, &verbs, &PyFrozenSet_Type, &opening, &PyTuple_Type,
-                          &kinds, &limit))
+    if (!PyArg_ParseTuple(args, "O!OOO!O!O!n:setup", &PyFrozenSet_Type, &clause_words, &is_english, &prose,
+                          &PyDict_Type, &verbs, &PyFrozenSet_Type, &opening, &PyTuple_Type, &kinds, &limit))
         return NULL;
     if (!PyCallable_Check(is_english) || !PyCallable_Check(prose)) {
         PyErr_SetString(PyExc_TypeError, "is_english and prose must be callable");
@@ -103,8 +204,7 @@ static PyObject *setup(PyObject *Py_UNUSED(self), PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "the cache limit must be positive");
         return NULL;
     }
-    Py_INCREF(tokens);
-    Py_XSETREF(g_tokens, tokens);
+    table_clear(&g_cache); /* (the tables may differ: tokens are classified again) */
     Py_INCREF(clause_words);
     Py_XSETREF(g_clause_words, clause_words);
     Py_INCREF(is_english);
@@ -126,6 +226,7 @@ static PyObject *setup(PyObject *Py_UNUSED(self), PyObject *args) {
 
 /* ---- forms: the lowered text, its de-hyphenated and un-leeted forms, and their word set ---- */
 
+/* The words of g_vocabulary among the runs of a-z of s[0:n], added to the set. */
 static int add_words(PyObject *words, const unsigned char *s, Py_ssize_t n) {
     Py_ssize_t i = 0;
     while (i < n) {
@@ -136,14 +237,45 @@ static int add_words(PyObject *words, const unsigned char *s, Py_ssize_t n) {
         Py_ssize_t start = i;
         while (i < n && IS_LOWER(s[i]))
             i++;
-        PyObject *word = ascii_str(s + start, i - start);
-        if (word == NULL)
-            return -1;
-        int r = PySet_Add(words, word);
-        Py_DECREF(word);
-        if (r < 0)
+        PyObject *word = table_get(&g_words, s + start, i - start, hash_bytes(s + start, i - start));
+        if (word != NULL && PySet_Add(words, word) < 0)
             return -1;
     }
+    return 0;
+}
+
+/* g_words made from the vocabulary when it is another object than the last one. */
+static int use_vocabulary(PyObject *vocabulary) {
+    if (vocabulary == g_vocabulary)
+        return 0;
+    Table fresh = {NULL, 0, 0};
+    PyObject *iterator = PyObject_GetIter(vocabulary), *word;
+    if (iterator == NULL)
+        return -1;
+    while ((word = PyIter_Next(iterator)) != NULL) {
+        if (!PyUnicode_Check(word) || PyUnicode_READY(word) < 0 || !PyUnicode_IS_ASCII(word)) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_ValueError, "the vocabulary holds ASCII str only");
+            Py_DECREF(word);
+            break;
+        }
+        Py_ssize_t n = PyUnicode_GET_LENGTH(word);
+        const unsigned char *s = PyUnicode_1BYTE_DATA(word);
+        uint64_t h = hash_bytes(s, n);
+        int r = table_get(&fresh, s, n, h) != NULL ? 0 : table_add(&fresh, word, word, h);
+        Py_DECREF(word);
+        if (r < 0)
+            break;
+    }
+    Py_DECREF(iterator);
+    if (PyErr_Occurred()) {
+        table_free(&fresh);
+        return -1;
+    }
+    table_free(&g_words);
+    g_words = fresh;
+    Py_INCREF(vocabulary);
+    Py_XSETREF(g_vocabulary, vocabulary);
     return 0;
 }
 
@@ -158,10 +290,13 @@ static int append_str(PyObject *list, const unsigned char *s, Py_ssize_t n) {
 
 static const unsigned char LEET[10] = {'o', 'i', '2', 'e', 'a', 's', '6', 't', '8', '9'};
 
-static PyObject *forms(PyObject *Py_UNUSED(self), PyObject *arg) {
+static PyObject *forms(PyObject *Py_UNUSED(self), PyObject *args) {
+    PyObject *arg, *vocabulary;
+    if (!PyArg_ParseTuple(args, "OO!:forms", &arg, &PyFrozenSet_Type, &vocabulary))
+        return NULL;
     Py_ssize_t n;
     const unsigned char *s = ascii_data(arg, &n);
-    if (s == NULL)
+    if (s == NULL || use_vocabulary(vocabulary) < 0)
         return NULL;
     unsigned char *buf = PyMem_Malloc((size_t)n * 3 + 3);
     if (buf == NULL)
@@ -171,7 +306,8 @@ static PyObject *forms(PyObject *Py_UNUSED(self), PyObject *arg) {
 
     /* " ".join(canonical.replace("`", " ").split()).lower() */
     Py_ssize_t m = 0;
-    int pending = 0, has_hyphen = 0, has_digit = 0;
+    int pending = 0, has_hyphen = 0, digit_by_letter = 0;
+    unsigned char prev = ' ';
     for (Py_ssize_t i = 0; i < n; i++) {
         unsigned char c = s[i];
         if (WS[c] || c == '`') {
@@ -179,14 +315,15 @@ static PyObject *forms(PyObject *Py_UNUSED(self), PyObject *arg) {
             continue;
         }
         if (pending) {
-            low[m++] = ' ';
+            low[m++] = prev = ' ';
             pending = 0;
         }
         if (IS_UPPER(c))
             c = (unsigned char)(c + 32);
         has_hyphen |= c == '-';
-        has_digit |= IS_DIGIT(c);
-        low[m++] = c;
+        /* _digit_by_letter: a run of _LEET_WORD holds a digit beside a letter */
+        digit_by_letter |= (IS_DIGIT(c) && IS_LOWER(prev)) || (IS_LOWER(c) && IS_DIGIT(prev));
+        low[m++] = prev = c;
     }
 
     /* _HYPHENATED.sub("", lowered): a run of hyphens between two letters removed */
@@ -215,7 +352,7 @@ static PyObject *forms(PyObject *Py_UNUSED(self), PyObject *arg) {
     /* _LEET_WORD.sub(_unleet, lowered): a run of letters and digits holding both, not beside a
        letter, digit or underscore, its digits read as letters */
     int leeted = 0;
-    if (has_digit) {
+    if (digit_by_letter) {
         Py_ssize_t i = 0;
         while (i < m) {
             unsigned char c = low[i];
@@ -347,24 +484,26 @@ static PyObject *classify(PyObject *raw, const unsigned char *s, Py_ssize_t n) {
     return PyTuple_Pack(3, g_kind[kind], raw, raw);
 }
 
-/* The token of raw text s[0:n], from the cache or classified and cached. A new reference. */
-static PyObject *token_of(PyObject *raw, const unsigned char *s, Py_ssize_t n) {
-    PyObject *token = PyDict_GetItemWithError(g_tokens, raw);
+/* The token of raw text s[0:n], from the cache or classified and cached (the cache, like
+   observation._TOKENS, is emptied when it holds g_cache_limit tokens). A new reference. */
+static PyObject *token_of(const unsigned char *s, Py_ssize_t n) {
+    uint64_t h = hash_bytes(s, n);
+    PyObject *token = table_get(&g_cache, s, n, h);
     if (token != NULL) {
         Py_INCREF(token);
         return token;
     }
-    if (PyErr_Occurred())
+    PyObject *raw = ascii_str(s, n);
+    if (raw == NULL)
         return NULL;
     token = classify(raw, s, n);
-    if (token == NULL)
-        return NULL;
-    if (PyDict_GET_SIZE(g_tokens) >= g_cache_limit)
-        PyDict_Clear(g_tokens);
-    if (PyDict_SetItem(g_tokens, raw, token) < 0) {
-        Py_DECREF(token);
-        return NULL;
+    if (token != NULL) {
+        if (g_cache.used >= g_cache_limit)
+            table_clear(&g_cache);
+        if (table_add(&g_cache, raw, token, h) < 0)
+            Py_CLEAR(token);
     }
+    Py_DECREF(raw);
     return token;
 }
 
@@ -379,7 +518,11 @@ static PyObject *token_py(PyObject *Py_UNUSED(self), PyObject *arg) {
             return NULL;
         }
     }
-    return token_of(arg, s, n);
+    return token_of(s, n);
+}
+
+static PyObject *cached(PyObject *Py_UNUSED(self), PyObject *Py_UNUSED(arg)) {
+    return PyLong_FromSsize_t(g_cache.used);
 }
 
 /* ---- clauses ----------------------------------------------------------------------------- */
@@ -408,9 +551,10 @@ static int close_clause(Walk *w, int quoted, int asks) {
     return 0;
 }
 
-/* The tokens of a text between two matches of the split, s[a:b]. *last gets the last raw token
-   (a new reference) or NULL. */
-static int walk_text(Walk *w, const unsigned char *s, Py_ssize_t a, Py_ssize_t b, PyObject **last) {
+/* The tokens of a text between two matches of the split, s[a:b]; *last_at and *last_n get where
+   the last raw token is. */
+static int walk_text(Walk *w, const unsigned char *s, Py_ssize_t a, Py_ssize_t b, Py_ssize_t *last_at,
+                     Py_ssize_t *last_n) {
     Py_ssize_t i = a;
     while (i < b) {
         if (WS[s[i]] || s[i] == '`') {
@@ -420,15 +564,11 @@ static int walk_text(Walk *w, const unsigned char *s, Py_ssize_t a, Py_ssize_t b
         Py_ssize_t start = i;
         while (i < b && !WS[s[i]] && s[i] != '`')
             i++;
-        PyObject *raw = ascii_str(s + start, i - start);
-        if (raw == NULL)
+        PyObject *token = token_of(s + start, i - start);
+        if (token == NULL)
             return -1;
-        PyObject *token = token_of(raw, s + start, i - start);
-        if (token == NULL) {
-            Py_DECREF(raw);
-            return -1;
-        }
-        Py_XSETREF(*last, raw);
+        *last_at = start;
+        *last_n = i - start;
         int r;
         if (token == Py_None) /* a clause word: then, so, but ... */
             r = close_clause(w, PyList_GET_SIZE(w->stack) > 0, 0);
@@ -528,7 +668,7 @@ static int walk_prose(Walk *w, const unsigned char *s, Py_ssize_t n) {
             group = M_NONE;
         /* the text before the match (or the rest) */
         Py_ssize_t a = last, b = group == M_NONE ? n : at;
-        PyObject *last_raw = NULL;
+        Py_ssize_t last_at = 0, last_n = -1;
         int spoken = 0; /* text and not text.isspace() */
         for (Py_ssize_t i = a; i < b; i++) {
             if (!WS[s[i]]) {
@@ -536,41 +676,25 @@ static int walk_prose(Walk *w, const unsigned char *s, Py_ssize_t n) {
                 break;
             }
         }
-        if (spoken && walk_text(w, s, a, b, &last_raw) < 0) {
-            Py_XDECREF(last_raw);
+        if (spoken && walk_text(w, s, a, b, &last_at, &last_n) < 0)
             return -1;
-        }
-        if (group == M_NONE) {
-            Py_XDECREF(last_raw);
+        if (group == M_NONE)
             return 0;
-        }
         /* a call: expect(response) */
-        if (group == M_MARK && s[at] == '(' && b > a && !WS[s[b - 1]] && s[b - 1] != '`' && last_raw != NULL &&
+        if (group == M_MARK && s[at] == '(' && b > a && !WS[s[b - 1]] && s[b - 1] != '`' && last_n >= 0 &&
             PyList_GET_SIZE(w->current) > 0) {
             Py_ssize_t k = PyList_GET_SIZE(w->current) - 1;
-            PyObject *prev = PyList_GET_ITEM(w->current, k);
-            if (!PyTuple_Check(prev) || PyTuple_GET_SIZE(prev) < 2) {
-                PyErr_SetString(PyExc_TypeError, "a token is a tuple");
-                Py_DECREF(last_raw);
-                return -1;
-            }
+            PyObject *prev = PyList_GET_ITEM(w->current, k); /* (a tuple: the walk made it) */
             PyObject *text = PyTuple_GET_ITEM(prev, 1);
-            int same = PyUnicode_Check(text) && PyUnicode_Compare(text, last_raw) == 0;
-            if (PyErr_Occurred()) {
-                Py_DECREF(last_raw);
-                return -1;
-            }
-            if (same) {
+            if (PyUnicode_IS_ASCII(text) && PyUnicode_GET_LENGTH(text) == last_n &&
+                memcmp(PyUnicode_1BYTE_DATA(text), s + last_at, (size_t)last_n) == 0) {
                 PyObject *call = PyTuple_Pack(3, g_kind[K_O], text, text);
-                if (call == NULL) {
-                    Py_DECREF(last_raw);
+                if (call == NULL)
                     return -1;
-                }
                 PyList_SET_ITEM(w->current, k, call); /* steals call */
                 Py_DECREF(prev);
             }
         }
-        Py_XDECREF(last_raw);
         if (group == M_CODE) {
             PyObject *code = ascii_str(s + at, end - at);
             if (code == NULL)
@@ -826,10 +950,7 @@ static PyObject *counts(PyObject *Py_UNUSED(self), PyObject *arg) {
             if (is_english < 0)
                 return NULL;
             candidates += !is_english;
-            int same = PyUnicode_Compare(word, lower) == 0;
-            if (PyErr_Occurred())
-                return NULL;
-            if (same || (first && capitalised(word, lower))) {
+            if (same_str(word, lower) || (first && capitalised(word, lower))) {
                 counted++;
                 foreign += !is_english;
             }
@@ -843,12 +964,14 @@ static PyObject *counts(PyObject *Py_UNUSED(self), PyObject *arg) {
 
 static PyMethodDef methods[] = {
     {"setup", setup, METH_VARARGS,
-     "setup(tokens, clause_words, is_english_word, prose, verbs, opening, kinds, cache_limit): the tables"},
-    {"forms", forms, METH_O, "forms(canonical) -> (texts, words): the lowered forms of an ASCII text, and their words"},
+     "setup(clause_words, is_english_word, prose, verbs, opening, kinds, cache_limit): the tables"},
+    {"forms", forms, METH_VARARGS,
+     "forms(canonical, vocabulary) -> (texts, words): the lowered forms of an ASCII text, and their words in vocabulary"},
     {"clauses", clauses, METH_O, "clauses(canonical) -> the clauses of an ASCII text (observation._clauses)"},
     {"next_clause", next_clause, METH_VARARGS, "next_clause(clauses, start) -> observation._next_clause"},
     {"counts", counts, METH_O, "counts(clauses) -> (counted, foreign, symbols, tokens_seen, candidates)"},
     {"token", token_py, METH_O, "token(raw) -> the token of an ASCII raw token, through the cache"},
+    {"cached", cached, METH_NOARGS, "cached() -> how many tokens the cache holds"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -405,10 +405,9 @@ class _Compiled:
 
 
 def _set_up(module, verbs):
-    """The C accelerator given the tables it reads (the token cache is the Python code's)."""
+    """The C accelerator, given the tables it reads (it keeps a token cache of its own, like _TOKENS)."""
     if module is not None:
-        module.setup(_TOKENS, _CLAUSE_WORDS, is_english_word, _prose, verbs, _OPENING, (_W, _C, _T, _N, _O, _S),
-                     _TOKENS_LIMIT)
+        module.setup(_CLAUSE_WORDS, is_english_word, _prose, verbs, _OPENING, (_W, _C, _T, _N, _O, _S), _TOKENS_LIMIT)
     return module
 
 
@@ -417,10 +416,14 @@ _selector_cache: dict[str, tuple] = {}
 
 
 def _selectors() -> tuple:
-    """The word selectors of the two pattern lists (made again if a test replaces a list)."""
-    key = (id(_ADDRESSED), id(_OBLIGATION))
+    """The word selectors of the two pattern lists, and every word the rule asks the word set about
+    (the selecting words, ``to``, the reporting verbs, ``<`` and ``[``): made again if a test replaces
+    a list."""
+    key = (id(_ADDRESSED), id(_OBLIGATION), id(_REPORTING))
     if _selector_cache.get("key") != key:
-        _selector_cache.update(key=key, value=(_selector(_ADDRESSED), _selector(_OBLIGATION)))
+        addressed, obligation = _selector(_ADDRESSED), _selector(_OBLIGATION)
+        vocabulary = frozenset(addressed[2] | obligation[2] | set(_REPORTING) | {"to", "<", "["})
+        _selector_cache.update(key=key, value=(addressed, obligation, vocabulary))
     return _selector_cache["value"]
 
 
@@ -862,9 +865,10 @@ def observation_violation(text: str) -> ObservationViolation | None:
     c = _tables()
     folded, canonical = canonical_form(text)
     accelerated = c.native if canonical.isascii() else None  # (the C path reads ASCII texts only)
-    texts, words = _forms(canonical) if accelerated is None else accelerated.forms(canonical)
-    lowered = texts[0]
     selectors = _selectors()
+    # (the C code keeps only the words of the vocabulary: the set is asked about no other)
+    texts, words = _forms(canonical) if accelerated is None else accelerated.forms(canonical, selectors[2])
+    lowered = texts[0]
     for regex in _selected(_ADDRESSED, selectors[0], words):
         for text_form in texts:
             match = regex.search(text_form)

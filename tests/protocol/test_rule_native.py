@@ -48,14 +48,13 @@ class Paths:
     def __init__(self, module, limit: int = rule._TOKENS_LIMIT):
         self.module = module
         self.c = rule._tables()
-        self.c_tokens: dict = {}
         self.py_tokens: dict = {}
         self.limit = limit
 
     def __enter__(self):
         self.saved = (self.c.native, rule._TOKENS)
-        self.module.setup(self.c_tokens, rule._CLAUSE_WORDS, rule.is_english_word, rule._prose, self.c.verbs,
-                          rule._OPENING, (rule._W, rule._C, rule._T, rule._N, rule._O, rule._S), self.limit)
+        self.module.setup(rule._CLAUSE_WORDS, rule.is_english_word, rule._prose, self.c.verbs, rule._OPENING,
+                          (rule._W, rule._C, rule._T, rule._N, rule._O, rule._S), self.limit)  # (its cache emptied)
         return self
 
     def __exit__(self, *exc):
@@ -90,8 +89,10 @@ class Paths:
         _, canonical = rule.canonical_form(text)
         clauses = self.python_clauses(canonical)
         if canonical.isascii():
-            if self.module.forms(canonical) != rule._forms(canonical):
-                out.append(("forms", text, self.module.forms(canonical), rule._forms(canonical)))
+            vocabulary = rule._selectors()[2]
+            texts, words = rule._forms(canonical)
+            if self.module.forms(canonical, vocabulary) != (texts, words & vocabulary):
+                out.append(("forms", text, self.module.forms(canonical, vocabulary), (texts, words)))
             native_clauses = self.module.clauses(canonical)
             if native_clauses != clauses:
                 out.append(("clauses", text, native_clauses, clauses))
@@ -220,9 +221,11 @@ def test_the_token_classification_and_its_cache(accelerator):
             token = rule._token(raw)
             if token[0] == rule._W:
                 token = None if token[2] in rule._CLAUSE_WORDS else token + (rule.is_english_word(token[2]),)
-            assert accelerator.token(raw) == token, raw
-            assert paths.c_tokens[raw] == token  # cached
-            assert accelerator.token(raw) is paths.c_tokens[raw]  # and read back from the cache
+            cached = accelerator.cached()
+            first = accelerator.token(raw)
+            assert first == token, raw
+            assert accelerator.cached() == cached + 1  # cached
+            assert accelerator.token(raw) is first and accelerator.cached() == cached + 1  # and read back
         assert {rule._token(r)[0] for r in raws} == {rule._W, rule._T, rule._N, rule._O, rule._S}
 
 
@@ -231,16 +234,22 @@ def test_a_full_cache_is_cleared_as_the_python_code_clears_it(accelerator):
     with Paths(accelerator, limit=8) as paths:
         for text in texts:
             assert paths.native(text) == paths.python(text), text
-            assert len(paths.c_tokens) <= 8
+            assert accelerator.cached() <= 8
 
 
 def test_bad_input_is_refused_with_an_error(accelerator):
     with Paths(accelerator):
-        for function in (accelerator.forms, accelerator.clauses, accelerator.token):
+        vocabulary = rule._selectors()[2]
+        for function in (lambda t: accelerator.forms(t, vocabulary), accelerator.clauses, accelerator.token):
             with pytest.raises(TypeError):
                 function(b"bytes")
             with pytest.raises(ValueError):
                 function("caf\u00e9")
+        with pytest.raises(TypeError):
+            accelerator.forms("text", {"a", "set"})
+        with pytest.raises(ValueError):
+            accelerator.forms("text", frozenset({"caf\u00e9"}))
+        assert accelerator.forms("Text to Say", vocabulary) == (["text to say"], {"to"})
         with pytest.raises(ValueError):
             accelerator.token("two words")
         with pytest.raises(TypeError):
@@ -250,4 +259,4 @@ def test_bad_input_is_refused_with_an_error(accelerator):
         with pytest.raises(TypeError):
             accelerator.next_clause("clauses", 0)
         assert accelerator.counts([]) == (0, 0, 0, 0, 0) and accelerator.next_clause([], 0) == 0
-        assert accelerator.clauses("") == [] and accelerator.forms("") == ([""], set())
+        assert accelerator.clauses("") == [] and accelerator.forms("", vocabulary) == ([""], set())
