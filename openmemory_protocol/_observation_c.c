@@ -42,6 +42,12 @@ enum { K_W, K_C, K_T, K_N, K_O, K_S };
 /* ASCII white space as str.split() and str.isspace() read it. */
 static unsigned char WS[256];
 static unsigned char SPLIT_FIRST[256]; /* where a match of _SPLIT may start */
+/* what forms() and the token walk ask of a character, one lookup */
+enum { C_SEP = 1, C_ALPHA = 2, C_DIGIT = 4, C_HYPHEN = 8, C_LOWER = 16 };
+static unsigned char CLS[256];   /* C_SEP: white space or a backtick (both separate tokens) */
+static unsigned char LOWER[256]; /* A-Z to a-z, the rest as they are */
+#define FNV_OFFSET 1469598103934665603ULL
+#define FNV_PRIME 1099511628211ULL
 
 #define IS_LOWER(c) ((c) >= 'a' && (c) <= 'z')
 #define IS_UPPER(c) ((c) >= 'A' && (c) <= 'Z')
@@ -88,9 +94,9 @@ static int same_str(PyObject *a, PyObject *b) { /* a == b, for two str */
 }
 
 static uint64_t hash_bytes(const unsigned char *s, Py_ssize_t n) { /* FNV-1a */
-    uint64_t h = 1469598103934665603ULL;
+    uint64_t h = FNV_OFFSET;
     for (Py_ssize_t i = 0; i < n; i++)
-        h = (h ^ s[i]) * 1099511628211ULL;
+        h = (h ^ s[i]) * FNV_PRIME;
     return h;
 }
 
@@ -306,25 +312,25 @@ static PyObject *forms(PyObject *Py_UNUSED(self), PyObject *args) {
 
     /* " ".join(canonical.replace("`", " ").split()).lower() */
     Py_ssize_t m = 0;
-    int pending = 0, has_hyphen = 0, digit_by_letter = 0;
-    unsigned char prev = ' ';
+    int pending = 0, flags = 0, digit_by_letter = 0, previous = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         unsigned char c = s[i];
-        if (WS[c] || c == '`') {
+        int f = CLS[c];
+        if (f & C_SEP) {
             pending = m > 0;
             continue;
         }
         if (pending) {
-            low[m++] = prev = ' ';
-            pending = 0;
+            low[m++] = ' ';
+            pending = previous = 0;
         }
-        if (IS_UPPER(c))
-            c = (unsigned char)(c + 32);
-        has_hyphen |= c == '-';
-        /* _digit_by_letter: a run of _LEET_WORD holds a digit beside a letter */
-        digit_by_letter |= (IS_DIGIT(c) && IS_LOWER(prev)) || (IS_LOWER(c) && IS_DIGIT(prev));
-        low[m++] = prev = c;
+        flags |= f;
+        /* _digit_by_letter: a digit beside a letter (the leet form is made only then) */
+        digit_by_letter |= ((f | previous) & (C_ALPHA | C_DIGIT)) == (C_ALPHA | C_DIGIT);
+        previous = f;
+        low[m++] = LOWER[c];
     }
+    int has_hyphen = flags & C_HYPHEN;
 
     /* _HYPHENATED.sub("", lowered): a run of hyphens between two letters removed */
     Py_ssize_t h = 0;
@@ -486,8 +492,7 @@ static PyObject *classify(PyObject *raw, const unsigned char *s, Py_ssize_t n) {
 
 /* The token of raw text s[0:n], from the cache or classified and cached (the cache, like
    observation._TOKENS, is emptied when it holds g_cache_limit tokens). A new reference. */
-static PyObject *token_of(const unsigned char *s, Py_ssize_t n) {
-    uint64_t h = hash_bytes(s, n);
+static PyObject *token_of(const unsigned char *s, Py_ssize_t n, uint64_t h) {
     PyObject *token = table_get(&g_cache, s, n, h);
     if (token != NULL) {
         Py_INCREF(token);
@@ -518,7 +523,7 @@ static PyObject *token_py(PyObject *Py_UNUSED(self), PyObject *arg) {
             return NULL;
         }
     }
-    return token_of(s, n);
+    return token_of(s, n, hash_bytes(s, n));
 }
 
 static PyObject *cached(PyObject *Py_UNUSED(self), PyObject *Py_UNUSED(arg)) {
@@ -557,14 +562,17 @@ static int walk_text(Walk *w, const unsigned char *s, Py_ssize_t a, Py_ssize_t b
                      Py_ssize_t *last_n) {
     Py_ssize_t i = a;
     while (i < b) {
-        if (WS[s[i]] || s[i] == '`') {
+        if (CLS[s[i]] & C_SEP) {
             i++;
             continue;
         }
         Py_ssize_t start = i;
-        while (i < b && !WS[s[i]] && s[i] != '`')
+        uint64_t h = FNV_OFFSET;
+        while (i < b && !(CLS[s[i]] & C_SEP)) {
+            h = (h ^ s[i]) * FNV_PRIME;
             i++;
-        PyObject *token = token_of(s + start, i - start);
+        }
+        PyObject *token = token_of(s + start, i - start, h);
         if (token == NULL)
             return -1;
         *last_at = start;
@@ -810,12 +818,20 @@ done:
 
 /* ---- the clause scan and the counts (any clauses: also those of the Python path) ------------ */
 
-static int is_kind(PyObject *value, int k) {
-    if (value == g_kind[k])
-        return 1;
+/* Which of the kinds a token's kind is (its index), or -1: by identity first (the kinds are the
+   rule's own str objects), then by value. */
+static int kind_of(PyObject *value) {
+    for (int k = 0; k < 6; k++) {
+        if (value == g_kind[k])
+            return k;
+    }
     if (!PyUnicode_Check(value))
-        return 0;
-    return PyUnicode_Compare(value, g_kind[k]) == 0;
+        return -1;
+    for (int k = 0; k < 6; k++) {
+        if (same_str(value, g_kind[k]))
+            return k;
+    }
+    return -1;
 }
 
 /* clauses[i] as (tokens, quoted, asks), checked */
@@ -866,9 +882,10 @@ static PyObject *next_clause(PyObject *Py_UNUSED(self), PyObject *args) {
         first = PyList_GET_ITEM(tokens, 0);
         if ((kind = token_item(first, 0)) == NULL)
             return NULL;
-        if (is_kind(kind, K_C))
+        int k = kind_of(kind);
+        if (k == K_C)
             continue;
-        if (!is_kind(kind, K_W))
+        if (k != K_W)
             return PyLong_FromSsize_t(i);
         PyObject *text, *lower, *english;
         if ((english = token_item(first, 3)) == NULL)
@@ -929,14 +946,15 @@ static PyObject *counts(PyObject *Py_UNUSED(self), PyObject *arg) {
             PyObject *token = PyList_GET_ITEM(tokens, j), *kind;
             if ((kind = token_item(token, 0)) == NULL)
                 return NULL;
-            if (is_kind(kind, K_C))
+            int k = kind_of(kind);
+            if (k == K_C)
                 continue;
             seen++;
-            if (is_kind(kind, K_S)) {
+            if (k == K_S) {
                 symbols++;
                 continue;
             }
-            if (!is_kind(kind, K_W))
+            if (k != K_W)
                 continue;
             PyObject *english = token_item(token, 3);
             if (english == NULL)
@@ -957,7 +975,19 @@ static PyObject *counts(PyObject *Py_UNUSED(self), PyObject *arg) {
             first = 0;
         }
     }
-    return Py_BuildValue("(nnnnn)", counted, foreign, symbols, seen, candidates);
+    Py_ssize_t values[5] = {counted, foreign, symbols, seen, candidates};
+    PyObject *out = PyTuple_New(5);
+    if (out == NULL)
+        return NULL;
+    for (int k = 0; k < 5; k++) {
+        PyObject *value = PyLong_FromSsize_t(values[k]);
+        if (value == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(out, k, value);
+    }
+    return out;
 }
 
 /* ---- the module ------------------------------------------------------------------------- */
@@ -983,6 +1013,9 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC PyInit__observation_c(void) {
     for (int c = 0; c < 256; c++) {
         WS[c] = (c >= 0x09 && c <= 0x0d) || (c >= 0x1c && c <= 0x20);
+        CLS[c] = (unsigned char)((WS[c] || c == '`' ? C_SEP : 0) | (IS_ALPHA(c) ? C_ALPHA : 0) |
+                                 (IS_DIGIT(c) ? C_DIGIT : 0) | (c == '-' ? C_HYPHEN : 0) | (IS_LOWER(c) ? C_LOWER : 0));
+        LOWER[c] = (unsigned char)(IS_UPPER(c) ? c + 32 : c);
         SPLIT_FIRST[c] = c != 0 && strchr("`.!?;:,\n-()[]{}\"'", c) != NULL;
     }
     PyObject *m = PyModule_Create(&module);
