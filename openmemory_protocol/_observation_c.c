@@ -5,8 +5,9 @@
  * on any clauses. Each function here does exactly what the Python function it is named after in
  * its comment does, answer for answer (tests/protocol/test_rule_native.py):
  *
- *   forms(canonical, vocabulary) -> _forms(canonical), its words only those of vocabulary (the
- *                                words the rule asks the set about: no str is made for the others)
+ *   forms(canonical, selection) -> _select(canonical): the lowered forms, the patterns they select
+ *                                and whether to look for a reported instruction (by a table of the
+ *                                words the rule asks about: no str is made for a word)
  *   clauses(canonical)        -> _clauses(canonical): _prose, _split and the token walk, with a
  *                                token cache of its own found by the token's bytes (as _TOKENS:
  *                                emptied when it holds cache_limit tokens)
@@ -36,7 +37,7 @@ static PyObject *g_verbs;        /* dict */
 static PyObject *g_opening;      /* frozenset */
 static PyObject *g_kind[6];      /* "word", "code", "target", "number", "other", "symbol" */
 static Py_ssize_t g_cache_limit = 65536;
-static PyObject *g_vocabulary;   /* frozenset: the words forms() keeps (its table below) */
+static PyObject *g_selection;    /* (vocabulary, addressed patterns, obligation patterns): see forms() */
 enum { K_W, K_C, K_T, K_N, K_O, K_S };
 
 /* ASCII white space as str.split() and str.isspace() read it. */
@@ -124,13 +125,6 @@ static void table_clear(Table *t) {
     t->used = 0;
 }
 
-static void table_free(Table *t) {
-    table_clear(t);
-    PyMem_Free(t->slots);
-    t->slots = NULL;
-    t->mask = 0;
-}
-
 /* The value of the key of bytes s[0:n] (borrowed), or NULL. */
 static PyObject *table_get(const Table *t, const unsigned char *s, Py_ssize_t n, uint64_t h) {
     if (t->slots == NULL)
@@ -182,7 +176,6 @@ static int table_add(Table *t, PyObject *key, PyObject *value, uint64_t h) {
 }
 
 static Table g_cache;      /* raw token -> its token (a tuple), or None for a clause word */
-static Table g_words;      /* the words of g_vocabulary (their values: themselves) */
 
 /* ---- setup ---------------------------------------------------------------------------- */
 
@@ -232,8 +225,121 @@ static PyObject *setup(PyObject *Py_UNUSED(self), PyObject *args) {
 
 /* ---- forms: the lowered text, its de-hyphenated and un-leeted forms, and their word set ---- */
 
-/* The words of g_vocabulary among the runs of a-z of s[0:n], added to the set. */
-static int add_words(PyObject *words, const unsigned char *s, Py_ssize_t n) {
+/* The vocabulary of the pattern selection: each word the rule asks about, with the patterns it
+   selects (bit i of bits[0]: addressed pattern i; of bits[1]: obligation pattern i) and, in
+   bits[2], 1 for "to" and 2 for a reporting verb. The word "" holds the patterns always tried.
+   Open addressing on the word's bytes, at most half full, made once per selection object. */
+typedef struct {
+    uint64_t hash;
+    PyObject *key; /* NULL: an empty slot */
+    uint64_t bits[3];
+} Selecting;
+
+static Selecting *g_selecting;
+static size_t g_selecting_mask;
+static uint64_t g_always[3];
+static Py_ssize_t g_patterns[2]; /* how many patterns each list of the selection holds */
+
+static const Selecting *selecting_get(const unsigned char *s, Py_ssize_t n, uint64_t h) {
+    if (g_selecting == NULL)
+        return NULL;
+    for (size_t i = (size_t)h & g_selecting_mask;; i = (i + 1) & g_selecting_mask) {
+        const Selecting *slot = &g_selecting[i];
+        if (slot->key == NULL)
+            return NULL;
+        if (slot->hash == h && PyUnicode_GET_LENGTH(slot->key) == n &&
+            memcmp(PyUnicode_1BYTE_DATA(slot->key), s, (size_t)n) == 0)
+            return slot;
+    }
+}
+
+static void selecting_free(Selecting *slots, size_t mask) {
+    if (slots == NULL)
+        return;
+    for (size_t i = 0; i <= mask; i++)
+        Py_CLEAR(slots[i].key);
+    PyMem_Free(slots);
+}
+
+/* The selection's table made when it is another object than the last one. */
+static int use_selection(PyObject *selection) {
+    if (selection == g_selection)
+        return 0;
+    PyObject *vocabulary, *lists[2];
+    if (!PyTuple_Check(selection) || PyTuple_GET_SIZE(selection) != 3 ||
+        !PyDict_Check(vocabulary = PyTuple_GET_ITEM(selection, 0)) ||
+        !PyTuple_Check(lists[0] = PyTuple_GET_ITEM(selection, 1)) ||
+        !PyTuple_Check(lists[1] = PyTuple_GET_ITEM(selection, 2))) {
+        PyErr_SetString(PyExc_TypeError, "the selection is a (dict, tuple, tuple) tuple");
+        return -1;
+    }
+    if (PyTuple_GET_SIZE(lists[0]) > 64 || PyTuple_GET_SIZE(lists[1]) > 64) {
+        PyErr_SetString(PyExc_ValueError, "at most 64 patterns a list");
+        return -1;
+    }
+    size_t capacity = 16;
+    while (capacity < (size_t)PyDict_GET_SIZE(vocabulary) * 2)
+        capacity *= 2;
+    Selecting *slots = PyMem_Calloc(capacity, sizeof(Selecting));
+    if (slots == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    uint64_t always[3] = {0, 0, 0};
+    Py_ssize_t pos = 0;
+    PyObject *word, *value;
+    while (PyDict_Next(vocabulary, &pos, &word, &value)) {
+        uint64_t bits[3];
+        if (!PyUnicode_Check(word) || PyUnicode_READY(word) < 0 || !PyUnicode_IS_ASCII(word) ||
+            !PyTuple_Check(value) || PyTuple_GET_SIZE(value) != 3) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_ValueError, "the vocabulary maps ASCII str to three bit masks");
+            goto fail;
+        }
+        for (int k = 0; k < 3; k++) {
+            PyObject *item = PyTuple_GET_ITEM(value, k);
+            bits[k] = PyLong_Check(item) ? PyLong_AsUnsignedLongLong(item) : (uint64_t)-1;
+            if (!PyLong_Check(item) || PyErr_Occurred() ||
+                (k < 2 && PyTuple_GET_SIZE(lists[k]) < 64 && bits[k] >> PyTuple_GET_SIZE(lists[k]) != 0)) {
+                if (!PyErr_Occurred())
+                    PyErr_SetString(PyExc_ValueError, "a bit mask names a pattern the selection does not hold");
+                goto fail;
+            }
+        }
+        Py_ssize_t n = PyUnicode_GET_LENGTH(word);
+        if (n == 0) {
+            for (int k = 0; k < 3; k++)
+                always[k] = bits[k];
+            continue;
+        }
+        const unsigned char *data = PyUnicode_1BYTE_DATA(word);
+        uint64_t h = hash_bytes(data, n);
+        size_t i = (size_t)h & (capacity - 1);
+        while (slots[i].key != NULL)
+            i = (i + 1) & (capacity - 1);
+        Py_INCREF(word);
+        slots[i].key = word;
+        slots[i].hash = h;
+        for (int k = 0; k < 3; k++)
+            slots[i].bits[k] = bits[k];
+    }
+    selecting_free(g_selecting, g_selecting_mask);
+    g_selecting = slots;
+    g_selecting_mask = capacity - 1;
+    for (int k = 0; k < 3; k++)
+        g_always[k] = always[k];
+    for (int k = 0; k < 2; k++)
+        g_patterns[k] = PyTuple_GET_SIZE(lists[k]);
+    Py_INCREF(selection);
+    Py_XSETREF(g_selection, selection);
+    return 0;
+fail:
+    selecting_free(slots, capacity - 1);
+    return -1;
+}
+
+/* The bits of the words among the runs of a-z of s[0:n], or-ed into bits. */
+static void select_words(uint64_t *bits, const unsigned char *s, Py_ssize_t n) {
     Py_ssize_t i = 0;
     while (i < n) {
         if (!IS_LOWER(s[i])) {
@@ -241,48 +347,31 @@ static int add_words(PyObject *words, const unsigned char *s, Py_ssize_t n) {
             continue;
         }
         Py_ssize_t start = i;
-        while (i < n && IS_LOWER(s[i]))
+        uint64_t h = FNV_OFFSET;
+        while (i < n && IS_LOWER(s[i])) {
+            h = (h ^ s[i]) * FNV_PRIME;
             i++;
-        PyObject *word = table_get(&g_words, s + start, i - start, hash_bytes(s + start, i - start));
-        if (word != NULL && PySet_Add(words, word) < 0)
-            return -1;
+        }
+        const Selecting *slot = selecting_get(s + start, i - start, h);
+        if (slot != NULL) {
+            for (int k = 0; k < 3; k++)
+                bits[k] |= slot->bits[k];
+        }
     }
-    return 0;
 }
 
-/* g_words made from the vocabulary when it is another object than the last one. */
-static int use_vocabulary(PyObject *vocabulary) {
-    if (vocabulary == g_vocabulary)
-        return 0;
-    Table fresh = {NULL, 0, 0};
-    PyObject *iterator = PyObject_GetIter(vocabulary), *word;
-    if (iterator == NULL)
-        return -1;
-    while ((word = PyIter_Next(iterator)) != NULL) {
-        if (!PyUnicode_Check(word) || PyUnicode_READY(word) < 0 || !PyUnicode_IS_ASCII(word)) {
-            if (!PyErr_Occurred())
-                PyErr_SetString(PyExc_ValueError, "the vocabulary holds ASCII str only");
-            Py_DECREF(word);
-            break;
+/* The patterns of list k (of g_selection) whose bits are set, in order. */
+static PyObject *patterns_of(int k, uint64_t bits) {
+    PyObject *list = PyList_New(0), *patterns = PyTuple_GET_ITEM(g_selection, 1 + k);
+    if (list == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < g_patterns[k] && bits >> i != 0; i++) {
+        if ((bits >> i & 1) && PyList_Append(list, PyTuple_GET_ITEM(patterns, i)) < 0) {
+            Py_DECREF(list);
+            return NULL;
         }
-        Py_ssize_t n = PyUnicode_GET_LENGTH(word);
-        const unsigned char *s = PyUnicode_1BYTE_DATA(word);
-        uint64_t h = hash_bytes(s, n);
-        int r = table_get(&fresh, s, n, h) != NULL ? 0 : table_add(&fresh, word, word, h);
-        Py_DECREF(word);
-        if (r < 0)
-            break;
     }
-    Py_DECREF(iterator);
-    if (PyErr_Occurred()) {
-        table_free(&fresh);
-        return -1;
-    }
-    table_free(&g_words);
-    g_words = fresh;
-    Py_INCREF(vocabulary);
-    Py_XSETREF(g_vocabulary, vocabulary);
-    return 0;
+    return list;
 }
 
 static int append_str(PyObject *list, const unsigned char *s, Py_ssize_t n) {
@@ -296,19 +385,21 @@ static int append_str(PyObject *list, const unsigned char *s, Py_ssize_t n) {
 
 static const unsigned char LEET[10] = {'o', 'i', '2', 'e', 'a', 's', '6', 't', '8', '9'};
 
-static PyObject *forms(PyObject *Py_UNUSED(self), PyObject *args) {
-    PyObject *arg, *vocabulary;
-    if (!PyArg_ParseTuple(args, "OO!:forms", &arg, &PyFrozenSet_Type, &vocabulary))
+static PyObject *forms(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "forms(canonical, selection)");
         return NULL;
+    }
+    PyObject *arg = args[0];
     Py_ssize_t n;
     const unsigned char *s = ascii_data(arg, &n);
-    if (s == NULL || use_vocabulary(vocabulary) < 0)
+    if (s == NULL || use_selection(args[1]) < 0)
         return NULL;
     unsigned char *buf = PyMem_Malloc((size_t)n * 3 + 3);
     if (buf == NULL)
         return PyErr_NoMemory();
     unsigned char *low = buf, *hyph = buf + n + 1, *leet = buf + 2 * n + 2;
-    PyObject *texts = NULL, *words = NULL, *out = NULL;
+    PyObject *texts = NULL, *addressed = NULL, *obligation = NULL, *out = NULL;
 
     /* " ".join(canonical.replace("`", " ").split()).lower() */
     Py_ssize_t m = 0;
@@ -384,40 +475,35 @@ static PyObject *forms(PyObject *Py_UNUSED(self), PyObject *args) {
         }
     }
 
-    texts = PyList_New(0);
-    words = PySet_New(NULL);
-    if (texts == NULL || words == NULL)
-        goto done;
-    if (append_str(texts, low, m) < 0 || add_words(words, low, m) < 0)
-        goto done;
-    if (hyphenated && (append_str(texts, hyph, h) < 0 || add_words(words, hyph, h) < 0))
-        goto done;
-    if (leeted && (append_str(texts, leet, m) < 0 || add_words(words, leet, m) < 0))
-        goto done;
+    uint64_t bits[3] = {g_always[0], g_always[1], g_always[2]};
+    select_words(bits, low, m);
+    if (hyphenated)
+        select_words(bits, hyph, h);
+    if (leeted)
+        select_words(bits, leet, m);
     /* the role-token patterns are selected by the character they start with */
-    if (memchr(low, '<', (size_t)m) != NULL) {
-        PyObject *mark = PyUnicode_FromStringAndSize("<", 1);
-        if (mark == NULL)
-            goto done;
-        int r = PySet_Add(words, mark);
-        Py_DECREF(mark);
-        if (r < 0)
-            goto done;
+    for (int k = 0; k < 2; k++) {
+        const unsigned char *mark = (const unsigned char *)(k ? "[" : "<");
+        if (memchr(low, mark[0], (size_t)m) != NULL) {
+            const Selecting *slot = selecting_get(mark, 1, hash_bytes(mark, 1));
+            if (slot != NULL) {
+                for (int j = 0; j < 3; j++)
+                    bits[j] |= slot->bits[j];
+            }
+        }
     }
-    if (memchr(low, '[', (size_t)m) != NULL) {
-        PyObject *mark = PyUnicode_FromStringAndSize("[", 1);
-        if (mark == NULL)
-            goto done;
-        int r = PySet_Add(words, mark);
-        Py_DECREF(mark);
-        if (r < 0)
-            goto done;
-    }
-    out = PyTuple_Pack(2, texts, words);
+    texts = PyList_New(0);
+    if (texts == NULL || append_str(texts, low, m) < 0 || (hyphenated && append_str(texts, hyph, h) < 0) ||
+        (leeted && append_str(texts, leet, m) < 0))
+        goto done;
+    if ((addressed = patterns_of(0, bits[0])) == NULL || (obligation = patterns_of(1, bits[1])) == NULL)
+        goto done;
+    out = PyTuple_Pack(4, texts, addressed, obligation, (bits[2] & 3) == 3 ? Py_True : Py_False);
 done:
     PyMem_Free(buf);
     Py_XDECREF(texts);
-    Py_XDECREF(words);
+    Py_XDECREF(addressed);
+    Py_XDECREF(obligation);
     return out;
 }
 
@@ -995,8 +1081,8 @@ static PyObject *counts(PyObject *Py_UNUSED(self), PyObject *arg) {
 static PyMethodDef methods[] = {
     {"setup", setup, METH_VARARGS,
      "setup(clause_words, is_english_word, prose, verbs, opening, kinds, cache_limit): the tables"},
-    {"forms", forms, METH_VARARGS,
-     "forms(canonical, vocabulary) -> (texts, words): the lowered forms of an ASCII text, and their words in vocabulary"},
+    {"forms", (PyCFunction)(void (*)(void))forms, METH_FASTCALL,
+     "forms(canonical, selection) -> (texts, addressed, obligation, reported): observation._select(canonical)"},
     {"clauses", clauses, METH_O, "clauses(canonical) -> the clauses of an ASCII text (observation._clauses)"},
     {"next_clause", next_clause, METH_VARARGS, "next_clause(clauses, start) -> observation._next_clause"},
     {"counts", counts, METH_O, "counts(clauses) -> (counted, foreign, symbols, tokens_seen, candidates)"},

@@ -416,15 +416,32 @@ _selector_cache: dict[str, tuple] = {}
 
 
 def _selectors() -> tuple:
-    """The word selectors of the two pattern lists, and every word the rule asks the word set about
-    (the selecting words, ``to``, the reporting verbs, ``<`` and ``[``): made again if a test replaces
-    a list."""
+    """The word selectors of the two pattern lists, and the same for the C code (or None): made
+    again if a test replaces a list."""
     key = (id(_ADDRESSED), id(_OBLIGATION), id(_REPORTING))
     if _selector_cache.get("key") != key:
         addressed, obligation = _selector(_ADDRESSED), _selector(_OBLIGATION)
-        vocabulary = frozenset(addressed[2] | obligation[2] | set(_REPORTING) | {"to", "<", "["})
-        _selector_cache.update(key=key, value=(addressed, obligation, vocabulary))
+        _selector_cache.update(key=key, value=(addressed, obligation, _selection(addressed, obligation)))
     return _selector_cache["value"]
+
+
+def _selection(*selectors: tuple) -> tuple | None:
+    """The selection as the C code reads it: (every word the rule asks the word set about, with the
+    patterns of each list it selects as bit masks, and in a third mask 1 for ``to`` and 2 for a
+    reporting verb; the word "" for the patterns always tried), and the two lists' patterns. None
+    when the C code cannot say the same (more than 64 patterns a list, or a test's own _REPORTING)."""
+    if type(_REPORTING) is not frozenset or max(len(_ADDRESSED), len(_OBLIGATION)) > 64:
+        return None
+    masks: dict[str, list[int]] = {"": [0, 0, 0]}
+    for k, (by_word, always, _) in enumerate(selectors):
+        for word, indices in by_word.items():
+            masks.setdefault(word, [0, 0, 0])[k] |= sum(1 << i for i in indices)
+        masks[""][k] |= sum(1 << i for i in always)
+    for word in _REPORTING:
+        masks.setdefault(word, [0, 0, 0])[2] |= 2
+    masks.setdefault("to", [0, 0, 0])[2] |= 1
+    return ({w: tuple(m) for w, m in masks.items()}, tuple(p for p, _ in _ADDRESSED),
+            tuple(p for p, _ in _OBLIGATION))
 
 
 def _tables() -> _Compiled:
@@ -843,6 +860,15 @@ def _forms(canonical: str) -> tuple[list[str], set[str]]:
     return texts, words
 
 
+def _select(canonical: str) -> tuple[list[str], list, list, bool]:
+    """The forms of the text (_forms), the addressed and the obligation patterns its words select,
+    and whether it may report an instruction (it holds ``to`` and a reporting verb)."""
+    texts, words = _forms(canonical)
+    selectors = _selectors()
+    reported = "to" in words and not _REPORTING.isdisjoint(words)
+    return texts, _selected(_ADDRESSED, selectors[0], words), _selected(_OBLIGATION, selectors[1], words), reported
+
+
 def _next_clause(clauses: list, start: int, verbs: dict) -> int:
     """The index of the first clause from ``start`` that asks or may open with an order, else
     ``len(clauses)``: the quick exit of the imperative walk skips a clause whose first token is a
@@ -865,21 +891,23 @@ def observation_violation(text: str) -> ObservationViolation | None:
     c = _tables()
     folded, canonical = canonical_form(text)
     accelerated = c.native if canonical.isascii() else None  # (the C path reads ASCII texts only)
-    selectors = _selectors()
-    # (the C code keeps only the words of the vocabulary: the set is asked about no other)
-    texts, words = _forms(canonical) if accelerated is None else accelerated.forms(canonical, selectors[2])
+    selection = _selectors()[2]
+    if accelerated is None or selection is None:
+        texts, addressed, obligation, reported = _select(canonical)
+    else:
+        texts, addressed, obligation, reported = accelerated.forms(canonical, selection)
     lowered = texts[0]
-    for regex in _selected(_ADDRESSED, selectors[0], words):
+    for regex in addressed:
         for text_form in texts:
             match = regex.search(text_form)
             if match is not None:
                 return ObservationViolation("addressed-to-agent", match.group().strip())
-    for regex in _selected(_OBLIGATION, selectors[1], words):
+    for regex in obligation:
         for text_form in texts:
             match = regex.search(text_form)
             if match is not None:
                 return ObservationViolation("obligation", match.group().strip())
-    if "to" in words and not _REPORTING.isdisjoint(words):
+    if reported:
         for match in _REPORTED_RE.finditer(lowered):
             if match.group(1) in c.verbs:
                 return ObservationViolation("obligation", match.group())

@@ -89,10 +89,9 @@ class Paths:
         _, canonical = rule.canonical_form(text)
         clauses = self.python_clauses(canonical)
         if canonical.isascii():
-            vocabulary = rule._selectors()[2]
-            texts, words = rule._forms(canonical)
-            if self.module.forms(canonical, vocabulary) != (texts, words & vocabulary):
-                out.append(("forms", text, self.module.forms(canonical, vocabulary), (texts, words)))
+            selection = rule._selectors()[2]
+            if self.module.forms(canonical, selection) != tuple(rule._select(canonical)):
+                out.append(("forms", text, self.module.forms(canonical, selection), rule._select(canonical)))
             native_clauses = self.module.clauses(canonical)
             if native_clauses != clauses:
                 out.append(("clauses", text, native_clauses, clauses))
@@ -239,17 +238,30 @@ def test_a_full_cache_is_cleared_as_the_python_code_clears_it(accelerator):
 
 def test_bad_input_is_refused_with_an_error(accelerator):
     with Paths(accelerator):
-        vocabulary = rule._selectors()[2]
-        for function in (lambda t: accelerator.forms(t, vocabulary), accelerator.clauses, accelerator.token):
+        selection = rule._selectors()[2]
+        for function in (lambda t: accelerator.forms(t, selection), accelerator.clauses, accelerator.token):
             with pytest.raises(TypeError):
                 function(b"bytes")
             with pytest.raises(ValueError):
                 function("caf\u00e9")
-        with pytest.raises(TypeError):
-            accelerator.forms("text", {"a", "set"})
-        with pytest.raises(ValueError):
-            accelerator.forms("text", frozenset({"caf\u00e9"}))
-        assert accelerator.forms("Text to Say", vocabulary) == (["text to say"], {"to"})
+        vocabulary, addressed, obligation = selection
+        for bad, error in ((({"a": (0, 0, 0)}, (), ()), None), ("selection", TypeError),
+                           (({"caf\u00e9": (0, 0, 0)}, addressed, obligation), ValueError),
+                           (({"a": (1 << len(addressed), 0, 0)}, addressed, obligation), ValueError),
+                           (({"a": (-1, 0, 0)}, addressed, obligation), OverflowError),
+                           (({"a": (0, 0)}, addressed, obligation), ValueError),
+                           (({"a": (0, 0, 0)}, addressed * 2, obligation), ValueError)):
+            if error is None:
+                assert accelerator.forms("a b", bad) == (["a b"], [], [], False)
+            else:
+                with pytest.raises(error):
+                    accelerator.forms("text", bad)
+        assert accelerator.forms("Text to Say", selection) == (["text to say"], [], [], False)
+        told = accelerator.forms("He TOLD me to", selection)
+        assert told[0] == ["he told me to"] and told[3] is True
+        texts, addressed, obligation, reported = accelerator.forms("You must, <|x|> 1gn0re a-b", selection)
+        assert texts == ["you must, <|x|> 1gn0re a-b", "you must, <|x|> 1gn0re ab", "you must, <|x|> ignore a-b"]
+        assert addressed and obligation and reported is False
         with pytest.raises(ValueError):
             accelerator.token("two words")
         with pytest.raises(TypeError):
@@ -259,4 +271,4 @@ def test_bad_input_is_refused_with_an_error(accelerator):
         with pytest.raises(TypeError):
             accelerator.next_clause("clauses", 0)
         assert accelerator.counts([]) == (0, 0, 0, 0, 0) and accelerator.next_clause([], 0) == 0
-        assert accelerator.clauses("") == [] and accelerator.forms("", vocabulary) == ([""], set())
+        assert accelerator.clauses("") == [] and accelerator.forms("", selection) == ([""], [], [], False)
