@@ -642,6 +642,19 @@ static int close_clause(Walk *w, int quoted, int asks) {
     return 0;
 }
 
+/* current = stack.pop() (the stack is not empty) */
+static int pop_stack(Walk *w) {
+    Py_ssize_t depth = PyList_GET_SIZE(w->stack);
+    PyObject *outer = PyList_GET_ITEM(w->stack, depth - 1);
+    Py_INCREF(outer);
+    if (PyList_SetSlice(w->stack, depth - 1, depth, NULL) < 0) {
+        Py_DECREF(outer);
+        return -1;
+    }
+    Py_SETREF(w->current, outer);
+    return 0;
+}
+
 /* The tokens of a text between two matches of the split, s[a:b]; *last_at and *last_n get where
    the last raw token is. */
 static int walk_text(Walk *w, const unsigned char *s, Py_ssize_t a, Py_ssize_t b, Py_ssize_t *last_at,
@@ -826,16 +839,8 @@ static int walk_prose(Walk *w, const unsigned char *s, Py_ssize_t n) {
             } else {
                 if (close_clause(w, 1, 0) < 0)
                     return -1;
-                Py_ssize_t depth = PyList_GET_SIZE(w->stack);
-                if (depth > 0) {
-                    PyObject *outer = PyList_GET_ITEM(w->stack, depth - 1);
-                    Py_INCREF(outer);
-                    if (PyList_SetSlice(w->stack, depth - 1, depth, NULL) < 0) {
-                        Py_DECREF(outer);
-                        return -1;
-                    }
-                    Py_SETREF(w->current, outer);
-                } /* (else close_clause left current empty) */
+                if (PyList_GET_SIZE(w->stack) > 0 && pop_stack(w) < 0) /* (else current is empty) */
+                    return -1;
             }
         }
         last = at = end;
@@ -883,13 +888,8 @@ static PyObject *clauses(PyObject *Py_UNUSED(self), PyObject *arg) {
             goto done;
         if (depth == 0)
             break;
-        PyObject *outer = PyList_GET_ITEM(w.stack, depth - 1);
-        Py_INCREF(outer);
-        if (PyList_SetSlice(w.stack, depth - 1, depth, NULL) < 0) {
-            Py_DECREF(outer);
+        if (pop_stack(&w) < 0)
             goto done;
-        }
-        Py_SETREF(w.current, outer);
     }
     out = w.clauses;
     w.clauses = NULL;
@@ -950,10 +950,14 @@ static int ends_with_ly(PyObject *word) {
 
 /* The index of the first clause from start that asks, or whose first token may open an order
    (the quick exit of observation_violation's walk fails), or len(clauses). */
-static PyObject *next_clause(PyObject *Py_UNUSED(self), PyObject *args) {
-    PyObject *list;
-    Py_ssize_t start;
-    if (!PyArg_ParseTuple(args, "O!n:next_clause", &PyList_Type, &list, &start) || !ready())
+static PyObject *next_clause(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2 || !PyList_Check(args[0]) || !PyLong_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "next_clause(clauses: list, start: int)");
+        return NULL;
+    }
+    PyObject *list = args[0];
+    Py_ssize_t start = PyLong_AsSsize_t(args[1]);
+    if ((start == -1 && PyErr_Occurred()) || !ready())
         return NULL;
     Py_ssize_t n = PyList_GET_SIZE(list);
     for (Py_ssize_t i = start < 0 ? 0 : start; i < n; i++) {
@@ -1061,6 +1065,8 @@ static PyObject *counts(PyObject *Py_UNUSED(self), PyObject *arg) {
             first = 0;
         }
     }
+    if (candidates < 2) /* the word test cannot refuse: not counted */
+        counted = foreign = 0;
     Py_ssize_t values[5] = {counted, foreign, symbols, seen, candidates};
     PyObject *out = PyTuple_New(5);
     if (out == NULL)
@@ -1084,7 +1090,8 @@ static PyMethodDef methods[] = {
     {"forms", (PyCFunction)(void (*)(void))forms, METH_FASTCALL,
      "forms(canonical, selection) -> (texts, addressed, obligation, reported): observation._select(canonical)"},
     {"clauses", clauses, METH_O, "clauses(canonical) -> the clauses of an ASCII text (observation._clauses)"},
-    {"next_clause", next_clause, METH_VARARGS, "next_clause(clauses, start) -> observation._next_clause"},
+    {"next_clause", (PyCFunction)(void (*)(void))next_clause, METH_FASTCALL,
+     "next_clause(clauses, start) -> observation._next_clause"},
     {"counts", counts, METH_O, "counts(clauses) -> (counted, foreign, symbols, tokens_seen, candidates)"},
     {"token", token_py, METH_O, "token(raw) -> the token of an ASCII raw token, through the cache"},
     {"cached", cached, METH_NOARGS, "cached() -> how many tokens the cache holds"},

@@ -793,28 +793,32 @@ def _counts(clauses: list) -> tuple[int, int, int, int, int]:
     """The language check's counts: (counted, foreign, symbols, tokens_seen, candidates). Tokens
     are all but code spans, symbols those without a letter or digit, candidates the words not
     English; counted are the words as written in lower case (or capitalised, first in a clause),
-    foreign those of them not English."""
+    foreign those of them not English, both 0 when there are fewer than 2 candidates (the word
+    test cannot refuse: they are not counted)."""
     counted = foreign = symbols = tokens_seen = candidates = 0
+    for tokens, _, _ in clauses:
+        for token in tokens:
+            kind = token[0]
+            if kind != _C:
+                tokens_seen += 1
+                if kind == _S:
+                    symbols += 1
+                elif kind == _W and not token[3]:
+                    candidates += 1
+    if candidates < 2:
+        return 0, 0, symbols, tokens_seen, candidates
     for tokens, _, _ in clauses:
         first = True
         for token in tokens:
-            kind = token[0]
-            if kind == _C:
+            if token[0] != _W:
                 continue
-            tokens_seen += 1
-            if kind == _S:
-                symbols += 1
-            elif kind == _W:
-                english = token[3]
-                if not english:
-                    candidates += 1
-                word = token[1]
-                lowered = token[2]
-                if lowered == word or (first and word[0] != lowered[0] and word[1:] == lowered[1:]):
-                    counted += 1
-                    if not english:
-                        foreign += 1
-                first = False
+            word = token[1]
+            lowered = token[2]
+            if lowered == word or (first and word[0] != lowered[0] and word[1:] == lowered[1:]):
+                counted += 1
+                if not token[3]:
+                    foreign += 1
+            first = False
     return counted, foreign, symbols, tokens_seen, candidates
 
 
@@ -837,11 +841,12 @@ def _language(folded: str, clauses: list, c: _Compiled) -> ObservationViolation 
     return None
 
 
-def _forms(canonical: str) -> tuple[list[str], set[str]]:
+def _select(canonical: str, selectors: tuple) -> tuple[list[str], list, list, bool]:
     """The forms of the text the patterns are searched in (the lowered text, then, when they differ
     from it, the text without the hyphens inside words and with the digits of look-alike words read
-    as letters) and the words that select the patterns: the ASCII words of them all, and ``<`` and
-    ``[`` when the lowered text holds them."""
+    as letters), the addressed and the obligation patterns their words select (the ASCII words of
+    them all, and ``<`` and ``[`` when the lowered text holds them), and whether the text may report
+    an instruction (it holds ``to`` and a reporting verb)."""
     lowered = " ".join(canonical.replace("`", " ").split())
     lowered = lowered.lower() if lowered.isascii() else lowered.translate(_ASCII_LOWER)
     texts = [lowered]
@@ -857,14 +862,6 @@ def _forms(canonical: str) -> tuple[list[str], set[str]]:
     for mark in "<[":  # the role-token patterns are selected by the character they start with
         if mark in lowered:
             words.add(mark)
-    return texts, words
-
-
-def _select(canonical: str) -> tuple[list[str], list, list, bool]:
-    """The forms of the text (_forms), the addressed and the obligation patterns its words select,
-    and whether it may report an instruction (it holds ``to`` and a reporting verb)."""
-    texts, words = _forms(canonical)
-    selectors = _selectors()
     reported = "to" in words and not _REPORTING.isdisjoint(words)
     return texts, _selected(_ADDRESSED, selectors[0], words), _selected(_OBLIGATION, selectors[1], words), reported
 
@@ -889,13 +886,17 @@ def _next_clause(clauses: list, start: int, verbs: dict) -> int:
 def observation_violation(text: str) -> ObservationViolation | None:
     """Return the first way ``text`` breaks the observation rule, or None if it is an observation."""
     c = _tables()
-    folded, canonical = canonical_form(text)
-    accelerated = c.native if canonical.isascii() else None  # (the C path reads ASCII texts only)
-    selection = _selectors()[2]
-    if accelerated is None or selection is None:
-        texts, addressed, obligation, reported = _select(canonical)
+    if text.isascii():  # (canonical_form's first step)
+        folded = canonical = text
+        accelerated = c.native
     else:
-        texts, addressed, obligation, reported = accelerated.forms(canonical, selection)
+        folded, canonical = canonical_form(text)
+        accelerated = c.native if canonical.isascii() else None  # (the C path reads ASCII texts only)
+    selectors = _selectors()
+    if accelerated is None or selectors[2] is None:
+        texts, addressed, obligation, reported = _select(canonical, selectors)
+    else:
+        texts, addressed, obligation, reported = accelerated.forms(canonical, selectors[2])
     lowered = texts[0]
     for regex in addressed:
         for text_form in texts:

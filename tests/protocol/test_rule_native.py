@@ -89,9 +89,10 @@ class Paths:
         _, canonical = rule.canonical_form(text)
         clauses = self.python_clauses(canonical)
         if canonical.isascii():
-            selection = rule._selectors()[2]
-            if self.module.forms(canonical, selection) != tuple(rule._select(canonical)):
-                out.append(("forms", text, self.module.forms(canonical, selection), rule._select(canonical)))
+            selectors = rule._selectors()
+            native, python = self.module.forms(canonical, selectors[2]), rule._select(canonical, selectors)
+            if native != python:
+                out.append(("forms", text, native, python))
             native_clauses = self.module.clauses(canonical)
             if native_clauses != clauses:
                 out.append(("clauses", text, native_clauses, clauses))
@@ -132,7 +133,8 @@ def _vocabulary() -> list[str]:
 
 
 _PUNCTUATION = [".", ",", ";", ":", "!", "?", "...", "?!", " - ", " -- ", "-", "--", "\n", "\n\n", " (", ")", "(", "[",
-                "]", "{", "}", "\"", "'", " '", "' ", "`", "``", "```", "`x`", "`git push`", "``a`b``", "[link](http://x)",
+                "]", "{", "}", "\"", "'", " '", "' ", "`", "``", "```", "`x`", "`git push`", "``a`b``",
+                "[link](http://x)",
                 "![img](a.png)", "[text]", "**", "__", "_", "~~", "*", "<b>", "</b>", "<!--", "-->", "<x y=1>", "<|",
                 "|>", "\t", "\r", "\r\n", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x1f", "\x00", "\x7f", "\x01",
                 "  ", " ", " ", " ", " "]
@@ -213,8 +215,8 @@ def test_the_token_classification_and_its_cache(accelerator):
     vocabulary = _vocabulary()
     for text in _corpus() + [_vocabulary_text(rng, vocabulary) for _ in range(2000)]:
         raws.update(t for t in text.replace("`", " ").split() if t.isascii())
-    raws.update("".join(rng.choice(string.ascii_letters + string.digits + "'-./,~$_:!?") for _ in range(rng.randint(1, 5)))
-                for _ in range(5000))
+    alphabet = string.ascii_letters + string.digits + "'-./,~$_:!?"
+    raws.update("".join(rng.choice(alphabet) for _ in range(rng.randint(1, 5))) for _ in range(5000))
     with Paths(accelerator) as paths:
         for raw in sorted(raws):
             token = rule._token(raw)
