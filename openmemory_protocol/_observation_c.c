@@ -554,7 +554,10 @@ static PyObject *classify(PyObject *raw, const unsigned char *s, Py_ssize_t n) {
             Py_DECREF(lower);
             Py_RETURN_NONE;
         }
-        PyObject *english = PyObject_CallOneArg(g_is_english, lower);
+        PyObject *is_english = g_is_english; /* (held: Python code runs in the call, setup may too) */
+        Py_INCREF(is_english);
+        PyObject *english = PyObject_CallOneArg(is_english, lower);
+        Py_DECREF(is_english);
         if (english == NULL) {
             Py_DECREF(lower);
             return NULL;
@@ -859,7 +862,10 @@ static PyObject *clauses(PyObject *Py_UNUSED(self), PyObject *arg) {
     if (w.clauses == NULL || w.stack == NULL || w.current == NULL)
         goto done;
     if (has_markup(s, n)) { /* links, tags, emphasis: the Python _prose */
-        prose = PyObject_CallOneArg(g_prose, arg);
+        PyObject *function = g_prose; /* (held, as is_english above) */
+        Py_INCREF(function);
+        prose = PyObject_CallOneArg(function, arg);
+        Py_DECREF(function);
         if (prose == NULL || (s = ascii_data(prose, &n)) == NULL)
             goto done;
     } else {

@@ -25,7 +25,12 @@ stripped), in this order:
 4. ``other-script``: letters of a script other than Latin outside code spans and paths;
 5. ``not-english``: most words not English (v1 lessons are English).
 
-Pure and deterministic, standard library only; the tables are read once from ``data/``.
+Pure and deterministic, standard library only; the tables are read once from ``data/``. The hot
+path on a text whose canonical form is ASCII (the lowered forms and the pattern selection, the
+clauses and their tokens, the clause scan, the language counts) has a C accelerator,
+``_observation_c.c``, used when it is built and current (``openmemory_protocol.native``); this
+code stays the reference, and the fallback: tests/protocol/test_rule_native.py holds the two to
+the same answers and the same pieces.
 """
 
 from __future__ import annotations
