@@ -238,7 +238,6 @@ typedef struct {
 static Selecting *g_selecting;
 static size_t g_selecting_mask;
 static uint64_t g_always[3];
-static Py_ssize_t g_patterns[2]; /* how many patterns each list of the selection holds */
 
 static const Selecting *selecting_get(const unsigned char *s, Py_ssize_t n, uint64_t h) {
     if (g_selecting == NULL)
@@ -328,8 +327,6 @@ static int use_selection(PyObject *selection) {
     g_selecting_mask = capacity - 1;
     for (int k = 0; k < 3; k++)
         g_always[k] = always[k];
-    for (int k = 0; k < 2; k++)
-        g_patterns[k] = PyTuple_GET_SIZE(lists[k]);
     Py_INCREF(selection);
     Py_XSETREF(g_selection, selection);
     return 0;
@@ -360,12 +357,14 @@ static void select_words(uint64_t *bits, const unsigned char *s, Py_ssize_t n) {
     }
 }
 
-/* The patterns of list k (of g_selection) whose bits are set, in order. */
-static PyObject *patterns_of(int k, uint64_t bits) {
-    PyObject *list = PyList_New(0), *patterns = PyTuple_GET_ITEM(g_selection, 1 + k);
+/* The patterns of list k of the selection whose bits are set, in order (the selection the call
+   was given, which its caller holds: g_selection could change while a list is allocated). */
+static PyObject *patterns_of(PyObject *selection, int k, uint64_t bits) {
+    PyObject *list = PyList_New(0), *patterns = PyTuple_GET_ITEM(selection, 1 + k);
     if (list == NULL)
         return NULL;
-    for (Py_ssize_t i = 0; i < g_patterns[k] && bits >> i != 0; i++) {
+    Py_ssize_t size = PyTuple_GET_SIZE(patterns) < 64 ? PyTuple_GET_SIZE(patterns) : 64;
+    for (Py_ssize_t i = 0; i < size && bits >> i != 0; i++) {
         if ((bits >> i & 1) && PyList_Append(list, PyTuple_GET_ITEM(patterns, i)) < 0) {
             Py_DECREF(list);
             return NULL;
@@ -395,6 +394,8 @@ static PyObject *forms(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssiz
     const unsigned char *s = ascii_data(arg, &n);
     if (s == NULL || use_selection(args[1]) < 0)
         return NULL;
+    if (n > (PY_SSIZE_T_MAX - 3) / 3)
+        return PyErr_NoMemory();
     unsigned char *buf = PyMem_Malloc((size_t)n * 3 + 3);
     if (buf == NULL)
         return PyErr_NoMemory();
@@ -496,7 +497,8 @@ static PyObject *forms(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssiz
     if (texts == NULL || append_str(texts, low, m) < 0 || (hyphenated && append_str(texts, hyph, h) < 0) ||
         (leeted && append_str(texts, leet, m) < 0))
         goto done;
-    if ((addressed = patterns_of(0, bits[0])) == NULL || (obligation = patterns_of(1, bits[1])) == NULL)
+    if ((addressed = patterns_of(args[1], 0, bits[0])) == NULL ||
+        (obligation = patterns_of(args[1], 1, bits[1])) == NULL)
         goto done;
     out = PyTuple_Pack(4, texts, addressed, obligation, (bits[2] & 3) == 3 ? Py_True : Py_False);
 done:
@@ -947,6 +949,17 @@ static PyObject *token_item(PyObject *token, Py_ssize_t k) {
     return PyTuple_GET_ITEM(token, k);
 }
 
+/* A clause's or a word's flag, which the rule makes a bool: so that no Python code runs here (a
+   truth test could), and every borrowed reference stays good. */
+static int flag(PyObject *value) {
+    if (value == Py_True)
+        return 1;
+    if (value == Py_False)
+        return 0;
+    PyErr_SetString(PyExc_TypeError, "a clause's and a word's flags are bools");
+    return -1;
+}
+
 static int ends_with_ly(PyObject *word) {
     if (!PyUnicode_Check(word))
         return 0;
@@ -965,12 +978,12 @@ static PyObject *next_clause(PyObject *Py_UNUSED(self), PyObject *const *args, P
     Py_ssize_t start = PyLong_AsSsize_t(args[1]);
     if ((start == -1 && PyErr_Occurred()) || !ready())
         return NULL;
-    Py_ssize_t n = PyList_GET_SIZE(list);
+    Py_ssize_t n = PyList_GET_SIZE(list); /* (no Python code runs in the loop: the list stays as it is) */
     for (Py_ssize_t i = start < 0 ? 0 : start; i < n; i++) {
         PyObject *tokens, *asks, *first, *kind;
         if (clause_at(list, i, &tokens, &asks) < 0)
             return NULL;
-        int r = PyObject_IsTrue(asks);
+        int r = flag(asks);
         if (r < 0)
             return NULL;
         if (r || PyList_GET_SIZE(tokens) == 0)
@@ -988,7 +1001,11 @@ static PyObject *next_clause(PyObject *Py_UNUSED(self), PyObject *const *args, P
             return NULL;
         text = PyTuple_GET_ITEM(first, 1);
         lower = PyTuple_GET_ITEM(first, 2);
-        if ((r = PyObject_IsTrue(english)) <= 0) {
+        if (!PyUnicode_CheckExact(text) || !PyUnicode_CheckExact(lower)) {
+            PyErr_SetString(PyExc_TypeError, "a word token's texts are str");
+            return NULL;
+        }
+        if ((r = flag(english)) <= 0) {
             if (r < 0)
                 return NULL;
             return PyLong_FromSsize_t(i);
@@ -1003,7 +1020,7 @@ static PyObject *next_clause(PyObject *Py_UNUSED(self), PyObject *const *args, P
                 return NULL;
             return PyLong_FromSsize_t(i);
         }
-        if (ends_with_ly(lower) || (PyUnicode_Check(text) && PyUnicode_CompareWithASCIIString(text, "Open") == 0))
+        if (ends_with_ly(lower) || PyUnicode_CompareWithASCIIString(text, "Open") == 0)
             return PyLong_FromSsize_t(i);
     }
     return PyLong_FromSsize_t(n);
@@ -1060,7 +1077,7 @@ static PyObject *counts(PyObject *Py_UNUSED(self), PyObject *arg) {
                 PyErr_SetString(PyExc_TypeError, "a word token's texts are str");
                 return NULL;
             }
-            int is_english = PyObject_IsTrue(english);
+            int is_english = flag(english);
             if (is_english < 0)
                 return NULL;
             candidates += !is_english;

@@ -272,5 +272,10 @@ def test_bad_input_is_refused_with_an_error(accelerator):
             accelerator.counts([([("word", "x")], False, False)])  # a word token without its flag
         with pytest.raises(TypeError):
             accelerator.next_clause("clauses", 0)
+        for clause in ([("word", "x", "x", 1)], False, False), ([("word", "x", "x", True)], 0, 0):
+            with pytest.raises(TypeError, match="bools"):  # (flags are the rule's bools: no truth test runs code)
+                accelerator.next_clause([clause], 0)
+        with pytest.raises(TypeError, match="bools"):
+            accelerator.counts([([("word", "x", "x", None)], False, False)])
         assert accelerator.counts([]) == (0, 0, 0, 0, 0) and accelerator.next_clause([], 0) == 0
         assert accelerator.clauses("") == [] and accelerator.forms("", selection) == ([""], [], [], False)
