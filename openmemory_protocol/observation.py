@@ -25,7 +25,12 @@ stripped), in this order:
 4. ``other-script``: letters of a script other than Latin outside code spans and paths;
 5. ``not-english``: most words not English (v1 lessons are English).
 
-Pure and deterministic, standard library only; the tables are read once from ``data/``.
+Pure and deterministic, standard library only; the tables are read once from ``data/``. The hot
+path on a text whose canonical form is ASCII (the lowered forms and the pattern selection, the
+clauses and their tokens, the clause scan, the language counts) has a C accelerator,
+``_observation_c.c``, used when it is built and current (``openmemory_protocol.native``); this
+code stays the reference, and the fallback: tests/protocol/test_rule_native.py holds the two to
+the same answers and the same pieces.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
 
+from . import native
 from .tables import char_class, tables
 from .unicode14 import mask_unassigned
 
@@ -398,6 +404,16 @@ class _Compiled:
         self.english = t.english
         self.objects = t.function["object"]
         self.function = frozenset().union(*t.function.values()) | SKIPPED_OPENERS
+        #: the C accelerator of the hot path (openmemory_protocol/_observation_c.c), or None: the
+        #: Python code, which stays the reference (tests/protocol/test_rule_native.py)
+        self.native = _set_up(native.load("openmemory_protocol._observation_c"), self.verbs)
+
+
+def _set_up(module, verbs):
+    """The C accelerator, given the tables it reads (it keeps a token cache of its own, like _TOKENS)."""
+    if module is not None:
+        module.setup(_CLAUSE_WORDS, is_english_word, _prose, verbs, _OPENING, (_W, _C, _T, _N, _O, _S), _TOKENS_LIMIT)
+    return module
 
 
 _compiled: _Compiled | None = None
@@ -405,11 +421,32 @@ _selector_cache: dict[str, tuple] = {}
 
 
 def _selectors() -> tuple:
-    """The word selectors of the two pattern lists (made again if a test replaces a list)."""
-    key = (id(_ADDRESSED), id(_OBLIGATION))
+    """The word selectors of the two pattern lists, and the same for the C code (or None): made
+    again if a test replaces a list."""
+    key = (id(_ADDRESSED), id(_OBLIGATION), id(_REPORTING))
     if _selector_cache.get("key") != key:
-        _selector_cache.update(key=key, value=(_selector(_ADDRESSED), _selector(_OBLIGATION)))
+        addressed, obligation = _selector(_ADDRESSED), _selector(_OBLIGATION)
+        _selector_cache.update(key=key, value=(addressed, obligation, _selection(addressed, obligation)))
     return _selector_cache["value"]
+
+
+def _selection(*selectors: tuple) -> tuple | None:
+    """The selection as the C code reads it: (every word the rule asks the word set about, with the
+    patterns of each list it selects as bit masks, and in a third mask 1 for ``to`` and 2 for a
+    reporting verb; the word "" for the patterns always tried), and the two lists' patterns. None
+    when the C code cannot say the same (more than 64 patterns a list, or a test's own _REPORTING)."""
+    if type(_REPORTING) is not frozenset or max(len(_ADDRESSED), len(_OBLIGATION)) > 64:
+        return None
+    masks: dict[str, list[int]] = {"": [0, 0, 0]}
+    for k, (by_word, always, _) in enumerate(selectors):
+        for word, indices in by_word.items():
+            masks.setdefault(word, [0, 0, 0])[k] |= sum(1 << i for i in indices)
+        masks[""][k] |= sum(1 << i for i in always)
+    for word in _REPORTING:
+        masks.setdefault(word, [0, 0, 0])[2] |= 2
+    masks.setdefault("to", [0, 0, 0])[2] |= 1
+    return ({w: tuple(m) for w, m in masks.items()}, tuple(p for p, _ in _ADDRESSED),
+            tuple(p for p, _ in _OBLIGATION))
 
 
 def _tables() -> _Compiled:
@@ -478,6 +515,7 @@ def _token(text: str) -> tuple[str, str, str]:
 
 # Tokens already classified (a token's kind depends on its text only), None for a clause word.
 _TOKENS: dict[str, tuple[str, str, str] | None] = {}
+_TOKENS_LIMIT = 65536  # (cleared when it holds this many)
 _UNSEEN = object()
 
 # Splits the prose at code spans (group 1), clause boundaries (group 2) and brackets and quotation
@@ -552,7 +590,7 @@ def _clauses(canonical: str) -> list[tuple[list[tuple[str, str, str]], bool, boo
                     if token[0] == _W:
                         # words carry whether they are English (step 4), found once per word
                         token = None if token[2] in _CLAUSE_WORDS else token + (is_english_word(token[2]),)
-                    if len(_TOKENS) >= 65536:
+                    if len(_TOKENS) >= _TOKENS_LIMIT:
                         _TOKENS.clear()
                     _TOKENS[raw] = token
                 if token is None:  # a clause word: then, so, but ...
@@ -756,13 +794,12 @@ def is_english_word(word: str) -> bool:
     return False
 
 
-def _language(folded: str, clauses: list, c: _Compiled) -> ObservationViolation | None:
-    if not folded.isascii():
-        spaced = _SPACES.sub(" ", folded.translate(_LINE_BREAKS))
-        prose = _PATH_TOKEN.sub(" ", _CODE_SPAN.sub(" ", spaced))
-        letter = c.other_script.search(prose)
-        if letter is not None:
-            return ObservationViolation("other-script", letter.group())
+def _counts(clauses: list) -> tuple[int, int, int, int, int]:
+    """The language check's counts: (counted, foreign, symbols, tokens_seen, candidates). Tokens
+    are all but code spans, symbols those without a letter or digit, candidates the words not
+    English; counted are the words as written in lower case (or capitalised, first in a clause),
+    foreign those of them not English, both 0 when there are fewer than 2 candidates (the word
+    test cannot refuse: they are not counted)."""
     counted = foreign = symbols = tokens_seen = candidates = 0
     for tokens, _, _ in clauses:
         for token in tokens:
@@ -773,10 +810,8 @@ def _language(folded: str, clauses: list, c: _Compiled) -> ObservationViolation 
                     symbols += 1
                 elif kind == _W and not token[3]:
                     candidates += 1
-    if tokens_seen >= 6 and 2 * symbols > tokens_seen and candidates < 2:
-        return ObservationViolation("not-english", f"{symbols} of {tokens_seen} tokens are symbols")
-    if candidates < 2:  # fewer than 2 words that are not English: the word test cannot refuse
-        return None
+    if candidates < 2:
+        return 0, 0, symbols, tokens_seen, candidates
     for tokens, _, _ in clauses:
         first = True
         for token in tokens:
@@ -789,6 +824,21 @@ def _language(folded: str, clauses: list, c: _Compiled) -> ObservationViolation 
                 if not token[3]:
                     foreign += 1
             first = False
+    return counted, foreign, symbols, tokens_seen, candidates
+
+
+def _language(folded: str, clauses: list, c: _Compiled) -> ObservationViolation | None:
+    if not folded.isascii():
+        spaced = _SPACES.sub(" ", folded.translate(_LINE_BREAKS))
+        prose = _PATH_TOKEN.sub(" ", _CODE_SPAN.sub(" ", spaced))
+        letter = c.other_script.search(prose)
+        if letter is not None:
+            return ObservationViolation("other-script", letter.group())
+    counted, foreign, symbols, tokens_seen, candidates = (_counts if c.native is None else c.native.counts)(clauses)
+    if tokens_seen >= 6 and 2 * symbols > tokens_seen and candidates < 2:
+        return ObservationViolation("not-english", f"{symbols} of {tokens_seen} tokens are symbols")
+    if candidates < 2:  # fewer than 2 words that are not English: the word test cannot refuse
+        return None
     if foreign >= 2 and 3 * foreign > counted:
         return ObservationViolation("not-english", f"{foreign} of {counted} words")
     if tokens_seen >= 6 and 2 * symbols > tokens_seen:
@@ -796,10 +846,12 @@ def _language(folded: str, clauses: list, c: _Compiled) -> ObservationViolation 
     return None
 
 
-def observation_violation(text: str) -> ObservationViolation | None:
-    """Return the first way ``text`` breaks the observation rule, or None if it is an observation."""
-    c = _tables()
-    folded, canonical = canonical_form(text)
+def _select(canonical: str, selectors: tuple) -> tuple[list[str], list, list, bool]:
+    """The forms of the text the patterns are searched in (the lowered text, then, when they differ
+    from it, the text without the hyphens inside words and with the digits of look-alike words read
+    as letters), the addressed and the obligation patterns their words select (the ASCII words of
+    them all, and ``<`` and ``[`` when the lowered text holds them), and whether the text may report
+    an instruction (it holds ``to`` and a reporting verb)."""
     lowered = " ".join(canonical.replace("`", " ").split())
     lowered = lowered.lower() if lowered.isascii() else lowered.translate(_ASCII_LOWER)
     texts = [lowered]
@@ -815,33 +867,71 @@ def observation_violation(text: str) -> ObservationViolation | None:
     for mark in "<[":  # the role-token patterns are selected by the character they start with
         if mark in lowered:
             words.add(mark)
+    reported = "to" in words and not _REPORTING.isdisjoint(words)
+    return texts, _selected(_ADDRESSED, selectors[0], words), _selected(_OBLIGATION, selectors[1], words), reported
+
+
+def _next_clause(clauses: list, start: int, verbs: dict) -> int:
+    """The index of the first clause from ``start`` that asks or may open with an order, else
+    ``len(clauses)``: the quick exit of the imperative walk skips a clause whose first token is a
+    code span, or an English word that is no verb, opens nothing (_OPENING), ends not in ``ly``
+    and is not the name ``Open``: that token is the clause's opener, and no verb."""
+    for i in range(start, len(clauses)):
+        tokens, _, asks = clauses[i]
+        if asks or not tokens:
+            return i
+        first = tokens[0]
+        if first[0] == _C or (first[0] == _W and first[3] and first[2] not in verbs and first[2] not in _OPENING
+                              and not first[2].endswith("ly") and first[1] != "Open"):
+            continue
+        return i
+    return len(clauses)
+
+
+def observation_violation(text: str) -> ObservationViolation | None:
+    """Return the first way ``text`` breaks the observation rule, or None if it is an observation."""
+    c = _tables()
+    if text.isascii():  # (canonical_form's first step)
+        folded = canonical = text
+        accelerated = c.native
+    else:
+        folded, canonical = canonical_form(text)
+        accelerated = c.native if canonical.isascii() else None  # (the C path reads ASCII texts only)
     selectors = _selectors()
-    for regex in _selected(_ADDRESSED, selectors[0], words):
+    if accelerated is None or selectors[2] is None:
+        texts, addressed, obligation, reported = _select(canonical, selectors)
+    else:
+        texts, addressed, obligation, reported = accelerated.forms(canonical, selectors[2])
+    lowered = texts[0]
+    for regex in addressed:
         for text_form in texts:
             match = regex.search(text_form)
             if match is not None:
                 return ObservationViolation("addressed-to-agent", match.group().strip())
-    for regex in _selected(_OBLIGATION, selectors[1], words):
+    for regex in obligation:
         for text_form in texts:
             match = regex.search(text_form)
             if match is not None:
                 return ObservationViolation("obligation", match.group().strip())
-    if "to" in words and not _REPORTING.isdisjoint(words):
+    if reported:
         for match in _REPORTED_RE.finditer(lowered):
             if match.group(1) in c.verbs:
                 return ObservationViolation("obligation", match.group())
-    clauses = _clauses(canonical)
+    if accelerated is None:
+        clauses = _clauses(canonical)
+    else:
+        clauses = accelerated.clauses(canonical)
+    n = len(clauses)
     verbs = c.verbs
-    for tokens, quoted, asks in clauses:
+    at = _next_clause(clauses, 0, verbs) if c.native is None else c.native.next_clause(clauses, 0)
+    while at < n:
+        tokens, quoted, asks = clauses[at]
         if asks:  # a lesson states; it does not ask
             return ObservationViolation("addressed-to-agent", "a question: " + " ".join(t[1] for t in tokens[:8]))
-        first = tokens[0]
-        if first[0] == _C or (first[0] == _W and first[3] and first[2] not in verbs and first[2] not in _OPENING
-                              and not first[2].endswith("ly") and first[1] != "Open"):
-            continue  # (a quick exit: this first token is the opener, and no verb)
         verb = _imperative(tokens, quoted, c)
         if verb is not None:
             return ObservationViolation("imperative-opening", verb)
+        at = _next_clause(clauses, at + 1, verbs) if c.native is None else c.native.next_clause(clauses, at + 1)
     return _language(folded, clauses, c)
 
 
