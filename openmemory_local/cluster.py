@@ -29,9 +29,13 @@ from typing import Hashable, Iterable
 
 import numpy as np
 
+from openmemory_protocol.native import load
+
 from .embed import DIMS
 
 __all__ = ["GroupIndex"]
+
+_NATIVE = load("openmemory_local._sleep_c")
 
 _MAX_INDEXED_SIGNATURES = 8
 
@@ -82,6 +86,9 @@ class GroupIndex:
             return
         self._indexed[gid] += 1
         mine = self._features[gid]
+        if _NATIVE is not None:  # the loop below, in C
+            _NATIVE.index_features(self._postings, key, feats, mine, gid)
+            return
         for feature in feats:
             if feature not in mine:
                 mine.add(feature)
@@ -126,7 +133,15 @@ class GroupIndex:
         return None, float(cos[best])
 
     def _candidate_rows(self, key: Hashable, feats: dict) -> list[int]:
-        """The rows of the groups to score (see the module doc), in order."""
+        """The rows of the groups to score (see the module doc), in order: in C when the accelerator
+        is built (the same rows: ``tests/local/test_sleep_c.py``), else :meth:`_candidate_rows_python`."""
+        if _NATIVE is not None:
+            return _NATIVE.candidate_rows(self._postings, key, feats, self.posting_cap, self.prefix, self.candidates,
+                                          self._row)
+        return self._candidate_rows_python(key, feats)
+
+    def _candidate_rows_python(self, key: Hashable, feats: dict) -> list[int]:
+        """:meth:`_candidate_rows` in Python (the reference)."""
         lists = []
         for feature in feats:
             posting = self._postings.get((key, feature))
