@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import math
+import os
 import random
 import sys
 from collections import Counter
@@ -215,9 +216,11 @@ def test_the_accelerator_is_what_the_engine_uses_unless_turned_off(c):
 
     code = ("import openmemory_local.embed as e, openmemory_local.cluster as k; e.features('x y'); "
             "print(e._NATIVE is not None, k._NATIVE is not None)")
-    on = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    env = {k: v for k, v in os.environ.items() if k != "OPENMEMORY_PURE"}
+    on = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                        env=env).stdout.split()
     off = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         env={**__import__("os").environ, "OPENMEMORY_PURE": "1"}).stdout.split()
+                         env={**env, "OPENMEMORY_PURE": "1"}).stdout.split()
     assert on == ["True", "True"] and off == ["False", "False"]
 
 
