@@ -168,3 +168,56 @@ def test_recent_heads_read_once_are_what_the_store_query_gives(store):
         fast = _RecentHeads(store, cut)
         for projects in lists:
             assert fast(projects) == _recent_heads(store, projects, cut), (cut, projects)
+
+
+def _find_before(index, key, sig, feats, vector, threshold):
+    # the version before: every scored row's norm made again at every find, the vector cast each time
+    gid = index._exact.get((key, sig))
+    if gid is not None:
+        return gid, 1.0
+    groups = index._by_key.get(key)
+    if not groups:
+        return None, 0.0
+    if len(groups) <= index.exhaustive_max:
+        rows = np.fromiter((index._row[g] for g in groups), dtype=np.int64, count=len(groups))
+    else:
+        rows = index._candidate_rows(key, feats)
+        if not rows:
+            return None, 0.0
+        rows = np.array(rows, dtype=np.int64)
+    sums = index._sums[rows]
+    norms = np.sqrt(np.einsum("ij,ij->i", sums, sums))
+    norms[norms == 0] = 1.0
+    cos = (sums @ vector.astype(np.float64)) / norms
+    best = int(np.argmax(cos))
+    if cos[best] >= threshold:
+        return index._gid[int(rows[best])], float(cos[best])
+    return None, float(cos[best])
+
+
+def test_find_with_kept_norms_is_find_with_norms_made_each_time():
+    from openmemory_local.cluster import GroupIndex
+    from openmemory_local.embed import features
+
+    rng = random.Random(17)
+    words = [f"w{k}" for k in range(40)] + ["git", "push", "fatal", "error", "mix", "test", "branch"]
+    for exhaustive in (0, 8, 256):
+        index = GroupIndex(exhaustive_max=exhaustive, prefix=12, posting_cap=50, candidates=16)
+        next_gid = 1
+        keys = [("error", "/a"), ("error", "/b"), ("correction", "/a")]
+        for step in range(1500):
+            key = rng.choice(keys)
+            sig = " ".join(rng.choice(words) for _ in range(rng.randrange(1, 8)))
+            feats = features(sig)
+            vec = embed_features(feats)
+            vector = vec if rng.random() < 0.5 else vec.astype(np.float64)  # learn gives float64 now
+            threshold = rng.choice([0.3, 0.55, 0.8])
+            got = index.find(key, sig, feats, vector, threshold)
+            assert got == _find_before(index, key, sig, feats, vec, threshold), step
+            gid = got[0]
+            if gid is None:
+                gid, next_gid = next_gid, next_gid + 1
+                index.add(gid, key, np.zeros(DIMS))
+                if rng.random() < 0.05:
+                    continue  # a group left at a zero sum (a zero norm scored as 1.0)
+            index.join(gid, key, sig, feats, vector)
