@@ -1034,6 +1034,233 @@ done:
     return result;
 }
 
+/* --- the programs of a shell command line (episodes.command_heads) --------------------------- */
+
+static int is_space_ascii(unsigned char c) { /* str.isspace() for ASCII */
+    return c == ' ' || (c >= '\t' && c <= '\r') || (c >= 0x1c && c <= 0x1f);
+}
+
+static int in_set(PyObject *set, const char *s, Py_ssize_t n) { /* 1, 0, -1 error */
+    PyObject *word = ascii_str(s, n, NULL, 0);
+    if (word == NULL) return -1;
+    int in = PySet_Contains(set, word);
+    Py_DECREF(word);
+    return in;
+}
+
+typedef struct {
+    const char *s;
+    Py_ssize_t n;
+} Span;
+
+/* a word like NAME=value (episodes._ENV_ASSIGN) */
+static int env_assign(Span w) {
+    unsigned char c = (unsigned char)w.s[0];
+    if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_')) return 0;
+    for (Py_ssize_t i = 1; i < w.n; i++) {
+        c = (unsigned char)w.s[i];
+        if (c == '=') return 1;
+        if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_')) return 0;
+    }
+    return 0;
+}
+
+static int span_is(Span w, const char *word) {
+    return (Py_ssize_t)strlen(word) == w.n && memcmp(w.s, word, (size_t)w.n) == 0;
+}
+
+/* episodes._subcommand's word: a letter, then letters, digits, _ . : - */
+static int subcommand_word(Span w) {
+    unsigned char c = (unsigned char)w.s[0];
+    if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z'))) return 0;
+    for (Py_ssize_t i = 1; i < w.n; i++) {
+        c = (unsigned char)w.s[i];
+        if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '.' ||
+              c == ':' || c == '-'))
+            return 0;
+    }
+    return 1;
+}
+
+/* the heads of one segment (already stripped), appended to heads; -1 error */
+static int segment_heads(const char *seg, Py_ssize_t n, PyObject *heads, PyObject *multi, PyObject *wrappers,
+                         PyObject *filters, PyObject *not_after) {
+    Span stack[64];
+    Span *words = stack;
+    Py_ssize_t count = 0, cap = 64;
+    int rc = -1;
+    for (Py_ssize_t i = 0; i < n;) { /* segment.split(), without the NAME=value words */
+        if (is_space_ascii((unsigned char)seg[i])) {
+            i++;
+            continue;
+        }
+        Py_ssize_t start = i;
+        while (i < n && !is_space_ascii((unsigned char)seg[i])) i++;
+        Span w = {seg + start, i - start};
+        if (env_assign(w)) continue;
+        if (count == cap) {
+            Span *grown = PyMem_Malloc(sizeof(Span) * (size_t)cap * 2);
+            if (grown == NULL) {
+                PyErr_NoMemory();
+                goto done;
+            }
+            memcpy(grown, words, sizeof(Span) * (size_t)count);
+            if (words != stack) PyMem_Free(words);
+            words = grown;
+            cap *= 2;
+        }
+        words[count++] = w;
+    }
+    Py_ssize_t first = 0;
+    while (first < count) {
+        int in = in_set(wrappers, words[first].s, words[first].n);
+        if (in < 0) goto done;
+        if (!in) break;
+        first++;
+        while (first < count && (words[first].s[0] == '-' || (words[first].s[0] >= '0' && words[first].s[0] <= '9')))
+            first++;
+    }
+    if (first == count) {
+        rc = 0;
+        goto done;
+    }
+    Span prog = words[first];
+    for (Py_ssize_t i = prog.n - 1; i >= 0; i--) { /* rsplit("/", 1)[-1] */
+        if (prog.s[i] == '/') {
+            prog.s += i + 1;
+            prog.n -= i + 1;
+            break;
+        }
+    }
+    int filter = in_set(filters, prog.s, prog.n);
+    if (filter < 0) goto done;
+    if (filter) {
+        int never = in_set(not_after, prog.s, prog.n);
+        if (never < 0) goto done;
+        if (PyList_GET_SIZE(heads) > 0 || never) {
+            rc = 0;
+            goto done;
+        }
+    }
+    Span sub = {NULL, 0};
+    int dash_m = 0;
+    int is_multi = in_set(multi, prog.s, prog.n);
+    if (is_multi < 0) goto done;
+    if (is_multi) {
+        Py_ssize_t k = first + 1;
+        if (count - k > 1 && span_is(words[k], "-m")) {
+            dash_m = 1;
+            sub = words[k + 1];
+        } else {
+            while (k < count) {
+                Span w = words[k];
+                if (span_is(w, "-C") || span_is(w, "-c") || span_is(w, "--git-dir") || span_is(w, "--work-tree") ||
+                    span_is(w, "--prefix") || span_is(w, "--cwd")) {
+                    k += 2;
+                    continue;
+                }
+                if (w.s[0] == '-') {
+                    k++;
+                    continue;
+                }
+                if (subcommand_word(w)) sub = w;
+                break;
+            }
+        }
+    }
+    PyObject *head;
+    if (sub.s != NULL) {
+        Py_ssize_t len = prog.n + 1 + (dash_m ? 3 : 0) + sub.n;
+        head = PyUnicode_New(len, 127);
+        if (head == NULL) goto done;
+        Py_UCS1 *d = PyUnicode_1BYTE_DATA(head);
+        memcpy(d, prog.s, (size_t)prog.n);
+        d += prog.n;
+        *d++ = ' ';
+        if (dash_m) {
+            memcpy(d, "-m ", 3);
+            d += 3;
+        }
+        memcpy(d, sub.s, (size_t)sub.n);
+    } else {
+        head = ascii_str(prog.s, prog.n, NULL, 0);
+        if (head == NULL) goto done;
+    }
+    rc = PyList_Append(heads, head);
+    Py_DECREF(head);
+done:
+    if (words != stack) PyMem_Free(words);
+    return rc;
+}
+
+/* a segment s[a:b] stripped, its heads appended; -1 error */
+static int stripped_segment(const char *s, Py_ssize_t a, Py_ssize_t b, PyObject *heads, PyObject *const *sets) {
+    while (a < b && is_space_ascii((unsigned char)s[a])) a++;
+    while (b > a && is_space_ascii((unsigned char)s[b - 1])) b--;
+    if (a == b) return 0;
+    return segment_heads(s + a, b - a, heads, sets[0], sets[1], sets[2], sets[3]);
+}
+
+static PyObject *sleep_command_heads(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
+    /* command_heads(command, multi, wrappers, filters, not_after) -> list | None (not ASCII) */
+    if (nargs != 5 || !PyUnicode_Check(args[0]) || !PyAnySet_Check(args[1]) || !PyAnySet_Check(args[2]) ||
+        !PyAnySet_Check(args[3]) || !PyAnySet_Check(args[4])) {
+        PyErr_SetString(PyExc_TypeError, "command_heads(command: str, multi, wrappers, filters, not_after: sets)");
+        return NULL;
+    }
+    PyObject *command = args[0];
+    if (!PyUnicode_IS_ASCII(command)) Py_RETURN_NONE;
+    const char *s = (const char *)PyUnicode_DATA(command);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(command);
+    /* the first line: text.lstrip().split("\n", 1)[0].rstrip() */
+    Py_ssize_t a = 0;
+    while (a < n && is_space_ascii((unsigned char)s[a])) a++;
+    Py_ssize_t b = a;
+    while (b < n && s[b] != '\n') b++;
+    while (b > a && is_space_ascii((unsigned char)s[b - 1])) b--;
+    PyObject *heads = PyList_New(0);
+    if (heads == NULL) return NULL;
+    /* the segments outside quotes (episodes._split_shell's tokens: quotes, && || ; | split, & does not) */
+    Py_ssize_t start = a, i = a;
+    while (i < b) {
+        char c = s[i];
+        if (c == '\'') {
+            i++;
+            while (i < b && s[i] != '\'') i++;
+            if (i < b) i++;
+        } else if (c == '"') {
+            i++;
+            while (i < b) {
+                if (s[i] == '\\') {
+                    if (i + 1 < b) { /* \\. (the line holds no new line) */
+                        i += 2;
+                        continue;
+                    }
+                    break; /* a final backslash ends the quoted token; the next token takes it */
+                }
+                if (s[i] == '"') break;
+                i++;
+            }
+            if (i < b && s[i] == '"') i++;
+        } else if ((c == '&' && i + 1 < b && s[i + 1] == '&') || (c == '|' && i + 1 < b && s[i + 1] == '|')) {
+            if (stripped_segment(s, start, i, heads, args + 1) < 0) goto fail;
+            i += 2;
+            start = i;
+        } else if (c == ';' || c == '|') {
+            if (stripped_segment(s, start, i, heads, args + 1) < 0) goto fail;
+            i += 1;
+            start = i;
+        } else {
+            i++;
+        }
+    }
+    if (stripped_segment(s, start, b, heads, args + 1) < 0) goto fail;
+    return heads;
+fail:
+    Py_DECREF(heads);
+    return NULL;
+}
+
 /* --- the module ---------------------------------------------------------------------------- */
 
 static PyMethodDef sleep_methods[] = {
@@ -1052,6 +1279,9 @@ static PyMethodDef sleep_methods[] = {
      "feature_cosine(a, b, norm_a, norm_b) -> float | None: embed.feature_cosine (None: the Python code decides)."},
     {"facet_hits", (PyCFunction)(void (*)(void))sleep_facet_hits, METH_FASTCALL,
      "facet_hits(facet, feats, probe_rows, postings, threshold, aliases) -> tuple | None: sleep._facet_hits."},
+    {"command_heads", (PyCFunction)(void (*)(void))sleep_command_heads, METH_FASTCALL,
+     "command_heads(command, multi, wrappers, filters, not_after) -> list | None: "
+     "episodes._command_heads_uncached for an ASCII command, else None."},
     {"index_features", (PyCFunction)(void (*)(void))sleep_index_features, METH_FASTCALL,
      "index_features(postings, key, feats, mine, gid): the loop of cluster.GroupIndex._index_signature."},
     {NULL, NULL, 0, NULL}};

@@ -18,7 +18,9 @@ surprise is only ever compared with the groups of its key. :meth:`GroupIndex.fin
    per surprise is bounded, so a sleep grows as n log n (the sort by time), not n².
 
 The best group wins if its cosine reaches ``Config.lesson_join_cosine``; ties go to the
-older group. Pure numpy and dictionaries: no store, no clock.
+older group. Pure numpy and dictionaries: no store, no clock. The postings and the candidate
+rows are made in C when ``openmemory_local._sleep_c`` is built (the same lists, in the same
+order; the Python code beside it is the reference and the fallback).
 """
 
 from __future__ import annotations

@@ -21,6 +21,13 @@ words and adjacent-word pairs of a text:
 Cosine similarity is then a dot product. Changing any of these rules changes
 ``EMBEDDING``; the store records which embedding its vectors use and re-embeds when it
 differs.
+
+When the C accelerator ``openmemory_local._sleep_c`` is built (``setup.py``; loaded through
+:func:`openmemory_protocol.native.load`, off with ``OPENMEMORY_PURE=1``), the features of an
+ASCII text, the vectors, the norms and the exact cosines are made in C: the same dicts in the
+same order and the same bits (sums in the same order; BLAKE2b; an exactly rounded ``fsum``).
+The Python functions here are the reference and take everything else (a non-ASCII text, odd
+weights).
 """
 
 from __future__ import annotations

@@ -262,3 +262,31 @@ def test_facet_hits_are_the_python_hits(c):
     assert c.facet_hits("a", {"a": 1.0}, [], {"a": [3]}, 0.5, {}) is None
     assert c.facet_hits("a", {"a": 1.0}, [], {"a": [0]}, 1, {}) is None
     assert c.facet_hits("a", {"b": 1.0}, [], {"a": [0]}, 0.5, {}) == ()
+
+
+def test_command_heads_are_the_python_heads(c):
+    from openmemory_local import episodes
+
+    pieces = ["git push", "git -C repo push", "git --git-dir x status", "git -c a=b commit -m 'x && y'", "mix test",
+              "cd /tmp", "echo hi", "sudo -u root apt-get install x", "time 3 make", "env A=1 B=2 npm ci",
+              "timeout 10 mix test", "FOO=bar uv sync", "python -m pytest -q", "python3 -m", "python -m",
+              "grep x file", "cat a | grep b | wc -l", "2>&1", "./bin/run --x", "../x/", "/usr/bin/git log",
+              "npm run build:prod", "cargo +nightly build", "go 1test", "docker compose up -d", "bd ready",
+              "a=1", "_x=", "1a=2 ls", "sleep 1", "printf x", "true", "make -j8 all", "git commit -m \"a \\\" b\"",
+              "tail -f log", "xargs rm", "git 'push'", "\"git\" push", "npx -y create-x", "kubectl -n ns get pods"]
+    joiners = [" && ", " || ", "; ", " | ", " & ", "&&", "|", ";", " \\\n ", "\n", " ", "\t", "\x1c", "|||", "&&&"]
+    rng = random.Random(40)
+    texts = ["", " ", "\n\n", "'unclosed && x", "\"unclosed \\", "a \\", "\"x\\\"", "''", "a'b'c | d", "\t\x0b git push"]
+    for _ in range(20000):
+        text = rng.choice(["", " ", "\n", "  \t"]) + "".join(
+            rng.choice(pieces) + rng.choice(joiners) for _ in range(rng.randrange(1, 6)))
+        if rng.random() < 0.2:
+            k = rng.randrange(len(text) + 1)
+            text = text[:k] + rng.choice("'\"\\&|;= -/") + text[k:]
+        texts.append(text)
+    for text in texts:
+        assert c.command_heads(text, episodes._MULTI, episodes._WRAPPERS, episodes._FILTERS, episodes._NEVER) == \
+            episodes._command_heads_python(text), repr(text)
+    assert c.command_heads("git push \u2014 x", episodes._MULTI, episodes._WRAPPERS, episodes._FILTERS,
+                           episodes._NEVER) is None
+    assert episodes._command_heads_uncached("caf\u00e9 && git push") == ["café", "git push"]
