@@ -50,10 +50,6 @@ class GroupIndex:
         self.posting_cap = posting_cap
         self.candidates = candidates
         self._sums = np.zeros((64, dims), dtype=np.float64)  # dims: the embedder's (256 for the hashed one)
-        # each row's norm as find divides by it (a zero norm as 1.0), made when a row is first scored after
-        # it changed: einsum's sum of a row does not depend on the other rows given with it (tested)
-        self._norms = np.ones(64, dtype=np.float64)
-        self._fresh = np.zeros(64, dtype=bool)
         self._n = 0
         self._row: dict[int, int] = {}
         self._gid: list[int] = []
@@ -76,12 +72,9 @@ class GroupIndex:
             sums = np.zeros((2 * len(self._sums), self._sums.shape[1]), dtype=np.float64)
             sums[:self._n] = self._sums
             self._sums = sums
-            self._norms = np.concatenate([self._norms, np.ones_like(self._norms)])
-            self._fresh = np.concatenate([self._fresh, np.zeros_like(self._fresh)])
         row = self._n
         self._n += 1
         self._sums[row] = vector_sum
-        self._fresh[row] = False
         self._row[gid] = row
         self._gid.append(gid)
         self._by_key.setdefault(key, []).append(gid)
@@ -107,9 +100,7 @@ class GroupIndex:
 
     def join(self, gid: int, key: Hashable, sig: str, feats: dict, vector: np.ndarray) -> None:
         """Add a member to a group: its vector to the centroid, its signature to the index."""
-        row = self._row[gid]
-        self._sums[row] += vector
-        self._fresh[row] = False
+        self._sums[self._row[gid]] += vector
         self._index_signature(gid, key, sig, feats)
 
     # --- finding ------------------------------------------------------------------------
@@ -137,24 +128,13 @@ class GroupIndex:
                 return None, 0.0
             rows = np.array(rows, dtype=np.int64)
         sums = self._sums[rows]
-        cos = (sums @ (vector if vector.dtype == np.float64 else vector.astype(np.float64))) / self._row_norms(rows)
+        norms = np.sqrt(np.einsum("ij,ij->i", sums, sums))
+        norms[norms == 0] = 1.0
+        cos = (sums @ vector.astype(np.float64)) / norms
         best = int(np.argmax(cos))  # first maximum: the oldest group on ties
         if cos[best] >= threshold:
             return self._gid[int(rows[best])], float(cos[best])
         return None, float(cos[best])
-
-    def _row_norms(self, rows: np.ndarray) -> np.ndarray:
-        """The norms of these rows' sums, a zero norm as 1.0: ``np.sqrt(np.einsum("ij,ij->i", sums, sums))``
-        of ``sums = self._sums[rows]``, each row's made again only when it changed since last asked."""
-        fresh = self._fresh[rows]
-        if not fresh.all():
-            stale = rows[~fresh]
-            sums = self._sums[stale]
-            norms = np.sqrt(np.einsum("ij,ij->i", sums, sums))
-            norms[norms == 0] = 1.0
-            self._norms[stale] = norms
-            self._fresh[stale] = True
-        return self._norms[rows]
 
     def _candidate_rows(self, key: Hashable, feats: dict) -> list[int]:
         """The rows of the groups to score (see the module doc), in order: in C when the accelerator

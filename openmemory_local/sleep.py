@@ -571,8 +571,8 @@ def learn(store, now: datetime, memo: SleepMemo | None = None) -> dict:
             if memo is not None:
                 memo.keep(eid, sig, sub, feats)
             vec = episode_vectors[eid] if episode_vectors is not None else vectors.get(sig)
-            if vec is None:  # in float64, as the index adds it and scores with it (the same values)
-                vec = vectors[sig] = embed_features(feats).astype(np.float64)
+            if vec is None:
+                vec = vectors[sig] = embed_features(feats)
             key = (kind, _ep_family(project, ep["fields"]))
             gid, _cos = index.find(key, sig, feats, vec, join_cosine)
             if gid is None:

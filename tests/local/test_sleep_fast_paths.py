@@ -171,7 +171,7 @@ def test_recent_heads_read_once_are_what_the_store_query_gives(store):
 
 
 def _find_before(index, key, sig, feats, vector, threshold):
-    # the version before: every scored row's norm made again at every find, the vector cast each time
+    # find as it was written (on the index's sums, however they grew)
     gid = index._exact.get((key, sig))
     if gid is not None:
         return gid, 1.0
@@ -195,7 +195,7 @@ def _find_before(index, key, sig, feats, vector, threshold):
     return None, float(cos[best])
 
 
-def test_find_with_kept_norms_is_find_with_norms_made_each_time():
+def test_find_on_sums_grown_into_new_zeros_is_find_before():
     from openmemory_local.cluster import GroupIndex
     from openmemory_local.embed import features
 
@@ -205,12 +205,12 @@ def test_find_with_kept_norms_is_find_with_norms_made_each_time():
         index = GroupIndex(exhaustive_max=exhaustive, prefix=12, posting_cap=50, candidates=16)
         next_gid = 1
         keys = [("error", "/a"), ("error", "/b"), ("correction", "/a")]
-        for step in range(1500):
+        for step in range(1500):  # past 64, 128, 256 and 512 groups: the sums grow
             key = rng.choice(keys)
             sig = " ".join(rng.choice(words) for _ in range(rng.randrange(1, 8)))
             feats = features(sig)
             vec = embed_features(feats)
-            vector = vec if rng.random() < 0.5 else vec.astype(np.float64)  # learn gives float64 now
+            vector = vec if rng.random() < 0.5 else vec.astype(np.float64)  # the learned embedder's are float64
             threshold = rng.choice([0.3, 0.55, 0.8])
             got = index.find(key, sig, feats, vector, threshold)
             assert got == _find_before(index, key, sig, feats, vec, threshold), step
