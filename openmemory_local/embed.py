@@ -108,6 +108,11 @@ def features(text: str) -> dict[str, float]:
 
     Stop words are recognised before stemming (``does`` is a stop word, ``doe`` is not).
     """
+    native = _NATIVE if _NATIVE is not _UNASKED else _native()
+    if native is not None:  # in C, an ASCII text is made again faster than the memo copies it
+        out = native.features(text, STOP_WORDS)
+        if out is not None:
+            return out
     # memoised: a pure function of its arguments, which sleep asks again and again
     if len(text) > 512:
         return _features_uncached(text)
