@@ -111,7 +111,8 @@ def test_vectors_of_odd_weights_are_left_to_the_python_code(c):
     out = np.zeros(embed.DIMS, dtype=np.float32)
     for feats in ({"a": 1}, {"a": float("inf")}, {"a": float("nan")}, {"a": 1e200}, {1: 1.0}):
         assert c.embed_into(feats, out) is False and not out.any()
-    assert embed.embed_features({"a": 1, "b": 2.0}).tobytes() == embed._embed_features_python({"a": 1, "b": 2.0}).tobytes()
+    odd = {"a": 1, "b": 2.0}
+    assert embed.embed_features(odd).tobytes() == embed._embed_features_python(odd).tobytes()
     with pytest.raises(ValueError):
         c.embed_into({"a": 1.0}, np.zeros(10, dtype=np.float32))
     with pytest.raises(BufferError):
@@ -276,7 +277,8 @@ def test_command_heads_are_the_python_heads(c):
               "tail -f log", "xargs rm", "git 'push'", "\"git\" push", "npx -y create-x", "kubectl -n ns get pods"]
     joiners = [" && ", " || ", "; ", " | ", " & ", "&&", "|", ";", " \\\n ", "\n", " ", "\t", "\x1c", "|||", "&&&"]
     rng = random.Random(40)
-    texts = ["", " ", "\n\n", "'unclosed && x", "\"unclosed \\", "a \\", "\"x\\\"", "''", "a'b'c | d", "\t\x0b git push"]
+    texts = ["", " ", "\n\n", "'unclosed && x", "\"unclosed \\", "a \\", "\"x\\\"", "''", "a'b'c | d",
+             "\t\x0b git push"]
     for _ in range(20000):
         text = rng.choice(["", " ", "\n", "  \t"]) + "".join(
             rng.choice(pieces) + rng.choice(joiners) for _ in range(rng.randrange(1, 6)))
