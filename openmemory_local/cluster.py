@@ -18,7 +18,9 @@ surprise is only ever compared with the groups of its key. :meth:`GroupIndex.fin
    per surprise is bounded, so a sleep grows as n log n (the sort by time), not n².
 
 The best group wins if its cosine reaches ``Config.lesson_join_cosine``; ties go to the
-older group. Pure numpy and dictionaries: no store, no clock.
+older group. Pure numpy and dictionaries: no store, no clock. The postings and the candidate
+rows are made in C when ``openmemory_local._sleep_c`` is built (the same lists, in the same
+order; the Python code beside it is the reference and the fallback).
 """
 
 from __future__ import annotations
@@ -29,9 +31,13 @@ from typing import Hashable, Iterable
 
 import numpy as np
 
+from openmemory_protocol.native import load
+
 from .embed import DIMS
 
 __all__ = ["GroupIndex"]
+
+_NATIVE = load("openmemory_local._sleep_c")
 
 _MAX_INDEXED_SIGNATURES = 8
 
@@ -62,8 +68,10 @@ class GroupIndex:
     def add(self, gid: int, key: Hashable, vector_sum: np.ndarray, signatures: Iterable[tuple[str, dict]] = ()) -> None:
         """A group with the sum of its members' vectors and its distinct signatures
         (each with its feature dict)."""
-        if self._n == len(self._sums):
-            self._sums = np.concatenate([self._sums, np.zeros_like(self._sums)])
+        if self._n == len(self._sums):  # twice the rows; np.zeros leaves the new pages to the kernel to zero
+            sums = np.zeros((2 * len(self._sums), self._sums.shape[1]), dtype=np.float64)
+            sums[:self._n] = self._sums
+            self._sums = sums
         row = self._n
         self._n += 1
         self._sums[row] = vector_sum
@@ -82,6 +90,9 @@ class GroupIndex:
             return
         self._indexed[gid] += 1
         mine = self._features[gid]
+        if _NATIVE is not None:  # the loop below, in C
+            _NATIVE.index_features(self._postings, key, feats, mine, gid)
+            return
         for feature in feats:
             if feature not in mine:
                 mine.add(feature)
@@ -126,7 +137,15 @@ class GroupIndex:
         return None, float(cos[best])
 
     def _candidate_rows(self, key: Hashable, feats: dict) -> list[int]:
-        """The rows of the groups to score (see the module doc), in order."""
+        """The rows of the groups to score (see the module doc), in order: in C when the accelerator
+        is built (the same rows: ``tests/local/test_sleep_c.py``), else :meth:`_candidate_rows_python`."""
+        if _NATIVE is not None:
+            return _NATIVE.candidate_rows(self._postings, key, feats, self.posting_cap, self.prefix, self.candidates,
+                                          self._row)
+        return self._candidate_rows_python(key, feats)
+
+    def _candidate_rows_python(self, key: Hashable, feats: dict) -> list[int]:
+        """:meth:`_candidate_rows` in Python (the reference)."""
         lists = []
         for feature in feats:
             posting = self._postings.get((key, feature))

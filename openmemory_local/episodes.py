@@ -312,22 +312,42 @@ def command_heads(command: str) -> list[str]:
     return list(_command_heads_cached(command))
 
 
+#: Programs that run another (their own options skipped); filters not counted after a first program;
+#: programs never counted.
+_WRAPPERS = frozenset(("sudo", "time", "env", "nohup", "exec", "timeout"))
+_FILTERS = frozenset(("cd", "echo", "true", "false", "head", "tail", "grep", "wc", "sort", "cat", "less", "tee",
+                      "xargs", "printf", "sleep", "2>&1"))
+_NEVER = frozenset(("cd", "echo", "true", "false", "sleep", "printf"))
+
+
 def _command_heads_uncached(command: str) -> list[str]:
-    """The work of :func:`command_heads` (uncached)."""
+    """The work of :func:`command_heads` (uncached): in C for an ASCII command when the accelerator
+    is built (the same heads: ``tests/local/test_sleep_c.py``), else :func:`_command_heads_python`."""
+    from .embed import _native
+
+    native = _native()
+    if native is not None:
+        heads = native.command_heads(command, _MULTI, _WRAPPERS, _FILTERS, _NEVER)
+        if heads is not None:
+            return heads
+    return _command_heads_python(command)
+
+
+def _command_heads_python(command: str) -> list[str]:
+    """:func:`command_heads` in Python (the reference; any command)."""
     heads = []
     first_line = _first_line(command)
     for segment in _split_shell(first_line):
         words = [w for w in segment.split() if not _ENV_ASSIGN.match(w)]
-        while words and words[0] in ("sudo", "time", "env", "nohup", "exec", "timeout"):
+        while words and words[0] in _WRAPPERS:
             words = words[1:]
             while words and (words[0][:1] == "-" or words[0][:1].isdigit()):
                 words = words[1:]
         if not words:
             continue
         prog = words[0].rsplit("/", 1)[-1]
-        if prog in ("cd", "echo", "true", "false", "head", "tail", "grep", "wc", "sort", "cat",
-                    "less", "tee", "xargs", "printf", "sleep", "2>&1"):
-            if heads or prog in ("cd", "echo", "true", "false", "sleep", "printf"):
+        if prog in _FILTERS:
+            if heads or prog in _NEVER:
                 continue
         head = prog
         if prog in _MULTI:

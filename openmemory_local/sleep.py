@@ -114,12 +114,12 @@ import numpy as np
 
 from .clock import DAY, epoch, iso, parse_time
 from .cluster import GroupIndex
-from .embed import DIMS, embed_features, feature_cosine, feature_norm, features
+from .embed import DIMS, _native, embed_features, feature_cosine, feature_norm, features
 from .embedders import HASHED_EMBEDDING, store_embedder
 from .jsonio import dumps, loads
 from .lesson_text import lesson_text, prediction_text, rephrase
 from .normalize import family, normalise, path_like
-from .situations import probe_matches, probes, signature, subject, timed_facets
+from .situations import OPTION_ALIASES, probe_matches, probes, signature, subject, timed_facets
 
 __all__ = [
     "SleepMemo",
@@ -1019,8 +1019,19 @@ def _facet_hits(facet: str, probe_rows: list, postings: dict, threshold: float, 
     """The probes of one family that ``facet`` matches (its required path and words, and a cosine
     >= ``threshold``): ``(prediction position, probe, cosine)``, in the probes' order. A pure
     function of the facet and the family's probes: verify asks it once per distinct facet.
-    ``known``: features already made (a signature's, by learn), by text."""
+    ``known``: features already made (a signature's, by learn), by text. In C when the accelerator
+    is built (the same hits; without the memo of cosines, which C makes faster than it looks them up)."""
     feats = (known.get(facet) if known else None) or features(facet)
+    native = _native()
+    if native is not None:
+        out = native.facet_hits(facet, feats, probe_rows, postings, threshold, OPTION_ALIASES)
+        if out is not None:
+            return out
+    return _facet_hits_python(facet, feats, probe_rows, postings, threshold)
+
+
+def _facet_hits_python(facet: str, feats: dict, probe_rows: list, postings: dict, threshold: float) -> tuple:
+    """:func:`_facet_hits` in Python (the reference), ``feats`` being the facet's features."""
     norm = None
     # only probes that share a feature with the facet can reach the threshold
     lists = [k for k in map(postings.get, feats) if k]

@@ -168,3 +168,35 @@ def test_recent_heads_read_once_are_what_the_store_query_gives(store):
         fast = _RecentHeads(store, cut)
         for projects in lists:
             assert fast(projects) == _recent_heads(store, projects, cut), (cut, projects)
+
+
+def test_find_on_sums_grown_into_new_zeros_is_find_on_sums_never_grown():
+    from openmemory_local.cluster import GroupIndex
+    from openmemory_local.embed import features
+
+    rng = random.Random(17)
+    words = [f"w{k}" for k in range(40)] + ["git", "push", "fatal", "error", "mix", "test", "branch"]
+    for exhaustive in (0, 8, 256):
+        grown = GroupIndex(exhaustive_max=exhaustive, prefix=12, posting_cap=50, candidates=16)
+        sized = GroupIndex(exhaustive_max=exhaustive, prefix=12, posting_cap=50, candidates=16)
+        sized._sums = np.zeros((4096, DIMS))  # room for every group: never grows
+        next_gid = 1
+        keys = [("error", "/a"), ("error", "/b"), ("correction", "/a")]
+        for step in range(1500):  # past 64, 128, 256 and 512 groups: the sums grow
+            key = rng.choice(keys)
+            sig = " ".join(rng.choice(words) for _ in range(rng.randrange(1, 8)))
+            feats = features(sig)
+            vector = embed_features(feats)
+            threshold = rng.choice([0.3, 0.55, 0.8])
+            got = grown.find(key, sig, feats, vector, threshold)
+            assert got == sized.find(key, sig, feats, vector, threshold), step
+            gid = got[0]
+            if gid is None:
+                gid, next_gid = next_gid, next_gid + 1
+                grown.add(gid, key, np.zeros(DIMS))
+                sized.add(gid, key, np.zeros(DIMS))
+                if rng.random() < 0.05:
+                    continue  # a group left at a zero sum (a zero norm scored as 1.0)
+            grown.join(gid, key, sig, feats, vector)
+            sized.join(gid, key, sig, feats, vector)
+        assert len(grown._sums) > 64 and grown._sums[:len(grown)].tobytes() == sized._sums[:len(sized)].tobytes()

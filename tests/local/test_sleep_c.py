@@ -1,0 +1,294 @@
+"""The C accelerator of sleep's hot steps (``openmemory_local/_sleep_c.c``) gives the Python code's
+answers exactly: the same feature dicts in the same order, the same vector bits, the same norms and
+cosines, the same candidate rows and postings. The module is imported directly (these tests fail,
+not skip, when it is not built, and when its build is stale), and compared with the Python
+reference functions on random and real inputs."""
+
+from __future__ import annotations
+
+import importlib
+import math
+import os
+import random
+import sys
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from openmemory_local import embed
+from openmemory_local.cluster import GroupIndex
+from openmemory_local.embed import STOP_WORDS
+from openmemory_protocol import native
+
+
+@pytest.fixture(scope="module")
+def c():
+    module = importlib.import_module("openmemory_local._sleep_c")  # fails when not built
+    assert native._current(module), "openmemory_local._sleep_c is stale: rebuild it (pip install -e .)"
+    return module
+
+
+WORDS = ["the", "a", "of", "git", "push", "pushed", "Error", "fatal", "is", "to", "tests", "{num}", "x_y", "does",
+         "doe", "stopped", "flies", "ties", "boxes", "churches", "class", "status", "axis", "FOO", "running", "ING",
+         "ed", "feed", "agreed", "fizzed", "falling", "3d", "ab1cd", "bus", "ies", "pies", "bees", "ss", "hissed",
+         "walled", "buzzing", "mixes", "wishes", "Tests", "PUSHES", "HTTPS", "upstream", "branch", "{branch}"]
+JOINERS = [" ", "-", "_", "/", ":", ", ", "", ". ", "\t", "(", ")", "'", "\n", "=", "--"]
+
+
+def _text(rng: random.Random) -> str:
+    joiner = rng.choice(JOINERS)
+    return joiner.join(rng.choice(WORDS) for _ in range(rng.randrange(0, 25)))
+
+
+def test_features_are_the_python_features_in_the_same_order(c):
+    rng = random.Random(16)
+    for _ in range(10000):
+        text = _text(rng)
+        got, expected = c.features(text, STOP_WORDS), embed._features_python(text)
+        assert list(got.items()) == list(expected.items()), text
+        assert all(type(v) is float for v in got.values())
+    # texts of the real workload (every signature of the synthetic store's failures)
+    from simulations.workload import Workload
+    from datetime import datetime, timezone
+
+    for ep in Workload(seed=3).episodes(600, datetime(2026, 1, 1, tzinfo=timezone.utc), 3):
+        for text in (ep.text, *(str(v) for v in ep.fields.values())):
+            if text.isascii():
+                assert list(c.features(text, STOP_WORDS).items()) == list(embed._features_python(text).items())
+
+
+def test_features_leave_a_non_ascii_text_to_the_python_code(c):
+    for text in ["café crème", "ﬁle not found", "naïve", "\u0663\u0664 items", "x\u00a0y", "日本語 git push"]:
+        assert c.features(text, STOP_WORDS) is None
+        assert embed._features_uncached(text) == embed._features_python(text)  # the fallback is taken
+    with pytest.raises(TypeError):
+        c.features(b"git push", STOP_WORDS)
+    with pytest.raises(TypeError):
+        c.features("git push", ["a"])
+    assert list(c.features("the a of git", frozenset({"git"})).items()) == [("the", 1.0), ("a", 1.0), ("of", 1.0),
+                                                                            ("the a", 0.5), ("a of", 0.5),
+                                                                            ("of git", 0.5)]
+
+
+def test_slots_are_blake2b_of_every_length(c):
+    rng = random.Random(2)
+    for n in list(range(0, 300)) + [1000, 4096]:  # one block, the block boundary (128), several blocks
+        text = "".join(rng.choice("ab z9\u00e9\u4e2d\U0001f600") for _ in range(n))
+        embed._slot.cache_clear()
+        assert c.slot(text) == embed._slot(text), n
+
+
+def _by_element(feats: dict) -> np.ndarray:
+    # the straightforward definition: each feature added into the array, one by one
+    vec = np.zeros(embed.DIMS, dtype=np.float64)
+    for feature, weight in feats.items():
+        index, sign = embed._slot(feature)
+        vec[index] += sign * weight
+    norm = math.sqrt(math.fsum((vec * vec).tolist()))
+    if norm > 0.0:
+        vec /= norm
+    return vec.astype(np.float32)
+
+
+def test_vectors_are_the_python_vectors_bit_for_bit(c):
+    rng = random.Random(5)
+    out = np.empty(embed.DIMS, dtype=np.float32)
+    for _ in range(600):
+        n = rng.choice([0, 1, 2, 5, 20, 300, 1000])  # 1000 features: slots collide, signs cancel
+        feats = {f"w{rng.randrange(2000)} {rng.randrange(9)}": rng.choice([1.0, 0.5, 2.0, rng.random(), 1e-300, 3e150])
+                 for _ in range(n)}
+        expected = embed._embed_features_python(feats)
+        assert c.embed_into(feats, out) is True
+        assert out.tobytes() == expected.tobytes() == _by_element(feats).tobytes()
+        assert embed.embed_features(feats).tobytes() == expected.tobytes()
+    for text in (_text(rng) for _ in range(1000)):
+        feats = embed._features_python(text)
+        assert embed.embed_features(feats).tobytes() == embed._embed_features_python(feats).tobytes()
+
+
+def test_vectors_of_odd_weights_are_left_to_the_python_code(c):
+    out = np.zeros(embed.DIMS, dtype=np.float32)
+    for feats in ({"a": 1}, {"a": float("inf")}, {"a": float("nan")}, {"a": 1e200}, {1: 1.0}):
+        assert c.embed_into(feats, out) is False and not out.any()
+    odd = {"a": 1, "b": 2.0}
+    assert embed.embed_features(odd).tobytes() == embed._embed_features_python(odd).tobytes()
+    with pytest.raises(ValueError):
+        c.embed_into({"a": 1.0}, np.zeros(10, dtype=np.float32))
+    with pytest.raises(BufferError):
+        c.embed_into({"a": 1.0}, b"\0" * 1024)  # not writable
+
+
+def test_norms_and_cosines_are_the_python_values(c):
+    rng = random.Random(9)
+    texts = [_text(rng) for _ in range(400)]
+    dicts = [embed._features_python(t) for t in texts]
+    dicts += [{f"f{rng.randrange(30)}": rng.choice([rng.random(), 1e-170, 1e150, -rng.random(), 0.5])
+               for _ in range(rng.randrange(0, 40))} for _ in range(400)]
+    for a in dicts:
+        assert c.feature_norm(a) == embed._feature_norm_python(a)
+    for _ in range(20000):
+        a, b = rng.choice(dicts), rng.choice(dicts)
+        norms = rng.choice([(None, None), (embed._feature_norm_python(a), None), (None, 2.5),
+                            (embed._feature_norm_python(a), embed._feature_norm_python(b))])
+        try:
+            expected = embed._feature_cosine_python(a, b, *norms)
+        except ZeroDivisionError:
+            assert c.feature_cosine(a, b, *norms) is None
+            continue
+        got = c.feature_cosine(a, b, *norms)
+        assert got == expected or (math.isnan(got) and math.isnan(expected)), (a, b, norms)
+        assert embed.feature_cosine(a, b, *norms) == expected or math.isnan(expected)
+    # what C does not take, the Python code decides
+    assert c.feature_norm({"a": 1}) is None and c.feature_norm({"a": 1e200}) is None
+    assert c.feature_cosine({"a": 1.0}, {"a": 2}, None, None) is None
+    assert c.feature_cosine({"a": 1.0}, {"a": 1.0}, 0.0, 1.0) is None
+    with pytest.raises(ZeroDivisionError):
+        embed.feature_cosine({"a": 1.0}, {"a": 1.0}, 0.0, 1.0)
+    assert embed.feature_cosine({"a": 1}, {"a": 2.0}) == embed._feature_cosine_python({"a": 1}, {"a": 2.0})
+
+
+def _index_pair(rng: random.Random, gids: int):
+    """Two indexes, one built by the Python loops and one by C, from the same random groups."""
+    c_index = GroupIndex(exhaustive_max=0, prefix=rng.choice([1, 3, 12]), posting_cap=rng.choice([2, 20, 500]),
+                         candidates=rng.choice([1, 4, 64]), dims=4)
+    py_index = GroupIndex(exhaustive_max=0, prefix=c_index.prefix, posting_cap=c_index.posting_cap,
+                          candidates=c_index.candidates, dims=4)
+    vocabulary = [f"w{k}" for k in range(rng.choice([8, 60, 300]))]
+    order = rng.sample(range(1, 3 * gids + 2), gids) if rng.random() < 0.5 else list(range(1, gids + 1))
+    return c_index, py_index, vocabulary, order
+
+
+def test_postings_and_candidate_rows_are_the_python_ones(c, monkeypatch):
+    import openmemory_local.cluster as cluster
+
+    rng = random.Random(12)
+    for _ in range(30):
+        c_index, py_index, vocabulary, order = _index_pair(rng, rng.choice([5, 80, 700]))
+        keys = [("error", "/a"), ("error", "/b")]
+        for gid in order:  # ids not in row order, sometimes
+            key = rng.choice(keys)
+            sigs = [(f"s{gid}-{k}", {w: 1.0 for w in rng.sample(vocabulary, rng.randrange(1, 8))})
+                    for k in range(rng.randrange(0, 11))]  # past the 8 signatures indexed
+            monkeypatch.setattr(cluster, "_NATIVE", c)
+            c_index.add(gid, key, np.zeros(4), sigs)
+            monkeypatch.setattr(cluster, "_NATIVE", None)
+            py_index.add(gid, key, np.zeros(4), sigs)
+        assert c_index._postings == py_index._postings and c_index._features == py_index._features
+        assert list(c_index._postings) == list(py_index._postings)
+        for _ in range(40):
+            key = rng.choice(keys + [("correction", "/a")])
+            feats = {w: 1.0 for w in rng.sample(vocabulary, rng.randrange(0, min(30, len(vocabulary))))}
+            expected = py_index._candidate_rows_python(key, feats)
+            assert c.candidate_rows(c_index._postings, key, feats, c_index.posting_cap, c_index.prefix,
+                                    c_index.candidates, c_index._row) == expected
+            monkeypatch.setattr(cluster, "_NATIVE", c)
+            assert c_index._candidate_rows(key, feats) == expected
+        monkeypatch.setattr(cluster, "_NATIVE", None)
+
+
+def test_candidate_rows_are_the_most_shared_groups(c):
+    # the counting straight from the module doc: the `candidates` groups sharing most of the prefix's
+    # features, ties to the first met (Counter.most_common), whatever the ids (dense, sparse, huge)
+    rng = random.Random(21)
+    for _ in range(300):
+        size = rng.randrange(1, 400)
+        ids = rng.sample(range(1, 10 * size), size) if rng.random() < 0.7 else \
+            [rng.randrange(1 << 40, 1 << 41) for _ in range(size)]
+        row_of = {gid: rng.randrange(10**6) for gid in ids}
+        key = ("error", "/a")
+        postings = {(key, f"f{k}"): rng.sample(ids, rng.randrange(1, size + 1)) for k in range(rng.randrange(1, 20))}
+        feats = {f"f{k}": 1.0 for k in range(25)}
+        prefix, cap, candidates = rng.choice([1, 5, 12]), rng.choice([3, 50, 1000]), rng.choice([1, 7, 64])
+        lists = sorted((p for f in feats if (p := postings.get((key, f))) and len(p) <= cap), key=len)[:prefix]
+        chosen = set().union(*lists)
+        if len(chosen) > candidates:
+            chosen = {g for g, _ in Counter(g for p in lists for g in p).most_common(candidates)}
+        assert c.candidate_rows(postings, key, feats, cap, prefix, candidates, row_of) == \
+            sorted(row_of[g] for g in chosen)
+    with pytest.raises(KeyError):
+        c.candidate_rows({(key, "f"): [5]}, key, {"f": 1.0}, 10, 12, 64, {})
+    with pytest.raises(TypeError):
+        c.candidate_rows({(key, "f"): ["5"]}, key, {"f": 1.0}, 10, 12, 64, {"5": 1})
+
+
+def test_the_accelerator_is_what_the_engine_uses_unless_turned_off(c):
+    import subprocess
+
+    code = ("import openmemory_local.embed as e, openmemory_local.cluster as k; e.features('x y'); "
+            "print(e._NATIVE is not None, k._NATIVE is not None)")
+    env = {k: v for k, v in os.environ.items() if k != "OPENMEMORY_PURE"}
+    on = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                        env=env).stdout.split()
+    off = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**env, "OPENMEMORY_PURE": "1"}).stdout.split()
+    assert on == ["True", "True"] and off == ["False", "False"]
+
+
+def test_facet_hits_are_the_python_hits(c):
+    from openmemory_local import sleep as sleep_module
+    from openmemory_local.situations import OPTION_ALIASES
+
+    rng = random.Random(30)
+    commands = ["git push", "git push --set-upstream origin {branch}", "git push -u origin {branch}", "mix test",
+                "mix format", "git add priv/static/assets/app.css", "Edit lib/app.ex", "Read test/support",
+                "uv sync", "pip install -r requirements.txt", "npm ci", "git commit -m {num}", "mix deps.get"]
+    for _ in range(200):
+        probe_rows = []
+        for i in range(rng.randrange(1, 12)):
+            text = rng.choice(commands)
+            probe = {"text": text, "require": rng.choice([None, None, "priv/static", "lib/", ""]),
+                     "role": rng.choice(["situation", "failure", "resolution"])}
+            if rng.random() < 0.4:
+                probe["words"] = rng.sample(["--set-upstream", "-u", "origin", "--force", "test", "x"],
+                                            rng.randrange(0, 3))
+            feats = embed.features(text)
+            key = (text, probe["require"], tuple(probe.get("words") or ()))  # what sleep keys the memo by
+            probe_rows.append((i, probe, feats, embed.feature_norm(feats), key))
+        postings: dict = {}
+        for k, row in enumerate(probe_rows):
+            for feature in row[2]:
+                postings.setdefault(feature, []).append(k)
+        for _ in range(20):
+            facet = " ".join(rng.sample(" ".join(commands).split(), rng.randrange(1, 6)))
+            feats = embed.features(facet)
+            threshold = rng.choice([0.0, 0.3, 0.5, 0.9])
+            expected = sleep_module._facet_hits_python(facet, feats, probe_rows, postings, threshold)
+            assert c.facet_hits(facet, feats, probe_rows, postings, threshold, OPTION_ALIASES) == expected
+            sleep_module._PAIR_SIMS.clear()
+            assert sleep_module._facet_hits(facet, probe_rows, postings, threshold) == expected
+    # what C does not take, the Python code decides
+    row = (0, {"text": "a"}, {"a": 1}, 1.0, ("a", None, ()))
+    assert c.facet_hits("a", {"a": 1.0}, [row], {"a": [0]}, 0.5, {}) is None
+    assert c.facet_hits("a", {"a": 1.0}, [], {"a": [3]}, 0.5, {}) is None
+    assert c.facet_hits("a", {"a": 1.0}, [], {"a": [0]}, 1, {}) is None
+    assert c.facet_hits("a", {"b": 1.0}, [], {"a": [0]}, 0.5, {}) == ()
+
+
+def test_command_heads_are_the_python_heads(c):
+    from openmemory_local import episodes
+
+    pieces = ["git push", "git -C repo push", "git --git-dir x status", "git -c a=b commit -m 'x && y'", "mix test",
+              "cd /tmp", "echo hi", "sudo -u root apt-get install x", "time 3 make", "env A=1 B=2 npm ci",
+              "timeout 10 mix test", "FOO=bar uv sync", "python -m pytest -q", "python3 -m", "python -m",
+              "grep x file", "cat a | grep b | wc -l", "2>&1", "./bin/run --x", "../x/", "/usr/bin/git log",
+              "npm run build:prod", "cargo +nightly build", "go 1test", "docker compose up -d", "bd ready",
+              "a=1", "_x=", "1a=2 ls", "sleep 1", "printf x", "true", "make -j8 all", "git commit -m \"a \\\" b\"",
+              "tail -f log", "xargs rm", "git 'push'", "\"git\" push", "npx -y create-x", "kubectl -n ns get pods"]
+    joiners = [" && ", " || ", "; ", " | ", " & ", "&&", "|", ";", " \\\n ", "\n", " ", "\t", "\x1c", "|||", "&&&"]
+    rng = random.Random(40)
+    texts = ["", " ", "\n\n", "'unclosed && x", "\"unclosed \\", "a \\", "\"x\\\"", "''", "a'b'c | d",
+             "\t\x0b git push"]
+    for _ in range(20000):
+        text = rng.choice(["", " ", "\n", "  \t"]) + "".join(
+            rng.choice(pieces) + rng.choice(joiners) for _ in range(rng.randrange(1, 6)))
+        if rng.random() < 0.2:
+            k = rng.randrange(len(text) + 1)
+            text = text[:k] + rng.choice("'\"\\&|;= -/") + text[k:]
+        texts.append(text)
+    for text in texts:
+        assert c.command_heads(text, episodes._MULTI, episodes._WRAPPERS, episodes._FILTERS, episodes._NEVER) == \
+            episodes._command_heads_python(text), repr(text)
+    assert c.command_heads("git push \u2014 x", episodes._MULTI, episodes._WRAPPERS, episodes._FILTERS,
+                           episodes._NEVER) is None
+    assert episodes._command_heads_uncached("caf\u00e9 && git push") == ["café", "git push"]
