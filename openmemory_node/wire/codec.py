@@ -7,17 +7,18 @@ one expensive step, the Ed25519 verification, only runs on records that pass eve
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from nacl.bindings import crypto_sign_open
 from nacl.exceptions import BadSignatureError
 from nacl.exceptions import ValueError as NaclValueError
 
-from . import cbor
+from . import cbor, limits
 from .errors import WireError
 from .ids import parse_id
 from .limits import DEFAULT_MAX_SKEW, MAX_RECORD_BYTES
-from .records import Record, _RecordBase, observation_error, record_from_map, signing_message
+from .records import RECORD_CLASSES, Evidence, Record, _RecordBase, observation_error, record_from_map, signing_message
 
 __all__ = ["decode", "validate", "verify", "verify_unsigned", "verify_signature", "check_size"]
 
@@ -37,13 +38,42 @@ def check_size(data: Any) -> bytes:
 
 def _decode(data: Any) -> tuple[Record, dict | None]:
     data = check_size(data)
-    value, spans = cbor.loads_record(data)
+    if _native is not None:
+        # the decoder and the field checks in C, for a valid record in the common case (text
+        # fields in printable ASCII); None for anything else, which the Python code decides
+        got = _native.record(data)
+        if got is not None:
+            return got
+    return _decode_python(data)
+
+
+def _decode_python(data: bytes, loads: Callable[[bytes], tuple] = cbor.loads_record) -> tuple[Record, dict | None]:
+    """The reference of :func:`_decode` after the size (``_cbor_c.record`` is tested equal to it;
+    the tests pass ``cbor.loads_record_python``)."""
+    value, spans = loads(data)
     record = record_from_map(value)
     record.__dict__["_cbor"] = data  # the bytes are canonical: they are the record's encoding
     # Where each field lies in those bytes: verify() cuts the signed message out of them
     # rather than encoding the record again (signing_message with spans).
     record.__dict__["_spans"] = (data, spans)
     return record, spans
+
+
+_LIMITS = ("MIN_CREATED", "MAX_CREATED", "MAX_STRENGTH", "MAX_EVIDENCE_COUNT", "MAX_EVIDENCE_WINDOW", "VERSION",
+           "MAX_NESTING", "MAX_TEXT_BYTES", "MAX_REASON_BYTES", "MAX_DERIVED_FROM", "KEY_BYTES", "SIGNATURE_BYTES",
+           "PROVENANCE_BYTES", "ID_BYTES", "KIND_PATTERN", "VERDICTS", "REASON_CODES")
+
+
+def configure_native(module: Any) -> Any:
+    """Give the C decoder (``_cbor_c``) the tables it checks by (the record classes, Evidence, the
+    limits); it refuses (ValueError) tables other than those it was written for. Returns it."""
+    if module is not None:
+        module.configure(RECORD_CLASSES, Evidence, {name: getattr(limits, name) for name in _LIMITS})
+    return module
+
+
+#: The C accelerator (openmemory_node/wire/_cbor_c.c), or None: then the Python code runs.
+_native = configure_native(cbor._native)
 
 
 def decode(data: bytes) -> Record:
