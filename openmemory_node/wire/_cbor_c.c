@@ -12,6 +12,8 @@
  *                    returns (record, spans) with the record built as codec._decode builds it, or
  *                    None for anything else, valid or not; the Python path then decides, so every
  *                    refusal (code, message, field) is the Python code's.
+ * without_entry(prefix, data, start, stop)
+ *                    prefix + cbor.without_entry's cut (the signed message, in one allocation).
  * configure(classes, evidence, limits)
  *                    the record classes, Evidence and the limits, from the Python tables (record()
  *                    answers None until it is called).
@@ -316,6 +318,17 @@ fail:
     return got;
 }
 
+/* The dict (new reference, or NULL) of count entries, which it releases. */
+static PyObject *dict_of(entry *entries, Py_ssize_t count)
+{
+    PyObject *map = PyDict_New();
+    for (Py_ssize_t i = 0; map != NULL && i < count; i++)
+        if (PyDict_SetItem(map, entries[i].name, entries[i].value) < 0)
+            Py_CLEAR(map);
+    release(entries, count);
+    return map;
+}
+
 /* cbor._fast_map: the dict (new reference) of count entries from pos. */
 static int decode_map(const unsigned char *d, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t count, int depth,
                       PyObject *spans, PyObject **out, Py_ssize_t *next)
@@ -324,15 +337,8 @@ static int decode_map(const unsigned char *d, Py_ssize_t pos, Py_ssize_t end, Py
     int got = decode_entries(d, pos, end, count, depth, spans, entries, next);
     if (got != 1)
         return got;
-    PyObject *map = PyDict_New();
-    for (Py_ssize_t i = 0; map != NULL && i < count; i++)
-        if (PyDict_SetItem(map, entries[i].name, entries[i].value) < 0)
-            Py_CLEAR(map);
-    release(entries, count);
-    if (map == NULL)
-        return -1;
-    *out = map;
-    return 1;
+    *out = dict_of(entries, count);
+    return *out == NULL ? -1 : 1;
 }
 
 /* The top-level map of a record (cbor._fast_record, before its dict is made): its entries
@@ -377,11 +383,7 @@ static PyObject *fast_record(PyObject *module, PyObject *data)
         return NULL;
     if (got == 0)
         Py_RETURN_NONE;
-    PyObject *map = PyDict_New();
-    for (Py_ssize_t i = 0; map != NULL && i < count; i++)
-        if (PyDict_SetItem(map, entries[i].name, entries[i].value) < 0)
-            Py_CLEAR(map);
-    release(entries, count);
+    PyObject *map = dict_of(entries, count);
     PyObject *pair = map == NULL ? NULL : PyTuple_Pack(2, map, spans);
     Py_XDECREF(map);
     Py_DECREF(spans);
@@ -416,7 +418,7 @@ static PyObject *s_version, *s_type, *s_cbor, *s_spans, *s_confirmed;
 static PyObject *verdicts, *reason_codes; /* frozensets of str */
 static PyObject *empty_tuple;
 static unsigned long long min_created, max_created, max_strength, max_evidence_count, max_evidence_window;
-static Py_ssize_t max_text_bytes, max_reason_bytes, max_derived_from, key_bytes, signature_bytes,
+static Py_ssize_t max_record_bytes, max_text_bytes, max_reason_bytes, max_derived_from, key_bytes, signature_bytes,
     provenance_bytes, id_bytes;
 static long version;
 
@@ -455,14 +457,25 @@ static int is_ascii_text(PyObject *v, Py_ssize_t min_bytes, Py_ssize_t max_bytes
     if (n > max_bytes || n < min_bytes)
         return 0;
     const unsigned char *p = PyUnicode_1BYTE_DATA(v);
-    int all_space = 1;
-    for (Py_ssize_t i = 0; i < n; i++) {
+    const uint64_t ones = 0x0101010101010101u, highs = 0x8080808080808080u;
+    Py_ssize_t i = 0;
+    for (; i + 8 <= n; i += 8) { /* eight at a time: all ASCII (it is), none below 0x20, none 0x7F */
+        uint64_t w;
+        memcpy(&w, p + i, 8);
+        uint64_t del = w ^ (0x7F * ones);
+        if (((w - 0x20 * ones) & ~w & highs) || ((del - ones) & ~del & highs))
+            return 0;
+    }
+    for (; i < n; i++)
         if (p[i] < 0x20 || p[i] > 0x7E)
             return 0;
-        if (p[i] != 0x20)
-            all_space = 0;
+    if (min_bytes && n && p[0] == ' ') { /* min_bytes and value.isspace(): only spaces */
+        for (i = 1; i < n && p[i] == ' '; i++)
+            ;
+        if (i == n)
+            return 0;
     }
-    return !(min_bytes && n && all_space);
+    return 1;
 }
 
 /* records._kind: [a-z][a-z0-9-]{0,23}, whole. */
@@ -730,7 +743,7 @@ static PyObject *record(PyObject *module, PyObject *data)
         PyErr_Format(PyExc_TypeError, "record() takes bytes, not %.100s", Py_TYPE(data)->tp_name);
         return NULL;
     }
-    if (!configured)
+    if (!configured || PyBytes_GET_SIZE(data) > max_record_bytes) /* (codec.check_size says why) */
         Py_RETURN_NONE;
     entry entries[MAX_ENTRIES];
     Py_ssize_t count = 0;
@@ -752,6 +765,36 @@ static PyObject *record(PyObject *module, PyObject *data)
     Py_DECREF(built);
     Py_DECREF(spans);
     return pair;
+}
+
+/* cbor.without_entry's cut, after a prefix: prefix, then the map's head less one entry, then
+ * data[1:start] and data[stop:], in one allocation. (start, stop) is an entry's span, from
+ * decoding data: 1 <= start <= stop <= len(data); anything else is a ValueError. */
+static PyObject *without_entry(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 4 || !PyBytes_CheckExact(args[0]) || !PyBytes_CheckExact(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "without_entry(prefix: bytes, data: bytes, start: int, stop: int)");
+        return NULL;
+    }
+    Py_ssize_t start = PyLong_AsSsize_t(args[2]), stop = PyLong_AsSsize_t(args[3]);
+    if ((start == -1 || stop == -1) && PyErr_Occurred())
+        return NULL;
+    const char *data = PyBytes_AS_STRING(args[1]);
+    Py_ssize_t size = PyBytes_GET_SIZE(args[1]), prefix = PyBytes_GET_SIZE(args[0]);
+    if (start < 1 || stop < start || stop > size || (unsigned char)data[0] == 0) {
+        PyErr_SetString(PyExc_ValueError, "without_entry(): not an entry's span in a map");
+        return NULL;
+    }
+    PyObject *out = PyBytes_FromStringAndSize(NULL, prefix + size - (stop - start));
+    if (out == NULL)
+        return NULL;
+    char *p = PyBytes_AS_STRING(out);
+    memcpy(p, PyBytes_AS_STRING(args[0]), (size_t)prefix);
+    p[prefix] = (char)((unsigned char)data[0] - 1);
+    memcpy(p + prefix + 1, data + 1, (size_t)(start - 1));
+    memcpy(p + prefix + start, data + stop, (size_t)(size - stop));
+    return out;
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -803,6 +846,7 @@ static PyObject *configure(PyObject *module, PyObject *args)
         || limit_of(limits, "MAX_EVIDENCE_COUNT", &max_evidence_count) < 0
         || limit_of(limits, "MAX_EVIDENCE_WINDOW", &max_evidence_window) < 0
         || limit_of(limits, "VERSION", &v) < 0 || limit_of(limits, "MAX_NESTING", &nesting) < 0
+        || size_of(limits, "MAX_RECORD_BYTES", &max_record_bytes) < 0
         || size_of(limits, "MAX_TEXT_BYTES", &max_text_bytes) < 0
         || size_of(limits, "MAX_REASON_BYTES", &max_reason_bytes) < 0
         || size_of(limits, "MAX_DERIVED_FROM", &max_derived_from) < 0
@@ -888,6 +932,8 @@ static PyMethodDef methods[] = {
     {"fast_record", fast_record, METH_O, "cbor._fast_record in C: (value, spans), or None for the general path."},
     {"record", record, METH_O,
      "The decoder and the field checks: (record, spans) for a valid record in the common case, else None."},
+    {"without_entry", (PyCFunction)(void (*)(void))without_entry, METH_FASTCALL,
+     "without_entry(prefix, data, start, stop): prefix + cbor.without_entry's cut of the entry at (start, stop)."},
     {"configure", configure, METH_VARARGS, "configure(classes, evidence, limits): the tables record() checks by."},
     {NULL, NULL, 0, NULL},
 };

@@ -76,6 +76,12 @@ def check(data: bytes, loads=cbor.loads_record_python, fast=...) -> str:
     if fast is ...:
         fast = cbor._fast_record(data)
     assert _fast_state(c.fast_record(data)) == _fast_state(fast), data.hex()
+    if fast is not None and data[0] > 0xA0:  # the cut of the signed message: first, last and signature entries
+        spans = fast[1]
+        for key in {next(iter(spans)), next(reversed(spans)), *(k for k in (b"isignature",) if k in spans)}:
+            start, stop = spans[key]
+            assert c.without_entry(b"domain\x00", data, start, stop) == (
+                b"domain\x00" + bytes((data[0] - 1,)) + data[1:start] + data[stop:])
     reference = python_record(data, loads)
     got = c.record(data)
     if got is not None:

@@ -163,6 +163,16 @@ def test_its_own_refusals():
     for call in (c.fast_record, c.record):
         with pytest.raises(TypeError):
             call(bytearray(ENCODED[0]))
+    data = ENCODED[0]
+    for start, stop in ((0, 3), (3, 2), (3, len(data) + 1), (-1, 3)):
+        with pytest.raises(ValueError):
+            c.without_entry(b"", data, start, stop)
+    with pytest.raises(ValueError):
+        c.without_entry(b"", b"\x00\x01", 1, 2)
+    for args in ((b"", data, 1), (b"", bytearray(data), 1, 2), ("", data, 1, 2), (b"", data, 1.0, 2)):
+        with pytest.raises(TypeError):
+            c.without_entry(*args)
+    assert c.record(data + bytes(wire.MAX_RECORD_BYTES)) is None  # beyond the size: the Python path says so
     limits = {name: getattr(wire.limits, name) for name in codec._LIMITS}
     try:
         for broken in ({**limits, "KIND_PATTERN": "[a-z]+"}, {**limits, "MAX_NESTING": 3},
