@@ -7,11 +7,11 @@
  *                    (shortest heads, definite lengths, keys strictly increasing bytewise, nesting,
  *                    no trailing bytes). Returns (value, spans) where cbor._fast_record does, None
  *                    where it returns None (the caller then takes the general path).
- * record(data)       fast_record, then the field checks of records.py (record_from_map) for a
- *                    record whose every field is in the common case (text fields printable ASCII):
- *                    returns (record, spans) with the record built as codec._decode builds it, or
- *                    None for anything else, valid or not; the Python path then decides, so every
- *                    refusal (code, message, field) is the Python code's.
+ * record(data)       fast_record, then the field checks of records.py (record_from_map): returns
+ *                    (record, spans) for a valid record, built as codec._decode builds it, or None
+ *                    for anything else; the Python path then decides, so every refusal (code,
+ *                    message, field) is the Python code's. A text field in printable ASCII is
+ *                    checked here; any other text by the table's own Python check.
  * without_entry(prefix, data, start, stop)
  *                    prefix + cbor.without_entry's cut (the signed message, in one allocation).
  * configure(classes, evidence, limits)
@@ -414,6 +414,7 @@ static PyObject *type_strings[TYPES]; /* interned "lesson", ... */
 static PyObject *fields[TYPES][MAX_FIELDS];
 static Py_ssize_t field_counts[TYPES];
 static PyObject *evidence_class, *evidence_fields[3];
+static PyObject *text_checks[TYPES]; /* the table's Python check of the type's text field (text, reason), or NULL */
 static PyObject *s_version, *s_type, *s_cbor, *s_spans, *s_confirmed;
 static PyObject *verdicts, *reason_codes; /* frozensets of str */
 static PyObject *empty_tuple;
@@ -476,6 +477,23 @@ static int is_ascii_text(PyObject *v, Py_ssize_t min_bytes, Py_ssize_t max_bytes
             return 0;
     }
     return 1;
+}
+
+/* A text outside printable ASCII: the table's own check decides (records._text: the code
+ * points the protocol refuses, Unicode 14's unassigned ones). 1 if it takes v; 0 if it raises
+ * anything, which it will raise again when the Python path decides the record. */
+static int python_text(int t, PyObject *v)
+{
+    if (!PyUnicode_CheckExact(v) || text_checks[t] == NULL)
+        return 0;
+    PyObject *got = PyObject_CallOneArg(text_checks[t], v);
+    if (got == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    int same = got == v;
+    Py_DECREF(got);
+    return same;
 }
 
 /* records._kind: [a-z][a-z0-9-]{0,23}, whole. */
@@ -576,7 +594,7 @@ static int field_value(int t, Py_ssize_t i, PyObject *v, PyObject **out)
     const char *name = field_names[t][i];
     switch (t * 16 + (int)i) {
     case LESSON * 16 + 0: /* text */
-        ok = is_ascii_text(v, 1, max_text_bytes);
+        ok = is_ascii_text(v, 1, max_text_bytes) || python_text(LESSON, v);
         break;
     case LESSON * 16 + 1: /* kind */
         ok = is_kind(v);
@@ -605,7 +623,7 @@ static int field_value(int t, Py_ssize_t i, PyObject *v, PyObject **out)
         ok = is_one_of(v, reason_codes);
         break;
     case REVOCATION * 16 + 2: /* reason */
-        ok = is_ascii_text(v, 0, max_reason_bytes);
+        ok = is_ascii_text(v, 0, max_reason_bytes) || python_text(REVOCATION, v);
         break;
     case VOUCH * 16 + 0: /* subject */
         ok = is_bytes_of(v, key_bytes);
@@ -854,12 +872,14 @@ static PyObject *configure(PyObject *module, PyObject *args)
         || size_of(limits, "PROVENANCE_BYTES", &provenance_bytes) < 0 || size_of(limits, "ID_BYTES", &id_bytes) < 0)
         return NULL;
     if (nesting != MAX_NESTING || v > 1000 || id_bytes < 2) {
-        PyErr_SetString(PyExc_ValueError, "configure(): MAX_NESTING or VERSION or ID_BYTES is not what this module was written for");
+        PyErr_SetString(PyExc_ValueError,
+                        "configure(): MAX_NESTING, VERSION or ID_BYTES is not what this module was written for");
         return NULL;
     }
     version = (long)v;
     PyObject *pattern = PyDict_GetItemString(limits, "KIND_PATTERN");
-    if (pattern == NULL || !PyUnicode_Check(pattern) || PyUnicode_CompareWithASCIIString(pattern, "[a-z][a-z0-9-]{0,23}") != 0) {
+    if (pattern == NULL || !PyUnicode_Check(pattern)
+        || PyUnicode_CompareWithASCIIString(pattern, "[a-z][a-z0-9-]{0,23}") != 0) {
         PyErr_SetString(PyExc_ValueError, "configure(): KIND_PATTERN is not the one this module checks");
         return NULL;
     }
@@ -869,7 +889,8 @@ static PyObject *configure(PyObject *module, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "configure(): limits needs VERDICTS and REASON_CODES");
         return NULL;
     }
-    if (set_ref(&verdicts, PyFrozenSet_New(verdict_list)) < 0 || set_ref(&reason_codes, PyFrozenSet_New(reason_list)) < 0)
+    if (set_ref(&verdicts, PyFrozenSet_New(verdict_list)) < 0
+        || set_ref(&reason_codes, PyFrozenSet_New(reason_list)) < 0)
         return NULL;
     for (int t = 0; t < TYPES; t++) {
         PyObject *cls = PyDict_GetItemString(by_type, type_names[t]);
@@ -903,6 +924,19 @@ static PyObject *configure(PyObject *module, PyObject *args)
         for (Py_ssize_t i = 0; i < n; i++)
             if (set_ref(&fields[t][i], PyUnicode_InternFromString(field_names[t][i])) < 0)
                 return NULL;
+        if (t == LESSON || t == REVOCATION) { /* the text field's check, from the table */
+            PyObject *table = PyObject_GetAttrString(cls, "_table");
+            PyObject *check = table == NULL ? NULL : PyMapping_GetItemString(table, t == LESSON ? "text" : "reason");
+            Py_XDECREF(table);
+            if (check == NULL)
+                return NULL;
+            if (!PyCallable_Check(check)) {
+                Py_DECREF(check);
+                PyErr_Format(PyExc_ValueError, "configure(): the %s text check is not callable", type_names[t]);
+                return NULL;
+            }
+            Py_XSETREF(text_checks[t], check);
+        }
         Py_INCREF(cls);
         Py_XSETREF(classes[t], cls);
         if (set_ref(&type_strings[t], PyUnicode_InternFromString(type_names[t])) < 0)

@@ -38,8 +38,8 @@ def check_size(data: Any) -> bytes:
 
 def _decode(data: Any) -> tuple[Record, dict | None]:
     if _native is not None and type(data) is bytes:
-        # the size, the decoder and the field checks in C, for a valid record in the common case
-        # (text fields in printable ASCII); None for anything else, which the Python code decides
+        # the size, the decoder and the field checks in C (a text outside printable ASCII by the
+        # table's own check) for a valid record; None for anything else, which the Python code decides
         got = _native.record(data)
         if got is not None:
             return got
@@ -58,9 +58,9 @@ def _decode_python(data: bytes, loads: Callable[[bytes], tuple] = cbor.loads_rec
     return record, spans
 
 
-_LIMITS = ("MAX_RECORD_BYTES", "MIN_CREATED", "MAX_CREATED", "MAX_STRENGTH", "MAX_EVIDENCE_COUNT", "MAX_EVIDENCE_WINDOW", "VERSION",
-           "MAX_NESTING", "MAX_TEXT_BYTES", "MAX_REASON_BYTES", "MAX_DERIVED_FROM", "KEY_BYTES", "SIGNATURE_BYTES",
-           "PROVENANCE_BYTES", "ID_BYTES", "KIND_PATTERN", "VERDICTS", "REASON_CODES")
+_LIMITS = ("MAX_RECORD_BYTES", "MIN_CREATED", "MAX_CREATED", "MAX_STRENGTH", "MAX_EVIDENCE_COUNT",
+           "MAX_EVIDENCE_WINDOW", "VERSION", "MAX_NESTING", "MAX_TEXT_BYTES", "MAX_REASON_BYTES", "MAX_DERIVED_FROM",
+           "KEY_BYTES", "SIGNATURE_BYTES", "PROVENANCE_BYTES", "ID_BYTES", "KIND_PATTERN", "VERDICTS", "REASON_CODES")
 
 
 def configure_native(module: Any) -> Any:
