@@ -7,12 +7,15 @@ one expensive step, the Ed25519 verification, only runs on records that pass eve
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from typing import Any
 
 from nacl.bindings import crypto_sign_open
 from nacl.exceptions import BadSignatureError
 from nacl.exceptions import ValueError as NaclValueError
+
+from openmemory_protocol import native
 
 from . import cbor, limits
 from .errors import WireError
@@ -71,8 +74,16 @@ def configure_native(module: Any) -> Any:
     return module
 
 
+def _load_native() -> Any:
+    try:
+        return configure_native(cbor._native)
+    except ValueError as exc:  # tables it was not written for: the Python code decides every record
+        warnings.warn(f"{exc}; the Python code runs instead", native.StaleAccelerator, stacklevel=2)
+        return None
+
+
 #: The C accelerator (openmemory_node/wire/_cbor_c.c), or None: then the Python code runs.
-_native = configure_native(cbor._native)
+_native = _load_native()
 
 
 def decode(data: bytes) -> Record:

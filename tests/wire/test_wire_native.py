@@ -22,6 +22,7 @@ from nacl.signing import SigningKey
 
 from openmemory_node import wire
 from openmemory_node.wire import cbor, codec
+from openmemory_protocol import native
 
 from . import native_diff
 from .conftest import make_lesson
@@ -186,6 +187,11 @@ def test_its_own_refusals():
             assert c.record(ENCODED[0]) is None  # not configured: every record is the Python path's
         with pytest.raises(ValueError):
             c.configure({**wire.RECORD_CLASSES, "vouch": wire.Lesson}, wire.Evidence, limits)
+        with pytest.MonkeyPatch.context() as patch:  # at import: a warning, and the Python code decides
+            patch.setattr(codec, "RECORD_CLASSES", {**wire.RECORD_CLASSES, "vouch": wire.Lesson})
+            patch.setattr(cbor, "_native", c)
+            with pytest.warns(native.StaleAccelerator, match="the vouch table"):
+                assert codec._load_native() is None
     finally:
         codec.configure_native(c)
     assert c.record(ENCODED[0]) is not None
