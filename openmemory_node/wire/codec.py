@@ -7,17 +7,21 @@ one expensive step, the Ed25519 verification, only runs on records that pass eve
 
 from __future__ import annotations
 
+import warnings
+from collections.abc import Callable
 from typing import Any
 
 from nacl.bindings import crypto_sign_open
 from nacl.exceptions import BadSignatureError
 from nacl.exceptions import ValueError as NaclValueError
 
-from . import cbor
+from openmemory_protocol import native
+
+from . import cbor, limits
 from .errors import WireError
 from .ids import parse_id
 from .limits import DEFAULT_MAX_SKEW, MAX_RECORD_BYTES
-from .records import Record, _RecordBase, observation_error, record_from_map, signing_message
+from .records import RECORD_CLASSES, Evidence, Record, _RecordBase, observation_error, record_from_map, signing_message
 
 __all__ = ["decode", "validate", "verify", "verify_unsigned", "verify_signature", "check_size"]
 
@@ -36,14 +40,50 @@ def check_size(data: Any) -> bytes:
 
 
 def _decode(data: Any) -> tuple[Record, dict | None]:
-    data = check_size(data)
-    value, spans = cbor.loads_record(data)
+    if _native is not None and type(data) is bytes:
+        # the size, the decoder and the field checks in C (a text outside printable ASCII by the
+        # table's own check) for a valid record; None for anything else, which the Python code decides
+        got = _native.record(data)
+        if got is not None:
+            return got
+    return _decode_python(check_size(data))
+
+
+def _decode_python(data: bytes, loads: Callable[[bytes], tuple] = cbor.loads_record) -> tuple[Record, dict | None]:
+    """The reference of :func:`_decode` after the size (``_cbor_c.record`` is tested equal to it;
+    the tests pass ``cbor.loads_record_python``)."""
+    value, spans = loads(data)
     record = record_from_map(value)
     record.__dict__["_cbor"] = data  # the bytes are canonical: they are the record's encoding
     # Where each field lies in those bytes: verify() cuts the signed message out of them
     # rather than encoding the record again (signing_message with spans).
     record.__dict__["_spans"] = (data, spans)
     return record, spans
+
+
+_LIMITS = ("MAX_RECORD_BYTES", "MIN_CREATED", "MAX_CREATED", "MAX_STRENGTH", "MAX_EVIDENCE_COUNT",
+           "MAX_EVIDENCE_WINDOW", "VERSION", "MAX_NESTING", "MAX_TEXT_BYTES", "MAX_REASON_BYTES", "MAX_DERIVED_FROM",
+           "KEY_BYTES", "SIGNATURE_BYTES", "PROVENANCE_BYTES", "ID_BYTES", "KIND_PATTERN", "VERDICTS", "REASON_CODES")
+
+
+def configure_native(module: Any) -> Any:
+    """Give the C decoder (``_cbor_c``) the tables it checks by (the record classes, Evidence, the
+    limits); it refuses (ValueError) tables other than those it was written for. Returns it."""
+    if module is not None:
+        module.configure(RECORD_CLASSES, Evidence, {name: getattr(limits, name) for name in _LIMITS})
+    return module
+
+
+def _load_native() -> Any:
+    try:
+        return configure_native(cbor._native)
+    except ValueError as exc:  # tables it was not written for: the Python code decides every record
+        warnings.warn(f"{exc}; the Python code runs instead", native.StaleAccelerator, stacklevel=2)
+        return None
+
+
+#: The C accelerator (openmemory_node/wire/_cbor_c.c), or None: then the Python code runs.
+_native = _load_native()
 
 
 def decode(data: bytes) -> Record:
@@ -121,4 +161,5 @@ def validate(
     record, spans = _decode(data)
     if expect_id is not None and parse_id(expect_id, "expect_id") != record.id_bytes:
         raise WireError("id", f"the record's id is {record.id}, not the id asked for", field="id")
-    return _verify(record, now, max_skew, spans)
+    verify_signature(record, _check_unsigned(record, now, max_skew, spans))  # (_verify, one call less)
+    return record

@@ -457,12 +457,10 @@ def signing_message(record: Record, spans: dict[bytes, tuple[int, int]] | None =
     instead of encoded again; both give the same bytes (tests/wire check it).
     """
     if spans is not None:
-        body = cbor.without_entry(record._cbor, spans, _SIGNATURE_KEY)
-    else:
-        unsigned = record._to_map()
-        del unsigned["signature"]
-        body = cbor.dumps(unsigned)
-    return DOMAINS[record.record_type] + body
+        return cbor.without_entry(record._cbor, spans, _SIGNATURE_KEY, DOMAINS[record.record_type])
+    unsigned = record._to_map()
+    del unsigned["signature"]
+    return DOMAINS[record.record_type] + cbor.dumps(unsigned)
 
 
 def text_fields(record: Record) -> tuple[tuple[str, str], ...]:
@@ -471,7 +469,8 @@ def text_fields(record: Record) -> tuple[tuple[str, str], ...]:
 
 
 def observation_error(record: Record) -> WireError | None:
-    for name, value in text_fields(record):
+    for name in TEXT_FIELDS[record.record_type]:  # (text_fields without its tuple: once per record)
+        value = getattr(record, name)
         if value:
             violation = observation_violation(value)
             if violation is not None:
