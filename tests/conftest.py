@@ -8,11 +8,19 @@ which skips only where the folder is absent; CI always has it.
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+
+# A suite started in the background by a script (``cmd &`` in a non-interactive shell) inherits
+# SIGINT ignored, and so would every process it starts: the tests that press Ctrl-C on a CLI or a
+# node would see it ignored. Caught here instead, SIGINT is back at its default in each child (a
+# caught signal is reset at exec), as a terminal's Ctrl-C finds it.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def shared_data_dir() -> Path:
