@@ -146,10 +146,14 @@ def test_the_c_column_pass_is_built_and_is_numpys_bit_for_bit(monkeypatch):
 
 
 def _built():
+    from openmemory_protocol import native
+
     try:
-        return importlib.import_module("openmemory_local._columns_c")
+        module = importlib.import_module("openmemory_local._columns_c")
     except ImportError as e:
         raise AssertionError("openmemory_local._columns_c is not built (pip install -e .)") from e
+    assert native._current(module), "openmemory_local._columns_c is stale (its source changed): pip install -e ."
+    return module
 
 
 def test_the_c_column_pass_refuses_what_does_not_fit():
