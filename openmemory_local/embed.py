@@ -100,7 +100,7 @@ def tokens(text: str) -> list[str]:
 
 @lru_cache(maxsize=1 << 16)
 def _features_cached(text: str):
-    return tuple(_features_uncached(text).items())
+    return tuple(_features_python(text).items())
 
 
 def features(text: str) -> dict[str, float]:
@@ -108,14 +108,15 @@ def features(text: str) -> dict[str, float]:
 
     Stop words are recognised before stemming (``does`` is a stop word, ``doe`` is not).
     """
-    native = _NATIVE if _NATIVE is not _UNASKED else _native()
+    native = _native()
     if native is not None:  # in C, an ASCII text is made again faster than the memo copies it
         out = native.features(text, STOP_WORDS)
         if out is not None:
             return out
-    # memoised: a pure function of its arguments, which sleep asks again and again
+    # memoised: a pure function of its arguments, which sleep asks again and again (the C code,
+    # asked above, took this text only if it could: the Python code's, not asked twice)
     if len(text) > 512:
-        return _features_uncached(text)
+        return _features_python(text)
     return dict(_features_cached(text))
 
 
@@ -138,7 +139,7 @@ def _features_uncached(text: str) -> dict[str, float]:
     """The work of :func:`features` (uncached): in C for an ASCII text when the accelerator is
     built (the same dict, in the same order: ``tests/local/test_sleep_c.py``), else
     :func:`_features_python`."""
-    native = _NATIVE if _NATIVE is not _UNASKED else _native()
+    native = _native()
     if native is not None:
         out = native.features(text, STOP_WORDS)
         if out is not None:
@@ -185,7 +186,7 @@ def embed_features(feats: dict[str, float]) -> np.ndarray:
     accelerator is built (the same bits), else :func:`_embed_features_python`."""
     import numpy as np
 
-    native = _NATIVE if _NATIVE is not _UNASKED else _native()
+    native = _native()
     if native is not None:
         vec = np.empty(DIMS, dtype=np.float32)
         if native.embed_into(feats, vec):
@@ -224,7 +225,7 @@ def feature_norm(feats: dict[str, float]) -> float:
     """The L2 norm of a :func:`features` dict (exactly rounded sum): what :func:`feature_cosine`
     divides by, for callers that compare one dict with many. In C when the accelerator is built
     (an exactly rounded sum is one value, whichever code makes it)."""
-    native = _NATIVE if _NATIVE is not _UNASKED else _native()
+    native = _native()
     if native is not None:
         out = native.feature_norm(feats)
         if out is not None:
@@ -245,7 +246,7 @@ def feature_cosine(a: dict[str, float], b: dict[str, float], norm_a: float | Non
     verify pass, which compares such short texts, uses this instead. In C when the accelerator
     is built (the same value: every sum exactly rounded), else :func:`_feature_cosine_python`.
     """
-    native = _NATIVE if _NATIVE is not _UNASKED else _native()
+    native = _native()
     if native is not None:
         out = native.feature_cosine(a, b, norm_a, norm_b)
         if out is not None:
