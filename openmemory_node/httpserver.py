@@ -353,6 +353,10 @@ class HttpServer:
             return False
         oldest.waiting_since = None
         oldest.scope.cancel()  # type: ignore[union-attr]
+        # Off the books now, not when its task next runs to close it: on a busy machine
+        # several evicted connections may wait for that, and they must not be counted open
+        # (nor chosen again) meanwhile.
+        del self._connections[oldest]
         self.counts["evicted"] += 1
         return True
 
@@ -371,7 +375,7 @@ class HttpServer:
         except Exception:
             log.exception("API connection failed")
         finally:
-            del self._connections[conn]
+            self._connections.pop(conn, None)  # (already gone if it was evicted)
             with trio.move_on_after(1) as scope:
                 scope.shield = True
                 await stream.aclose()

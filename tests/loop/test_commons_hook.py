@@ -62,7 +62,7 @@ def test_local_revocation_lift_and_revocation_along_the_chain(cluster: Cluster, 
 
     # the author revokes the parent: the child, derived from it, goes too
     post(node, wire.new_revocation(other, target=parent, reason_code="incorrect", created=now))
-    wait_until(lambda: node.status_of(child) == "revoked", 10, what="the child revoked with its parent")
+    wait_until(lambda: node.status_of(child) == "revoked", 30, what="the child revoked with its parent")
     engine.session_start()
     assert set(engine.commons_files()) == {f"openmemory-commons-{unrelated[:16]}.md"}
     code, out = engine.cli("commons", "--all", "--json")

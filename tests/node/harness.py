@@ -8,6 +8,7 @@ Everything is bounded in time; :class:`Cluster` kills what it started.
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -23,7 +24,31 @@ from openmemory_node.home import init_home
 START_TIMEOUT = 60.0  # generous: a loaded 2-core machine starting many interpreters
 
 
+def _ephemeral_range() -> tuple[int, int]:
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
+_PORTS = random.Random(os.getpid() ^ time.time_ns())
+
+
 def free_port() -> int:
+    """A loopback port free now, chosen below the kernel's ephemeral range: a node's port is
+    chosen before the node binds it (bootstrap lists and restarts need it), and a port the
+    kernel hands to any ``bind(0)`` or outgoing connection meanwhile (another node's API, a
+    dial) would otherwise take it from under the node."""
+    low, _ = _ephemeral_range()
+    for _ in range(200):
+        port = _PORTS.randrange(max(1024, low - 12000), low)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]

@@ -106,7 +106,9 @@ async def rogue_peer(target: str, *, queue: int = 4096) -> AsyncIterator[Rogue]:
                 nursery.start_soon(_drain, subscription)
             with trio.fail_after(15):
                 await host.connect(info)
-                while info.peer_id not in router.mesh.get(LESSON_TOPIC, ()):
+                # In the target's mesh on every topic, so that what it sends on any of them
+                # goes to the target rather than to a fanout it may not have yet.
+                while any(info.peer_id not in router.mesh.get(topic, ()) for topic in TOPICS):
                     await trio.sleep(0.05)
             yield Rogue(host, pubsub, key, info)
             nursery.cancel_scope.cancel()

@@ -39,7 +39,7 @@ def test_two_homes_walkthrough_and_exit_codes(tmp_path, cluster):
     b = Node(b_home, b_port, name="b")
     cluster.nodes.append(b)
     b.start()
-    wait_until(lambda: b.mesh() >= 1, 10, what="b in a's mesh")
+    wait_until(lambda: b.mesh() >= 1, 30, what="b in a's mesh")
 
     published = cli(a_home, "publish", "--text", TEXT, "--kind", "correction")
     rid = published.stdout.split()[0]
@@ -48,7 +48,7 @@ def test_two_homes_walkthrough_and_exit_codes(tmp_path, cluster):
     def listed() -> bool:
         return rid[:16] in cli(b_home, "records").stdout
 
-    wait_until(listed, 10, 0.2, "the lesson in b's records")
+    wait_until(listed, 30, 0.2, "the lesson in b's records")
     rows = json.loads(cli(b_home, "records", "--kind", "correction", "--json").stdout)["records"]
     assert [r["id"] for r in rows] == [rid] and rows[0]["record"]["text"] == TEXT
     assert json.loads(cli(b_home, "records", "--kind", "error", "--json").stdout)["records"] == []

@@ -25,13 +25,13 @@ def test_attest_trust_revoke_vouch_show_and_peers_from_the_command_line(cluster)
     lesson = cli(a.home, "publish", "--text", TEXT, "--kind", "correction").stdout.split()[0]
     child = cli(a.home, "publish", "--text", CHILD, "--kind", "correction",
                 "--derived-from", lesson).stdout.split()[0]
-    wait_until(lambda: b.has(lesson) and b.has(child), 10, what="the lessons on b")
+    wait_until(lambda: b.has(lesson) and b.has(child), 30, what="the lessons on b")
 
     # b attests; b trusts its own key (trust_self) so it counts there, not yet on a.
     out = js(b.home, "attest", lesson, "--confirmed", "--sessions", "4", "--matched", "3")
     assert out["status"] == "counted" and out["record"]["evidence"] == {
         "sessions": 4, "matched": 3, "window": 14 * 86400}
-    wait_until(lambda: a.has(out["id"]), 10, what="the attestation on a")
+    wait_until(lambda: a.has(out["id"]), 30, what="the attestation on a")
     assert a.status_of(out["id"]) == "not-counted"
     added = js(a.home, "trust", "add", b.peer_id, "--note", "my laptop")
     assert added["added"] and added["changed"] >= 1
@@ -64,7 +64,7 @@ def test_attest_trust_revoke_vouch_show_and_peers_from_the_command_line(cluster)
     stranger = cli(b.home, "revoke", lesson, "--reason", "it was wrong", "--code", "incorrect")
     assert stranger.returncode == 0 and "no effect" in stranger.stderr
     assert b.status_of(lesson) == "candidate"
-    wait_until(lambda: a.status_of(child) == "revoked", 10, what="b's revocation effective on a")
+    wait_until(lambda: a.status_of(child) == "revoked", 30, what="b's revocation effective on a")
 
     # show draws the chain, text and JSON.
     shown = cli(a.home, "show", lesson).stdout
@@ -81,7 +81,7 @@ def test_attest_trust_revoke_vouch_show_and_peers_from_the_command_line(cluster)
     assert "blocked" in cli(a.home, "peers", "block", b.peer_id).stdout
     wait_until(lambda: b.peer_id not in a.connected(), 20, what="b disconnected")
     assert cli(a.home, "peers", "unblock", b.peer_id).returncode == 0
-    wait_until(lambda: b.peer_id in a.connected(), 10, what="b reconnected")
+    wait_until(lambda: b.peer_id in a.connected(), 30, what="b reconnected")
     assert "sync" in cli(a.home, "status").stdout
 
     # With the daemon stopped, show still explains from the store.

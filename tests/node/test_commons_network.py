@@ -58,13 +58,13 @@ def test_attested_common_then_revoked_everywhere_and_an_offline_node_catches_up_
 
     lesson = author.publish(LESSON)["id"]
     child = x.publish(CHILD, derived_from=[lesson])["id"]
-    wait_until(lambda: all(n.has(lesson) and n.has(child) for n in nodes), 10, what="lessons everywhere")
+    wait_until(lambda: all(n.has(lesson) and n.has(child) for n in nodes), 30, what="lessons everywhere")
 
     # Three independent, trusted attesters confirm it: common on every node.
     for node in attesters:
         answer = node.post("/v1/attest", {"id": lesson, "verdict": "confirmed"})
         assert answer["status"] == "counted"
-    wait_until(lambda: everywhere(nodes, lesson, "common"), 10, what="the lesson common everywhere")
+    wait_until(lambda: everywhere(nodes, lesson, "common"), 30, what="the lesson common everywhere")
     view = late.get(f"/v1/commons/{lesson}")["commons"]
     assert view["votes"]["counted"] == 3 and view["tally"]["confirmers"] == 3
     assert [h["to"] for h in view["group"]["history"]] == ["candidate", "common"]
@@ -103,7 +103,7 @@ def test_attested_common_then_revoked_everywhere_and_an_offline_node_catches_up_
     assert sync["received"] >= 2 and sync["last"][z.peer_id]["outcome"] == "done"
     # Every node now holds the same records with the same statuses.
     reference = author.statuses()
-    wait_until(lambda: all(n.statuses() == reference for n in nodes), 10, what="every node agreeing")
+    wait_until(lambda: all(n.statuses() == reference for n in nodes), 30, what="every node agreeing")
 
 
 def test_a_partition_with_a_revocation_on_one_side_agrees_after_healing(cluster):
@@ -116,7 +116,7 @@ def test_a_partition_with_a_revocation_on_one_side_agrees_after_healing(cluster)
     derived = b2.publish(CHILD, derived_from=[lesson])["id"]
     other = a1.publish("The nightly job timed out while the database was being vacuumed.",
                        kind="error")["id"]
-    wait_until(lambda: all(n.has(r) for n in nodes for r in (lesson, derived, other)), 10,
+    wait_until(lambda: all(n.has(r) for n in nodes for r in (lesson, derived, other)), 30,
                what="records everywhere before the partition")
 
     # Partition: each node blocks the other half (disconnects, never dials, ignores).
@@ -177,7 +177,7 @@ async def test_a_sybil_flood_of_attestations_promotes_nothing_under_trusted(clus
         def all_arrived() -> bool:
             return all(all(n.has(i) for i in ids) for n in nodes)
 
-        await trio.to_thread.run_sync(lambda: wait_until(all_arrived, 10, 0.1, "the flood everywhere"))
+        await trio.to_thread.run_sync(lambda: wait_until(all_arrived, 60, 0.1, "the flood everywhere"))
     for node in (x, y):
         assert node.status_of(lesson) == "candidate"
         assert {node.status_of(i) for i in ids} == {"not-counted"}

@@ -124,10 +124,20 @@ async def test_connections_that_never_finish_their_heads_cannot_lock_the_owner_o
     api.max_connections = 8
     api.header_timeout = 60  # the holders are not timed out during the test: only evicted
     host, port = await nursery.start(api.serve, "127.0.0.1", 0)
+    peak = 0
+
+    async def watch() -> None:  # an evicted connection is off the books at once
+        nonlocal peak
+        while True:
+            peak = max(peak, api.stats()["open"])
+            await trio.sleep(0)
+
+    nursery.start_soon(watch)
     holders = await held_heads(port, 20)  # more than the limit
     with trio.fail_after(20):
-        while api.stats()["open"] > 8:
+        while api.stats()["connections"] < 20:
             await trio.sleep(0.01)
+    assert api.stats()["open"] == 8 and peak <= 8
     for i in range(5):  # the owner gets in every time (the first one closed the oldest holder)
         status, body = await trio.to_thread.run_sync(request, port, "GET", f"/v1/echo/owner{i}")
         assert (status, body["name"]) == (200, f"owner{i}")

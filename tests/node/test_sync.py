@@ -83,7 +83,7 @@ def test_sync_repairs_a_record_that_gossip_never_delivered(cluster):
     y = cluster.node("y")
     y.init([x.multiaddr])
     y.start()
-    view = wait_until(lambda: y.has(record.id), 10, 0.1, "the record on y")
+    view = wait_until(lambda: y.has(record.id), 30, 0.1, "the record on y")
     assert view["via"] == "sync" and view["from_peer"] == x.peer_id
     assert x.status()["gossip"]["published"] == 0  # it did not travel by gossip
 
@@ -205,7 +205,7 @@ async def test_a_peer_that_announces_records_it_does_not_have_is_penalised(clust
         def lied() -> bool:
             return (x.status()["rejections"].get("sync-lie") or {}).get("count") == 1
 
-        await thread(lambda: wait_until(lied, 10, 0.1, "x catching the lie"))
+        await thread(lambda: wait_until(lied, 30, 0.1, "x catching the lie"))
         assert wanted == [fake]
         row = await thread(peer_row, x, me)
         assert row["penalty"] == pytest.approx(10, abs=0.5)
