@@ -363,8 +363,15 @@ def test_signatures_of_a_batch_are_checked_on_the_verifier_thread(tmp_path, monk
         threads.add(threading.get_ident())
         return real(record, message)
 
-    monkeypatch.setattr(wire, "verify_signature", watched)  # (the batch's checks ahead call it)
-    monkeypatch.setattr(wire.codec, "verify_signature", watched)  # (wire.verify calls it)
+    real_many = wire.verify_signatures
+
+    def watched_many(items):
+        threads.add(threading.get_ident())
+        return real_many(items)
+
+    monkeypatch.setattr(wire, "verify_signature", watched)
+    monkeypatch.setattr(wire.codec, "verify_signature", watched)  # (wire.verify and verify_signatures call it)
+    monkeypatch.setattr(wire, "verify_signatures", watched_many)  # (the batch's checks ahead call it)
     records = make_records(64, 4, int(time.time()))
     ingest = _ingest(tmp_path)
     assert all(o.accepted for o in ingest.accept_batch(records, peer="12D3KooWPeer", solicited=True))
@@ -400,8 +407,9 @@ def test_a_batch_whose_verifier_thread_raises_is_rolled_back_whole(tmp_path, mon
             raise MemoryError("made by the test")
         return real(record, message)
 
-    if where == "a record":
-        monkeypatch.setattr(wire, "verify_signature", failing)
+    if where == "a record":  # (on the Python path: the C verifier would verify it without asking)
+        monkeypatch.setattr(wire.codec, "_verifier", None)
+        monkeypatch.setattr(wire.codec, "verify_signature", failing)
     else:
         monkeypatch.setattr(ingest_module, "_signature_errors",
                             lambda items: (_ for _ in ()).throw(MemoryError("made by the test")))
