@@ -59,14 +59,43 @@ class Outcome:
 #: signatures on the verifier thread (:meth:`Ingest._check_ahead`), in chunks of VERIFY_CHUNK.
 PARALLEL_MIN = 4
 VERIFY_CHUNK = 8
+#: A chunk the verifier thread has not started when its first record's turn comes is checked
+#: on the ingest's thread instead of waited for (False: always waited for; tests).
+STEAL = True
+
+
+class _Chunk:
+    """Some records' signatures, handed to the verifier thread: their (record, message) pairs,
+    the future of their check there, and its results once known."""
+
+    __slots__ = ("items", "future", "results")
+
+    def __init__(self, items: list[tuple[Any, bytes]]):
+        self.items = items
+        self.future: Future | None = None
+        self.results: list[Exception | None] | None = None
+
+    def errors(self) -> list[Exception | None]:
+        """Each signature's check: the verifier thread's, or, when that thread has not started
+        on this chunk yet (it is behind, or has no core), made here rather than waited for:
+        the same function over the same pairs, so the same results."""
+        if self.results is None:
+            future = self.future
+            if STEAL and future is not None and future.cancel():  # (it never runs there now)
+                self.results = _signature_errors(self.items)
+            elif future is not None:
+                self.results = future.result()
+            else:  # pragma: no cover - a chunk is given to its records once submitted
+                raise RuntimeError("a chunk of signatures that was never submitted")
+        return self.results
 
 
 class _Checked:
     """One record of a batch checked ahead: its id, its decoded record or the error of its
-    decoding or of its checks before the signature, and its signature's check (a chunk's
-    future on the verifier thread, or None: to be checked here)."""
+    decoding or of its checks before the signature, and its signature's check (its chunk's
+    on the verifier thread and its place in it, or None: to be checked here)."""
 
-    __slots__ = ("now", "idb", "record", "message", "error", "future", "index")
+    __slots__ = ("now", "idb", "record", "message", "error", "chunk", "index")
 
     def __init__(self, now: float, idb: bytes):
         self.now = now
@@ -74,20 +103,20 @@ class _Checked:
         self.record: Any = None
         self.message: bytes | None = None
         self.error: BaseException | None = None
-        self.future: Future | None = None
+        self.chunk: _Chunk | None = None
         self.index = 0
 
     def result(self) -> Any:
         """The record, verified; raises what :func:`wire.decode` then :func:`wire.verify`
         would have raised on it."""
         if self.error is None and self.message is not None:
-            if self.future is None:  # no verifier thread: check it here
+            if self.chunk is None:  # no verifier thread: check it here
                 try:
                     wire.verify_signature(self.record, self.message)
                 except wire.WireError as exc:
                     self.error = exc
             else:
-                self.error = self.future.result()[self.index]
+                self.error = self.chunk.errors()[self.index]
             self.message = None
         if self.error is not None:
             raise self.error
@@ -122,19 +151,22 @@ os.register_at_fork(after_in_child=_forget_pool)
 
 
 def _submit(pool: ThreadPoolExecutor, chunk: list[_Checked]) -> None:
+    checks = _Chunk([(c.record, c.message) for c in chunk])
     try:
-        future = pool.submit(_signature_errors, [(c.record, c.message) for c in chunk])
+        checks.future = pool.submit(_signature_errors, checks.items)
     except RuntimeError:  # no thread to be had (the interpreter is shutting down): here, then
         return
     for index, item in enumerate(chunk):
-        item.future, item.index = future, index
+        item.chunk, item.index = checks, index
 
 
 def _cancel(checked: list[_Checked]) -> None:
     """Drop the signature checks a batch no longer needs (past its end or its first refusal)."""
+    last = None
     for item in checked:
-        if item.future is not None:
-            item.future.cancel()
+        if item.chunk is not last and item.chunk is not None and item.chunk.future is not None:
+            item.chunk.future.cancel()
+            last = item.chunk
 
 
 class Ingest:

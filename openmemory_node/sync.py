@@ -555,9 +555,12 @@ class Sync:
                     await _try_write(stream, frame(bytes([BUSY])))
                     return
                 answers = []  # one frame per id, in order, sent in one write
-                for k in range(count):
-                    idb = data[pos + k * ID_BYTES:pos + (k + 1) * ID_BYTES]
-                    record = self._served_data(idb)
+                wanted = [data[pos + k * ID_BYTES:pos + (k + 1) * ID_BYTES] for k in range(count)]
+                stored = self.ingest.store.data_by_idbs(wanted)  # (one query for the WANT)
+                for idb in wanted:
+                    record = stored.get(idb)
+                    if record is None:
+                        record = self._served_data(idb)
                     answers.append(_NOT_FOUND_FRAME if record is None else frame(_RECORD_KIND + record))
                 await _write(stream, b"".join(answers))
                 served += count

@@ -314,7 +314,29 @@ def _differential(tmp_path: Path, batches: list[list[bytes]], limits: dict | Non
     return ahead[:5]
 
 
-def test_a_batch_checked_ahead_gives_what_each_record_alone_gives(tmp_path):
+class _NeverStarted:
+    """A verifier thread that never starts a chunk: each is checked on the ingest's thread."""
+
+    def __init__(self):
+        self.submitted = []
+
+    def submit(self, fn, *args):
+        from concurrent.futures import Future
+
+        future = Future()  # (pending for ever: its cancel() succeeds)
+        self.submitted.append(future)
+        return future
+
+
+@pytest.mark.parametrize("verifier", ["thread", "never started", "always waited for"])
+def test_a_batch_checked_ahead_gives_what_each_record_alone_gives(tmp_path, monkeypatch, verifier):
+    import openmemory_node.ingest as ingest_module
+
+    never = _NeverStarted()
+    if verifier == "never started":
+        monkeypatch.setattr(ingest_module, "_verifier", lambda: never)
+    elif verifier == "always waited for":
+        monkeypatch.setattr(ingest_module, "STEAL", False)
     records = make_records(120, 6, int(time.time()))
     bad = _resigned(records)
     # Every kind of refusal in the middle of chunks, a record twice, a record already stored.
@@ -325,6 +347,8 @@ def test_a_batch_checked_ahead_gives_what_each_record_alone_gives(tmp_path):
     assert codes.count("ok") == 39 and codes.count("duplicate") == 1
     assert {"signature", "observation", "clock-skew", "encoding", "schema", "size"} <= set(codes)
     assert rejections["signature"] == 1 and penalty > 0 and len(stored) == 49
+    if verifier == "never started":  # every chunk was taken back and checked here
+        assert never.submitted and all(f.cancelled() for f in never.submitted)
 
 
 def test_a_batch_that_drops_records_without_standing_gives_what_each_record_alone_gives(tmp_path):
@@ -354,6 +378,8 @@ def test_a_bad_signature_in_the_middle_of_a_batch_checked_ahead_ends_it_there(tm
 def test_signatures_of_a_batch_are_checked_on_the_verifier_thread(tmp_path, monkeypatch):
     import threading
 
+    import openmemory_node.ingest as ingest_module
+
     from nacl.signing import SigningKey
 
     threads = set()
@@ -372,6 +398,7 @@ def test_signatures_of_a_batch_are_checked_on_the_verifier_thread(tmp_path, monk
     monkeypatch.setattr(wire, "verify_signature", watched)
     monkeypatch.setattr(wire.codec, "verify_signature", watched)  # (wire.verify and verify_signatures call it)
     monkeypatch.setattr(wire, "verify_signatures", watched_many)  # (the batch's checks ahead call it)
+    monkeypatch.setattr(ingest_module, "STEAL", False)  # (else a chunk not started there may be checked here)
     records = make_records(64, 4, int(time.time()))
     ingest = _ingest(tmp_path)
     assert all(o.accepted for o in ingest.accept_batch(records, peer="12D3KooWPeer", solicited=True))
