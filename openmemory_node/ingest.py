@@ -255,6 +255,7 @@ class Ingest:
     def accept_batch(
         self, batch: list[bytes], *, peer: str | None, via: str = "sync", expect_type: str | None = None,
         solicited: bool = False, stop_on_reject: bool = False, ids: list[bytes] | None = None,
+        checked: "list[_Checked] | None" = None,
     ) -> list[Outcome]:
         """:meth:`accept` for each record of ``batch``, in order, in one store transaction: one
         commit for the lot (the answers to up to 4 sync WANTs: 256 records), and the
@@ -264,13 +265,20 @@ class Ingest:
         ``stop_on_reject``, the batch ends at the first invalid record (its outcome is the
         last). If the store fails within the batch, nothing of it is stored, the statuses are
         recomputed from the store and the error is raised. ``ids``: the id of each record of
-        ``batch`` (:func:`wire.record_id` of its bytes), when the caller has them already."""
+        ``batch`` (:func:`wire.record_id` of its bytes), when the caller has them already.
+        ``checked``: a solicited batch's pure checks, made ahead by :meth:`check_ahead` (a
+        sync session makes them as each WANT's answers arrive, so that the verifier thread
+        works while the rest are read)."""
+        if checked is not None and (not solicited or len(checked) != len(batch)):
+            raise ValueError("checks made ahead are for a solicited batch, one per record")
         outcomes: list[Outcome] = []
         accepted: list[Any] = []
         self._deferred = accepted
         ahead: list[_Checked] | None = None
         try:
-            if solicited and len(batch) >= PARALLEL_MIN:
+            if checked is not None:
+                ahead = checked
+            elif solicited and len(batch) >= PARALLEL_MIN:
                 ahead = self._check_ahead(batch, ids)
             with self.store.transaction():
                 if ahead is not None:  # the duplicate checks, in one query (Store.look_up)
@@ -301,6 +309,17 @@ class Ingest:
         for record in accepted:
             self._run_accept_hooks(record, via, peer)
         return outcomes
+
+    def check_ahead(self, batch: list[bytes], ids: list[bytes] | None = None) -> "list[_Checked]":
+        """The pure checks of records of a solicited batch to come, for
+        :meth:`accept_batch`'s ``checked`` (their signatures start on the verifier thread now);
+        nothing is counted nor stored. :meth:`drop_checks` cancels what is not used."""
+        return self._check_ahead(batch, ids)
+
+    @staticmethod
+    def drop_checks(checked: "list[_Checked]") -> None:
+        """The signature checks of :meth:`check_ahead` that will not be used: not made."""
+        _cancel(checked)
 
     def _check_ahead(self, batch: list[bytes], ids: list[bytes] | None = None) -> "list[_Checked]":
         """The pure checks of a solicited batch, before any record of it is looked at in

@@ -460,3 +460,19 @@ def test_a_batch_that_does_not_decode_as_bytes_raises_and_leaves_the_ingest_as_i
     seen = []
     ingest.on_accept_hooks.append(lambda record, via, peer: seen.append(record.id))
     assert ingest.accept(records[0], peer=None).accepted and seen == [wire.decode(records[0]).id]  # not deferred
+
+
+def test_checks_made_ahead_are_taken_for_their_batch_only(tmp_path):
+    records = make_records(20, 4, int(time.time()))
+    ingest = _ingest(tmp_path)
+    checked = ingest.check_ahead(records[:10])
+    with pytest.raises(ValueError):
+        ingest.accept_batch(records[:9], peer="12D3KooWPeer", solicited=True, checked=checked)
+    with pytest.raises(ValueError):
+        ingest.accept_batch(records[:10], peer="12D3KooWPeer", solicited=False, checked=checked)
+    assert ingest.store.count() == 0
+    outcomes = ingest.accept_batch(records[:10], peer="12D3KooWPeer", solicited=True, checked=checked)
+    assert all(o.accepted for o in outcomes) and ingest.store.count() == 10
+    unused = ingest.check_ahead(records[10:])
+    ingest.drop_checks(unused)
+    assert all(item.chunk is None or item.chunk.future.done() for item in unused)
