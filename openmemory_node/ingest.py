@@ -12,9 +12,11 @@ is counted by code and charged to the sending peer's ledger according to
 :mod:`openmemory_node.policy`. :meth:`Ingest.accept_batch` takes many records (a sync answer)
 through the same steps in one store transaction, the accept hooks run once it is committed. A
 solicited batch has the pure checks of its records (id, decoding, clock skew, observation rule)
-done ahead and their signatures verified on a second thread (libsodium runs without the GIL)
-while this one goes on; each result is taken at the step where a record alone would compute
-it, so the outcomes, the counts and the charges are the same, in the same order.
+done ahead (by the caller, :meth:`Ingest.check_ahead`, or here) and their signatures verified on
+a second thread, a chunk at a time in one C call without the GIL (``wire.verify_signatures``),
+while this one goes on; a chunk that thread has not started when its turn comes is checked
+here instead. Each result is taken at the step where a record alone would compute it, so the
+outcomes, the counts and the charges are the same, in the same order.
 
 The store keeps at most ``max_without_standing`` records from keys without standing (not
 this node's, not trusted or vouched, not a revoker): past it, the oldest inert ones (nothing

@@ -11,8 +11,10 @@ is revoked on arrival. Each node pulls only what it asked for; nothing is pushed
 
 The initiator keeps up to ``WANTS_AHEAD`` WANTs in flight and stores the records of up to
 ``WANTS_PER_COMMIT`` WANTs in one store transaction (:meth:`Ingest.accept_batch`), with the
-outcomes of one WANT at a time; the server writes the answers to a WANT at once, and both read
-frames through a buffer (:class:`openmemory_node.streams.FrameReader`).
+outcomes of one WANT at a time; the pure checks of a WANT's records (and their signatures, on
+the verifier thread) start as soon as its answers are read (:meth:`Ingest.check_ahead`). The
+server writes the answers to a WANT at once (one query for its records), and both read frames
+through a buffer (:class:`openmemory_node.streams.FrameReader`).
 
 Frames are unsigned-varint length-prefixed (as fetch's), each starting with a kind byte:
 

@@ -6,9 +6,9 @@
  * (nacl._sodium, which links it statically and exports its symbols): configure() takes that
  * library's path and the address of its crypto_sign_open as cffi sees it, opens it only if it is
  * loaded already (RTLD_NOLOAD: no code is ever loaded by this module) and refuses it unless the
- * function cffi calls for crypto_sign_open lies in that same library (dladdr). crypto_sign_open(sig + message, key), what
- * verify_signature calls, is crypto_sign_verify_detached(sig, message, key) once the 64 bytes
- * are cut off, in libsodium itself.
+ * function cffi calls for crypto_sign_open lies in that same library (dladdr).
+ * crypto_sign_open(sig + message, key), what verify_signature calls, is
+ * crypto_sign_verify_detached(sig, message, key) once the 64 bytes are cut off, in libsodium.
  *
  * verify(items): items is a list of (signature, message, key) tuples of bytes; returns bytes
  * of the same length, 1 where the signature is 64 bytes, the key 32 and the signature verifies

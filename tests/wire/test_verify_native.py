@@ -3,14 +3,14 @@
 ``codec.verify_signatures`` decides in C only the signatures that verify (libsodium's
 ``crypto_sign_verify_detached``, from PyNaCl's own library, without the GIL); every other one
 goes through the Python ``verify_signature``, which words the refusal. Here: the C answer is 1
-exactly where ``verify_signature`` returns (a signature of 64 bytes, a key of 32), over valid records of every type and the same with a
-bit of the signature, the key or the message changed, cut or lengthened; ``verify_signatures``
-gives the same errors with and without the module; bad arguments are refused.
+exactly where ``verify_signature`` returns (a signature of 64 bytes, a key of 32), over valid
+records of every type and the same with a bit of the signature, the key or the message
+changed, cut or lengthened; ``verify_signatures`` gives the same errors with and without the
+module; bad arguments are refused.
 """
 
 from __future__ import annotations
 
-import importlib
 import os
 import random
 import threading
@@ -20,17 +20,12 @@ from nacl.signing import SigningKey
 
 from openmemory_node import wire
 from openmemory_node.wire import codec
-from openmemory_protocol import native
-
+from . import native_diff
 from .conftest import NOW, make_lesson
 
 
 def _module():
-    try:
-        module = importlib.import_module("openmemory_node.wire._verify_c")
-    except ImportError as exc:  # pragma: no cover - the test install builds it
-        raise AssertionError(f"the C verifier is not built ({exc}): pip install -e . builds it") from None
-    assert native._current(module), "the C verifier is stale (its source changed): pip install -e . rebuilds it"
+    module = native_diff.built("openmemory_node.wire._verify_c", "the C verifier")
     import nacl._sodium as sodium
 
     module.configure(sodium.__file__, int(sodium.ffi.cast("uintptr_t", sodium.ffi.addressof(
