@@ -12,9 +12,11 @@ is counted by code and charged to the sending peer's ledger according to
 :mod:`openmemory_node.policy`. :meth:`Ingest.accept_batch` takes many records (a sync answer)
 through the same steps in one store transaction, the accept hooks run once it is committed. A
 solicited batch has the pure checks of its records (id, decoding, clock skew, observation rule)
-done ahead and their signatures verified on a second thread (libsodium runs without the GIL)
-while this one goes on; each result is taken at the step where a record alone would compute
-it, so the outcomes, the counts and the charges are the same, in the same order.
+done ahead (by the caller, :meth:`Ingest.check_ahead`, or here) and their signatures verified on
+a second thread, a chunk at a time in one C call without the GIL (``wire.verify_signatures``),
+while this one goes on; a chunk that thread has not started when its turn comes is checked
+here instead. Each result is taken at the step where a record alone would compute it, so the
+outcomes, the counts and the charges are the same, in the same order.
 
 The store keeps at most ``max_without_standing`` records from keys without standing (not
 this node's, not trusted or vouched, not a revoker): past it, the oldest inert ones (nothing
@@ -59,14 +61,43 @@ class Outcome:
 #: signatures on the verifier thread (:meth:`Ingest._check_ahead`), in chunks of VERIFY_CHUNK.
 PARALLEL_MIN = 4
 VERIFY_CHUNK = 8
+#: A chunk the verifier thread has not started when its first record's turn comes is checked
+#: on the ingest's thread instead of waited for (False: always waited for; tests).
+STEAL = True
+
+
+class _Chunk:
+    """Some records' signatures, handed to the verifier thread: their (record, message) pairs,
+    the future of their check there, and its results once known."""
+
+    __slots__ = ("items", "future", "results")
+
+    def __init__(self, items: list[tuple[Any, bytes]]):
+        self.items = items
+        self.future: Future | None = None
+        self.results: list[Exception | None] | None = None
+
+    def errors(self) -> list[Exception | None]:
+        """Each signature's check: the verifier thread's, or, when that thread has not started
+        on this chunk yet (it is behind, or has no core), made here rather than waited for:
+        the same function over the same pairs, so the same results."""
+        if self.results is None:
+            future = self.future
+            if STEAL and future is not None and future.cancel():  # (it never runs there now)
+                self.results = _signature_errors(self.items)
+            elif future is not None:
+                self.results = future.result()
+            else:  # pragma: no cover - a chunk is given to its records once submitted
+                raise RuntimeError("a chunk of signatures that was never submitted")
+        return self.results
 
 
 class _Checked:
     """One record of a batch checked ahead: its id, its decoded record or the error of its
-    decoding or of its checks before the signature, and its signature's check (a chunk's
-    future on the verifier thread, or None: to be checked here)."""
+    decoding or of its checks before the signature, and its signature's check (its chunk's
+    on the verifier thread and its place in it, or None: to be checked here)."""
 
-    __slots__ = ("now", "idb", "record", "message", "error", "future", "index")
+    __slots__ = ("now", "idb", "record", "message", "error", "chunk", "index")
 
     def __init__(self, now: float, idb: bytes):
         self.now = now
@@ -74,36 +105,30 @@ class _Checked:
         self.record: Any = None
         self.message: bytes | None = None
         self.error: BaseException | None = None
-        self.future: Future | None = None
+        self.chunk: _Chunk | None = None
         self.index = 0
 
     def result(self) -> Any:
         """The record, verified; raises what :func:`wire.decode` then :func:`wire.verify`
         would have raised on it."""
         if self.error is None and self.message is not None:
-            if self.future is None:  # no verifier thread: check it here
+            if self.chunk is None:  # no verifier thread: check it here
                 try:
                     wire.verify_signature(self.record, self.message)
                 except wire.WireError as exc:
                     self.error = exc
             else:
-                self.error = self.future.result()[self.index]
+                self.error = self.chunk.errors()[self.index]
             self.message = None
         if self.error is not None:
             raise self.error
         return self.record
 
 
-def _signature_errors(items: list[tuple[Any, bytes]]) -> list[BaseException | None]:
-    """Verifier thread: each record's signature check, None or what it raised."""
-    out: list[BaseException | None] = []
-    for record, message in items:
-        try:
-            wire.verify_signature(record, message)
-            out.append(None)
-        except Exception as exc:  # raised on the ingest's thread, at that record's step
-            out.append(exc)
-    return out
+def _signature_errors(items: list[tuple[Any, bytes]]) -> list[Exception | None]:
+    """Verifier thread: each record's signature check, None or what it raised (raised on the
+    ingest's thread, at that record's step)."""
+    return wire.verify_signatures(items)
 
 
 _pool: ThreadPoolExecutor | None = None
@@ -128,19 +153,22 @@ os.register_at_fork(after_in_child=_forget_pool)
 
 
 def _submit(pool: ThreadPoolExecutor, chunk: list[_Checked]) -> None:
+    checks = _Chunk([(c.record, c.message) for c in chunk])
     try:
-        future = pool.submit(_signature_errors, [(c.record, c.message) for c in chunk])
+        checks.future = pool.submit(_signature_errors, checks.items)
     except RuntimeError:  # no thread to be had (the interpreter is shutting down): here, then
         return
     for index, item in enumerate(chunk):
-        item.future, item.index = future, index
+        item.chunk, item.index = checks, index
 
 
 def _cancel(checked: list[_Checked]) -> None:
     """Drop the signature checks a batch no longer needs (past its end or its first refusal)."""
+    last = None
     for item in checked:
-        if item.future is not None:
-            item.future.cancel()
+        if item.chunk is not last and item.chunk is not None and item.chunk.future is not None:
+            item.chunk.future.cancel()
+            last = item.chunk
 
 
 class Ingest:
@@ -229,6 +257,7 @@ class Ingest:
     def accept_batch(
         self, batch: list[bytes], *, peer: str | None, via: str = "sync", expect_type: str | None = None,
         solicited: bool = False, stop_on_reject: bool = False, ids: list[bytes] | None = None,
+        checked: "list[_Checked] | None" = None,
     ) -> list[Outcome]:
         """:meth:`accept` for each record of ``batch``, in order, in one store transaction: one
         commit for the lot (the answers to up to 4 sync WANTs: 256 records), and the
@@ -238,13 +267,20 @@ class Ingest:
         ``stop_on_reject``, the batch ends at the first invalid record (its outcome is the
         last). If the store fails within the batch, nothing of it is stored, the statuses are
         recomputed from the store and the error is raised. ``ids``: the id of each record of
-        ``batch`` (:func:`wire.record_id` of its bytes), when the caller has them already."""
+        ``batch`` (:func:`wire.record_id` of its bytes), when the caller has them already.
+        ``checked``: a solicited batch's pure checks, made ahead by :meth:`check_ahead` (a
+        sync session makes them as each WANT's answers arrive, so that the verifier thread
+        works while the rest are read)."""
+        if checked is not None and (not solicited or len(checked) != len(batch)):
+            raise ValueError("checks made ahead are for a solicited batch, one per record")
         outcomes: list[Outcome] = []
         accepted: list[Any] = []
         self._deferred = accepted
         ahead: list[_Checked] | None = None
         try:
-            if solicited and len(batch) >= PARALLEL_MIN:
+            if checked is not None:
+                ahead = checked
+            elif solicited and len(batch) >= PARALLEL_MIN:
                 ahead = self._check_ahead(batch, ids)
             with self.store.transaction():
                 if ahead is not None:  # the duplicate checks, in one query (Store.look_up)
@@ -275,6 +311,17 @@ class Ingest:
         for record in accepted:
             self._run_accept_hooks(record, via, peer)
         return outcomes
+
+    def check_ahead(self, batch: list[bytes], ids: list[bytes] | None = None) -> "list[_Checked]":
+        """The pure checks of records of a solicited batch to come, for
+        :meth:`accept_batch`'s ``checked`` (their signatures start on the verifier thread now);
+        nothing is counted nor stored. :meth:`drop_checks` cancels what is not used."""
+        return self._check_ahead(batch, ids)
+
+    @staticmethod
+    def drop_checks(checked: "list[_Checked]") -> None:
+        """The signature checks of :meth:`check_ahead` that will not be used: not made."""
+        _cancel(checked)
 
     def _check_ahead(self, batch: list[bytes], ids: list[bytes] | None = None) -> "list[_Checked]":
         """The pure checks of a solicited batch, before any record of it is looked at in

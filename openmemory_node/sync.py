@@ -11,8 +11,10 @@ is revoked on arrival. Each node pulls only what it asked for; nothing is pushed
 
 The initiator keeps up to ``WANTS_AHEAD`` WANTs in flight and stores the records of up to
 ``WANTS_PER_COMMIT`` WANTs in one store transaction (:meth:`Ingest.accept_batch`), with the
-outcomes of one WANT at a time; the server writes the answers to a WANT at once, and both read
-frames through a buffer (:class:`openmemory_node.streams.FrameReader`).
+outcomes of one WANT at a time; the pure checks of a WANT's records (and their signatures, on
+the verifier thread) start as soon as its answers are read (:meth:`Ingest.check_ahead`). The
+server writes the answers to a WANT at once (one query for its records), and both read frames
+through a buffer (:class:`openmemory_node.streams.FrameReader`).
 
 Frames are unsigned-varint length-prefixed (as fetch's), each starting with a kind byte:
 
@@ -335,7 +337,7 @@ class Sync:
         while sent < min(WANTS_AHEAD, len(batches)):
             await self._want(stream, batches[sent])
             sent += 1
-        pending: list[tuple[list[bytes], list[bytes | None]]] = []  # read, not stored yet
+        pending: list[tuple] = []  # read, not stored yet: (ids wanted, answers, checks made ahead)
         for batch in batches:
             answers: list[bytes | None] = []
             for _ in batch:
@@ -355,7 +357,9 @@ class Sync:
                     self._store_answers(peer, pending, type_, report)
                     raise
                 sent += 1
-            pending.append((batch, answers))
+            # The pure checks of the records start now (their signatures on the verifier
+            # thread), while the next WANTs' answers are read; nothing is counted nor stored.
+            pending.append((batch, answers, self._check_ahead(batch, answers)))
             if len(pending) == WANTS_PER_COMMIT:
                 batches_read, pending = pending, []
                 self._store_answers(peer, batches_read, type_, report)
@@ -366,8 +370,22 @@ class Sync:
     async def _want(self, stream: FrameReader, batch: list[bytes]) -> None:
         await _write(stream.stream, frame(bytes([WANT]) + encode_varint(len(batch)) + b"".join(batch)))
 
-    def _store_answers(self, peer: str, pending: list[tuple[list[bytes], list[bytes | None]]], type_: str,
-                       report: SessionReport) -> None:
+    def _check_ahead(self, batch: list[bytes], answers: list[bytes | None]) -> tuple[list[bytes], list[bytes], list]:
+        """A WANT's answers read whole: the records that are the ones asked for, up to the
+        first that is not (its id checked against its bytes), their ids, and their pure checks
+        (:meth:`Ingest.check_ahead`), for :meth:`_store_answers`."""
+        from . import wire
+
+        good: list[bytes] = []
+        ids: list[bytes] = []
+        for idb, answer in zip(batch, answers):
+            if answer[0] != RECORD or wire.record_id(answer[1:]) != idb:  # type: ignore[index]
+                break
+            good.append(answer[1:])  # type: ignore[index]
+            ids.append(idb)
+        return good, ids, self.ingest.check_ahead(good, ids)
+
+    def _store_answers(self, peer: str, pending: list[tuple], type_: str, report: SessionReport) -> None:
         """The answers to some WANTs, in order, in one store transaction: what a WANT's
         answers taken one WANT at a time would give. A broken frame (the stream closed, an
         empty frame, BUSY, ERROR) in a WANT's answers ends the session before any record of
@@ -380,22 +398,29 @@ class Sync:
             return
         good: list[bytes] = []
         ids: list[bytes] = []  # (each checked to be the id of its record's bytes)
+        checked: list = []  # their checks, made ahead
         broken: bytes | None = None  # a broken frame, or
         problem: tuple[int, bytes] | None = None  # the first wrong answer: (its kind, the id wanted)
-        for batch, answers in pending:
+        for entry in pending:
+            batch, answers = entry[0], entry[1]
             broken = next((answer for answer in answers if _broken_frame(answer)), b"ok")
             if broken != b"ok":
                 break
-            for idb, answer in zip(batch, answers):
-                if answer[0] != RECORD or wire.record_id(answer[1:]) != idb:  # type: ignore[index]
-                    problem = (answer[0], idb)  # type: ignore[index]
-                    break
-                good.append(answer[1:])  # type: ignore[index]
-                ids.append(idb)
-            if problem is not None:
+            # (the records asked for, up to the first that is not, as _check_ahead found them)
+            good_here, ids_here, checks = entry[2] if len(entry) > 2 else self._check_ahead(batch, answers)
+            good += good_here
+            ids += ids_here
+            checked += checks
+            if len(good_here) < len(batch):
+                problem = (answers[len(good_here)][0], batch[len(good_here)])  # type: ignore[index]
                 break
-        outcomes = self.ingest.accept_batch(good, peer=peer, via="sync", expect_type=type_, solicited=True,
-                                            stop_on_reject=True, ids=ids)
+        try:
+            outcomes = self.ingest.accept_batch(good, peer=peer, via="sync", expect_type=type_, solicited=True,
+                                                stop_on_reject=True, ids=ids, checked=checked)
+        finally:
+            for entry in pending:  # (the checks of what was not stored: dropped)
+                if len(entry) > 2:
+                    self.ingest.drop_checks(entry[2][2])
         for data, outcome in zip(good, outcomes):
             action = outcome.verdict.action
             if action is Action.ACCEPT:
@@ -555,9 +580,12 @@ class Sync:
                     await _try_write(stream, frame(bytes([BUSY])))
                     return
                 answers = []  # one frame per id, in order, sent in one write
-                for k in range(count):
-                    idb = data[pos + k * ID_BYTES:pos + (k + 1) * ID_BYTES]
-                    record = self._served_data(idb)
+                wanted = [data[pos + k * ID_BYTES:pos + (k + 1) * ID_BYTES] for k in range(count)]
+                stored = self.ingest.store.data_by_idbs(wanted)  # (one query for the WANT)
+                for idb in wanted:
+                    record = stored.get(idb)
+                    if record is None:
+                        record = self._served_data(idb)
                     answers.append(_NOT_FOUND_FRAME if record is None else frame(_RECORD_KIND + record))
                 await _write(stream, b"".join(answers))
                 served += count

@@ -10,7 +10,7 @@ a per-type domain. PROTOCOL.md is the specification; spec/ holds the CDDL and te
 """
 
 from .build import new_attestation, new_lesson, new_revocation, new_vouch, public_key, sign, strength_milli
-from .codec import check_size, decode, validate, verify, verify_signature, verify_unsigned
+from .codec import check_size, decode, validate, verify, verify_signature, verify_signatures, verify_unsigned
 from .errors import ERROR_CODES, WireError
 from .ids import id_text, is_id, parse_id, provenance_commitment, record_id
 from .jsonform import (

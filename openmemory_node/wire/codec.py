@@ -23,7 +23,7 @@ from .ids import parse_id
 from .limits import DEFAULT_MAX_SKEW, MAX_RECORD_BYTES
 from .records import RECORD_CLASSES, Evidence, Record, _RecordBase, observation_error, record_from_map, signing_message
 
-__all__ = ["decode", "validate", "verify", "verify_unsigned", "verify_signature", "check_size"]
+__all__ = ["decode", "validate", "verify", "verify_unsigned", "verify_signature", "verify_signatures", "check_size"]
 
 
 def check_size(data: Any) -> bytes:
@@ -123,6 +123,50 @@ def verify_signature(record: Record, message: bytes) -> None:
             f"the signature does not verify for this {record.record_type} under the signer's key",
             field="signature",
         ) from None
+
+
+def _load_verifier() -> Any:
+    """The C verifier (``_verify_c``) on PyNaCl's own libsodium, or None (the Python loop)."""
+    module = native.load("openmemory_node.wire._verify_c")
+    if module is None:
+        return None
+    try:
+        import nacl._sodium as sodium
+
+        module.configure(sodium.__file__, int(sodium.ffi.cast("uintptr_t", sodium.ffi.addressof(
+            sodium.lib, "crypto_sign_open"))))
+    except (ImportError, AttributeError, OSError) as exc:  # another PyNaCl build: the Python loop
+        warnings.warn(f"the C verifier is not used ({exc})", native.StaleAccelerator, stacklevel=2)
+        return None
+    return module
+
+
+_verifier = _load_verifier()
+
+
+def verify_signatures(items: list[tuple[Record, bytes]]) -> list[Exception | None]:
+    """:func:`verify_signature` of each (record, message): None where it verifies, else what it
+    raises (a WireError for a signature that does not verify). With the C verifier
+    (``_verify_c``: PyNaCl's libsodium, called without the GIL for the whole list) the
+    signatures that verify are decided in C, and every other one by :func:`verify_signature`,
+    which words the refusal."""
+    verified = bytes(len(items))
+    if _verifier is not None and items:
+        try:
+            verified = _verifier.verify([(record.signature, message, record.signer) for record, message in items])
+        except (AttributeError, TypeError):  # not records of bytes: verify_signature says what is wrong
+            pass
+    out: list[Exception | None] = []
+    for (record, message), ok in zip(items, verified):
+        if ok:
+            out.append(None)
+            continue
+        try:
+            verify_signature(record, message)
+            out.append(None)
+        except Exception as exc:  # (raised by the caller at that record's step)
+            out.append(exc)
+    return out
 
 
 def _spans_of(record: Record) -> dict | None:

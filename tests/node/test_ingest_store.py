@@ -64,6 +64,20 @@ def test_a_valid_record_is_stored_with_where_and_when_it_came_from(node):
     assert node.store.get_by_idb(wire.record_id(data)).id == outcome.record.id
 
 
+def test_data_by_idbs_answers_as_data_by_idb_for_each_id(node):
+    key = nacl.signing.SigningKey(b"\x05" * 32)
+    stored = [lesson(key, text=f"`make test{i}` failed twice: the fixture {i} was stale.") for i in range(600)]
+    for data in stored:
+        assert node.accept(data, peer=None).accepted
+    ids = [wire.record_id(d) for d in stored]
+    missing = [b"\x12\x20" + bytes([i]) * 32 for i in range(3)]
+    asked = ids[:2] + missing[:1] + ids[2:] + ids[:1] + missing[1:]  # over 500 ids, some twice, some not held
+    got = node.store.data_by_idbs(asked)
+    assert got == {idb: node.store.data_by_idb(idb) for idb in asked if node.store.data_by_idb(idb) is not None}
+    assert len(got) == 600 and all(got[i] == d for i, d in zip(ids, stored))
+    assert node.store.data_by_idbs([]) == {} and node.store.data_by_idbs(missing) == {}
+
+
 def test_duplicates_are_counted_not_stored_twice_and_not_penalised(node):
     data = lesson(nacl.signing.SigningKey.generate())
     assert node.accept(data, peer="a").accepted

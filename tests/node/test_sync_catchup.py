@@ -314,7 +314,29 @@ def _differential(tmp_path: Path, batches: list[list[bytes]], limits: dict | Non
     return ahead[:5]
 
 
-def test_a_batch_checked_ahead_gives_what_each_record_alone_gives(tmp_path):
+class _NeverStarted:
+    """A verifier thread that never starts a chunk: each is checked on the ingest's thread."""
+
+    def __init__(self):
+        self.submitted = []
+
+    def submit(self, fn, *args):
+        from concurrent.futures import Future
+
+        future = Future()  # (pending for ever: its cancel() succeeds)
+        self.submitted.append(future)
+        return future
+
+
+@pytest.mark.parametrize("verifier", ["thread", "never started", "always waited for"])
+def test_a_batch_checked_ahead_gives_what_each_record_alone_gives(tmp_path, monkeypatch, verifier):
+    import openmemory_node.ingest as ingest_module
+
+    never = _NeverStarted()
+    if verifier == "never started":
+        monkeypatch.setattr(ingest_module, "_verifier", lambda: never)
+    elif verifier == "always waited for":
+        monkeypatch.setattr(ingest_module, "STEAL", False)
     records = make_records(120, 6, int(time.time()))
     bad = _resigned(records)
     # Every kind of refusal in the middle of chunks, a record twice, a record already stored.
@@ -325,6 +347,8 @@ def test_a_batch_checked_ahead_gives_what_each_record_alone_gives(tmp_path):
     assert codes.count("ok") == 39 and codes.count("duplicate") == 1
     assert {"signature", "observation", "clock-skew", "encoding", "schema", "size"} <= set(codes)
     assert rejections["signature"] == 1 and penalty > 0 and len(stored) == 49
+    if verifier == "never started":  # every chunk was taken back and checked here
+        assert never.submitted and all(f.cancelled() for f in never.submitted)
 
 
 def test_a_batch_that_drops_records_without_standing_gives_what_each_record_alone_gives(tmp_path):
@@ -354,6 +378,8 @@ def test_a_bad_signature_in_the_middle_of_a_batch_checked_ahead_ends_it_there(tm
 def test_signatures_of_a_batch_are_checked_on_the_verifier_thread(tmp_path, monkeypatch):
     import threading
 
+    import openmemory_node.ingest as ingest_module
+
     from nacl.signing import SigningKey
 
     threads = set()
@@ -363,8 +389,16 @@ def test_signatures_of_a_batch_are_checked_on_the_verifier_thread(tmp_path, monk
         threads.add(threading.get_ident())
         return real(record, message)
 
-    monkeypatch.setattr(wire, "verify_signature", watched)  # (the batch's checks ahead call it)
-    monkeypatch.setattr(wire.codec, "verify_signature", watched)  # (wire.verify calls it)
+    real_many = wire.verify_signatures
+
+    def watched_many(items):
+        threads.add(threading.get_ident())
+        return real_many(items)
+
+    monkeypatch.setattr(wire, "verify_signature", watched)
+    monkeypatch.setattr(wire.codec, "verify_signature", watched)  # (wire.verify and verify_signatures call it)
+    monkeypatch.setattr(wire, "verify_signatures", watched_many)  # (the batch's checks ahead call it)
+    monkeypatch.setattr(ingest_module, "STEAL", False)  # (else a chunk not started there may be checked here)
     records = make_records(64, 4, int(time.time()))
     ingest = _ingest(tmp_path)
     assert all(o.accepted for o in ingest.accept_batch(records, peer="12D3KooWPeer", solicited=True))
@@ -400,8 +434,9 @@ def test_a_batch_whose_verifier_thread_raises_is_rolled_back_whole(tmp_path, mon
             raise MemoryError("made by the test")
         return real(record, message)
 
-    if where == "a record":
-        monkeypatch.setattr(wire, "verify_signature", failing)
+    if where == "a record":  # (on the Python path: the C verifier would verify it without asking)
+        monkeypatch.setattr(wire.codec, "_verifier", None)
+        monkeypatch.setattr(wire.codec, "verify_signature", failing)
     else:
         monkeypatch.setattr(ingest_module, "_signature_errors",
                             lambda items: (_ for _ in ()).throw(MemoryError("made by the test")))
@@ -425,3 +460,19 @@ def test_a_batch_that_does_not_decode_as_bytes_raises_and_leaves_the_ingest_as_i
     seen = []
     ingest.on_accept_hooks.append(lambda record, via, peer: seen.append(record.id))
     assert ingest.accept(records[0], peer=None).accepted and seen == [wire.decode(records[0]).id]  # not deferred
+
+
+def test_checks_made_ahead_are_taken_for_their_batch_only(tmp_path):
+    records = make_records(20, 4, int(time.time()))
+    ingest = _ingest(tmp_path)
+    checked = ingest.check_ahead(records[:10])
+    with pytest.raises(ValueError):
+        ingest.accept_batch(records[:9], peer="12D3KooWPeer", solicited=True, checked=checked)
+    with pytest.raises(ValueError):
+        ingest.accept_batch(records[:10], peer="12D3KooWPeer", solicited=False, checked=checked)
+    assert ingest.store.count() == 0
+    outcomes = ingest.accept_batch(records[:10], peer="12D3KooWPeer", solicited=True, checked=checked)
+    assert all(o.accepted for o in outcomes) and ingest.store.count() == 10
+    unused = ingest.check_ahead(records[10:])
+    ingest.drop_checks(unused)
+    assert all(item.chunk is None or item.chunk.future.done() for item in unused)

@@ -17,12 +17,17 @@ from openmemory_protocol import native
 
 @functools.cache
 def c_module():
+    return codec.configure_native(built("openmemory_node.wire._cbor_c", "the C decoder"))
+
+
+def built(name: str, what: str):
+    """The accelerator ``name``, imported directly; fails (not skips) when not built or stale."""
     try:
-        module = importlib.import_module("openmemory_node.wire._cbor_c")
+        module = importlib.import_module(name)
     except ImportError as exc:  # pragma: no cover - the test install builds it
-        raise AssertionError(f"the C decoder is not built ({exc}): pip install -e . builds it") from None
-    assert native._current(module), "the C decoder is stale (its source changed): pip install -e . rebuilds it"
-    return codec.configure_native(module)
+        raise AssertionError(f"{what} is not built ({exc}): pip install -e . builds it") from None
+    assert native._current(module), f"{what} is stale (its source changed): pip install -e . rebuilds it"
+    return module
 
 
 def typed(value):
