@@ -12,6 +12,8 @@
  *   slot(feature)                   embed._slot: (blake2b-64 % 256, +-1.0)
  *   candidate_rows(postings, key, feats, posting_cap, prefix, candidates, row_of)
  *                                   cluster.GroupIndex._candidate_rows
+ *   volatile_tail(text)             normalize._volatile_tail for an ASCII text (None otherwise):
+ *                                   the regular expressions' substitutions, matched case by case
  *
  * Sums are made in the order the Python code makes them (a slot's weights in the features'
  * order, in doubles); a norm is math.fsum's exactly rounded sum (CPython's algorithm), so the

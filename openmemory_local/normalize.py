@@ -24,7 +24,9 @@ path components that still  ``{id}`` (``tmpab12cd`` -> ``{id}``)
 hold a digit
 ==========================  =======================================================
 
-White space is collapsed. The result is meant for comparison (and shown in
+White space is collapsed (the IDs, times, hashes, numbers, path ids and white space of an ASCII
+text in C when the accelerator ``openmemory_local._sleep_c`` is built: the same text, tested
+against the regular expressions here, which stay the reference). The result is meant for comparison (and shown in
 ``openmemory lessons --json`` as the lesson's signature); lesson texts quote the real
 failure, not its normalised form.
 

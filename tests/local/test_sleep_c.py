@@ -329,6 +329,7 @@ def test_volatile_tokens_are_the_python_ones(c, shared_data):
                            for _ in range(rng.randrange(0, 14)))
         texts.append(text)
     # the real transcripts' texts (commands, outputs, messages, paths)
+    generated = len(texts)
     for path in sorted((shared_data / "claude-code").rglob("*.jsonl")):
         for line in path.read_text(errors="replace").splitlines():
             try:
@@ -336,14 +337,14 @@ def test_volatile_tokens_are_the_python_ones(c, shared_data):
             except ValueError:
                 continue
     real = 0
-    for text in texts:
+    for k, text in enumerate(texts):
         got = c.volatile_tail(text)
         if not text.isascii():
             assert got is None
             continue
-        real += 1
+        real += k >= generated
         assert got == normalize._volatile_tail_python(text), repr(text)
-    assert real > 70000
+    assert real > 100_000  # the transcripts were read
     with pytest.raises(TypeError):
         c.volatile_tail(b"1.5")
 
