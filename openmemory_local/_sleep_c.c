@@ -12,6 +12,8 @@
  *   slot(feature)                   embed._slot: (blake2b-64 % 256, +-1.0)
  *   candidate_rows(postings, key, feats, posting_cap, prefix, candidates, row_of)
  *                                   cluster.GroupIndex._candidate_rows
+ *   volatile_tail(text)             normalize._volatile_tail for an ASCII text (None otherwise):
+ *                                   the regular expressions' substitutions, matched case by case
  *
  * Sums are made in the order the Python code makes them (a slot's weights in the features'
  * order, in doubles); a norm is math.fsum's exactly rounded sum (CPython's algorithm), so the
@@ -1261,6 +1263,299 @@ fail:
     return NULL;
 }
 
+/* --- normalize._volatile_tail: the volatile tokens of an ASCII text ------------------------- */
+/* normalize._ids_times_numbers (UUIDs, ISO times, clock times, hashes, numbers, in that order,
+ * each pass re.sub's leftmost non-overlapping scan over the previous pass's output), then
+ * _PATH_TOKEN.sub(_path_ids) and the white space collapsed and stripped. Each matcher below
+ * tries what the regular expression tries, in the order its backtracking tries it, and returns
+ * the match's end or -1. For an ASCII str, \w is [A-Za-z0-9_], \d [0-9], \s is_space_ascii. */
+
+typedef struct {
+    char *p;
+    Py_ssize_t n, cap;
+} Buf;
+
+static int buf_put(Buf *b, const char *s, Py_ssize_t n) { /* 0, -1 (MemoryError set) */
+    if (n > PY_SSIZE_T_MAX / 2 - b->n) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    if (b->n + n > b->cap) {
+        Py_ssize_t cap = b->cap ? b->cap : 64;
+        while (cap < b->n + n) cap *= 2;
+        char *p = PyMem_Realloc(b->p, (size_t)cap);
+        if (p == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        b->p = p;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->n, s, (size_t)n);
+    b->n += n;
+    return 0;
+}
+
+static inline int vw(unsigned char c) { /* \w */
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+}
+static inline int vhex(unsigned char c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
+static inline int valpha(unsigned char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
+#define VDIG(p) ((p) < n && s[p] >= '0' && s[p] <= '9')
+
+static int vbound(const char *s, Py_ssize_t n, Py_ssize_t p) { /* \b at p */
+    int before = p > 0 && vw((unsigned char)s[p - 1]);
+    int after = p < n && vw((unsigned char)s[p]);
+    return before != after;
+}
+
+static Py_ssize_t vdigits(const char *s, Py_ssize_t n, Py_ssize_t p) { /* the digits from p */
+    Py_ssize_t q = p;
+    while (VDIG(q)) q++;
+    return q - p;
+}
+
+static Py_ssize_t match_uuid(const char *s, Py_ssize_t n, Py_ssize_t i) {
+    /* \b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b */
+    static const int groups[5] = {8, 4, 4, 4, 12};
+    if (n - i < 36 || !vbound(s, n, i)) return -1;
+    Py_ssize_t p = i;
+    for (int g = 0; g < 5; g++) {
+        if (g > 0) {
+            if (s[p] != '-') return -1;
+            p++;
+        }
+        for (int k = 0; k < groups[g]; k++, p++)
+            if (!vhex((unsigned char)s[p])) return -1;
+    }
+    return vbound(s, n, p) ? p : -1;
+}
+
+static Py_ssize_t iso_zone(const char *s, Py_ssize_t n, Py_ssize_t t) {
+    /* (?:Z|[+-]\d{2}:?\d{2})?\b at t */
+    if (t < n && s[t] == 'Z') {
+        if (vbound(s, n, t + 1)) return t + 1;
+    } else if (t < n && (s[t] == '+' || s[t] == '-') && VDIG(t + 1) && VDIG(t + 2)) {
+        Py_ssize_t u = t + 3;
+        if (u < n && s[u] == ':' && VDIG(u + 1) && VDIG(u + 2) && vbound(s, n, u + 3)) return u + 3;
+        if (VDIG(u) && VDIG(u + 1) && vbound(s, n, u + 2)) return u + 2;
+    }
+    return vbound(s, n, t) ? t : -1;
+}
+
+static Py_ssize_t clock_tail(const char *s, Py_ssize_t n, Py_ssize_t i, int zone) {
+    /* \d{1,2}:\d{2}(?::\d{2}(?:[.,]\d+)?)? at i, then the zone (iso_zone) or \b: the first end */
+    for (int k = 2; k >= 1; k--) {
+        if (!VDIG(i) || (k == 2 && !VDIG(i + 1))) continue;
+        Py_ssize_t q = i + k;
+        if (!(q < n && s[q] == ':' && VDIG(q + 1) && VDIG(q + 2))) continue;
+        q += 3;
+        if (q < n && s[q] == ':' && VDIG(q + 1) && VDIG(q + 2)) {
+            Py_ssize_t r = q + 3;
+            if (r < n && (s[r] == '.' || s[r] == ',') && VDIG(r + 1)) {
+                for (Py_ssize_t len = vdigits(s, n, r + 1); len >= 1; len--) {
+                    Py_ssize_t e = zone ? iso_zone(s, n, r + 1 + len) : (vbound(s, n, r + 1 + len) ? r + 1 + len : -1);
+                    if (e >= 0) return e;
+                }
+            }
+            Py_ssize_t e = zone ? iso_zone(s, n, r) : (vbound(s, n, r) ? r : -1);
+            if (e >= 0) return e;
+        }
+        Py_ssize_t e = zone ? iso_zone(s, n, q) : (vbound(s, n, q) ? q : -1);
+        if (e >= 0) return e;
+    }
+    return -1;
+}
+
+static Py_ssize_t match_iso(const char *s, Py_ssize_t n, Py_ssize_t i) {
+    /* \b\d{4}-\d{2}-\d{2}(?:[T ]\d{1,2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?\b */
+    if (n - i < 10 || !vbound(s, n, i)) return -1;
+    if (!(VDIG(i) && VDIG(i + 1) && VDIG(i + 2) && VDIG(i + 3) && s[i + 4] == '-' && VDIG(i + 5) && VDIG(i + 6) &&
+          s[i + 7] == '-' && VDIG(i + 8) && VDIG(i + 9)))
+        return -1;
+    Py_ssize_t p = i + 10;
+    if (p < n && (s[p] == 'T' || s[p] == ' ')) {
+        Py_ssize_t e = clock_tail(s, n, p + 1, 1);
+        if (e >= 0) return e;
+    }
+    return vbound(s, n, p) ? p : -1;
+}
+
+static Py_ssize_t match_clock(const char *s, Py_ssize_t n, Py_ssize_t i) {
+    /* \b\d{1,2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?\b */
+    if (!vbound(s, n, i)) return -1;
+    return clock_tail(s, n, i, 0);
+}
+
+static Py_ssize_t match_hash(const char *s, Py_ssize_t n, Py_ssize_t i) {
+    /* \b(?=[0-9a-fA-F]*[0-9])(?=[0-9a-fA-F]*[a-fA-F])[0-9a-fA-F]{7,64}\b */
+    if (!vbound(s, n, i)) return -1;
+    Py_ssize_t run = 0;
+    int digit = 0, letter = 0;
+    while (i + run < n && vhex((unsigned char)s[i + run])) {
+        if (s[i + run] <= '9') digit = 1;
+        else letter = 1;
+        run++;
+    }
+    if (!digit || !letter || run < 7) return -1;
+    for (Py_ssize_t k = run < 64 ? run : 64; k >= 7; k--)
+        if (vbound(s, n, i + k)) return i + k;
+    return -1;
+}
+
+static Py_ssize_t number_unit(const char *s, Py_ssize_t n, Py_ssize_t p) {
+    /* (?:[A-Za-z]{1,3})?(?![A-Za-z0-9_]) at p */
+    Py_ssize_t letters = 0;
+    while (letters < 3 && p + letters < n && valpha((unsigned char)s[p + letters])) letters++;
+    for (Py_ssize_t l = letters; l >= 0; l--)
+        if (p + l >= n || !vw((unsigned char)s[p + l])) return p + l;
+    return -1;
+}
+
+static Py_ssize_t match_number(const char *s, Py_ssize_t n, Py_ssize_t i) {
+    /* (?<![A-Za-z0-9_])\d+(?:[.,]\d+)*(?:[A-Za-z]{1,3})?(?![A-Za-z0-9_]). A \d+ given back leaves
+     * a digit next, where nothing after it can match: only each repetition's longest run counts,
+     * tried from the last repetition back; before the last one, the [.,] that follows ends the
+     * match (it is not \w). */
+    if ((i > 0 && vw((unsigned char)s[i - 1])) || !VDIG(i)) return -1;
+    Py_ssize_t e = i + vdigits(s, n, i), previous = -1;
+    while (e < n && (s[e] == '.' || s[e] == ',') && VDIG(e + 1)) {
+        previous = e;
+        e = e + 1 + vdigits(s, n, e + 1);
+    }
+    Py_ssize_t end = number_unit(s, n, e);
+    return end >= 0 ? end : previous;
+}
+
+typedef Py_ssize_t (*vmatcher)(const char *, Py_ssize_t, Py_ssize_t);
+
+static int vsub(const Buf *in, Buf *out, vmatcher match, const char *repl) { /* re.sub; 0, -1 */
+    const char *s = in->p;
+    Py_ssize_t n = in->n, i = 0, copied = 0, rn = (Py_ssize_t)strlen(repl);
+    out->n = 0;
+    while (i < n) {
+        Py_ssize_t e = match(s, n, i);
+        if (e > i) {
+            if (buf_put(out, s + copied, i - copied) < 0 || buf_put(out, repl, rn) < 0) return -1;
+            i = copied = e;
+        } else {
+            i++;
+        }
+    }
+    return buf_put(out, s + copied, n - copied);
+}
+
+static int vhas(const Buf *b, char c) { return b->n > 0 && memchr(b->p, c, (size_t)b->n) != NULL; }
+
+static int vhas_digit(const Buf *b) {
+    for (Py_ssize_t i = 0; i < b->n; i++)
+        if (b->p[i] >= '0' && b->p[i] <= '9') return 1;
+    return 0;
+}
+
+static int path_char(unsigned char c) { /* [^\s'"`()\[\]{}<>,;|&=] */
+    return !is_space_ascii(c) && strchr("'\"`()[]{}<>,;|&=", c) == NULL;
+}
+
+static int path_ids(const char *s, Py_ssize_t n, Buf *out) {
+    /* normalize._path_ids of the token s[:n] (a placeholder holds no digit: a part with a digit
+     * keeps one once its placeholders are out) */
+    int digit = 0;
+    for (Py_ssize_t i = 0; i < n; i++) digit |= (s[i] >= '0' && s[i] <= '9');
+    if (!digit) return buf_put(out, s, n);
+    Py_ssize_t a = 0;
+    while (1) {
+        Py_ssize_t b = a;
+        while (b < n && s[b] != '/') b++;
+        int part_digit = 0;
+        Py_ssize_t dot = -1;
+        for (Py_ssize_t k = a; k < b; k++) {
+            if (s[k] >= '0' && s[k] <= '9') part_digit = 1;
+            if (s[k] == '.') dot = k;
+        }
+        if (!part_digit) {
+            if (buf_put(out, s + a, b - a) < 0) return -1;
+        } else {
+            if (buf_put(out, "{id}", 4) < 0) return -1;
+            /* stem, dot, ext = part.rpartition("."); dot and stem and ext.isalpha() and len(ext) <= 5 */
+            if (dot > a && b - dot - 1 >= 1 && b - dot - 1 <= 5) {
+                int alpha = 1;
+                for (Py_ssize_t k = dot + 1; k < b; k++) alpha &= valpha((unsigned char)s[k]);
+                if (alpha && buf_put(out, s + dot, b - dot) < 0) return -1;
+            }
+        }
+        if (b >= n) return 0;
+        if (buf_put(out, "/", 1) < 0) return -1;
+        a = b + 1;
+    }
+}
+
+static int vpaths(const Buf *in, Buf *out) { /* _PATH_TOKEN.sub(_path_ids): each run of path chars with a / */
+    const char *s = in->p;
+    Py_ssize_t n = in->n, i = 0;
+    out->n = 0;
+    while (i < n) {
+        if (!path_char((unsigned char)s[i])) {
+            if (buf_put(out, s + i, 1) < 0) return -1;
+            i++;
+            continue;
+        }
+        Py_ssize_t j = i;
+        int slash = 0;
+        while (j < n && path_char((unsigned char)s[j])) slash |= s[j++] == '/';
+        if ((slash ? path_ids(s + i, j - i, out) : buf_put(out, s + i, j - i)) < 0) return -1;
+        i = j;
+    }
+    return 0;
+}
+
+static PyObject *sleep_volatile_tail(PyObject *Py_UNUSED(self), PyObject *text) {
+    /* volatile_tail(text) -> str | None (not ASCII): normalize._volatile_tail */
+    if (!PyUnicode_Check(text)) {
+        PyErr_SetString(PyExc_TypeError, "volatile_tail(text: str)");
+        return NULL;
+    }
+    if (!PyUnicode_IS_ASCII(text)) Py_RETURN_NONE;
+    Buf a = {NULL, 0, 0}, b = {NULL, 0, 0};
+    PyObject *result = NULL;
+    if (buf_put(&a, (const char *)PyUnicode_DATA(text), PyUnicode_GET_LENGTH(text)) < 0) goto done;
+#define VPASS(call)                                                                                                    \
+    do {                                                                                                               \
+        if ((call) < 0) goto done;                                                                                     \
+        Buf t = a;                                                                                                     \
+        a = b;                                                                                                         \
+        b = t;                                                                                                         \
+    } while (0)
+    if (vhas(&a, '-')) VPASS(vsub(&a, &b, match_uuid, "{id}"));
+    if (vhas_digit(&a)) {
+        if (vhas(&a, '-')) VPASS(vsub(&a, &b, match_iso, "{time}"));
+        if (vhas(&a, ':')) VPASS(vsub(&a, &b, match_clock, "{time}"));
+        VPASS(vsub(&a, &b, match_hash, "{hash}"));
+        VPASS(vsub(&a, &b, match_number, "{num}"));
+    }
+    if (vhas(&a, '/')) VPASS(vpaths(&a, &b));
+#undef VPASS
+    /* _SPACE.sub(" ", text).strip() */
+    Py_ssize_t n = 0;
+    for (Py_ssize_t i = 0; i < a.n;) {
+        if (is_space_ascii((unsigned char)a.p[i])) {
+            while (i < a.n && is_space_ascii((unsigned char)a.p[i])) i++;
+            if (n > 0 && i < a.n) a.p[n++] = ' ';
+        } else {
+            a.p[n++] = a.p[i++];
+        }
+    }
+    result = PyUnicode_New(n, 127);
+    if (result != NULL && n > 0) memcpy(PyUnicode_1BYTE_DATA(result), a.p, (size_t)n);
+done:
+    PyMem_Free(a.p);
+    PyMem_Free(b.p);
+    return result;
+}
+#undef VDIG
+
 /* --- the module ---------------------------------------------------------------------------- */
 
 static PyMethodDef sleep_methods[] = {
@@ -1282,6 +1577,8 @@ static PyMethodDef sleep_methods[] = {
     {"command_heads", (PyCFunction)(void (*)(void))sleep_command_heads, METH_FASTCALL,
      "command_heads(command, multi, wrappers, filters, not_after) -> list | None: "
      "episodes._command_heads_uncached for an ASCII command, else None."},
+    {"volatile_tail", sleep_volatile_tail, METH_O,
+     "volatile_tail(text) -> str | None: normalize._volatile_tail for an ASCII text, else None."},
     {"index_features", (PyCFunction)(void (*)(void))sleep_index_features, METH_FASTCALL,
      "index_features(postings, key, feats, mine, gid): the loop of cluster.GroupIndex._index_signature."},
     {NULL, NULL, 0, NULL}};

@@ -292,3 +292,75 @@ def test_command_heads_are_the_python_heads(c):
     assert c.command_heads("git push \u2014 x", episodes._MULTI, episodes._WRAPPERS, episodes._FILTERS,
                            episodes._NEVER) is None
     assert episodes._command_heads_uncached("caf\u00e9 && git push") == ["café", "git push"]
+
+
+VOLATILE_PIECES = ["2024-01-02", "T", " ", "10:11", ":12", ".5", ",25", "+01:00", "-0530", "Z", "3f9c2e1d", "KB",
+                   "123e4567-e89b-12d3-a456-426614174000", "deadbeef12", "1.5", "abcd", "/", "tmp", "ab12", ".py",
+                   "{num}", "{id}", "x", "-", "_", "9" * 70, "aaa" + "1" * 61, "1.2.3", "v1", "...", "\t", "=", "'"]
+VOLATILE_CHARS = "0123456789abcdefABCDEFTZgxz_ -:.,+/{}\t\n\x1c\x0b'\"=()`<>;|&"
+
+
+def _strings(value, out: list) -> None:
+    if isinstance(value, str):
+        out.append(value[:3000])
+        out.extend(line for line in value[:3000].splitlines()[:50])
+    elif isinstance(value, dict):
+        for v in value.values():
+            _strings(v, out)
+    elif isinstance(value, list):
+        for v in value:
+            _strings(v, out)
+
+
+def test_volatile_tokens_are_the_python_ones(c, shared_data):
+    import json
+
+    from openmemory_local import normalize
+
+    rng = random.Random(50)
+    texts = ["", " ", "\x1c x \x1f", "1", "a1", "1a", "1abcd", "1.5abcd", "1.2.3.x", "12:345", "1:2", "2024-01-02T1:22",
+             "2024-01-02 10:11:12.123+0530", "2024-01-02T10:11:12,5Z9", "abcdef1", "abcdef", "1234567", "a" * 63 + "1",
+             "a" * 64 + "1", "/tmp/x1/y.tar.gz", "a/1.b/c.", "x/.1/1./{num}1", "/{num}/{id}"]
+    for k in range(60000):
+        if k % 2:
+            text = "".join(rng.choice(VOLATILE_CHARS) for _ in range(rng.randrange(0, 40)))
+        else:
+            text = "".join(rng.choice(VOLATILE_PIECES if rng.random() < 0.7 else VOLATILE_CHARS)
+                           for _ in range(rng.randrange(0, 14)))
+        texts.append(text)
+    # the real transcripts' texts (commands, outputs, messages, paths)
+    generated = len(texts)
+    for path in sorted((shared_data / "claude-code").rglob("*.jsonl")):
+        for line in path.read_text(errors="replace").splitlines():
+            try:
+                _strings(json.loads(line), texts)
+            except ValueError:
+                continue
+    real = 0
+    for k, text in enumerate(texts):
+        got = c.volatile_tail(text)
+        if not text.isascii():
+            assert got is None
+            continue
+        real += k >= generated
+        assert got == normalize._volatile_tail_python(text), repr(text)
+    assert real > 100_000  # the transcripts were read
+    with pytest.raises(TypeError):
+        c.volatile_tail(b"1.5")
+
+
+def test_normalise_is_the_same_with_and_without_the_accelerator(c, monkeypatch):
+    from datetime import datetime, timezone
+
+    from openmemory_local import normalize
+    from simulations.workload import Workload
+
+    cases = []
+    for ep in Workload(seed=5).episodes(800, datetime(2026, 1, 1, tzinfo=timezone.utc), 3):
+        cwd, branch = ep.fields.get("cwd"), ep.fields.get("branch")
+        for text in (ep.text, *(str(v) for v in ep.fields.values())):
+            cases.append((text, cwd, branch))
+    cases += [("caf\u00e9 /tmp/x1 12", None, None), ("\u0663 1.5", "/a", "b")]  # the Python code's
+    with_c = [normalize._normalise_uncached(t, cwd=cwd, branch=b) for t, cwd, b in cases]
+    monkeypatch.setattr(embed, "_NATIVE", None)
+    assert [normalize._normalise_uncached(t, cwd=cwd, branch=b) for t, cwd, b in cases] == with_c
