@@ -51,7 +51,6 @@ render, so a single object describes a run. A few can be set from the environmen
 from __future__ import annotations
 
 import os
-import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -364,6 +363,8 @@ def read_config_file(home: Path) -> dict:
         return {}
     except OSError as exc:
         raise ConfigError(f"cannot read {path}: {exc.strerror}") from None
+    import tomllib  # (here: a home without a config file does not pay for the parser's import)
+
     try:
         data = tomllib.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:

@@ -36,7 +36,10 @@ import math
 import re
 import unicodedata
 from functools import lru_cache
-from hashlib import blake2b
+try:  # what hashlib.blake2b is, without hashlib loading OpenSSL (3 ms of every recall's start)
+    from _blake2 import blake2b
+except ImportError:  # pragma: no cover - an interpreter built without it
+    from hashlib import blake2b
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # numpy is imported where vectors are made: the tokenizer alone needs none
