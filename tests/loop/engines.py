@@ -137,6 +137,8 @@ class Engine:
 
 
 def past(days: float = 3) -> datetime:
-    """A moment ``days`` ago, on a whole hour (engine clocks run in the past of the nodes')."""
-    now = datetime.now(timezone.utc).replace(minute=0, second=0, microsecond=0)
-    return now - timedelta(days=days)
+    """09:00 UTC on the day ``days`` ago (engine clocks run in the past of the nodes'): the
+    few hours a test runs its engines through after it stay within that day whatever the hour
+    the test runs at (a nightly run replays each past day and sleeps at its end: across
+    midnight a lesson learned an hour before has decayed a little when the run publishes)."""
+    return (datetime.now(timezone.utc) - timedelta(days=days)).replace(hour=9, minute=0, second=0, microsecond=0)
