@@ -134,10 +134,11 @@ def _normalise_cached(text: str, *, cwd: str | None = None, branch: str | None =
 
 def normalise(text: str, *, cwd: str | None = None, branch: str | None = None) -> str:
     """``text`` with its volatile tokens replaced (see the module docstring)."""
-    # memoised: a pure function of its arguments, which sleep asks again and again; not when the C
-    # accelerator is built: with it the work costs less than the memo's look-up and insertion
-    # (1.17 s against 0.81 s for the 180k calls of a sleep at 100k, a fifth of them repeats)
-    if len(text) > _MEMO_CHARS or _native() is not None:
+    # memoised: a pure function of its arguments, which sleep asks again and again; not for an
+    # ASCII text when the C accelerator is built: with it the work costs less than the memo's
+    # look-up and insertion (1.17 s against 0.81 s for the 180k calls of a sleep at 100k, a fifth
+    # of them repeats); any other text is the regular expressions' work, which the memo saves
+    if len(text) > _MEMO_CHARS or (text.isascii() and _native() is not None):
         return _normalise_uncached(text, cwd=cwd, branch=branch)
     return _normalise_cached(text, cwd=cwd, branch=branch)
 
