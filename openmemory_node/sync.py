@@ -337,7 +337,8 @@ class Sync:
         while sent < min(WANTS_AHEAD, len(batches)):
             await self._want(stream, batches[sent])
             sent += 1
-        pending: list[tuple] = []  # read, not stored yet: (ids wanted, answers, checks made ahead)
+        # read, not stored yet: (ids wanted, answers, _check_ahead's records, ids and checks)
+        pending: list[tuple] = []
         for batch in batches:
             answers: list[bytes | None] = []
             for _ in batch:
@@ -348,8 +349,8 @@ class Sync:
                     self._store_answers(peer, pending, type_, report)
                     raise
                 answers.append(data)
-                if _broken_frame(data):
-                    self._store_answers(peer, pending + [(batch, answers)], type_, report)  # (raises)
+                if _broken_frame(data):  # (no checks: the WANT ends the session unlooked at)
+                    self._store_answers(peer, pending + [(batch, answers, ([], [], []))], type_, report)  # (raises)
             if sent < len(batches):
                 try:
                     await self._want(stream, batches[sent])
@@ -401,13 +402,11 @@ class Sync:
         checked: list = []  # their checks, made ahead
         broken: bytes | None = None  # a broken frame, or
         problem: tuple[int, bytes] | None = None  # the first wrong answer: (its kind, the id wanted)
-        for entry in pending:
-            batch, answers = entry[0], entry[1]
+        for batch, answers, (good_here, ids_here, checks) in pending:
             broken = next((answer for answer in answers if _broken_frame(answer)), b"ok")
             if broken != b"ok":
                 break
             # (the records asked for, up to the first that is not, as _check_ahead found them)
-            good_here, ids_here, checks = entry[2] if len(entry) > 2 else self._check_ahead(batch, answers)
             good += good_here
             ids += ids_here
             checked += checks
@@ -418,9 +417,8 @@ class Sync:
             outcomes = self.ingest.accept_batch(good, peer=peer, via="sync", expect_type=type_, solicited=True,
                                                 stop_on_reject=True, ids=ids, checked=checked)
         finally:
-            for entry in pending:  # (the checks of what was not stored: dropped)
-                if len(entry) > 2:
-                    self.ingest.drop_checks(entry[2][2])
+            for _batch, _answers, (_good, _ids, checks) in pending:  # (the checks of what was not stored: dropped)
+                self.ingest.drop_checks(checks)
         for data, outcome in zip(good, outcomes):
             action = outcome.verdict.action
             if action is Action.ACCEPT:
