@@ -24,12 +24,12 @@ from openmemory_node.home import init_home
 START_TIMEOUT = 60.0  # generous: a loaded 2-core machine starting many interpreters
 
 
-def _ephemeral_range() -> tuple[int, int]:
+def _ephemeral_low() -> int:
+    """The lowest port the kernel hands out by itself (bind(0), outgoing connections)."""
     try:
-        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
-        return int(low), int(high)
-    except (OSError, ValueError):
-        return 32768, 60999
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
 
 
 _PORTS = random.Random(os.getpid() ^ time.time_ns())
@@ -40,7 +40,7 @@ def free_port() -> int:
     chosen before the node binds it (bootstrap lists and restarts need it), and a port the
     kernel hands to any ``bind(0)`` or outgoing connection meanwhile (another node's API, a
     dial) would otherwise take it from under the node."""
-    low, _ = _ephemeral_range()
+    low = _ephemeral_low()
     for _ in range(200):
         port = _PORTS.randrange(max(1024, low - 12000), low)
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
