@@ -38,6 +38,7 @@ from .embed import DIMS
 __all__ = ["GroupIndex"]
 
 _NATIVE = load("openmemory_local._sleep_c")
+_FIND = load("openmemory_local._find_c")
 
 _MAX_INDEXED_SIGNATURES = 8
 
@@ -58,7 +59,8 @@ class GroupIndex:
         self._postings: dict[tuple[Hashable, str], list[int]] = {}
         self._indexed: dict[int, int] = {}  # gid -> signatures indexed so far
         self._features: dict[int, set[str]] = {}
-        self._key_rows: dict[Hashable, np.ndarray] = {}  # a key's rows, for the exhaustive search (made on demand)
+        self._key_rows: dict[Hashable, list[int]] = {}  # a key's rows, for the exhaustive search (made on demand)
+        self.undecided = 0  # the finds C left to numpy (too close to call)
 
     def __len__(self) -> int:
         return self._n
@@ -120,20 +122,29 @@ class GroupIndex:
         if len(groups) <= self.exhaustive_max:
             rows = self._key_rows.get(key)
             if rows is None:
-                rows = self._key_rows[key] = np.fromiter((self._row[g] for g in groups), dtype=np.int64,
-                                                         count=len(groups))
+                rows = self._key_rows[key] = [self._row[g] for g in groups]
         else:
             rows = self._candidate_rows(key, feats)
             if not rows:
                 return None, 0.0
-            rows = np.array(rows, dtype=np.int64)
-        sums = self._sums[rows]
+        if _FIND is not None:  # the same decision, in C, when no rounding can change it (see _find_c.c)
+            decided = _FIND.score(self._sums, rows, vector, threshold)
+            if decided is not None:
+                row, cos = decided
+                return (self._gid[row] if row >= 0 else None), cos
+            self.undecided += 1
+        return self._score_numpy(rows, vector, threshold)
+
+    def _score_numpy(self, rows: list[int], vector: np.ndarray, threshold: float) -> tuple[int | None, float]:
+        """The cosine of ``vector`` with the centroid of each row, the first maximum joined if it reaches
+        ``threshold`` (the reference; numpy's sums decide)."""
+        sums = self._sums[np.array(rows, dtype=np.int64)]
         norms = np.sqrt(np.einsum("ij,ij->i", sums, sums))
         norms[norms == 0] = 1.0
         cos = (sums @ vector.astype(np.float64)) / norms
         best = int(np.argmax(cos))  # first maximum: the oldest group on ties
         if cos[best] >= threshold:
-            return self._gid[int(rows[best])], float(cos[best])
+            return self._gid[rows[best]], float(cos[best])
         return None, float(cos[best])
 
     def _candidate_rows(self, key: Hashable, feats: dict) -> list[int]:

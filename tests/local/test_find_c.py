@@ -1,0 +1,141 @@
+"""The C accelerator of finding a surprise's group (``openmemory_local/_find_c.c``) takes the numpy
+code's decisions exactly: the same group or none, whatever the rounding of numpy's sums, and leaves
+to numpy every case too close to call. The module is imported directly (these tests fail, not skip,
+when it is not built or stale) and compared with the Python and numpy reference on random,
+adversarial (ties, thresholds hit within an ulp, zeros, non-finite values) and real inputs."""
+
+from __future__ import annotations
+
+import importlib
+import random
+
+import numpy as np
+import pytest
+
+from openmemory_local import cluster
+from openmemory_local.cluster import GroupIndex
+from openmemory_protocol import native
+
+
+@pytest.fixture(scope="module")
+def f():
+    module = importlib.import_module("openmemory_local._find_c")  # fails when not built
+    assert native._current(module), "openmemory_local._find_c is stale: rebuild it (pip install -e .)"
+    return module
+
+
+def _index(sums: np.ndarray) -> GroupIndex:
+    index = GroupIndex(dims=sums.shape[1])
+    for row, vector in enumerate(sums):
+        index.add(1000 + row, "k", vector)
+    return index
+
+
+def _check(f, index: GroupIndex, rows: list[int], vector: np.ndarray, threshold: float) -> bool:
+    """C's decision, when it makes one, is numpy's; True when C decided."""
+    expected = index._score_numpy(rows, vector, threshold)
+    got = f.score(index._sums, rows, vector, threshold)
+    if got is None:
+        return False
+    row, cos = got
+    assert (index._gid[row] if row >= 0 else None) == expected[0], (rows, threshold)
+    assert abs(cos - expected[1]) <= 1e-12
+    return True
+
+
+def test_score_decides_what_numpy_decides(f):
+    rng = np.random.default_rng(5)
+    decided = cases = 0
+    for _ in range(400):
+        dims = int(rng.choice([1, 3, 4, 16, 256]))
+        height = int(rng.integers(1, 300))
+        sums = rng.normal(size=(height, dims)) * rng.choice([1e-3, 1.0, 7.0, 1e6])
+        if rng.random() < 0.3:  # sums of float32 vectors, as the index holds
+            sums = np.cumsum(rng.normal(size=(height, dims)).astype(np.float32), axis=0, dtype=np.float64)
+        index = _index(sums)
+        for _ in range(10):
+            rows = sorted(rng.choice(height, size=int(rng.integers(1, min(height, 80) + 1)), replace=False).tolist())
+            vector = rng.normal(size=dims).astype(rng.choice([np.float32, np.float64]))
+            vector /= np.linalg.norm(vector)
+            threshold = float(rng.choice([0.0, 0.3, 0.55, 0.8, 0.99, -0.5]))
+            decision = _check(f, index, rows, vector, threshold)
+            if dims > 1:  # in one dimension every cosine is +-1: ties, numpy's call
+                cases += 1
+                decided += decision
+    assert decided > 0.98 * cases  # the bound is tight: a near tie is rare in random data
+
+
+def test_score_leaves_ties_and_the_threshold_edge_to_numpy(f):
+    rng = np.random.default_rng(6)
+    for _ in range(300):
+        dims = int(rng.choice([4, 256]))
+        base = rng.normal(size=dims)
+        vector = rng.normal(size=dims).astype(np.float32)
+        rows = [base * float(rng.choice([1.0, 3.0, 0.5])) for _ in range(int(rng.integers(2, 6)))]  # equal cosines
+        rows += [rng.normal(size=dims) for _ in range(3)]
+        sums = np.array(rows)
+        index = _index(sums)
+        order = rng.permutation(len(rows)).tolist()
+        exact = index._score_numpy(order, vector, -2.0)[1]
+        for threshold in (exact, np.nextafter(exact, 2), np.nextafter(exact, -2), exact + 1e-14, exact - 1e-14,
+                          exact - 1e-3):
+            _check(f, index, order, vector, float(threshold))
+        # a tie for the maximum, above the threshold: C must not pick one of the tied rows itself
+        if index._score_numpy(order, vector, -2.0)[0] in {1000 + i for i in range(len(rows) - 3)}:
+            assert f.score(index._sums, order, vector, -2.0) is None
+
+
+def test_score_on_zeros_and_values_numpy_must_decide(f):
+    sums = np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0], [1e-160, 0.0], [np.inf, 0.0], [np.nan, 1.0], [1e200, 0.0]])
+    index = _index(sums)
+    vector = np.array([0.6, 0.8], dtype=np.float32)
+    assert f.score(index._sums, [0], vector, 0.5) == (-1, 0.0)  # a zero row: cosine 0 (numpy's norm 1)
+    assert _check(f, index, [0, 1, 2], vector, 0.5)
+    for rows in ([3], [4], [5], [6], [0, 4]):  # underflow, inf, nan, near overflow: numpy's call
+        assert f.score(index._sums, rows, vector, 0.5) is None
+        index._score_numpy(rows, vector, 0.5)  # and numpy answers
+    for rows in ([-1], [len(index._sums)], [1 << 70]):  # numpy wraps or refuses an index: its call
+        assert f.score(index._sums, rows, vector, 0.5) is None
+    with pytest.raises(IndexError):
+        index._score_numpy([len(index._sums)], vector, 0.5)
+    assert f.score(index._sums, [1], np.array([np.nan, 1.0]), 0.5) is None
+    assert f.score(index._sums, [1], np.array([1, 2], dtype=np.int64), 0.5) is None  # not float32/float64
+    assert f.score(index._sums, [1], np.array([1.0, 2.0, 3.0]), 0.5) is None  # not the sums' width
+    assert f.score(index._sums.astype(np.float32), [1], vector, 0.5) is None
+    assert f.score(index._sums, [], vector, 0.5) is None
+    assert f.score(index._sums, ["1"], vector, 0.5) is None
+    with pytest.raises(TypeError):
+        f.score(index._sums, (1,), vector, 0.5)
+    with pytest.raises(TypeError):
+        f.score(index._sums, [1], vector, "0.5")
+    assert f.score(index._sums, [1], object(), 0.5) is None  # not a buffer: numpy's call (and its error)
+    assert f.score(np.asfortranarray(np.ones((3, 2))), [1], vector, 0.5) is None  # not C-contiguous
+    assert f.score([[1.0, 0.0]], [0], vector, 0.5) is None
+
+
+def test_find_with_c_is_find_with_numpy(f, monkeypatch):
+    # whole finds through GroupIndex (exact, exhaustive, candidates), with joins between them
+    from openmemory_local.embed import embed_features, features
+
+    rng = random.Random(9)
+    words = [f"w{k}" for k in range(40)]
+    texts = [" ".join(rng.choice(words) for _ in range(rng.randrange(1, 9))) for _ in range(600)]
+    for exhaustive_max in (3, 256):  # candidates, then every group of the key
+        answers = {}
+        for mode in ("c", "numpy"):
+            monkeypatch.setattr(cluster, "_FIND", f if mode == "c" else None)
+            index = GroupIndex(exhaustive_max=exhaustive_max, candidates=16)
+            got = []
+            for i, text in enumerate(texts):
+                feats = features(text)
+                vector = embed_features(feats)
+                key = ("error", f"/p{i % 3}")
+                gid, _ = index.find(key, text, feats, vector, 0.55)
+                if gid is None:
+                    gid = i + 1
+                    index.add(gid, key, np.zeros(len(vector)))
+                index.join(gid, key, text, feats, vector)
+                got.append(gid)
+            answers[mode] = got
+        assert answers["c"] == answers["numpy"]
+        assert len(set(answers["c"])) > 20
