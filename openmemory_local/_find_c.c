@@ -85,6 +85,7 @@ static void row_sums(const double *x, const double *y, Py_ssize_t n, double *s_o
     *s_out = s;
     *d_out = d;
 }
+
 #else
 static void row_sums(const double *x, const double *y, Py_ssize_t n, double *s_out, double *d_out) {
     double s[8] = {0}, d[8] = {0};
@@ -102,6 +103,26 @@ static void row_sums(const double *x, const double *y, Py_ssize_t n, double *s_o
     *d_out = ((d[0] + d[1]) + (d[2] + d[3])) + ((d[4] + d[5]) + (d[6] + d[7]));
 }
 #endif
+
+/* the next row asked for the cache while this one is summed (rows are scattered: each a cold start
+ * for the hardware's prefetcher); nothing is read through the hint */
+static void prefetch_next(PyObject *rows, Py_ssize_t next, const double *base, Py_ssize_t height, Py_ssize_t dims) {
+#if defined(__GNUC__) || defined(__clang__)
+    PyObject *item = PyList_GET_ITEM(rows, next);
+    if (!PyLong_CheckExact(item)) return;
+    int overflow = 0;
+    long long row = PyLong_AsLongLongAndOverflow(item, &overflow);
+    if (row == -1 && PyErr_Occurred()) {
+        PyErr_Clear(); /* the main loop meets it again and says so */
+        return;
+    }
+    if (overflow || row < 0 || row >= height) return;
+    const char *p = (const char *)(base + (size_t)row * (size_t)dims);
+    for (size_t off = 0; off < (size_t)dims * sizeof(double); off += 64) __builtin_prefetch(p + off, 0, 3);
+#else
+    (void)rows, (void)next, (void)base, (void)height, (void)dims;
+#endif
+}
 
 static int all_zero(const double *x, Py_ssize_t n) {
     for (Py_ssize_t k = 0; k < n; k++)
@@ -170,6 +191,7 @@ static PyObject *find_score(PyObject *Py_UNUSED(self), PyObject *const *args, Py
         }
         if (overflow || row < 0 || row >= height) goto done;
         const double *x = base + (size_t)row * (size_t)dims;
+        if (i + 1 < nrows) prefetch_next(rows, i + 1, base, height, dims);
         double s, d;
         row_sums(x, y, dims, &s, &d);
         if (!(s < LARGEST_SUM)) goto done; /* also NaN */
@@ -219,12 +241,286 @@ done:
     return result;
 }
 
+/* --- a member's vector added to its group's sum ------------------------------------------------ */
+
+static PyObject *find_add_row(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
+    /* add_row(sums, row, vector) -> bool: sums[row] += vector (numpy's in-place add: each element
+     * one IEEE addition of the float32 or float64 value, so the same bits); False when sums or
+     * vector is not what this takes (a C-contiguous 2-D float64 and a float32/float64 vector of its
+     * width) or row is not one of its rows: the caller runs numpy's add */
+    if (nargs != 3 || !PyLong_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "add_row(sums, row: int, vector)");
+        return NULL;
+    }
+    int overflow = 0;
+    long long row = PyLong_AsLongLongAndOverflow(args[1], &overflow);
+    if (row == -1 && PyErr_Occurred()) return NULL;
+    Py_buffer sums, vec;
+    if (PyObject_GetBuffer(args[0], &sums, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | PyBUF_WRITABLE) < 0) {
+        PyErr_Clear();
+        Py_RETURN_FALSE;
+    }
+    if (PyObject_GetBuffer(args[2], &vec, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+        PyErr_Clear();
+        PyBuffer_Release(&sums);
+        Py_RETURN_FALSE;
+    }
+    int done = 0;
+    if (sums.ndim == 2 && sums.format != NULL && strcmp(sums.format, "d") == 0 && sums.itemsize == 8 &&
+        vec.ndim == 1 && vec.format != NULL && vec.shape[0] == sums.shape[1] && !overflow && row >= 0 &&
+        row < sums.shape[0]) {
+        Py_ssize_t dims = sums.shape[1];
+        double *x = (double *)sums.buf + (size_t)row * (size_t)dims;
+        if (strcmp(vec.format, "f") == 0 && vec.itemsize == 4) {
+            const float *v = vec.buf;
+            for (Py_ssize_t k = 0; k < dims; k++) x[k] += (double)v[k];
+            done = 1;
+        } else if (strcmp(vec.format, "d") == 0 && vec.itemsize == 8) {
+            const double *v = vec.buf;
+            for (Py_ssize_t k = 0; k < dims; k++) x[k] += v[k];
+            done = 1;
+        }
+    }
+    PyBuffer_Release(&vec);
+    PyBuffer_Release(&sums);
+    return PyBool_FromLong(done);
+}
+
+/* --- the inverted index, by rows ------------------------------------------------------------ */
+
+/* A key's postings: a dict {feature: bytearray}, each bytearray the rows (native int32, in the order
+ * indexed) of the groups whose signatures have that feature. */
+
+static PyObject *find_index_rows(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
+    /* index_rows(postings, feats, mine, row): for each feature of feats not in mine (a set), add it
+     * to mine and row to postings[feature] (a bytearray, made when absent) */
+    if (nargs != 4 || !PyDict_Check(args[0]) || !PyDict_Check(args[1]) || !PySet_Check(args[2]) ||
+        !PyLong_Check(args[3])) {
+        PyErr_SetString(PyExc_TypeError, "index_rows(postings: dict, feats: dict, mine: set, row: int)");
+        return NULL;
+    }
+    PyObject *postings = args[0], *feats = args[1], *mine = args[2];
+    long long value = PyLong_AsLongLong(args[3]);
+    if (value == -1 && PyErr_Occurred()) return NULL;
+    if (value < 0 || value > INT32_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "a row is from 0 to 2**31 - 1");
+        return NULL;
+    }
+    int32_t row = (int32_t)value;
+    Py_ssize_t pos = 0;
+    PyObject *feature, *weight;
+    while (PyDict_Next(feats, &pos, &feature, &weight)) {
+        Py_INCREF(feature); /* a set's or dict's comparison may run Python code */
+        int has = PySet_Contains(mine, feature);
+        if (has != 0) {
+            Py_DECREF(feature);
+            if (has < 0) return NULL;
+            continue;
+        }
+        if (PySet_Add(mine, feature) < 0) {
+            Py_DECREF(feature);
+            return NULL;
+        }
+        PyObject *posting = PyDict_GetItemWithError(postings, feature);
+        if (posting != NULL) {
+            Py_INCREF(posting); /* held until written: nothing else may free it meanwhile */
+        } else if (PyErr_Occurred() || (posting = PyByteArray_FromStringAndSize(NULL, 0)) == NULL ||
+                   PyDict_SetItem(postings, feature, posting) < 0) {
+            Py_XDECREF(posting);
+            Py_DECREF(feature);
+            return NULL;
+        }
+        Py_DECREF(feature);
+        int ok = PyByteArray_CheckExact(posting);
+        if (!ok) PyErr_SetString(PyExc_TypeError, "a posting is a bytearray");
+        Py_ssize_t size = ok ? PyByteArray_GET_SIZE(posting) : 0;
+        if (ok && (ok = PyByteArray_Resize(posting, size + (Py_ssize_t)sizeof row) == 0))
+            memcpy(PyByteArray_AS_STRING(posting) + size, &row, sizeof row);
+        Py_DECREF(posting);
+        if (!ok) return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+typedef struct {
+    int32_t row;
+    Py_ssize_t count;
+} Cand;
+
+static int compare_int32(const void *a, const void *b) {
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+static PyObject *find_candidate_rows(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
+    /* candidate_rows(postings, feats, posting_cap, prefix, candidates): GroupIndex._candidate_rows_python
+     * over a key's postings by rows: the shortest `prefix` postings of the surprise's features (of at
+     * most posting_cap rows; ties in the features' order), all their rows or the `candidates` most
+     * shared (ties to the first met), sorted */
+    if (nargs != 5 || !PyDict_Check(args[0]) || !PyDict_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "candidate_rows(postings: dict, feats: dict, posting_cap, prefix, candidates)");
+        return NULL;
+    }
+    PyObject *postings = args[0], *feats = args[1];
+    Py_ssize_t posting_cap = PyNumber_AsSsize_t(args[2], PyExc_OverflowError);
+    if (posting_cap == -1 && PyErr_Occurred()) return NULL;
+    Py_ssize_t prefix = PyNumber_AsSsize_t(args[3], PyExc_OverflowError);
+    if (prefix == -1 && PyErr_Occurred()) return NULL;
+    Py_ssize_t candidates = PyNumber_AsSsize_t(args[4], PyExc_OverflowError);
+    if (candidates == -1 && PyErr_Occurred()) return NULL;
+    Py_ssize_t nfeats = PyDict_GET_SIZE(feats), nlists = 0;
+    PyObject **lists = PyMem_Calloc((size_t)nfeats + 1, sizeof(PyObject *)); /* owned references */
+    PyObject *result = NULL;
+    Cand *items = NULL;
+    int32_t *slots = NULL, *rows = NULL;
+    if (lists == NULL) return PyErr_NoMemory();
+    Py_ssize_t pos = 0;
+    PyObject *feature, *weight;
+    /* every look-up first (they may run Python code), then only C reads the postings */
+    while (PyDict_Next(feats, &pos, &feature, &weight) && nlists <= nfeats) {
+        Py_INCREF(feature);
+        PyObject *posting = PyDict_GetItemWithError(postings, feature); /* borrowed */
+        Py_DECREF(feature);
+        if (posting == NULL) {
+            if (PyErr_Occurred()) goto done;
+            continue;
+        }
+        if (!PyByteArray_CheckExact(posting) || PyByteArray_GET_SIZE(posting) % (Py_ssize_t)sizeof(int32_t)) {
+            PyErr_SetString(PyExc_TypeError, "a posting is a bytearray of int32 rows");
+            goto done;
+        }
+        Py_ssize_t len = PyByteArray_GET_SIZE(posting) / (Py_ssize_t)sizeof(int32_t);
+        if (len > 0 && len <= posting_cap) {
+            Py_INCREF(posting);
+            lists[nlists++] = posting;
+        }
+    }
+    if (nlists == 0) {
+        result = PyList_New(0);
+        goto done;
+    }
+#define LEN(b) (PyByteArray_GET_SIZE(b) / (Py_ssize_t)sizeof(int32_t))
+    /* the shortest first, ties in the order met (list.sort(key=len) is stable): an insertion sort */
+    for (Py_ssize_t i = 1; i < nlists; i++) {
+        PyObject *x = lists[i];
+        Py_ssize_t j = i;
+        while (j > 0 && LEN(lists[j - 1]) > LEN(x)) {
+            lists[j] = lists[j - 1];
+            j--;
+        }
+        lists[j] = x;
+    }
+    Py_ssize_t used = nlists;
+    if (prefix < 0) prefix = used + prefix < 0 ? 0 : used + prefix; /* lists[:prefix], as Python cuts */
+    if (used > prefix) used = prefix;
+    Py_ssize_t total = 0;
+    for (Py_ssize_t i = 0; i < used; i++) total += LEN(lists[i]);
+    /* each row counted in an open-addressing table (slot: index into items + 1), items in the order first met */
+    size_t size = 16;
+    while (size < (size_t)total * 2) size <<= 1;
+    items = PyMem_Malloc(sizeof(Cand) * ((size_t)total + 1));
+    slots = PyMem_Calloc(size, sizeof(int32_t));
+    if (items == NULL || slots == NULL || total >= INT32_MAX) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    Py_ssize_t n = 0;
+    for (Py_ssize_t i = 0; i < used; i++) {
+        const char *data = PyByteArray_AS_STRING(lists[i]);
+        Py_ssize_t len = LEN(lists[i]);
+        for (Py_ssize_t k = 0; k < len; k++) {
+            int32_t row;
+            memcpy(&row, data + k * (Py_ssize_t)sizeof row, sizeof row);
+            if (row < 0) {
+                PyErr_SetString(PyExc_ValueError, "a posting holds rows from 0");
+                goto done;
+            }
+            size_t h = ((uint32_t)row * 0x9E3779B1u) & (size - 1);
+            while (slots[h] && items[slots[h] - 1].row != row) h = (h + 1) & (size - 1);
+            if (slots[h]) {
+                items[slots[h] - 1].count++;
+            } else {
+                items[n].row = row;
+                items[n].count = 1;
+                slots[h] = (int32_t)++n;
+            }
+        }
+    }
+#undef LEN
+    /* every row met, or the `candidates` most shared (ties to the first met: cluster._most_shared) */
+    Py_ssize_t chosen = n, cutoff = 0, ties = 0;
+    int all = n <= candidates;
+    if (!all) {
+        if (candidates <= 0) {
+            result = PyList_New(0);
+            goto done;
+        }
+        /* counts are at most `used`: the largest cutoff with at least `candidates` rows counted at
+         * least that often */
+        Py_ssize_t *histogram = PyMem_Calloc((size_t)used + 1, sizeof(Py_ssize_t));
+        if (histogram == NULL) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        for (Py_ssize_t i = 0; i < n; i++) histogram[items[i].count]++;
+        Py_ssize_t reached = 0;
+        for (cutoff = used; cutoff > 0; cutoff--) {
+            if (reached + histogram[cutoff] >= candidates) break;
+            reached += histogram[cutoff];
+        }
+        PyMem_Free(histogram);
+        ties = candidates - reached; /* rows at the cutoff taken, the first met */
+        chosen = candidates;
+    }
+    rows = PyMem_Malloc(sizeof(int32_t) * ((size_t)chosen + 1));
+    if (rows == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    Py_ssize_t nrows = 0;
+    for (Py_ssize_t i = 0; i < n && nrows < chosen; i++) {
+        if (!all) {
+            if (items[i].count < cutoff) continue;
+            if (items[i].count == cutoff) {
+                if (ties == 0) continue;
+                ties--;
+            }
+        }
+        rows[nrows++] = items[i].row;
+    }
+    qsort(rows, (size_t)nrows, sizeof(int32_t), compare_int32);
+    result = PyList_New(nrows);
+    if (result == NULL) goto done;
+    for (Py_ssize_t i = 0; i < nrows; i++) {
+        PyObject *r = PyLong_FromLong((long)rows[i]);
+        if (r == NULL) {
+            Py_CLEAR(result);
+            goto done;
+        }
+        PyList_SET_ITEM(result, i, r);
+    }
+done:
+    for (Py_ssize_t i = 0; i < nlists; i++) Py_DECREF(lists[i]);
+    PyMem_Free(lists);
+    PyMem_Free(items);
+    PyMem_Free(slots);
+    PyMem_Free(rows);
+    return result;
+}
+
 /* --- the module ---------------------------------------------------------------------------- */
 
 static PyMethodDef find_methods[] = {
     {"score", (PyCFunction)(void (*)(void))find_score, METH_FASTCALL,
      "score(sums, rows, vector, threshold) -> (row, cosine) | None: GroupIndex._score_numpy's decision when no "
      "rounding can change it (row -1: no join), else None."},
+    {"add_row", (PyCFunction)(void (*)(void))find_add_row, METH_FASTCALL,
+     "add_row(sums, row, vector) -> bool: sums[row] += vector (False: not taken, numpy's add does it)."},
+    {"index_rows", (PyCFunction)(void (*)(void))find_index_rows, METH_FASTCALL,
+     "index_rows(postings, feats, mine, row): GroupIndex._index_signature's loop, over a key's postings by rows."},
+    {"candidate_rows", (PyCFunction)(void (*)(void))find_candidate_rows, METH_FASTCALL,
+     "candidate_rows(postings, feats, posting_cap, prefix, candidates) -> list[int]: GroupIndex._candidate_rows "
+     "over a key's postings by rows."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef find_module = {PyModuleDef_HEAD_INIT, "_find_c",

@@ -57,6 +57,8 @@ class GroupIndex:
         self._by_key: dict[Hashable, list[int]] = {}
         self._exact: dict[tuple[Hashable, str], int] = {}
         self._postings: dict[tuple[Hashable, str], list[int]] = {}
+        # with _find_c: each key's postings by rows instead, {feature: bytearray of int32 rows}
+        self._row_postings: dict[Hashable, dict[str, bytearray]] = {}
         self._indexed: dict[int, int] = {}  # gid -> signatures indexed so far
         self._features: dict[int, set[str]] = {}
         self._key_rows: dict[Hashable, list[int]] = {}  # a key's rows, for the exhaustive search (made on demand)
@@ -92,6 +94,9 @@ class GroupIndex:
             return
         self._indexed[gid] += 1
         mine = self._features[gid]
+        if _FIND is not None:  # the loop below, in C, into postings by rows (see _candidate_rows)
+            _FIND.index_rows(self._row_postings.setdefault(key, {}), feats, mine, self._row[gid])
+            return
         if _NATIVE is not None:  # the loop below, in C
             _NATIVE.index_features(self._postings, key, feats, mine, gid)
             return
@@ -102,7 +107,9 @@ class GroupIndex:
 
     def join(self, gid: int, key: Hashable, sig: str, feats: dict, vector: np.ndarray) -> None:
         """Add a member to a group: its vector to the centroid, its signature to the index."""
-        self._sums[self._row[gid]] += vector
+        row = self._row[gid]
+        if _FIND is None or not _FIND.add_row(self._sums, row, vector):  # C: the same additions
+            self._sums[row] += vector
         self._index_signature(gid, key, sig, feats)
 
     # --- finding ------------------------------------------------------------------------
@@ -150,6 +157,11 @@ class GroupIndex:
     def _candidate_rows(self, key: Hashable, feats: dict) -> list[int]:
         """The rows of the groups to score (see the module doc), in order: in C when the accelerator
         is built (the same rows: ``tests/local/test_sleep_c.py``), else :meth:`_candidate_rows_python`."""
+        if _FIND is not None:
+            postings = self._row_postings.get(key)
+            if postings is None:
+                return []
+            return _FIND.candidate_rows(postings, feats, self.posting_cap, self.prefix, self.candidates)
         if _NATIVE is not None:
             return _NATIVE.candidate_rows(self._postings, key, feats, self.posting_cap, self.prefix, self.candidates,
                                           self._row)

@@ -93,7 +93,8 @@ def test_score_on_zeros_and_values_numpy_must_decide(f):
     assert _check(f, index, [0, 1, 2], vector, 0.5)
     for rows in ([3], [4], [5], [6], [0, 4]):  # underflow, inf, nan, near overflow: numpy's call
         assert f.score(index._sums, rows, vector, 0.5) is None
-        index._score_numpy(rows, vector, 0.5)  # and numpy answers
+        with np.errstate(all="ignore"):
+            index._score_numpy(rows, vector, 0.5)  # and numpy answers
     for rows in ([-1], [len(index._sums)], [1 << 70]):  # numpy wraps or refuses an index: its call
         assert f.score(index._sums, rows, vector, 0.5) is None
     with pytest.raises(IndexError):
@@ -101,7 +102,7 @@ def test_score_on_zeros_and_values_numpy_must_decide(f):
     assert f.score(index._sums, [1], np.array([np.nan, 1.0]), 0.5) is None
     assert f.score(index._sums, [1], np.array([1, 2], dtype=np.int64), 0.5) is None  # not float32/float64
     assert f.score(index._sums, [1], np.array([1.0, 2.0, 3.0]), 0.5) is None  # not the sums' width
-    assert f.score(index._sums.astype(np.float32), [1], vector, 0.5) is None
+    assert f.score(np.ones((2, 2), dtype=np.float32), [1], vector, 0.5) is None
     assert f.score(index._sums, [], vector, 0.5) is None
     assert f.score(index._sums, ["1"], vector, 0.5) is None
     with pytest.raises(TypeError):
@@ -139,3 +140,90 @@ def test_find_with_c_is_find_with_numpy(f, monkeypatch):
             answers[mode] = got
         assert answers["c"] == answers["numpy"]
         assert len(set(answers["c"])) > 20
+
+
+def test_postings_by_rows_and_candidate_rows_are_the_python_ones(f, monkeypatch):
+    rng = random.Random(13)
+    for _ in range(30):
+        prefix, cap, candidates = rng.choice([1, 3, 12, -2]), rng.choice([2, 20, 500]), rng.choice([1, 4, 64])
+        indexes = {}
+        vocabulary = [f"w{k}" for k in range(rng.choice([8, 60, 300]))]
+        gids = rng.choice([5, 80, 700])
+        order = rng.sample(range(1, 3 * gids + 2), gids) if rng.random() < 0.5 else list(range(1, gids + 1))
+        keys = [("error", "/a"), ("error", "/b")]
+        plan = []
+        for gid in order:  # ids not in row order, sometimes; past the 8 signatures indexed; joins between adds
+            key = rng.choice(keys)
+            sigs = [(f"s{gid}-{k}", {w: 1.0 for w in rng.sample(vocabulary, rng.randrange(1, 8))})
+                    for k in range(rng.randrange(0, 11))]
+            plan.append(("add", gid, key, sigs))
+            if rng.random() < 0.3:
+                joined = rng.choice(plan)
+                plan.append(("join", joined[1], joined[2], {w: 1.0 for w in rng.sample(vocabulary, 3)}))
+        for mode in ("c", "python"):
+            monkeypatch.setattr(cluster, "_FIND", f if mode == "c" else None)
+            monkeypatch.setattr(cluster, "_NATIVE", None)
+            index = indexes[mode] = GroupIndex(exhaustive_max=0, prefix=prefix, posting_cap=cap,
+                                               candidates=candidates, dims=4)
+            for step, gid, key, what in plan:
+                if step == "add":
+                    index.add(gid, key, np.zeros(4), what)
+                else:
+                    index.join(gid, key, f"j{len(what)}", what, np.ones(4, dtype=np.float32))
+        c_index, py_index = indexes["c"], indexes["python"]
+        assert c_index._features == py_index._features and not c_index._postings
+        decoded = {(key, feature): [c_index._gid[r] for r in np.frombuffer(rows, dtype=np.int32).tolist()]
+                   for key, postings in c_index._row_postings.items() for feature, rows in postings.items()}
+        assert decoded == py_index._postings
+        assert np.array_equal(c_index._sums[:len(c_index)], py_index._sums[:len(py_index)])  # the same bits
+        for _ in range(40):
+            key = rng.choice(keys + [("correction", "/a")])
+            feats = {w: 1.0 for w in rng.sample(vocabulary, rng.randrange(0, min(30, len(vocabulary))))}
+            expected = py_index._candidate_rows_python(key, feats)
+            monkeypatch.setattr(cluster, "_FIND", f)
+            assert c_index._candidate_rows(key, feats) == expected
+
+
+def test_candidate_rows_and_index_rows_refuse_what_is_not_theirs(f):
+    feats = {"a": 1.0}
+    with pytest.raises(TypeError):
+        f.candidate_rows({"a": [1]}, feats, 10, 12, 64)
+    with pytest.raises(TypeError):
+        f.candidate_rows({"a": bytearray(b"\x01\x00\x00")}, feats, 10, 12, 64)  # not whole int32 rows
+    with pytest.raises(ValueError):
+        f.candidate_rows({"a": bytearray(np.array([-1], dtype=np.int32).tobytes())}, feats, 10, 12, 64)
+    assert f.candidate_rows({"a": bytearray(np.array([7, 3], dtype=np.int32).tobytes())}, feats, 10, 12, 64) == [3, 7]
+    assert f.candidate_rows({}, feats, 10, 12, 64) == []
+    for row in (-1, 1 << 31, 1 << 70):
+        with pytest.raises(OverflowError):
+            f.index_rows({}, feats, set(), row)
+    with pytest.raises(TypeError):
+        f.index_rows({"a": [1]}, feats, set(), 1)
+    with pytest.raises(TypeError):
+        f.index_rows({}, feats, [], 1)
+    postings, mine = {}, set()
+    f.index_rows(postings, {"a": 1.0, "b": 0.5}, mine, 5)
+    f.index_rows(postings, {"b": 1.0, "c": 1.0}, mine, 5)  # b already indexed for this group
+    f.index_rows(postings, {"b": 1.0}, set(), 9)
+    assert {k: np.frombuffer(v, dtype=np.int32).tolist() for k, v in postings.items()} == \
+        {"a": [5], "b": [5, 9], "c": [5]} and mine == {"a", "b", "c"}
+
+
+def test_add_row_is_numpy_add(f):
+    rng = np.random.default_rng(3)
+    sums = rng.normal(size=(5, 256)) * 1e3
+    expected = sums.copy()
+    for _ in range(200):
+        row = int(rng.integers(5))
+        vector = rng.normal(size=256).astype(rng.choice([np.float32, np.float64]))
+        expected[row] += vector
+        assert f.add_row(sums, row, vector) is True
+    assert np.array_equal(sums, expected)
+    for bad in ((sums, 5, vector), (sums, -1, vector), (sums, 0, vector[:3]), (sums.astype(np.float32), 0, vector),
+                (sums, 0, vector.astype(np.int64)), (np.asfortranarray(sums), 0, vector), (sums, 0, object())):
+        assert f.add_row(*bad) is False  # numpy's add does it (or raises its error)
+    frozen = sums.copy()
+    frozen.flags.writeable = False
+    assert f.add_row(frozen, 0, vector) is False
+    with pytest.raises(TypeError):
+        f.add_row(sums, "0", vector)
