@@ -104,23 +104,14 @@ static void row_sums(const double *x, const double *y, Py_ssize_t n, double *s_o
 }
 #endif
 
-/* the next row asked for the cache while this one is summed (rows are scattered: each a cold start
- * for the hardware's prefetcher); nothing is read through the hint */
-static void prefetch_next(PyObject *rows, Py_ssize_t next, const double *base, Py_ssize_t height, Py_ssize_t dims) {
+/* the row asked for the cache while the one before it is summed (rows are scattered: each a cold
+ * start for the hardware's prefetcher); nothing is read through the hint */
+static void prefetch_row(const double *x, Py_ssize_t dims) {
 #if defined(__GNUC__) || defined(__clang__)
-    PyObject *item = PyList_GET_ITEM(rows, next);
-    if (!PyLong_CheckExact(item)) return;
-    int overflow = 0;
-    long long row = PyLong_AsLongLongAndOverflow(item, &overflow);
-    if (row == -1 && PyErr_Occurred()) {
-        PyErr_Clear(); /* the main loop meets it again and says so */
-        return;
-    }
-    if (overflow || row < 0 || row >= height) return;
-    const char *p = (const char *)(base + (size_t)row * (size_t)dims);
+    const char *p = (const char *)x;
     for (size_t off = 0; off < (size_t)dims * sizeof(double); off += 64) __builtin_prefetch(p + off, 0, 3);
 #else
-    (void)rows, (void)next, (void)base, (void)height, (void)dims;
+    (void)x, (void)dims;
 #endif
 }
 
@@ -130,77 +121,55 @@ static int all_zero(const double *x, Py_ssize_t n) {
     return 1;
 }
 
-static PyObject *find_score(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 4 || !PyList_Check(args[1])) {
-        PyErr_SetString(PyExc_TypeError, "score(sums, rows: list, vector, threshold)");
-        return NULL;
-    }
-    PyObject *rows = args[1];
-    double threshold = PyFloat_AsDouble(args[3]);
-    if (threshold == -1.0 && PyErr_Occurred()) return NULL;
-    Py_buffer sums, vec;
-    /* sums or a vector that is not a C-contiguous buffer: the numpy code decides (or raises its error) */
-    if (PyObject_GetBuffer(args[0], &sums, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
-        PyErr_Clear();
-        Py_RETURN_NONE;
-    }
-    if (PyObject_GetBuffer(args[2], &vec, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
-        PyErr_Clear();
-        PyBuffer_Release(&sums);
-        Py_RETURN_NONE;
-    }
-    PyObject *result = NULL;
-    double *y = NULL, *cos = NULL, *bound = NULL;
-    Py_ssize_t nrows = PyList_GET_SIZE(rows);
-    int undecided = 1;
-    if (sums.ndim != 2 || sums.format == NULL || strcmp(sums.format, "d") != 0 || sums.itemsize != 8 ||
-        vec.ndim != 1 || vec.format == NULL || nrows == 0)
-        goto done;
-    Py_ssize_t height = sums.shape[0], dims = sums.shape[1];
-    if (vec.shape[0] != dims || dims <= 0 || (double)dims * UNIT_ROUNDOFF > 0.01) goto done;
-    int is_float = strcmp(vec.format, "f") == 0 && vec.itemsize == 4;
-    int is_double = strcmp(vec.format, "d") == 0 && vec.itemsize == 8;
-    if (!is_float && !is_double) goto done;
-    y = PyMem_Malloc(sizeof(double) * (size_t)dims);
-    cos = PyMem_Malloc(sizeof(double) * (size_t)nrows);
-    bound = PyMem_Malloc(sizeof(double) * (size_t)nrows);
-    if (y == NULL || cos == NULL || bound == NULL) {
+#define UNDECIDED (-2)
+#define NO_JOIN (-1)
+#define FAILED (-3) /* an exception is set */
+
+/* The decision over rows[0..n) of sums (see the top of this file): the index into rows of the row
+ * joined, NO_JOIN, UNDECIDED (including sums or a vector this does not take, and rows that are not
+ * rows of sums) or FAILED; *best_cos, this code's best cosine. */
+static Py_ssize_t decide(const Py_buffer *sums, const Py_buffer *vec, const int64_t *rows, Py_ssize_t n,
+                         double threshold, double *best_cos) {
+    if (sums->ndim != 2 || sums->format == NULL || strcmp(sums->format, "d") != 0 || sums->itemsize != 8 ||
+        vec->ndim != 1 || vec->format == NULL || n <= 0)
+        return UNDECIDED;
+    Py_ssize_t height = sums->shape[0], dims = sums->shape[1];
+    if (vec->shape[0] != dims || dims <= 0 || (double)dims * UNIT_ROUNDOFF > 0.01) return UNDECIDED;
+    int is_float = strcmp(vec->format, "f") == 0 && vec->itemsize == 4;
+    int is_double = strcmp(vec->format, "d") == 0 && vec->itemsize == 8;
+    if (!is_float && !is_double) return UNDECIDED;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (rows[i] < 0 || rows[i] >= height) return UNDECIDED; /* numpy wraps or refuses it: its call */
+    Py_ssize_t outcome = UNDECIDED;
+    double *y = PyMem_Malloc(sizeof(double) * ((size_t)dims + 2 * (size_t)n));
+    if (y == NULL) {
         PyErr_NoMemory();
-        undecided = 0;
-        goto done;
+        return FAILED;
     }
-    for (Py_ssize_t k = 0; k < dims; k++) {
-        y[k] = is_float ? (double)((const float *)vec.buf)[k] : ((const double *)vec.buf)[k];
-        if (!isfinite(y[k]) || fabs(y[k]) > 1e150) goto done;
-    }
+    double *cos = y + dims, *bound = cos + n;
     double norm_y = 0.0; /* Cauchy-Schwarz: sum |x_k y_k| <= |x| |y|, so a / r is at most |y| (within roundings) */
-    for (Py_ssize_t k = 0; k < dims; k++) norm_y += y[k] * y[k];
+    for (Py_ssize_t k = 0; k < dims; k++) {
+        y[k] = is_float ? (double)((const float *)vec->buf)[k] : ((const double *)vec->buf)[k];
+        if (!isfinite(y[k]) || fabs(y[k]) > 1e150) goto done;
+        norm_y += y[k] * y[k];
+    }
     norm_y = sqrt(norm_y);
     const double n_u = (double)dims * UNIT_ROUNDOFF;
     const double gamma = n_u / (1.0 - n_u);
-    const double *base = (const double *)sums.buf;
+    const double *base = (const double *)sums->buf;
     Py_ssize_t best = 0;
-    for (Py_ssize_t i = 0; i < nrows; i++) {
-        PyObject *item = PyList_GET_ITEM(rows, i);
-        if (!PyLong_Check(item)) goto done; /* numpy decides (and says what is wrong) */
-        int overflow = 0;
-        long long row = PyLong_AsLongLongAndOverflow(item, &overflow);
-        if (row == -1 && PyErr_Occurred()) {
-            undecided = 0;
-            goto done;
-        }
-        if (overflow || row < 0 || row >= height) goto done;
-        const double *x = base + (size_t)row * (size_t)dims;
-        if (i + 1 < nrows) prefetch_next(rows, i + 1, base, height, dims);
-        double s, d;
-        row_sums(x, y, dims, &s, &d);
-        if (!(s < LARGEST_SUM)) goto done; /* also NaN */
-        if (s < SMALLEST_SQUARES) {
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const double *x = base + (size_t)rows[i] * (size_t)dims;
+        if (i + 1 < n) prefetch_row(base + (size_t)rows[i + 1] * (size_t)dims, dims);
+        double sq, d;
+        row_sums(x, y, dims, &sq, &d);
+        if (!(sq < LARGEST_SUM)) goto done; /* also NaN */
+        if (sq < SMALLEST_SQUARES) {
             if (!all_zero(x, dims)) goto done;
             cos[i] = 0.0; /* numpy: a norm of 0 is taken as 1, and the products are all exactly 0 */
             bound[i] = 0.0;
         } else {
-            double r = sqrt(s);
+            double r = sqrt(sq);
             double c = d / r;
             cos[i] = c;
             bound[i] = 4.0 * (gamma * norm_y + fabs(c) * (gamma + 3.0 * UNIT_ROUNDOFF)) + 2.0 * ABSOLUTE_SLACK;
@@ -208,37 +177,78 @@ static PyObject *find_score(PyObject *Py_UNUSED(self), PyObject *const *args, Py
         if (cos[i] > cos[best]) best = i;
     }
     double highest = -INFINITY;
-    for (Py_ssize_t i = 0; i < nrows; i++)
+    for (Py_ssize_t i = 0; i < n; i++)
         if (cos[i] + bound[i] > highest) highest = cos[i] + bound[i];
-    Py_ssize_t chosen = -2; /* -2: undecided */
     if (highest < threshold) {
-        chosen = -1;
+        outcome = NO_JOIN;
     } else {
         double low = cos[best] - bound[best];
         if (low >= threshold) {
-            chosen = best;
-            for (Py_ssize_t i = 0; i < nrows; i++) {
+            outcome = best;
+            for (Py_ssize_t i = 0; i < n; i++) {
                 double high = cos[i] + bound[i];
                 if (i != best && (i < best ? high >= low : high > low)) {
-                    chosen = -2;
+                    outcome = UNDECIDED;
                     break;
                 }
             }
         }
     }
-    if (chosen == -2) goto done;
-    undecided = 0;
-    long long row_out = -1;
-    if (chosen >= 0) row_out = PyLong_AsLongLong(PyList_GET_ITEM(rows, chosen));
-    result = Py_BuildValue("(Ld)", row_out, cos[best]);
+    *best_cos = cos[best];
 done:
     PyMem_Free(y);
-    PyMem_Free(cos);
-    PyMem_Free(bound);
+    return outcome;
+}
+
+/* sums' and vector's buffers (0), or 1 when either is not a C-contiguous buffer (nothing held) */
+static int get_buffers(PyObject *sums_obj, PyObject *vec_obj, Py_buffer *sums, Py_buffer *vec) {
+    if (PyObject_GetBuffer(sums_obj, sums, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+        PyErr_Clear();
+        return 1;
+    }
+    if (PyObject_GetBuffer(vec_obj, vec, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+        PyErr_Clear();
+        PyBuffer_Release(sums);
+        return 1;
+    }
+    return 0;
+}
+
+static PyObject *find_score(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 4 || !PyList_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "score(sums, rows: list, vector, threshold)");
+        return NULL;
+    }
+    PyObject *list = args[1];
+    double threshold = PyFloat_AsDouble(args[3]);
+    if (threshold == -1.0 && PyErr_Occurred()) return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(list);
+    int64_t *rows = PyMem_Malloc(sizeof(int64_t) * ((size_t)n + 1));
+    if (rows == NULL) return PyErr_NoMemory();
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PyList_GET_ITEM(list, i);
+        int overflow = 0;
+        long long row = PyLong_Check(item) ? PyLong_AsLongLongAndOverflow(item, &overflow) : -1;
+        if (row == -1 && PyErr_Occurred()) {
+            PyMem_Free(rows);
+            return NULL;
+        }
+        rows[i] = overflow ? -1 : (int64_t)row; /* not an int, or out of range: undecided below */
+    }
+    Py_buffer sums, vec;
+    if (get_buffers(args[0], args[2], &sums, &vec)) { /* numpy decides (or raises its error) */
+        PyMem_Free(rows);
+        Py_RETURN_NONE;
+    }
+    double best = 0.0;
+    Py_ssize_t outcome = decide(&sums, &vec, rows, n, threshold, &best);
     PyBuffer_Release(&vec);
     PyBuffer_Release(&sums);
-    if (result == NULL && undecided && !PyErr_Occurred()) Py_RETURN_NONE;
-    return result;
+    int64_t row = outcome >= 0 ? rows[outcome] : -1;
+    PyMem_Free(rows);
+    if (outcome == FAILED) return NULL;
+    if (outcome == UNDECIDED) Py_RETURN_NONE;
+    return Py_BuildValue("(Ld)", (long long)row, best);
 }
 
 /* --- a member's vector added to its group's sum ------------------------------------------------ */
@@ -347,33 +357,28 @@ typedef struct {
     Py_ssize_t count;
 } Cand;
 
-static int compare_int32(const void *a, const void *b) {
-    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+static int compare_int64(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
     return (x > y) - (x < y);
 }
 
-static PyObject *find_candidate_rows(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
-    /* candidate_rows(postings, feats, posting_cap, prefix, candidates): GroupIndex._candidate_rows_python
-     * over a key's postings by rows: the shortest `prefix` postings of the surprise's features (of at
-     * most posting_cap rows; ties in the features' order), all their rows or the `candidates` most
-     * shared (ties to the first met), sorted */
-    if (nargs != 5 || !PyDict_Check(args[0]) || !PyDict_Check(args[1])) {
-        PyErr_SetString(PyExc_TypeError, "candidate_rows(postings: dict, feats: dict, posting_cap, prefix, candidates)");
-        return NULL;
-    }
-    PyObject *postings = args[0], *feats = args[1];
-    Py_ssize_t posting_cap = PyNumber_AsSsize_t(args[2], PyExc_OverflowError);
-    if (posting_cap == -1 && PyErr_Occurred()) return NULL;
-    Py_ssize_t prefix = PyNumber_AsSsize_t(args[3], PyExc_OverflowError);
-    if (prefix == -1 && PyErr_Occurred()) return NULL;
-    Py_ssize_t candidates = PyNumber_AsSsize_t(args[4], PyExc_OverflowError);
-    if (candidates == -1 && PyErr_Occurred()) return NULL;
+/* GroupIndex._candidate_rows_python over a key's postings by rows: the shortest `prefix` postings of the
+ * surprise's features (of at most posting_cap rows; ties in the features' order), all their rows or
+ * the `candidates` most shared (ties to the first met), sorted: a PyMem array of *n_out rows (to free),
+ * NULL with an exception set on error */
+static int64_t *candidates_of(PyObject *postings, PyObject *feats, Py_ssize_t posting_cap, Py_ssize_t prefix,
+                              Py_ssize_t candidates, Py_ssize_t *n_out) {
     Py_ssize_t nfeats = PyDict_GET_SIZE(feats), nlists = 0;
     PyObject **lists = PyMem_Calloc((size_t)nfeats + 1, sizeof(PyObject *)); /* owned references */
-    PyObject *result = NULL;
     Cand *items = NULL;
-    int32_t *slots = NULL, *rows = NULL;
-    if (lists == NULL) return PyErr_NoMemory();
+    int32_t *slots = NULL;
+    int64_t *rows = NULL;
+    Py_ssize_t nrows = 0;
+    int ok = 0;
+    if (lists == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
     Py_ssize_t pos = 0;
     PyObject *feature, *weight;
     /* every look-up first (they may run Python code), then only C reads the postings */
@@ -396,7 +401,7 @@ static PyObject *find_candidate_rows(PyObject *Py_UNUSED(self), PyObject *const 
         }
     }
     if (nlists == 0) {
-        result = PyList_New(0);
+        ok = 1;
         goto done;
     }
 #define LEN(b) (PyByteArray_GET_SIZE(b) / (Py_ssize_t)sizeof(int32_t))
@@ -452,7 +457,7 @@ static PyObject *find_candidate_rows(PyObject *Py_UNUSED(self), PyObject *const 
     int all = n <= candidates;
     if (!all) {
         if (candidates <= 0) {
-            result = PyList_New(0);
+            ok = 1;
             goto done;
         }
         /* counts are at most `used`: the largest cutoff with at least `candidates` rows counted at
@@ -472,12 +477,11 @@ static PyObject *find_candidate_rows(PyObject *Py_UNUSED(self), PyObject *const 
         ties = candidates - reached; /* rows at the cutoff taken, the first met */
         chosen = candidates;
     }
-    rows = PyMem_Malloc(sizeof(int32_t) * ((size_t)chosen + 1));
+    rows = PyMem_Malloc(sizeof(int64_t) * ((size_t)chosen + 1));
     if (rows == NULL) {
         PyErr_NoMemory();
         goto done;
     }
-    Py_ssize_t nrows = 0;
     for (Py_ssize_t i = 0; i < n && nrows < chosen; i++) {
         if (!all) {
             if (items[i].count < cutoff) continue;
@@ -488,23 +492,195 @@ static PyObject *find_candidate_rows(PyObject *Py_UNUSED(self), PyObject *const 
         }
         rows[nrows++] = items[i].row;
     }
-    qsort(rows, (size_t)nrows, sizeof(int32_t), compare_int32);
-    result = PyList_New(nrows);
-    if (result == NULL) goto done;
-    for (Py_ssize_t i = 0; i < nrows; i++) {
-        PyObject *r = PyLong_FromLong((long)rows[i]);
-        if (r == NULL) {
-            Py_CLEAR(result);
-            goto done;
-        }
-        PyList_SET_ITEM(result, i, r);
-    }
+    qsort(rows, (size_t)nrows, sizeof(int64_t), compare_int64);
+    ok = 1;
 done:
     for (Py_ssize_t i = 0; i < nlists; i++) Py_DECREF(lists[i]);
     PyMem_Free(lists);
     PyMem_Free(items);
     PyMem_Free(slots);
+    if (ok && rows == NULL && (rows = PyMem_Malloc(sizeof(int64_t))) == NULL) PyErr_NoMemory();
+    if (!ok) {
+        PyMem_Free(rows);
+        return NULL;
+    }
+    *n_out = rows == NULL ? 0 : nrows;
+    return rows;
+}
+
+static PyObject *rows_list(const int64_t *rows, Py_ssize_t n) {
+    PyObject *list = PyList_New(n);
+    if (list == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *r = PyLong_FromLongLong((long long)rows[i]);
+        if (r == NULL) {
+            Py_DECREF(list);
+            return NULL;
+        }
+        PyList_SET_ITEM(list, i, r);
+    }
+    return list;
+}
+
+static PyObject *find_candidate_rows(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
+    /* candidate_rows(postings, feats, posting_cap, prefix, candidates) -> list: candidates_of */
+    if (nargs != 5 || !PyDict_Check(args[0]) || !PyDict_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "candidate_rows(postings: dict, feats: dict, posting_cap, prefix, candidates)");
+        return NULL;
+    }
+    Py_ssize_t numbers[3];
+    for (int i = 0; i < 3; i++) {
+        numbers[i] = PyNumber_AsSsize_t(args[2 + i], PyExc_OverflowError);
+        if (numbers[i] == -1 && PyErr_Occurred()) return NULL;
+    }
+    Py_ssize_t n = 0;
+    int64_t *rows = candidates_of(args[0], args[1], numbers[0], numbers[1], numbers[2], &n);
+    if (rows == NULL) return NULL;
+    PyObject *list = rows_list(rows, n);
     PyMem_Free(rows);
+    return list;
+}
+
+/* --- the whole find ------------------------------------------------------------------------- */
+
+static PyObject *name_exact, *name_by_key, *name_exhaustive_max, *name_key_rows, *name_row_postings,
+    *name_posting_cap, *name_prefix, *name_candidates, *name_sums, *name_gid;
+
+/* an attribute of the index as a Py_ssize_t; -1 with an exception set on error */
+static Py_ssize_t int_attribute(PyObject *index, PyObject *name) {
+    PyObject *value = PyObject_GetAttr(index, name);
+    if (value == NULL) return -1;
+    Py_ssize_t n = PyNumber_AsSsize_t(value, PyExc_OverflowError);
+    Py_DECREF(value);
+    return n;
+}
+
+static PyObject *find_find(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
+    /* find(index, key, sig, feats, vector, threshold) -> (gid | None, cosine) | None: GroupIndex.find
+     * (the exact signature, else the key's groups or the candidates, scored by `decide`); None when
+     * the Python code must answer (the key's rows not made yet, a decision too close to call) */
+    if (nargs != 6 || !PyDict_Check(args[3])) {
+        PyErr_SetString(PyExc_TypeError, "find(index, key, sig, feats: dict, vector, threshold)");
+        return NULL;
+    }
+    PyObject *index = args[0], *key = args[1], *feats = args[3];
+    double threshold = PyFloat_AsDouble(args[5]);
+    if (threshold == -1.0 && PyErr_Occurred()) return NULL;
+    PyObject *result = NULL, *exact = NULL, *by_key = NULL, *key_rows = NULL, *row_postings = NULL, *sums = NULL,
+             *gids = NULL, *probe = NULL;
+    int64_t *rows = NULL;
+    Py_ssize_t n = 0;
+    int python = 0; /* 1: the Python code answers */
+    if ((exact = PyObject_GetAttr(index, name_exact)) == NULL) goto done;
+    if (!PyDict_Check(exact)) {
+        python = 1;
+        goto done;
+    }
+    if ((probe = PyTuple_Pack(2, key, args[2])) == NULL) goto done;
+    PyObject *gid = PyDict_GetItemWithError(exact, probe); /* borrowed */
+    if (gid == NULL && PyErr_Occurred()) goto done;
+    if (gid != NULL && gid != Py_None) {
+        result = Py_BuildValue("(Od)", gid, 1.0);
+        goto done;
+    }
+    if ((by_key = PyObject_GetAttr(index, name_by_key)) == NULL) goto done;
+    if (!PyDict_Check(by_key)) {
+        python = 1;
+        goto done;
+    }
+    PyObject *groups = PyDict_GetItemWithError(by_key, key); /* borrowed */
+    if (groups == NULL && PyErr_Occurred()) goto done;
+    if (groups != NULL && !PyList_Check(groups)) {
+        python = 1;
+        goto done;
+    }
+    if (groups == NULL || PyList_GET_SIZE(groups) == 0) {
+        result = Py_BuildValue("(Od)", Py_None, 0.0);
+        goto done;
+    }
+    Py_ssize_t exhaustive_max = int_attribute(index, name_exhaustive_max);
+    if (exhaustive_max == -1 && PyErr_Occurred()) goto done;
+    if (PyList_GET_SIZE(groups) <= exhaustive_max) {
+        if ((key_rows = PyObject_GetAttr(index, name_key_rows)) == NULL) goto done;
+        PyObject *list = PyDict_Check(key_rows) ? PyDict_GetItemWithError(key_rows, key) : NULL; /* borrowed */
+        if (list == NULL && PyErr_Occurred()) goto done;
+        if (list == NULL || !PyList_Check(list)) { /* made by the Python code, once per change of the key */
+            python = 1;
+            goto done;
+        }
+        n = PyList_GET_SIZE(list);
+        if ((rows = PyMem_Malloc(sizeof(int64_t) * ((size_t)n + 1))) == NULL) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *item = PyList_GET_ITEM(list, i);
+            int overflow = 0;
+            long long row = PyLong_Check(item) ? PyLong_AsLongLongAndOverflow(item, &overflow) : -1;
+            if (row == -1 && PyErr_Occurred()) goto done;
+            rows[i] = overflow ? -1 : (int64_t)row; /* undecided below */
+        }
+    } else {
+        if ((row_postings = PyObject_GetAttr(index, name_row_postings)) == NULL) goto done;
+        if (!PyDict_Check(row_postings)) {
+            python = 1;
+            goto done;
+        }
+        PyObject *postings = PyDict_GetItemWithError(row_postings, key); /* borrowed */
+        if (postings == NULL && PyErr_Occurred()) goto done;
+        if (postings == NULL) {
+            result = Py_BuildValue("(Od)", Py_None, 0.0);
+            goto done;
+        }
+        if (!PyDict_Check(postings)) {
+            python = 1;
+            goto done;
+        }
+        Py_INCREF(postings); /* held while the look-ups run */
+        Py_ssize_t numbers[3];
+        PyObject *names[3] = {name_posting_cap, name_prefix, name_candidates};
+        for (int i = 0; i < 3; i++) {
+            numbers[i] = int_attribute(index, names[i]);
+            if (numbers[i] == -1 && PyErr_Occurred()) {
+                Py_DECREF(postings);
+                goto done;
+            }
+        }
+        rows = candidates_of(postings, feats, numbers[0], numbers[1], numbers[2], &n);
+        Py_DECREF(postings);
+        if (rows == NULL) goto done;
+        if (n == 0) {
+            result = Py_BuildValue("(Od)", Py_None, 0.0);
+            goto done;
+        }
+    }
+    if ((sums = PyObject_GetAttr(index, name_sums)) == NULL || (gids = PyObject_GetAttr(index, name_gid)) == NULL)
+        goto done;
+    Py_buffer sums_view, vec_view;
+    if (!PyList_Check(gids) || get_buffers(sums, args[4], &sums_view, &vec_view)) {
+        python = 1;
+        goto done;
+    }
+    double best = 0.0;
+    Py_ssize_t outcome = decide(&sums_view, &vec_view, rows, n, threshold, &best);
+    PyBuffer_Release(&vec_view);
+    PyBuffer_Release(&sums_view);
+    if (outcome == FAILED) goto done;
+    if (outcome == UNDECIDED || (outcome >= 0 && rows[outcome] >= PyList_GET_SIZE(gids))) {
+        python = 1;
+        goto done;
+    }
+    result = Py_BuildValue("(Od)", outcome >= 0 ? PyList_GET_ITEM(gids, rows[outcome]) : Py_None, best);
+done:
+    PyMem_Free(rows);
+    Py_XDECREF(probe);
+    Py_XDECREF(exact);
+    Py_XDECREF(by_key);
+    Py_XDECREF(key_rows);
+    Py_XDECREF(row_postings);
+    Py_XDECREF(sums);
+    Py_XDECREF(gids);
+    if (python && result == NULL && !PyErr_Occurred()) Py_RETURN_NONE;
     return result;
 }
 
@@ -514,6 +690,9 @@ static PyMethodDef find_methods[] = {
     {"score", (PyCFunction)(void (*)(void))find_score, METH_FASTCALL,
      "score(sums, rows, vector, threshold) -> (row, cosine) | None: GroupIndex._score_numpy's decision when no "
      "rounding can change it (row -1: no join), else None."},
+    {"find", (PyCFunction)(void (*)(void))find_find, METH_FASTCALL,
+     "find(index, key, sig, feats, vector, threshold) -> (gid | None, cosine) | None: GroupIndex.find (None: the "
+     "Python code answers)."},
     {"add_row", (PyCFunction)(void (*)(void))find_add_row, METH_FASTCALL,
      "add_row(sums, row, vector) -> bool: sums[row] += vector (False: not taken, numpy's add does it)."},
     {"index_rows", (PyCFunction)(void (*)(void))find_index_rows, METH_FASTCALL,
@@ -530,6 +709,18 @@ static struct PyModuleDef find_module = {PyModuleDef_HEAD_INIT, "_find_c",
 PyMODINIT_FUNC PyInit__find_c(void) {
     PyObject *m = PyModule_Create(&find_module);
     if (m == NULL) return NULL;
+    struct {
+        PyObject **slot;
+        const char *name;
+    } names[] = {{&name_exact, "_exact"}, {&name_by_key, "_by_key"}, {&name_exhaustive_max, "exhaustive_max"},
+                 {&name_key_rows, "_key_rows"}, {&name_row_postings, "_row_postings"},
+                 {&name_posting_cap, "posting_cap"}, {&name_prefix, "prefix"}, {&name_candidates, "candidates"},
+                 {&name_sums, "_sums"}, {&name_gid, "_gid"}};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (*names[i].slot == NULL && (*names[i].slot = PyUnicode_InternFromString(names[i].name)) == NULL) {
+            Py_DECREF(m);
+            return NULL;
+        }
     if (PyModule_AddStringConstant(m, "SOURCE_SHA256", SOURCE_SHA256) < 0) {
         Py_DECREF(m);
         return NULL;

@@ -72,10 +72,8 @@ class GroupIndex:
     def add(self, gid: int, key: Hashable, vector_sum: np.ndarray, signatures: Iterable[tuple[str, dict]] = ()) -> None:
         """A group with the sum of its members' vectors and its distinct signatures
         (each with its feature dict)."""
-        if self._n == len(self._sums):  # twice the rows; np.zeros leaves the new pages to the kernel to zero
-            sums = np.zeros((2 * len(self._sums), self._sums.shape[1]), dtype=np.float64)
-            sums[:self._n] = self._sums
-            self._sums = sums
+        if self._n == len(self._sums):  # twice the rows
+            self.reserve(len(self._sums))
         row = self._n
         self._n += 1
         self._sums[row] = vector_sum
@@ -87,6 +85,15 @@ class GroupIndex:
         self._features[gid] = set()
         for sig, feats in signatures:
             self._index_signature(gid, key, sig, feats)
+
+    def reserve(self, more: int) -> None:
+        """Room for ``more`` groups beyond those held, made at once (np.zeros leaves the new pages to
+        the kernel to zero when first written: rows never added cost no memory, and no copy is made
+        as the groups come)."""
+        if self._n + more > len(self._sums):
+            sums = np.zeros((self._n + more, self._sums.shape[1]), dtype=np.float64)
+            sums[:self._n] = self._sums[:self._n]
+            self._sums = sums
 
     def _index_signature(self, gid: int, key: Hashable, sig: str, feats: dict) -> None:
         self._exact.setdefault((key, sig), gid)
@@ -119,7 +126,12 @@ class GroupIndex:
 
     def find(self, key: Hashable, sig: str, feats: dict, vector: np.ndarray,
              threshold: float) -> tuple[int | None, float]:
-        """The group this surprise joins and its cosine, or ``(None, best cosine)``."""
+        """The group this surprise joins and its cosine, or ``(None, best cosine)``. In C when the
+        accelerator is built (the same groups: see ``_find_c.c`` for the cosine's value)."""
+        if _FIND is not None:
+            found = _FIND.find(self, key, sig, feats, vector, threshold)
+            if found is not None:
+                return found
         gid = self._exact.get((key, sig))
         if gid is not None:
             return gid, 1.0

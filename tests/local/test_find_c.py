@@ -227,3 +227,31 @@ def test_add_row_is_numpy_add(f):
     assert f.add_row(frozen, 0, vector) is False
     with pytest.raises(TypeError):
         f.add_row(sums, "0", vector)
+
+
+def test_find_answers_in_c_or_hands_over(f, monkeypatch):
+    monkeypatch.setattr(cluster, "_FIND", f)
+    index = GroupIndex(exhaustive_max=2, candidates=4, dims=2)
+    vector = np.array([1.0, 0.0], dtype=np.float32)
+    assert f.find(index, "k", "s", {"a": 1.0}, vector, 0.5) == (None, 0.0)  # no group under the key
+    index.add(7, "k", np.array([2.0, 0.1]), [("s", {"a": 1.0})])
+    assert f.find(index, "k", "s", {"a": 1.0}, vector, 0.5) == (7, 1.0)  # the exact signature
+    assert f.find(index, "k", "t", {"b": 1.0}, vector, 0.5) is None  # the key's rows: made by the Python code
+    assert index.find("k", "t", {"b": 1.0}, vector, 0.5)[0] == 7
+    gid, cos = f.find(index, "k", "t", {"b": 1.0}, vector, 0.5)  # then in C
+    assert gid == 7 and abs(cos - 2.0 / np.hypot(2.0, 0.1)) < 1e-12
+    assert f.find(index, "k", "t", {"b": 1.0}, vector, 0.9999) == (None, cos)
+    for gid in (8, 9):  # past exhaustive_max: the candidates of the inverted index
+        index.add(gid, "k", np.array([0.0, 1.0]), [(f"s{gid}", {"c": 1.0})])
+    assert f.find(index, "k", "u", {"z": 1.0}, vector, 0.5) == (None, 0.0)  # no candidate
+    assert f.find(index, "k", "u", {"c": 1.0}, vector, 0.5)[0] is None  # 8 and 9 scored, orthogonal
+    assert f.find(index, "k", "u", {"a": 1.0, "c": 1.0}, vector, 0.5)[0] == 7
+    index.add(10, "k", np.array([2.0, 0.1]), [("s10", {"a": 1.0})])  # a tie with 7: numpy's call
+    assert f.find(index, "k", "u", {"a": 1.0}, vector, 0.5) is None
+    assert index.find("k", "u", {"a": 1.0}, vector, 0.5)[0] == 7 and index.undecided == 1
+    with pytest.raises(TypeError):
+        f.find(index, "k", "u", [("a", 1.0)], vector, 0.5)
+    with pytest.raises(TypeError):
+        f.find(index, "k", "u", {"a": 1.0}, vector, None)
+    with pytest.raises(AttributeError):
+        f.find(object(), "k", "u", {"a": 1.0}, vector, 0.5)
