@@ -253,32 +253,23 @@ static PyObject *find_score(PyObject *Py_UNUSED(self), PyObject *const *args, Py
 
 /* --- a member's vector added to its group's sum ------------------------------------------------ */
 
-static PyObject *find_add_row(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
-    /* add_row(sums, row, vector) -> bool: sums[row] += vector (numpy's in-place add: each element
-     * one IEEE addition of the float32 or float64 value, so the same bits); False when sums or
-     * vector is not what this takes (a C-contiguous 2-D float64 and a float32/float64 vector of its
-     * width) or row is not one of its rows: the caller runs numpy's add */
-    if (nargs != 3 || !PyLong_Check(args[1])) {
-        PyErr_SetString(PyExc_TypeError, "add_row(sums, row: int, vector)");
-        return NULL;
-    }
-    int overflow = 0;
-    long long row = PyLong_AsLongLongAndOverflow(args[1], &overflow);
-    if (row == -1 && PyErr_Occurred()) return NULL;
+/* sums[row] += vector (numpy's in-place add: each element one IEEE addition of the float32 or
+ * float64 value, so the same bits): 1 done, 0 not taken (sums or vector not what this takes, a row
+ * not one of its rows: numpy's add does it, or raises its error) */
+static int add_into(PyObject *sums_obj, long long row, PyObject *vec_obj) {
     Py_buffer sums, vec;
-    if (PyObject_GetBuffer(args[0], &sums, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | PyBUF_WRITABLE) < 0) {
+    if (PyObject_GetBuffer(sums_obj, &sums, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | PyBUF_WRITABLE) < 0) {
         PyErr_Clear();
-        Py_RETURN_FALSE;
+        return 0;
     }
-    if (PyObject_GetBuffer(args[2], &vec, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+    if (PyObject_GetBuffer(vec_obj, &vec, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
         PyErr_Clear();
         PyBuffer_Release(&sums);
-        Py_RETURN_FALSE;
+        return 0;
     }
     int done = 0;
     if (sums.ndim == 2 && sums.format != NULL && strcmp(sums.format, "d") == 0 && sums.itemsize == 8 &&
-        vec.ndim == 1 && vec.format != NULL && vec.shape[0] == sums.shape[1] && !overflow && row >= 0 &&
-        row < sums.shape[0]) {
+        vec.ndim == 1 && vec.format != NULL && vec.shape[0] == sums.shape[1] && row >= 0 && row < sums.shape[0]) {
         Py_ssize_t dims = sums.shape[1];
         double *x = (double *)sums.buf + (size_t)row * (size_t)dims;
         if (strcmp(vec.format, "f") == 0 && vec.itemsize == 4) {
@@ -293,7 +284,19 @@ static PyObject *find_add_row(PyObject *Py_UNUSED(self), PyObject *const *args, 
     }
     PyBuffer_Release(&vec);
     PyBuffer_Release(&sums);
-    return PyBool_FromLong(done);
+    return done;
+}
+
+static PyObject *find_add_row(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
+    /* add_row(sums, row, vector) -> bool: add_into (False: numpy's add does it) */
+    if (nargs != 3 || !PyLong_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "add_row(sums, row: int, vector)");
+        return NULL;
+    }
+    int overflow = 0;
+    long long row = PyLong_AsLongLongAndOverflow(args[1], &overflow);
+    if (row == -1 && PyErr_Occurred()) return NULL;
+    return PyBool_FromLong(!overflow && add_into(args[0], row, args[2]));
 }
 
 /* --- the inverted index, by rows ------------------------------------------------------------ */
@@ -301,20 +304,14 @@ static PyObject *find_add_row(PyObject *Py_UNUSED(self), PyObject *const *args, 
 /* A key's postings: a dict {feature: bytearray}, each bytearray the rows (native int32, in the order
  * indexed) of the groups whose signatures have that feature. */
 
-static PyObject *find_index_rows(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
-    /* index_rows(postings, feats, mine, row): for each feature of feats not in mine (a set), add it
-     * to mine and row to postings[feature] (a bytearray, made when absent) */
-    if (nargs != 4 || !PyDict_Check(args[0]) || !PyDict_Check(args[1]) || !PySet_Check(args[2]) ||
-        !PyLong_Check(args[3])) {
-        PyErr_SetString(PyExc_TypeError, "index_rows(postings: dict, feats: dict, mine: set, row: int)");
-        return NULL;
-    }
-    PyObject *postings = args[0], *feats = args[1], *mine = args[2];
-    long long value = PyLong_AsLongLong(args[3]);
-    if (value == -1 && PyErr_Occurred()) return NULL;
+/* for each feature of feats not in mine (a set), add it to mine and row to postings[feature] (a
+ * bytearray, made when absent); -1 with an exception set on error */
+static int index_into(PyObject *postings, PyObject *feats, PyObject *mine, PyObject *row_obj) {
+    long long value = PyLong_AsLongLong(row_obj);
+    if (value == -1 && PyErr_Occurred()) return -1;
     if (value < 0 || value > INT32_MAX) {
         PyErr_SetString(PyExc_OverflowError, "a row is from 0 to 2**31 - 1");
-        return NULL;
+        return -1;
     }
     int32_t row = (int32_t)value;
     Py_ssize_t pos = 0;
@@ -324,12 +321,12 @@ static PyObject *find_index_rows(PyObject *Py_UNUSED(self), PyObject *const *arg
         int has = PySet_Contains(mine, feature);
         if (has != 0) {
             Py_DECREF(feature);
-            if (has < 0) return NULL;
+            if (has < 0) return -1;
             continue;
         }
         if (PySet_Add(mine, feature) < 0) {
             Py_DECREF(feature);
-            return NULL;
+            return -1;
         }
         PyObject *posting = PyDict_GetItemWithError(postings, feature);
         if (posting != NULL) {
@@ -338,7 +335,7 @@ static PyObject *find_index_rows(PyObject *Py_UNUSED(self), PyObject *const *arg
                    PyDict_SetItem(postings, feature, posting) < 0) {
             Py_XDECREF(posting);
             Py_DECREF(feature);
-            return NULL;
+            return -1;
         }
         Py_DECREF(feature);
         int ok = PyByteArray_CheckExact(posting);
@@ -347,8 +344,19 @@ static PyObject *find_index_rows(PyObject *Py_UNUSED(self), PyObject *const *arg
         if (ok && (ok = PyByteArray_Resize(posting, size + (Py_ssize_t)sizeof row) == 0))
             memcpy(PyByteArray_AS_STRING(posting) + size, &row, sizeof row);
         Py_DECREF(posting);
-        if (!ok) return NULL;
+        if (!ok) return -1;
     }
+    return 0;
+}
+
+static PyObject *find_index_rows(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
+    /* index_rows(postings, feats, mine, row): index_into */
+    if (nargs != 4 || !PyDict_Check(args[0]) || !PyDict_Check(args[1]) || !PySet_Check(args[2]) ||
+        !PyLong_Check(args[3])) {
+        PyErr_SetString(PyExc_TypeError, "index_rows(postings: dict, feats: dict, mine: set, row: int)");
+        return NULL;
+    }
+    if (index_into(args[0], args[1], args[2], args[3]) < 0) return NULL;
     Py_RETURN_NONE;
 }
 
@@ -684,6 +692,90 @@ done:
     return result;
 }
 
+static PyObject *name_row, *name_indexed, *name_features;
+
+static PyObject *find_join(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
+    /* join(index, gid, key, sig, feats, vector, max_indexed) -> bool: GroupIndex.join (the vector added
+     * to the group's sum, the signature to the exact map and, for the group's first max_indexed
+     * signatures, its features to the postings by rows); False, nothing changed: the Python code does it */
+    if (nargs != 7 || !PyDict_Check(args[4])) {
+        PyErr_SetString(PyExc_TypeError, "join(index, gid, key, sig, feats: dict, vector, max_indexed)");
+        return NULL;
+    }
+    PyObject *index = args[0], *gid = args[1], *key = args[2], *feats = args[4];
+    Py_ssize_t max_indexed = PyNumber_AsSsize_t(args[6], PyExc_OverflowError);
+    if (max_indexed == -1 && PyErr_Occurred()) return NULL;
+    PyObject *result = NULL, *row_of = NULL, *sums = NULL, *exact = NULL, *indexed = NULL, *features = NULL,
+             *row_postings = NULL, *probe = NULL, *postings = NULL, *count = NULL;
+    if ((row_of = PyObject_GetAttr(index, name_row)) == NULL || (sums = PyObject_GetAttr(index, name_sums)) == NULL ||
+        (exact = PyObject_GetAttr(index, name_exact)) == NULL ||
+        (indexed = PyObject_GetAttr(index, name_indexed)) == NULL ||
+        (features = PyObject_GetAttr(index, name_features)) == NULL ||
+        (row_postings = PyObject_GetAttr(index, name_row_postings)) == NULL)
+        goto done;
+    if (!PyDict_Check(row_of) || !PyDict_Check(exact) || !PyDict_Check(indexed) || !PyDict_Check(features) ||
+        !PyDict_Check(row_postings)) {
+        result = Py_NewRef(Py_False);
+        goto done;
+    }
+    PyObject *row = PyDict_GetItemWithError(row_of, gid); /* borrowed */
+    if (row == NULL && PyErr_Occurred()) goto done;
+    PyObject *mine = PyDict_GetItemWithError(features, gid); /* borrowed */
+    if (mine == NULL && PyErr_Occurred()) goto done;
+    count = PyDict_GetItemWithError(indexed, gid);
+    if (count == NULL && PyErr_Occurred()) goto done;
+    Py_XINCREF(count);
+    int overflow = 0;
+    long long r = row != NULL && PyLong_CheckExact(row) ? PyLong_AsLongLongAndOverflow(row, &overflow) : -1;
+    if (r == -1 && PyErr_Occurred()) goto done;
+    if (mine == NULL || !PySet_Check(mine) || count == NULL || !PyLong_CheckExact(count) || overflow || r < 0 ||
+        r > INT32_MAX || !add_into(sums, r, args[5])) { /* anything unusual: the Python code (and its errors) */
+        result = Py_NewRef(Py_False);
+        goto done;
+    }
+    /* from here on, the Python code's steps in its order */
+    if ((probe = PyTuple_Pack(2, key, args[3])) == NULL) goto done;
+    PyObject *had = PyDict_SetDefault(exact, probe, gid); /* borrowed */
+    if (had == NULL) goto done;
+    Py_ssize_t n = PyLong_AsSsize_t(count);
+    if (n == -1 && PyErr_Occurred()) goto done;
+    if (n >= max_indexed) {
+        result = Py_NewRef(Py_True);
+        goto done;
+    }
+    PyObject *next = PyLong_FromSsize_t(n + 1);
+    if (next == NULL) goto done;
+    int rc = PyDict_SetItem(indexed, gid, next);
+    Py_DECREF(next);
+    if (rc < 0) goto done;
+    postings = PyDict_GetItemWithError(row_postings, key);
+    if (postings == NULL && PyErr_Occurred()) goto done;
+    if (postings != NULL) {
+        Py_INCREF(postings);
+    } else if ((postings = PyDict_New()) == NULL || PyDict_SetItem(row_postings, key, postings) < 0) {
+        goto done;
+    }
+    if (!PyDict_Check(postings)) {
+        PyErr_SetString(PyExc_TypeError, "a key's postings are a dict");
+        goto done;
+    }
+    Py_INCREF(mine);
+    rc = index_into(postings, feats, mine, row);
+    Py_DECREF(mine);
+    if (rc == 0) result = Py_NewRef(Py_True);
+done:
+    Py_XDECREF(count);
+    Py_XDECREF(postings);
+    Py_XDECREF(probe);
+    Py_XDECREF(row_of);
+    Py_XDECREF(sums);
+    Py_XDECREF(exact);
+    Py_XDECREF(indexed);
+    Py_XDECREF(features);
+    Py_XDECREF(row_postings);
+    return result;
+}
+
 /* --- the module ---------------------------------------------------------------------------- */
 
 static PyMethodDef find_methods[] = {
@@ -693,6 +785,9 @@ static PyMethodDef find_methods[] = {
     {"find", (PyCFunction)(void (*)(void))find_find, METH_FASTCALL,
      "find(index, key, sig, feats, vector, threshold) -> (gid | None, cosine) | None: GroupIndex.find (None: the "
      "Python code answers)."},
+    {"join", (PyCFunction)(void (*)(void))find_join, METH_FASTCALL,
+     "join(index, gid, key, sig, feats, vector, max_indexed) -> bool: GroupIndex.join (False: the Python code "
+     "does it)."},
     {"add_row", (PyCFunction)(void (*)(void))find_add_row, METH_FASTCALL,
      "add_row(sums, row, vector) -> bool: sums[row] += vector (False: not taken, numpy's add does it)."},
     {"index_rows", (PyCFunction)(void (*)(void))find_index_rows, METH_FASTCALL,
@@ -715,7 +810,8 @@ PyMODINIT_FUNC PyInit__find_c(void) {
     } names[] = {{&name_exact, "_exact"}, {&name_by_key, "_by_key"}, {&name_exhaustive_max, "exhaustive_max"},
                  {&name_key_rows, "_key_rows"}, {&name_row_postings, "_row_postings"},
                  {&name_posting_cap, "posting_cap"}, {&name_prefix, "prefix"}, {&name_candidates, "candidates"},
-                 {&name_sums, "_sums"}, {&name_gid, "_gid"}};
+                 {&name_sums, "_sums"}, {&name_gid, "_gid"}, {&name_row, "_row"}, {&name_indexed, "_indexed"},
+                 {&name_features, "_features"}};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (*names[i].slot == NULL && (*names[i].slot = PyUnicode_InternFromString(names[i].name)) == NULL) {
             Py_DECREF(m);

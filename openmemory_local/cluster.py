@@ -114,6 +114,8 @@ class GroupIndex:
 
     def join(self, gid: int, key: Hashable, sig: str, feats: dict, vector: np.ndarray) -> None:
         """Add a member to a group: its vector to the centroid, its signature to the index."""
+        if _FIND is not None and _FIND.join(self, gid, key, sig, feats, vector, _MAX_INDEXED_SIGNATURES):
+            return  # the steps below, in C
         row = self._row[gid]
         if _FIND is None or not _FIND.add_row(self._sums, row, vector):  # C: the same additions
             self._sums[row] += vector

@@ -255,3 +255,24 @@ def test_find_answers_in_c_or_hands_over(f, monkeypatch):
         f.find(index, "k", "u", {"a": 1.0}, vector, None)
     with pytest.raises(AttributeError):
         f.find(object(), "k", "u", {"a": 1.0}, vector, 0.5)
+
+
+def test_join_in_c_or_hands_over(f, monkeypatch):
+    monkeypatch.setattr(cluster, "_FIND", f)
+    index = GroupIndex(dims=2)
+    index.add(3, "k", np.zeros(2))
+    vector = np.array([0.5, 0.25], dtype=np.float32)
+    assert f.join(index, 3, "k", "s", {"a": 1.0}, vector, 8) is True
+    assert index._exact == {("k", "s"): 3} and index._indexed[3] == 1 and index._features[3] == {"a"}
+    assert index._sums[0].tolist() == [0.5, 0.25]
+    assert f.join(index, 3, "k", "t", {"a": 1.0, "b": 1.0}, vector, 1) is True  # past max_indexed: not indexed
+    assert index._exact[("k", "t")] == 3 and index._features[3] == {"a"} and index._sums[0].tolist() == [1.0, 0.5]
+    before = index._sums.copy()
+    for bad in ((index, 4, "k", "s", {}, vector, 8), (index, 3, "k", "s", {}, vector[:1], 8),
+                (index, 3, "k", "s", {}, vector.astype(np.int32), 8)):
+        assert f.join(*bad) is False  # nothing changed: the Python code does it (and raises its error)
+    assert np.array_equal(index._sums, before) and len(index._exact) == 2
+    with pytest.raises(KeyError):
+        index.join(4, "k", "s", {}, vector)
+    with pytest.raises(TypeError):
+        f.join(index, 3, "k", "s", [], vector, 8)
