@@ -24,7 +24,7 @@
  *   - no join: every row's c + B is below the threshold (numpy's maximum is below it too);
  *   - a join of the first maximum m: c_m - B_m reaches the threshold, every row before m has
  *     c + B < c_m - B_m and every row after it c + B <= c_m - B_m (numpy's first maximum is m).
- * Anything else (a tie or near tie, a cosine at the threshold within ~1e-13, a value that is not
+ * Anything else (a tie or near tie, a cosine at the threshold within ~2e-13, a value that is not
  * finite, a row too small to square without underflow, a row index numpy would wrap or refuse, sums
  * that are not a C-contiguous 2-D float64 buffer, a vector that is not float32/float64 of their width)
  * is left to the numpy code. The returned cosine is this code's value (within B of numpy's); sleep
@@ -214,17 +214,15 @@ static int get_buffers(PyObject *sums_obj, PyObject *vec_obj, Py_buffer *sums, P
     return 0;
 }
 
-static PyObject *find_score(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 4 || !PyList_Check(args[1])) {
-        PyErr_SetString(PyExc_TypeError, "score(sums, rows: list, vector, threshold)");
-        return NULL;
-    }
-    PyObject *list = args[1];
-    double threshold = PyFloat_AsDouble(args[3]);
-    if (threshold == -1.0 && PyErr_Occurred()) return NULL;
+/* a list's rows as a PyMem array (to free) of *n_out; an item that is not an int, or out of int64's
+ * range, becomes -1 (not a row: undecided); NULL with an exception set on error */
+static int64_t *list_rows(PyObject *list, Py_ssize_t *n_out) {
     Py_ssize_t n = PyList_GET_SIZE(list);
     int64_t *rows = PyMem_Malloc(sizeof(int64_t) * ((size_t)n + 1));
-    if (rows == NULL) return PyErr_NoMemory();
+    if (rows == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *item = PyList_GET_ITEM(list, i);
         int overflow = 0;
@@ -233,8 +231,23 @@ static PyObject *find_score(PyObject *Py_UNUSED(self), PyObject *const *args, Py
             PyMem_Free(rows);
             return NULL;
         }
-        rows[i] = overflow ? -1 : (int64_t)row; /* not an int, or out of range: undecided below */
+        rows[i] = overflow ? -1 : (int64_t)row;
     }
+    *n_out = n;
+    return rows;
+}
+
+static PyObject *find_score(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 4 || !PyList_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "score(sums, rows: list, vector, threshold)");
+        return NULL;
+    }
+    PyObject *list = args[1];
+    double threshold = PyFloat_AsDouble(args[3]);
+    if (threshold == -1.0 && PyErr_Occurred()) return NULL;
+    Py_ssize_t n = 0;
+    int64_t *rows = list_rows(list, &n);
+    if (rows == NULL) return NULL;
     Py_buffer sums, vec;
     if (get_buffers(args[0], args[2], &sums, &vec)) { /* numpy decides (or raises its error) */
         PyMem_Free(rows);
@@ -533,7 +546,8 @@ static PyObject *rows_list(const int64_t *rows, Py_ssize_t n) {
 static PyObject *find_candidate_rows(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
     /* candidate_rows(postings, feats, posting_cap, prefix, candidates) -> list: candidates_of */
     if (nargs != 5 || !PyDict_Check(args[0]) || !PyDict_Check(args[1])) {
-        PyErr_SetString(PyExc_TypeError, "candidate_rows(postings: dict, feats: dict, posting_cap, prefix, candidates)");
+        PyErr_SetString(PyExc_TypeError,
+                        "candidate_rows(postings: dict, feats: dict, posting_cap, prefix, candidates)");
         return NULL;
     }
     Py_ssize_t numbers[3];
@@ -616,18 +630,7 @@ static PyObject *find_find(PyObject *Py_UNUSED(self), PyObject *const *args, Py_
             python = 1;
             goto done;
         }
-        n = PyList_GET_SIZE(list);
-        if ((rows = PyMem_Malloc(sizeof(int64_t) * ((size_t)n + 1))) == NULL) {
-            PyErr_NoMemory();
-            goto done;
-        }
-        for (Py_ssize_t i = 0; i < n; i++) {
-            PyObject *item = PyList_GET_ITEM(list, i);
-            int overflow = 0;
-            long long row = PyLong_Check(item) ? PyLong_AsLongLongAndOverflow(item, &overflow) : -1;
-            if (row == -1 && PyErr_Occurred()) goto done;
-            rows[i] = overflow ? -1 : (int64_t)row; /* undecided below */
-        }
+        if ((rows = list_rows(list, &n)) == NULL) goto done;
     } else {
         if ((row_postings = PyObject_GetAttr(index, name_row_postings)) == NULL) goto done;
         if (!PyDict_Check(row_postings)) {

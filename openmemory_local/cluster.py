@@ -18,9 +18,19 @@ surprise is only ever compared with the groups of its key. :meth:`GroupIndex.fin
    per surprise is bounded, so a sleep grows as n log n (the sort by time), not n².
 
 The best group wins if its cosine reaches ``Config.lesson_join_cosine``; ties go to the
-older group. Pure numpy and dictionaries: no store, no clock. The postings and the candidate
-rows are made in C when ``openmemory_local._sleep_c`` is built (the same lists, in the same
-order; the Python code beside it is the reference and the fallback).
+older group. Pure numpy and dictionaries: no store, no clock; the Python code is the reference and
+the fallback of two optional C accelerators:
+
+* ``openmemory_local._find_c`` (when built): the whole :meth:`GroupIndex.find` and :meth:`~GroupIndex.join`.
+  Its postings are by rows (``_row_postings``: each key's ``{feature: bytearray of int32 rows}``, the
+  same groups in the same order as ``_postings``' ids, which stays empty). The scoring keeps every
+  decision numpy's: numpy's sums of products round in an order of their own (the BLAS kernel's), so
+  C computes each cosine with a rigorous bound on any order's rounding and decides only when no
+  value within the bounds decides otherwise (the threshold cleared or missed by more, no other row
+  within reach of the first maximum); the rest (near ties, ~1 in 50,000 finds at 100k) goes to
+  :meth:`GroupIndex._score_numpy`. The cosine returned is then C's, within ~2e-13 of numpy's (learn
+  does not use it). See ``_find_c.c``.
+* ``openmemory_local._sleep_c`` (without ``_find_c``): the postings by ids and the candidate rows.
 """
 
 from __future__ import annotations
