@@ -481,16 +481,19 @@ static int64_t *candidates_of(PyObject *postings, PyObject *feats, Py_ssize_t po
             ok = 1;
             goto done;
         }
-        /* counts are at most `used`: the largest cutoff with at least `candidates` rows counted at
-         * least that often */
-        Py_ssize_t *histogram = PyMem_Calloc((size_t)used + 1, sizeof(Py_ssize_t));
+        /* the largest cutoff with at least `candidates` rows counted at least that often (a count is
+         * at most `used`, unless a posting holds a row twice: the largest count bounds the table) */
+        Py_ssize_t top = 0;
+        for (Py_ssize_t i = 0; i < n; i++)
+            if (items[i].count > top) top = items[i].count;
+        Py_ssize_t *histogram = PyMem_Calloc((size_t)top + 1, sizeof(Py_ssize_t));
         if (histogram == NULL) {
             PyErr_NoMemory();
             goto done;
         }
         for (Py_ssize_t i = 0; i < n; i++) histogram[items[i].count]++;
         Py_ssize_t reached = 0;
-        for (cutoff = used; cutoff > 0; cutoff--) {
+        for (cutoff = top; cutoff > 0; cutoff--) {
             if (reached + histogram[cutoff] >= candidates) break;
             reached += histogram[cutoff];
         }
@@ -616,13 +619,14 @@ static PyObject *find_find(PyObject *Py_UNUSED(self), PyObject *const *args, Py_
         python = 1;
         goto done;
     }
-    if (groups == NULL || PyList_GET_SIZE(groups) == 0) {
+    Py_ssize_t ngroups = groups == NULL ? 0 : PyList_GET_SIZE(groups); /* groups not used past here */
+    if (ngroups == 0) {
         result = Py_BuildValue("(Od)", Py_None, 0.0);
         goto done;
     }
     Py_ssize_t exhaustive_max = int_attribute(index, name_exhaustive_max);
     if (exhaustive_max == -1 && PyErr_Occurred()) goto done;
-    if (PyList_GET_SIZE(groups) <= exhaustive_max) {
+    if (ngroups <= exhaustive_max) {
         if ((key_rows = PyObject_GetAttr(index, name_key_rows)) == NULL) goto done;
         PyObject *list = PyDict_Check(key_rows) ? PyDict_GetItemWithError(key_rows, key) : NULL; /* borrowed */
         if (list == NULL && PyErr_Occurred()) goto done;
@@ -709,7 +713,7 @@ static PyObject *find_join(PyObject *Py_UNUSED(self), PyObject *const *args, Py_
     Py_ssize_t max_indexed = PyNumber_AsSsize_t(args[6], PyExc_OverflowError);
     if (max_indexed == -1 && PyErr_Occurred()) return NULL;
     PyObject *result = NULL, *row_of = NULL, *sums = NULL, *exact = NULL, *indexed = NULL, *features = NULL,
-             *row_postings = NULL, *probe = NULL, *postings = NULL, *count = NULL;
+             *row_postings = NULL, *probe = NULL, *postings = NULL, *count = NULL, *row = NULL, *mine = NULL;
     if ((row_of = PyObject_GetAttr(index, name_row)) == NULL || (sums = PyObject_GetAttr(index, name_sums)) == NULL ||
         (exact = PyObject_GetAttr(index, name_exact)) == NULL ||
         (indexed = PyObject_GetAttr(index, name_indexed)) == NULL ||
@@ -721,12 +725,12 @@ static PyObject *find_join(PyObject *Py_UNUSED(self), PyObject *const *args, Py_
         result = Py_NewRef(Py_False);
         goto done;
     }
-    PyObject *row = PyDict_GetItemWithError(row_of, gid); /* borrowed */
-    if (row == NULL && PyErr_Occurred()) goto done;
-    PyObject *mine = PyDict_GetItemWithError(features, gid); /* borrowed */
-    if (mine == NULL && PyErr_Occurred()) goto done;
-    count = PyDict_GetItemWithError(indexed, gid);
-    if (count == NULL && PyErr_Occurred()) goto done;
+    /* each held (the dictionaries' operations below may run Python code) */
+    if ((row = PyDict_GetItemWithError(row_of, gid)) == NULL && PyErr_Occurred()) goto done;
+    Py_XINCREF(row);
+    if ((mine = PyDict_GetItemWithError(features, gid)) == NULL && PyErr_Occurred()) goto done;
+    Py_XINCREF(mine);
+    if ((count = PyDict_GetItemWithError(indexed, gid)) == NULL && PyErr_Occurred()) goto done;
     Py_XINCREF(count);
     int overflow = 0;
     long long r = row != NULL && PyLong_CheckExact(row) ? PyLong_AsLongLongAndOverflow(row, &overflow) : -1;
@@ -762,11 +766,10 @@ static PyObject *find_join(PyObject *Py_UNUSED(self), PyObject *const *args, Py_
         PyErr_SetString(PyExc_TypeError, "a key's postings are a dict");
         goto done;
     }
-    Py_INCREF(mine);
-    rc = index_into(postings, feats, mine, row);
-    Py_DECREF(mine);
-    if (rc == 0) result = Py_NewRef(Py_True);
+    if (index_into(postings, feats, mine, row) == 0) result = Py_NewRef(Py_True);
 done:
+    Py_XDECREF(row);
+    Py_XDECREF(mine);
     Py_XDECREF(count);
     Py_XDECREF(postings);
     Py_XDECREF(probe);

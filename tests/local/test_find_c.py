@@ -276,3 +276,25 @@ def test_join_in_c_or_hands_over(f, monkeypatch):
         index.join(4, "k", "s", {}, vector)
     with pytest.raises(TypeError):
         f.join(index, 3, "k", "s", [], vector, 8)
+
+
+def test_candidate_rows_are_the_most_shared_rows(f):
+    # the counting straight from the module doc, over postings of any rows (repeated ones too, which
+    # the index never makes): the `candidates` rows sharing most of the prefix's features, ties to the
+    # first met (Counter.most_common), sorted
+    from collections import Counter
+
+    rng = random.Random(22)
+    for _ in range(300):
+        size = rng.randrange(1, 400)
+        pool = rng.sample(range(0, 10 * size), size)
+        postings = {f"f{k}": [rng.choice(pool) for _ in range(rng.randrange(1, size + 1))]
+                    for k in range(rng.randrange(1, 20))}
+        feats = {f"f{k}": 1.0 for k in range(25)}
+        prefix, cap, candidates = rng.choice([1, 5, 12]), rng.choice([3, 50, 1000]), rng.choice([1, 7, 64])
+        lists = sorted((p for k in feats if (p := postings.get(k)) and len(p) <= cap), key=len)[:prefix]
+        chosen = set().union(*lists)
+        if len(chosen) > candidates:
+            chosen = {r for r, _ in Counter(r for p in lists for r in p).most_common(candidates)}
+        packed = {k: bytearray(np.array(v, dtype=np.int32).tobytes()) for k, v in postings.items()}
+        assert f.candidate_rows(packed, feats, cap, prefix, candidates) == sorted(chosen)
