@@ -179,8 +179,9 @@ class GroupIndex:
         return None, float(cos[best])
 
     def _candidate_rows(self, key: Hashable, feats: dict) -> list[int]:
-        """The rows of the groups to score (see the module doc), in order: in C when the accelerator
-        is built (the same rows: ``tests/local/test_sleep_c.py``), else :meth:`_candidate_rows_python`."""
+        """The rows of the groups to score (see the module doc), in order: in C when an accelerator
+        is built (the same rows: ``tests/local/test_find_c.py``, ``test_sleep_c.py``), else
+        :meth:`_candidate_rows_python`."""
         if _FIND is not None:
             postings = self._row_postings.get(key)
             if postings is None:
