@@ -563,6 +563,7 @@ def learn(store, now: datetime, memo: SleepMemo | None = None) -> dict:
         new_lessons = []
         next_id = conn.execute("SELECT COALESCE(MAX(id), 0) + 1 FROM lessons").fetchone()[0]
         vectors: dict[str, np.ndarray] = {}  # a signature's vector, made once per sleep
+        index.reserve(len(rows))  # at most one new group per surprise
         for (eid, kind, session_id, project, created, _fields_json, text), fields in zip(rows, parsed):
             ep = {"id": eid, "kind": kind, "project": project, "fields": fields, "text": text}
             sub = subject(ep) if kind == "error" else None

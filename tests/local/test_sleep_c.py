@@ -162,6 +162,7 @@ def _index_pair(rng: random.Random, gids: int):
 def test_postings_and_candidate_rows_are_the_python_ones(c, monkeypatch):
     import openmemory_local.cluster as cluster
 
+    monkeypatch.setattr(cluster, "_FIND", None)  # these postings; _find_c's by rows: tests/local/test_find_c.py
     rng = random.Random(12)
     for _ in range(30):
         c_index, py_index, vocabulary, order = _index_pair(rng, rng.choice([5, 80, 700]))
