@@ -340,9 +340,8 @@ def decay(store, now: datetime) -> dict:
         # each row's new seq set here, the counter moved once: what the update trigger would do row by row
         # (the same values, in the same order; store.py, schema version 6), at half the writes
         seq = store.counter("episode_seq")
-        conn.executemany("UPDATE episodes SET strength = ?, seq = ? WHERE id = ?",
-                         [(strength, seq + n, eid) for n, (strength, eid) in enumerate(decayed, 1)])
         if decayed:
+            _update_strengths(conn, [(eid, strength, seq + n) for n, (strength, eid) in enumerate(decayed, 1)])
             store.set_counter("episode_seq", seq + len(decayed))
         out["episodes_decayed"] = len(decayed)
         archived = [row[0] for row in conn.execute(
@@ -369,6 +368,19 @@ def decay(store, now: datetime) -> dict:
         ).rowcount
         store.set_meta("decayed_until", day)
     return out
+
+
+def _update_strengths(conn, rows: list[tuple[int, float, int]]) -> None:
+    """Set each episode's (id, strength, seq) of ``rows``: the values go to a temporary table in
+    one pass, then one ``UPDATE ... FROM`` writes them (the same rows as an UPDATE by id per row, whose statement
+    and update trigger's program are set up again for every row)."""
+    conn.execute("CREATE TEMP TABLE IF NOT EXISTS om_strengths "
+                 "(id INTEGER PRIMARY KEY, strength REAL NOT NULL, seq INTEGER NOT NULL)")
+    conn.execute("DELETE FROM temp.om_strengths")
+    conn.executemany("INSERT INTO temp.om_strengths (id, strength, seq) VALUES (?, ?, ?)", rows)
+    conn.execute("UPDATE episodes SET strength = s.strength, seq = s.seq FROM temp.om_strengths s "
+                 "WHERE episodes.id = s.id")
+    conn.execute("DELETE FROM temp.om_strengths")
 
 
 class Activity:
@@ -593,17 +605,16 @@ def learn(store, now: datetime, memo: SleepMemo | None = None) -> dict:
                 group.rows.append((sid, created, sig, project, ep["fields"], sub))
             members.append((eid, gid, sid, created, sig, now_iso))
         touched = [g for g in groups.values() if g.joined]
+        first_sigs = {gid: sig for gid, _kind, _fam, sig in new_lessons}
         # the sessions each group had before this sleep, in a few queries (not one per group)
         before = _per_group(conn, "SELECT lesson_id, session_id FROM lesson_members WHERE lesson_id IN ({})",
                             [g.id for g in touched if g.sessions_before is None])
         for group in touched:
             if group.sessions_before is None:
                 group.sessions_before = {sid for _, sid in before.get(group.id, ())}
-        conn.executemany(
-            "INSERT INTO lessons (id, state, kind, family, text, rule_text, signature, centroid, formed, updated) "
-            "VALUES (?, 'forming', ?, ?, '', '', ?, ?, ?, ?)",
-            [(gid, kind, fam, sig, _vec_blob(index._sums[index._row[gid]]), now_iso, now_iso)
-             for gid, kind, fam, sig in new_lessons])
+        # the groups made in this sleep are written once, settled (below), after their members: the
+        # members' references to them are checked when the transaction ends (or when they are written)
+        conn.execute("PRAGMA defer_foreign_keys = ON")
         conn.executemany(
             "INSERT INTO lesson_members (episode_id, lesson_id, session_id, created, signature, joined) "
             "VALUES (?, ?, ?, ?, ?, ?)", members)
@@ -621,9 +632,13 @@ def learn(store, now: datetime, memo: SleepMemo | None = None) -> dict:
             else:
                 created = [c for c, _ in group.joined]
                 counts_now = (len(group.rows), len({sid for _, sid in group.joined}), min(created), max(created))
-                _settle(store, group, now_iso, out, counts_now, ("rule", ""), updates=updates)
+                made = {"state": "forming", "kind": group.kind, "family": group.family, "text": "", "rule_text": "",
+                        "signature": first_sigs[group.id], "centroid": _vec_blob(index._sums[index._row[group.id]]),
+                        "formed": now_iso, "updated": now_iso}
+                _settle(store, group, now_iso, out, counts_now, ("rule", ""), updates=updates, made=made)
         for sql, values in updates.items():
             conn.executemany(sql, values)
+        conn.execute("PRAGMA defer_foreign_keys = OFF")
     return out
 
 
@@ -642,11 +657,13 @@ def _min_sessions(config, kind: str) -> int:
 
 
 def _settle(store, group: _Group, now_iso: str, out: dict, counts: tuple | None = None,
-            source: tuple | None = None, updates: dict[str, list] | None = None) -> None:
+            source: tuple | None = None, updates: dict[str, list] | None = None, made: dict | None = None) -> None:
     """Recount a group that gained members; make it a lesson, or strengthen or revive it.
     ``counts`` (seen, sessions, first, last) and ``source`` (text_source, rule_text), when
     given, are the group's as they stand (``learn`` reads them for every group at once);
-    ``updates``, when given, collects the UPDATE (by statement) for the caller to run at once."""
+    ``updates``, when given, collects the UPDATE (by statement) for the caller to run at once.
+    ``made``: a group made in this sleep and not written yet, the columns of its row as it was
+    made; the statement is then its INSERT with what settling sets (the row in one write)."""
     config = store.config
     conn = store.conn
     seen, sessions, first, last = counts or conn.execute(
@@ -685,8 +702,12 @@ def _settle(store, group: _Group, now_iso: str, out: dict, counts: tuple | None 
     row = source or conn.execute("SELECT text_source, rule_text FROM lessons WHERE id = ?", (group.id,)).fetchone()
     if row[0] == "rule" or row[1] != rule:
         sets.update(text=rule, text_source="rule")
-    assignments = ", ".join(f"{k} = ?" for k in sets)
-    sql = f"UPDATE lessons SET {assignments} WHERE id = ?"
+    if made is not None:
+        sets = {**made, **sets}
+        sql = f"INSERT INTO lessons ({', '.join(sets)}, id) VALUES ({', '.join('?' * (len(sets) + 1))})"
+    else:
+        assignments = ", ".join(f"{k} = ?" for k in sets)
+        sql = f"UPDATE lessons SET {assignments} WHERE id = ?"
     if updates is None:
         conn.execute(sql, [*sets.values(), group.id])
     else:

@@ -1,0 +1,88 @@
+"""Settling, decay and their writes (issue 16, sixth pass): each rewrite against the version it
+replaced, on random data; what ``benchmarks/sleep_compare.py`` checks on whole sleeps, here piece
+by piece."""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from openmemory_local.clock import iso
+from openmemory_local.episodes import Episode
+from openmemory_local.ingest import add_episodes
+
+START = datetime(2026, 3, 2, tzinfo=timezone.utc)
+
+
+def _errors(n: int, rng: random.Random) -> list[Episode]:
+    out = []
+    for i in range(n):
+        program = rng.choice(["git push", "mix test", "npm run build", "cargo build", "make lint", "go vet"])
+        out.append(Episode("error", f"e{i}", f"{program} failed: error {rng.randrange(5)}",
+                           {"tool": "Bash", "command": program, "failure": "exit_code",
+                            "first_line": f"error: {program} {rng.randrange(5)}", "cwd": "/home/me/app",
+                            "branch": rng.choice(["main", "dev"])},
+                           f"s{i % 7}", None, "/home/me/app", iso(START + timedelta(hours=i)), 1))
+    return out
+
+
+def test_strengths_written_at_once_are_the_row_by_row_update(store):
+    from openmemory_local.sleep import _update_strengths
+
+    rng = random.Random(3)
+    add_episodes(store, _errors(60, rng), now=START + timedelta(days=5))
+    ids = [r[0] for r in store.conn.execute("SELECT id FROM episodes ORDER BY id")]
+    counter = store.counter("episode_seq")
+    for _ in range(5):
+        chosen = rng.sample(ids, rng.randrange(1, len(ids)))
+        rows = [(eid, rng.choice([0.0, 1.0, 5e-324, 1e-300, 0.1 + 0.2, rng.random()]), counter + n)
+                for n, eid in enumerate(chosen, 1)]
+        tables = []
+        for way in ("row by row", "at once"):
+            with pytest.raises(_Rollback), store.write():
+                if way == "row by row":  # the version before
+                    store.conn.executemany("UPDATE episodes SET strength = ?, seq = ? WHERE id = ?",
+                                           [(s, q, eid) for eid, s, q in rows])
+                else:
+                    _update_strengths(store.conn, rows)
+                tables.append((store.conn.execute("SELECT id, strength, seq, typeof(strength), * FROM episodes "
+                                                  "ORDER BY id").fetchall(),
+                               store.conn.execute("SELECT * FROM counters ORDER BY name").fetchall()))
+                raise _Rollback
+        assert tables[0] == tables[1]
+        # the comparison can fail: the rows changed, each to its own value and seq (the trigger did not move them)
+        written = {r[0]: r[1:3] for r in tables[1][0]}
+        assert all(written[eid] == (strength, seq) for eid, strength, seq in rows)
+    with store.write():  # and the temporary table is left empty
+        _update_strengths(store.conn, rows)
+    assert store.conn.execute("SELECT COUNT(*) FROM temp.om_strengths").fetchone()[0] == 0
+
+
+class _Rollback(Exception):
+    pass
+
+
+def test_learn_writes_new_groups_once_and_checks_foreign_keys_again_after(store):
+    from openmemory_local.sleep import learn
+
+    rng = random.Random(4)
+    add_episodes(store, _errors(80, rng), now=START + timedelta(days=5))
+    out = learn(store, START + timedelta(days=5))
+    assert out["new_groups"] > 3 and out["learned"]
+    assert store.conn.execute("PRAGMA defer_foreign_keys").fetchone()[0] == 0
+    # every group is a settled row (its text, counts and details), every member's group exists
+    rows = store.conn.execute("SELECT id, rule_text, seen, details FROM lessons").fetchall()
+    assert len(rows) == out["new_groups"] and all(text and seen > 0 and details != "{}" for _, text, seen, details in rows)
+    assert store.conn.execute("SELECT COUNT(*) FROM lesson_members m LEFT JOIN lessons l ON l.id = m.lesson_id "
+                              "WHERE l.id IS NULL").fetchone()[0] == 0
+    eid = store.conn.execute("SELECT id FROM episodes WHERE id NOT IN (SELECT episode_id FROM lesson_members)"
+                             ).fetchone()
+    if eid is None:
+        eid = (store.conn.execute("INSERT INTO episodes (kind, key, text, created, last_touched, ingested, updated) "
+                                  "VALUES ('error', 'x', 'x', ?, ?, ?, ?)", (iso(START),) * 4).lastrowid,)
+    with pytest.raises(sqlite3.IntegrityError), store.write():  # checked at once again, not at the commit
+        store.conn.execute("INSERT INTO lesson_members (episode_id, lesson_id, session_id, created, signature, joined) "
+                           "VALUES (?, 999999, 's', ?, 'x', ?)", (eid[0], iso(START), iso(START)))
