@@ -322,18 +322,30 @@ def decay(store, now: datetime) -> dict:
             return out
         half_life = float(config.decay_half_life_days)
         floor = previous or ""
-        active = Activity(store, floor)
+        # one scan: the days each family was active (Activity's query) and the episodes that decay, each
+        # episode's family read once (its fields parsed twice: cwd and branch; a session's a third time)
+        start = floor[:10]
+        days_seen: set[tuple] = set()
+        candidates = []
+        for eid, decays, strength, project, cwd, branch, since, created, ended in conn.execute(
+                "SELECT id, archived = 0 AND strength > 0 AND MAX(last_touched, ?) < ?, strength, project, "
+                "json_extract(fields, '$.cwd'), json_extract(fields, '$.branch'), MAX(last_touched, ?), created, "
+                "CASE WHEN kind = 'session' THEN json_extract(fields, '$.ended') END FROM episodes ORDER BY id",
+                (floor, day, floor)):
+            if created >= start:
+                days_seen.add((project, cwd, branch, created[:10]))
+            if isinstance(ended, str) and ended >= start:
+                days_seen.add((project, cwd, branch, ended[:10]))
+            if decays:
+                candidates.append((eid, strength, project, cwd, branch, since))
+        active = Activity.of_days(days_seen)
         until = epoch(day)
         half = lambda days: 0.5 ** (max(days or 0.0, 0.0) / half_life)  # noqa: E731
         conn.create_function("om_half", 1, half, deterministic=True)
         conn.create_function("om_family_days", 2, lambda fam, since: active.days(fam, since, until),
                              deterministic=True)
-        # each episode's family and days read once (json_extract once a row), the new strengths written by id
         decayed = []
-        for eid, strength, project, cwd, branch, since in conn.execute(
-                "SELECT id, strength, project, json_extract(fields, '$.cwd'), json_extract(fields, '$.branch'), "
-                "MAX(last_touched, ?) FROM episodes WHERE archived = 0 AND strength > 0 AND MAX(last_touched, ?) < ?",
-                (floor, floor, day)):
+        for eid, strength, project, cwd, branch, since in candidates:
             days = active.days(_family_of(project or cwd, branch), since, until)
             if days > 0:
                 decayed.append((strength * half(days), eid))
@@ -392,21 +404,31 @@ class Activity:
     count: decay is then what it would be on a wall clock)."""
 
     def __init__(self, store, since: str):
-        self._days: dict[str, list[float]] = {}
-        found: dict[str, set] = {}
         start = since[:10]
-        for project, cwd, branch, date in store.conn.execute(
+        self._set(store.conn.execute(
             "SELECT DISTINCT project, json_extract(fields, '$.cwd'), json_extract(fields, '$.branch'), "
             "substr(created, 1, 10) FROM episodes WHERE created >= ? UNION "
             "SELECT DISTINCT project, json_extract(fields, '$.cwd'), json_extract(fields, '$.branch'), "
             "substr(json_extract(fields, '$.ended'), 1, 10) FROM episodes WHERE kind = 'session' "
-            "AND json_extract(fields, '$.ended') >= ?", (start, start)):
+            "AND json_extract(fields, '$.ended') >= ?", (start, start)))
+
+    @classmethod
+    def of_days(cls, rows) -> "Activity":
+        """The activity of ``rows``, what the constructor's query gives: ``(project, cwd, branch,
+        day)`` (a day is ``YYYY-MM-DD``, the first ten characters of a time; anything else is not one)."""
+        out = cls.__new__(cls)
+        out._set(rows)
+        return out
+
+    def _set(self, rows) -> None:
+        found: dict[str, set] = {}
+        for project, cwd, branch, date in rows:
             try:
                 when = datetime.strptime(date or "", "%Y-%m-%d").replace(tzinfo=timezone.utc).timestamp()
             except ValueError:
                 continue
             found.setdefault(_ep_family(project, {"cwd": cwd, "branch": branch}), set()).add(when)
-        self._days = {fam: sorted(days) for fam, days in found.items()}
+        self._days: dict[str, list[float]] = {fam: sorted(days) for fam, days in found.items()}
         self._cache: dict[tuple, float] = {}
 
     def days(self, fam: str | None, since: str | None, until: float) -> float:
@@ -454,6 +476,7 @@ class _Group:
     sessions_before: set | None = None  # loaded when first touched in this sleep
     joined: list = field(default_factory=list)  # (episode created, session id) of new members
     rows: list | None = None  # a group made in this sleep: its members as _details reads them, oldest first
+    known: dict = field(default_factory=dict)  # a group made before: its new members' id -> (project, fields, subject)
 
 
 def _surprise_sql(config) -> tuple[str, list]:
@@ -603,6 +626,8 @@ def learn(store, now: datetime, memo: SleepMemo | None = None) -> dict:
             group.joined.append((created, sid))
             if group.rows is not None:
                 group.rows.append((sid, created, sig, project, ep["fields"], sub))
+            else:  # what _details would read and work out again
+                group.known[eid] = (project, ep["fields"], sub)
             members.append((eid, gid, sid, created, sig, now_iso))
         touched = [g for g in groups.values() if g.joined]
         first_sigs = {gid: sig for gid, _kind, _fam, sig in new_lessons}
@@ -723,11 +748,7 @@ def _details(store, group: _Group, seen: int, sessions: int) -> dict:
     if group.rows is not None:
         rows = group.rows[-_DETAIL_MEMBERS:]  # surprises come in (created, id) order
     else:
-        rows = store.conn.execute(
-            "SELECT m.session_id, m.created, m.signature, e.project, e.fields FROM lesson_members m "
-            "JOIN episodes e ON e.id = m.episode_id WHERE m.lesson_id = ? ORDER BY m.created DESC, m.episode_id DESC "
-            "LIMIT ?", (group.id, _DETAIL_MEMBERS)).fetchall()
-        rows = [(*row[:4], loads(row[4], {}), None) for row in reversed(rows)]  # oldest first
+        rows = _latest_members(store.conn, group)
     details: dict = {"kind": group.kind, "seen": seen, "sessions": sessions}
     branches, paths, projects = [], [], []
     by_sig: dict[str, dict] = {}
@@ -795,6 +816,27 @@ def _details(store, group: _Group, seen: int, sessions: int) -> dict:
             details["action_label"] = _action_label(action)
         details["statement"] = fields.get("agent_statement")
     return details
+
+
+def _latest_members(conn, group: _Group) -> list[tuple]:
+    """The latest ``_DETAIL_MEMBERS`` members of a group made before this sleep, oldest first, as
+    :func:`_details` reads them: ``(session, created, signature, project, fields, subject or None)``.
+    A member that joined in this sleep is as learn parsed it and found its subject (``group.known``);
+    only the others' episodes are read."""
+    members = conn.execute(
+        "SELECT session_id, created, signature, episode_id FROM lesson_members WHERE lesson_id = ? "
+        "ORDER BY created DESC, episode_id DESC LIMIT ?", (group.id, _DETAIL_MEMBERS)).fetchall()
+    known = group.known
+    unknown = [eid for *_, eid in members if eid not in known]
+    read = {eid: (project, loads(fields, {}), None) for (eid, project, fields), in _per_group(
+        conn, "SELECT id, project, fields FROM episodes WHERE id IN ({})", unknown).values()}
+    if len(read) < len(unknown):  # a member without its episode (the join below leaves it out): as before
+        rows = conn.execute(
+            "SELECT m.session_id, m.created, m.signature, e.project, e.fields FROM lesson_members m "
+            "JOIN episodes e ON e.id = m.episode_id WHERE m.lesson_id = ? ORDER BY m.created DESC, m.episode_id DESC "
+            "LIMIT ?", (group.id, _DETAIL_MEMBERS)).fetchall()
+        return [(*row[:4], loads(row[4], {}), None) for row in reversed(rows)]
+    return [(sid, created, sig, *(known.get(eid) or read[eid])) for sid, created, sig, eid in reversed(members)]
 
 
 def _count_resolution(resolved: dict, res: dict, session_id: str | None) -> None:

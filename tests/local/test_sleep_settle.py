@@ -86,3 +86,76 @@ def test_learn_writes_new_groups_once_and_checks_foreign_keys_again_after(store)
     with pytest.raises(sqlite3.IntegrityError), store.write():  # checked at once again, not at the commit
         store.conn.execute("INSERT INTO lesson_members (episode_id, lesson_id, session_id, created, signature, joined) "
                            "VALUES (?, 999999, 's', ?, 'x', ?)", (eid[0], iso(START), iso(START)))
+
+
+def _sessions(n: int, rng: random.Random) -> list[Episode]:
+    out = []
+    for i in range(n):
+        created = START + timedelta(hours=7 * i)
+        ended = rng.choice([iso(created + timedelta(hours=rng.randrange(1, 80))), None, "", "not a time", 17,
+                            {"at": "2026-03-09"}, "2026-03-10"])
+        fields = {"commands": {"git push": 1}, "cwd": rng.choice(["/home/me/app", "/home/me/other", None]),
+                  "branch": rng.choice(["main", "dev", None])}
+        if ended is not None:
+            fields["ended"] = ended
+        out.append(Episode("session", f"s{i}", f"Session {i}.", fields, f"s{i}", None,
+                           rng.choice(["/home/me/app", None]), iso(created), 1))
+    return out
+
+
+def test_activity_of_one_scan_is_the_activity_query(store):
+    from openmemory_local.sleep import Activity, decay
+
+    rng = random.Random(5)
+    add_episodes(store, _sessions(60, rng) + _errors(40, rng), now=START + timedelta(days=30))
+    until = (START + timedelta(days=40)).timestamp()
+    for since in ("", iso(START + timedelta(days=3)), iso(START + timedelta(days=9, hours=5)), "2026-03-10"):
+        start = since[:10]
+        rows = set()  # what decay's scan collects
+        for project, cwd, branch, created, ended in store.conn.execute(
+                "SELECT project, json_extract(fields, '$.cwd'), json_extract(fields, '$.branch'), created, "
+                "CASE WHEN kind = 'session' THEN json_extract(fields, '$.ended') END FROM episodes"):
+            if created >= start:
+                rows.add((project, cwd, branch, created[:10]))
+            if isinstance(ended, str) and ended >= start:
+                rows.add((project, cwd, branch, ended[:10]))
+        one, query = Activity.of_days(rows), Activity(store, since)
+        assert one._days == query._days and len(query._days) >= 3
+        for fam in list(query._days) + [None, "nowhere"]:
+            for moment in (None, "", since or None, iso(START + timedelta(days=2, hours=3)), "bad"):
+                assert one.days(fam, moment, until) == query.days(fam, moment, until)
+    assert decay(store, START + timedelta(days=40))["episodes_decayed"] == 100
+
+
+def test_latest_members_are_the_join_query_s(store):
+    from openmemory_local.sleep import _DETAIL_MEMBERS, _Group, _latest_members
+    from openmemory_local.jsonio import loads
+
+    rng = random.Random(6)
+    add_episodes(store, _errors(120, rng), now=START + timedelta(days=9))
+    ids = [r[0] for r in store.conn.execute("SELECT id FROM episodes ORDER BY id")]
+    with store.write():
+        store.conn.execute("INSERT INTO lessons (id, state, kind, family, text, rule_text, signature, centroid, "
+                           "formed, updated) VALUES (1, 'forming', 'error', 'app', '', '', 'x', x'', ?, ?)",
+                           (iso(START),) * 2)
+        for eid in ids:  # ties in created (ordered by episode id), sessions repeated
+            store.conn.execute("INSERT INTO lesson_members (episode_id, lesson_id, session_id, created, signature, "
+                               "joined) VALUES (?, 1, ?, ?, ?, ?)", (eid, f"s{eid % 5}", iso(START + timedelta(
+                                   hours=eid // 3)), f"sig {eid % 4}", iso(START)))
+    expected = [(*row[:4], loads(row[4], {}), None) for row in reversed(store.conn.execute(
+        "SELECT m.session_id, m.created, m.signature, e.project, e.fields FROM lesson_members m "
+        "JOIN episodes e ON e.id = m.episode_id WHERE m.lesson_id = 1 ORDER BY m.created DESC, m.episode_id DESC "
+        "LIMIT ?", (_DETAIL_MEMBERS,)).fetchall())]
+    fields = {eid: loads(f, {}) for eid, f in store.conn.execute("SELECT id, fields FROM episodes")}
+    for share in (0.0, 0.5, 1.0):
+        group = _Group(1, "forming", "error", "app", 0.0, None, False)
+        group.known = {eid: ("/home/me/app", fields[eid], None) for eid in ids if rng.random() < share}
+        assert _latest_members(store.conn, group) == expected and len(expected) == 120
+    # a member whose episode is gone (foreign keys off meanwhile): left out, as the join does
+    store.conn.execute("PRAGMA foreign_keys = OFF")
+    with store.write():
+        store.conn.execute("DELETE FROM episodes WHERE id = ?", (ids[-1],))
+    store.conn.execute("PRAGMA foreign_keys = ON")
+    group.known = {}
+    got = _latest_members(store.conn, group)
+    assert got == expected[:-1] and len(got) == 119
