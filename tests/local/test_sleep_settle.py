@@ -159,3 +159,50 @@ def test_latest_members_are_the_join_query_s(store):
     group.known = {}
     got = _latest_members(store.conn, group)
     assert got == expected[:-1] and len(got) == 119
+
+
+def _quote_steps_before(text: str) -> list[str]:
+    # the version before: every step made at once
+    from openmemory_local.lesson_text import _ANY_END, _MARKUP_START, _QUOTE_MAX, _SENTENCE_END, clip
+
+    text = " ".join((text or "").replace('"', "'").split())
+    markup = _MARKUP_START.search(text)
+    if markup is not None:
+        text = text[: markup.start()].rstrip()
+    steps = []
+    if text:
+        steps.append(clip(text, _QUOTE_MAX))
+        first = _SENTENCE_END.search(text)
+        if first and first.start() > 0:
+            steps.append(clip(text[: first.start()], _QUOTE_MAX))
+        clause = _ANY_END.search(text)
+        if clause and clause.start() > 0:
+            steps.append(clip(text[: clause.start()], _QUOTE_MAX))
+    steps.append("")
+    return list(dict.fromkeys(steps))
+
+
+def _message(rng: random.Random) -> str:
+    pieces = ["error", "failed", "Run", "it", "x" * 250, ".", ". ", ":", ": ", ";", "!", "?", "\n", '"', "<b>", "<!--",
+              "-->", "<branch>", "<|im|>", "  ", "\t", "please", "use uv", "must", "zzkq", "bvx", "the build"]
+    return "".join(rng.choice(pieces) + rng.choice(["", " "]) for _ in range(rng.randrange(0, 12)))
+
+
+def test_quote_steps_and_failure_texts_made_one_at_a_time_are_those_made_at_once():
+    from openmemory_local.lesson_text import _failure_candidates, _label, _sessions, quote_steps
+
+    rng = random.Random(8)
+    shorter = 0
+    for _ in range(3000):
+        message = _message(rng)
+        steps = quote_steps(message)
+        assert steps == _quote_steps_before(message), message
+        shorter += len(steps) > 2
+        subject = {"tool": "Bash", "heads": rng.choice([[], ["git push"]]), "path": None}
+        details = {"tools": rng.choice([{}, {"Bash": 2, "Edit": 1}])}
+        n = rng.randrange(1, 4)
+        ends = rng.choice([[""], ["; each time, `x` succeeded right after.", ""]])
+        eager = [f'H: "{q}"T{end}' if q else f"HT{end or '.'}" for end in ends for q in _quote_steps_before(message)]
+        eager.append(f"A failure of {_label(subject, tools=details.get('tools'))} recurred {_sessions(n)}.")
+        assert list(_failure_candidates("H", "T", ends, message, subject, details, n)) == eager
+    assert shorter > 300  # the comparison can fail: quotes with several steps, in numbers
