@@ -758,23 +758,28 @@ def _details(store, group: _Group, seen: int, sessions: int) -> dict:
     heads_seen: list[list[str]] = []
     resolved: dict[tuple, dict] = {}
     latest_fields, latest_project = {}, None
+    errors = group.kind == "error"
     for session_id, created, sig, project, fields, sub in rows:
         latest_fields, latest_project = fields, project
-        ep = {"kind": group.kind, "project": project, "fields": fields}
-        if fields.get("branch") and fields["branch"] not in branches:
-            branches.append(fields["branch"])
+        branch = fields.get("branch")
+        if branch and branch not in branches:
+            branches.append(branch)
         cwd = project or fields.get("cwd")
         if cwd and cwd not in projects:
             projects.append(cwd)
-        entry = by_sig.setdefault(sig, {"sig": sig, "sessions": set(), "count": 0, "text": "", "last": ""})
+        entry = by_sig.get(sig)
+        if entry is None:
+            entry = by_sig[sig] = {"sig": sig, "sessions": set(), "count": 0, "text": "", "last": ""}
         entry["sessions"].add(session_id)
         entry["count"] += 1
         entry["last"] = created
-        if group.kind == "error":
-            failures[fields.get("failure") or "error"] = failures.get(fields.get("failure") or "error", 0) + 1
+        if errors:
+            failure = fields.get("failure") or "error"
+            failures[failure] = failures.get(failure, 0) + 1
             entry["text"] = fields.get("first_line") or ""
-            sub = sub or subject(ep)
-            subjects.setdefault(sig, sub)
+            sub = sub or subject({"kind": group.kind, "project": project, "fields": fields})
+            if sig not in subjects:
+                subjects[sig] = sub
             if sub["path"] and sub["path"] not in paths:
                 paths.append(sub["path"])
             tools[sub["tool"]] = tools.get(sub["tool"], 0) + 1
@@ -879,6 +884,8 @@ def _action_label(action: dict) -> str | None:
 def _anchor(store, gid: int, top: dict) -> str | None:
     """A path that the failure message names and that the failing commands touched."""
     norm = top["sig"].split(": ", 1)[-1]
+    if "/" not in norm:  # (no word of it can be a path)
+        return None
     candidates = [w.strip(".,:;'\"()[]") for w in norm.split()]
     candidates = [w for w in candidates if "/" in w and path_like(w) and "{" not in w]
     if not candidates:
