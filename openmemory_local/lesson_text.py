@@ -36,6 +36,7 @@ import json
 import re
 import time
 from datetime import datetime
+from typing import Iterable, Iterator
 
 from .clock import iso
 from .embed import STOP_WORDS, _raw_tokens
@@ -79,25 +80,35 @@ def quote_steps(text: str) -> list[str]:
     """The quote, then shorter and shorter safe forms of it, then nothing. A quote is cut before
     any markup it holds (``<!-- openmemory:end -->`` in a command's output, a tag, a role token):
     what follows markup in a transcript is never quoted."""
+    return list(_quote_steps(text))
+
+
+def _quote_steps(text: str) -> Iterator[str]:
+    """:func:`quote_steps` one at a time, each made when it is asked for (the first text that passes
+    the check ends the search: the shorter forms are then not made)."""
     text = " ".join((text or "").replace('"', "'").split())
     markup = _MARKUP_START.search(text)
     if markup is not None:
         text = text[: markup.start()].rstrip()
-    steps = []
+    given = set()
     if text:
-        steps.append(clip(text, _QUOTE_MAX))
+        given.add(step := clip(text, _QUOTE_MAX))
+        yield step
         first = _SENTENCE_END.search(text)
-        if first and first.start() > 0:
-            steps.append(clip(text[: first.start()], _QUOTE_MAX))
+        if first and first.start() > 0 and (step := clip(text[: first.start()], _QUOTE_MAX)) not in given:
+            given.add(step)
+            yield step
         clause = _ANY_END.search(text)
-        if clause and clause.start() > 0:
-            steps.append(clip(text[: clause.start()], _QUOTE_MAX))
-    steps.append("")
-    return list(dict.fromkeys(steps))
+        if clause and clause.start() > 0 and (step := clip(text[: clause.start()], _QUOTE_MAX)) not in given:
+            given.add(step)
+            yield step
+    if "" not in given:
+        yield ""
 
 
-def safe_text(candidates: list[str], fallback: str) -> str:
-    """The first candidate that is an observation, else ``fallback`` (which must be one)."""
+def safe_text(candidates: Iterable[str], fallback: str) -> str:
+    """The first candidate that is an observation, else ``fallback`` (which must be one). The
+    candidates may be made as they are asked for (a generator): the later ones are then not made."""
     for text in candidates:
         if text and is_observation(text):
             return text
@@ -196,12 +207,21 @@ def lesson_text(details: dict, lesson_id: int) -> str:
         message = messages[0]["text"] if messages else ""
         fixed = resolution_clause(details)
         ends = [f"; {fixed}.", ""] if fixed else [""]
-        candidates = []
-        for end in ends:
-            for q in quote_steps(message):
-                candidates.append(f'{head}: "{q}"{tail}{end}' if q else f"{head}{tail}{end or '.'}")
-        candidates.append(f"A failure of {_label(subject, tools=details.get('tools'))} recurred {_sessions(n)}.")
+        candidates = _failure_candidates(head, tail, ends, message, subject, details, n)
     return safe_text(candidates, f"A failed tool call recurred {_sessions(n)} (lesson {lesson_id}).")
+
+
+def _failure_candidates(head: str, tail: str, ends: list[str], message: str, subject: dict, details: dict,
+                        n: int) -> Iterator[str]:
+    """A failure's texts, longest first: each end (with the resolution, then without) with each step
+    of the quote, then the fixed phrasing; made one at a time, as :func:`safe_text` asks for them."""
+    made: list[str] = []  # the quote's steps, made for the first end (the next ends come after all of them)
+    for number, end in enumerate(ends):
+        for q in (_quote_steps(message) if number == 0 else made):
+            if number == 0:
+                made.append(q)
+            yield f'{head}: "{q}"{tail}{end}' if q else f"{head}{tail}{end or '.'}"
+    yield f"A failure of {_label(subject, tools=details.get('tools'))} recurred {_sessions(n)}."
 
 
 def _correction_text(details: dict, lesson_id: int) -> str:

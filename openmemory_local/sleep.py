@@ -322,27 +322,38 @@ def decay(store, now: datetime) -> dict:
             return out
         half_life = float(config.decay_half_life_days)
         floor = previous or ""
-        active = Activity(store, floor)
+        # one scan: the days each family was active (Activity's query) and the episodes that decay, each
+        # episode's family read once (its fields parsed twice: cwd and branch; a session's a third time)
+        start = floor[:10]
+        days_seen: set[tuple] = set()
+        candidates = []
+        for eid, decays, strength, project, cwd, branch, since, created, ended in conn.execute(
+                "SELECT id, archived = 0 AND strength > 0 AND MAX(last_touched, ?) < ?, strength, project, "
+                "json_extract(fields, '$.cwd'), json_extract(fields, '$.branch'), MAX(last_touched, ?), created, "
+                "CASE WHEN kind = 'session' THEN json_extract(fields, '$.ended') END FROM episodes ORDER BY id",
+                (floor, day, floor)):
+            if created >= start:
+                days_seen.add((project, cwd, branch, created[:10]))
+            if isinstance(ended, str) and ended >= start:
+                days_seen.add((project, cwd, branch, ended[:10]))
+            if decays:
+                candidates.append((eid, strength, project, cwd, branch, since))
+        active = Activity.of_days(days_seen)
         until = epoch(day)
         half = lambda days: 0.5 ** (max(days or 0.0, 0.0) / half_life)  # noqa: E731
         conn.create_function("om_half", 1, half, deterministic=True)
         conn.create_function("om_family_days", 2, lambda fam, since: active.days(fam, since, until),
                              deterministic=True)
-        # each episode's family and days read once (json_extract once a row), the new strengths written by id
         decayed = []
-        for eid, strength, project, cwd, branch, since in conn.execute(
-                "SELECT id, strength, project, json_extract(fields, '$.cwd'), json_extract(fields, '$.branch'), "
-                "MAX(last_touched, ?) FROM episodes WHERE archived = 0 AND strength > 0 AND MAX(last_touched, ?) < ?",
-                (floor, floor, day)):
+        for eid, strength, project, cwd, branch, since in candidates:
             days = active.days(_family_of(project or cwd, branch), since, until)
             if days > 0:
                 decayed.append((strength * half(days), eid))
         # each row's new seq set here, the counter moved once: what the update trigger would do row by row
         # (the same values, in the same order; store.py, schema version 6), at half the writes
         seq = store.counter("episode_seq")
-        conn.executemany("UPDATE episodes SET strength = ?, seq = ? WHERE id = ?",
-                         [(strength, seq + n, eid) for n, (strength, eid) in enumerate(decayed, 1)])
         if decayed:
+            _update_strengths(conn, [(eid, strength, seq + n) for n, (strength, eid) in enumerate(decayed, 1)])
             store.set_counter("episode_seq", seq + len(decayed))
         out["episodes_decayed"] = len(decayed)
         archived = [row[0] for row in conn.execute(
@@ -371,6 +382,19 @@ def decay(store, now: datetime) -> dict:
     return out
 
 
+def _update_strengths(conn, rows: list[tuple[int, float, int]]) -> None:
+    """Set each episode's (id, strength, seq) of ``rows``: the values go to a temporary table in
+    one pass, then one ``UPDATE ... FROM`` writes them (the same rows as an UPDATE by id per row, whose statement
+    and update trigger's program are set up again for every row)."""
+    conn.execute("CREATE TEMP TABLE IF NOT EXISTS om_strengths "
+                 "(id INTEGER PRIMARY KEY, strength REAL NOT NULL, seq INTEGER NOT NULL)")
+    conn.execute("DELETE FROM temp.om_strengths")
+    conn.executemany("INSERT INTO temp.om_strengths (id, strength, seq) VALUES (?, ?, ?)", rows)
+    conn.execute("UPDATE episodes SET strength = s.strength, seq = s.seq FROM temp.om_strengths s "
+                 "WHERE episodes.id = s.id")
+    conn.execute("DELETE FROM temp.om_strengths")
+
+
 class Activity:
     """The UTC days on which each project family was active (it had an episode: a session
     started or ended, a failure, a correction), from ``since`` on; what decay counts.
@@ -380,21 +404,31 @@ class Activity:
     count: decay is then what it would be on a wall clock)."""
 
     def __init__(self, store, since: str):
-        self._days: dict[str, list[float]] = {}
-        found: dict[str, set] = {}
         start = since[:10]
-        for project, cwd, branch, date in store.conn.execute(
+        self._set(store.conn.execute(
             "SELECT DISTINCT project, json_extract(fields, '$.cwd'), json_extract(fields, '$.branch'), "
             "substr(created, 1, 10) FROM episodes WHERE created >= ? UNION "
             "SELECT DISTINCT project, json_extract(fields, '$.cwd'), json_extract(fields, '$.branch'), "
             "substr(json_extract(fields, '$.ended'), 1, 10) FROM episodes WHERE kind = 'session' "
-            "AND json_extract(fields, '$.ended') >= ?", (start, start)):
+            "AND json_extract(fields, '$.ended') >= ?", (start, start)))
+
+    @classmethod
+    def of_days(cls, rows) -> "Activity":
+        """The activity of ``rows``, what the constructor's query gives: ``(project, cwd, branch,
+        day)`` (a day is ``YYYY-MM-DD``, the first ten characters of a time; anything else is not one)."""
+        out = cls.__new__(cls)
+        out._set(rows)
+        return out
+
+    def _set(self, rows) -> None:
+        found: dict[str, set] = {}
+        for project, cwd, branch, date in rows:
             try:
                 when = datetime.strptime(date or "", "%Y-%m-%d").replace(tzinfo=timezone.utc).timestamp()
             except ValueError:
                 continue
             found.setdefault(_ep_family(project, {"cwd": cwd, "branch": branch}), set()).add(when)
-        self._days = {fam: sorted(days) for fam, days in found.items()}
+        self._days: dict[str, list[float]] = {fam: sorted(days) for fam, days in found.items()}
         self._cache: dict[tuple, float] = {}
 
     def days(self, fam: str | None, since: str | None, until: float) -> float:
@@ -594,17 +628,16 @@ def learn(store, now: datetime, memo: SleepMemo | None = None) -> dict:
                 group.rows.append((sid, created, sig, project, ep["fields"], sub))
             members.append((eid, gid, sid, created, sig, now_iso))
         touched = [g for g in groups.values() if g.joined]
+        first_sigs = {gid: sig for gid, _kind, _fam, sig in new_lessons}
         # the sessions each group had before this sleep, in a few queries (not one per group)
         before = _per_group(conn, "SELECT lesson_id, session_id FROM lesson_members WHERE lesson_id IN ({})",
                             [g.id for g in touched if g.sessions_before is None])
         for group in touched:
             if group.sessions_before is None:
                 group.sessions_before = {sid for _, sid in before.get(group.id, ())}
-        conn.executemany(
-            "INSERT INTO lessons (id, state, kind, family, text, rule_text, signature, centroid, formed, updated) "
-            "VALUES (?, 'forming', ?, ?, '', '', ?, ?, ?, ?)",
-            [(gid, kind, fam, sig, _vec_blob(index._sums[index._row[gid]]), now_iso, now_iso)
-             for gid, kind, fam, sig in new_lessons])
+        # the groups made in this sleep are written once, settled (below), after their members: the
+        # members' references to them are checked when the transaction ends (or when they are written)
+        conn.execute("PRAGMA defer_foreign_keys = ON")
         conn.executemany(
             "INSERT INTO lesson_members (episode_id, lesson_id, session_id, created, signature, joined) "
             "VALUES (?, ?, ?, ?, ?, ?)", members)
@@ -622,9 +655,13 @@ def learn(store, now: datetime, memo: SleepMemo | None = None) -> dict:
             else:
                 created = [c for c, _ in group.joined]
                 counts_now = (len(group.rows), len({sid for _, sid in group.joined}), min(created), max(created))
-                _settle(store, group, now_iso, out, counts_now, ("rule", ""), updates=updates)
+                made = {"state": "forming", "kind": group.kind, "family": group.family, "text": "", "rule_text": "",
+                        "signature": first_sigs[group.id], "centroid": _vec_blob(index._sums[index._row[group.id]]),
+                        "formed": now_iso, "updated": now_iso}
+                _settle(store, group, now_iso, out, counts_now, ("rule", ""), updates=updates, made=made)
         for sql, values in updates.items():
             conn.executemany(sql, values)
+        conn.execute("PRAGMA defer_foreign_keys = OFF")
     return out
 
 
@@ -643,11 +680,13 @@ def _min_sessions(config, kind: str) -> int:
 
 
 def _settle(store, group: _Group, now_iso: str, out: dict, counts: tuple | None = None,
-            source: tuple | None = None, updates: dict[str, list] | None = None) -> None:
+            source: tuple | None = None, updates: dict[str, list] | None = None, made: dict | None = None) -> None:
     """Recount a group that gained members; make it a lesson, or strengthen or revive it.
     ``counts`` (seen, sessions, first, last) and ``source`` (text_source, rule_text), when
     given, are the group's as they stand (``learn`` reads them for every group at once);
-    ``updates``, when given, collects the UPDATE (by statement) for the caller to run at once."""
+    ``updates``, when given, collects the UPDATE (by statement) for the caller to run at once.
+    ``made``: a group made in this sleep and not written yet, the columns of its row as it was
+    made; the statement is then its INSERT with what settling sets (the row in one write)."""
     config = store.config
     conn = store.conn
     seen, sessions, first, last = counts or conn.execute(
@@ -686,8 +725,12 @@ def _settle(store, group: _Group, now_iso: str, out: dict, counts: tuple | None 
     row = source or conn.execute("SELECT text_source, rule_text FROM lessons WHERE id = ?", (group.id,)).fetchone()
     if row[0] == "rule" or row[1] != rule:
         sets.update(text=rule, text_source="rule")
-    assignments = ", ".join(f"{k} = ?" for k in sets)
-    sql = f"UPDATE lessons SET {assignments} WHERE id = ?"
+    if made is not None:
+        sets = {**made, **sets}
+        sql = f"INSERT INTO lessons ({', '.join(sets)}, id) VALUES ({', '.join('?' * (len(sets) + 1))})"
+    else:
+        assignments = ", ".join(f"{k} = ?" for k in sets)
+        sql = f"UPDATE lessons SET {assignments} WHERE id = ?"
     if updates is None:
         conn.execute(sql, [*sets.values(), group.id])
     else:
@@ -717,23 +760,28 @@ def _details(store, group: _Group, seen: int, sessions: int) -> dict:
     heads_seen: list[list[str]] = []
     resolved: dict[tuple, dict] = {}
     latest_fields, latest_project = {}, None
+    errors = group.kind == "error"
     for session_id, created, sig, project, fields, sub in rows:
         latest_fields, latest_project = fields, project
-        ep = {"kind": group.kind, "project": project, "fields": fields}
-        if fields.get("branch") and fields["branch"] not in branches:
-            branches.append(fields["branch"])
+        branch = fields.get("branch")
+        if branch and branch not in branches:
+            branches.append(branch)
         cwd = project or fields.get("cwd")
         if cwd and cwd not in projects:
             projects.append(cwd)
-        entry = by_sig.setdefault(sig, {"sig": sig, "sessions": set(), "count": 0, "text": "", "last": ""})
+        entry = by_sig.get(sig)
+        if entry is None:
+            entry = by_sig[sig] = {"sig": sig, "sessions": set(), "count": 0, "text": "", "last": ""}
         entry["sessions"].add(session_id)
         entry["count"] += 1
         entry["last"] = created
-        if group.kind == "error":
-            failures[fields.get("failure") or "error"] = failures.get(fields.get("failure") or "error", 0) + 1
+        if errors:
+            failure = fields.get("failure") or "error"
+            failures[failure] = failures.get(failure, 0) + 1
             entry["text"] = fields.get("first_line") or ""
-            sub = sub or subject(ep)
-            subjects.setdefault(sig, sub)
+            sub = sub or subject({"kind": group.kind, "project": project, "fields": fields})
+            if sig not in subjects:
+                subjects[sig] = sub
             if sub["path"] and sub["path"] not in paths:
                 paths.append(sub["path"])
             tools[sub["tool"]] = tools.get(sub["tool"], 0) + 1
@@ -817,6 +865,8 @@ def _action_label(action: dict) -> str | None:
 def _anchor(store, gid: int, top: dict) -> str | None:
     """A path that the failure message names and that the failing commands touched."""
     norm = top["sig"].split(": ", 1)[-1]
+    if "/" not in norm:  # (no word of it can be a path)
+        return None
     candidates = [w.strip(".,:;'\"()[]") for w in norm.split()]
     candidates = [w for w in candidates if "/" in w and path_like(w) and "{" not in w]
     if not candidates:

@@ -890,6 +890,13 @@ def _next_clause(clauses: list, start: int, verbs: dict) -> int:
 
 def observation_violation(text: str) -> ObservationViolation | None:
     """Return the first way ``text`` breaks the observation rule, or None if it is an observation."""
+    return _violation(text, False)
+
+
+def _violation(text: str, language_first: bool) -> ObservationViolation | None:
+    """:func:`observation_violation`; with ``language_first``, the language test (cheap once the
+    clauses are made) runs before the clause scan rather than after it: *which* violation is
+    returned may then differ, *whether* there is one does not (each test reads the text alone)."""
     c = _tables()
     if text.isascii():  # (canonical_form's first step)
         folded = canonical = text
@@ -921,6 +928,10 @@ def observation_violation(text: str) -> ObservationViolation | None:
         clauses = _clauses(canonical)
     else:
         clauses = accelerated.clauses(canonical)
+    if language_first:
+        foreign = _language(folded, clauses, c)
+        if foreign is not None:
+            return foreign
     n = len(clauses)
     verbs = c.verbs
     at = _next_clause(clauses, 0, verbs) if c.native is None else c.native.next_clause(clauses, 0)
@@ -932,11 +943,13 @@ def observation_violation(text: str) -> ObservationViolation | None:
         if verb is not None:
             return ObservationViolation("imperative-opening", verb)
         at = _next_clause(clauses, at + 1, verbs) if c.native is None else c.native.next_clause(clauses, at + 1)
-    return _language(folded, clauses, c)
+    return None if language_first else _language(folded, clauses, c)
 
 
 def is_observation(text: str) -> bool:
-    return observation_violation(text) is None
+    """Whether ``text`` is an observation (:func:`observation_violation` is None; the tests in an
+    order that refuses a text of other words sooner)."""
+    return _violation(text, True) is None
 
 
 def check_observation(text: str) -> str:
