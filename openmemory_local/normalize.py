@@ -147,21 +147,56 @@ def _normalise_uncached(text: str, *, cwd: str | None = None, branch: str | None
     """The work of :func:`normalise` (uncached)."""
     if not text:
         return ""
-    if cwd and cwd.strip("/"):
-        root = cwd.rstrip("/")
-        fam = family(root, branch)
-        if fam and fam.endswith("/*") and fam[:-2] in text:
+    root, fam, dashed, tail, _needles = _context(cwd, branch)
+    if root is not None:
+        if fam is not None and fam[:-2] in text:
             text = _family_re(fam).sub("", text)
         if root in text:
             text = _strip_dir(text, root)
-        dashed = _dashed(root)
         if dashed in text:
             text = _strip_dir(text, dashed)
-    if branch and branch != "HEAD" and branch.rsplit("/", 1)[-1] in text:
+    if tail is not None and tail in text:
         branch_re = _branch_re(branch)
         if branch_re is not None:
             text = branch_re.sub("{branch}", text)
     return _volatile_tail(text)
+
+
+@lru_cache(maxsize=4096)
+def _context(cwd: str | None, branch: str | None) -> tuple:
+    """What :func:`normalise` looks for in a text of ``cwd`` and ``branch`` (memoised: a few distinct
+    pairs, asked per text): ``(root, family if a worktree family, the root as Claude Code names its
+    folder, the branch's last part, needles)``, None for what does not apply. ``needles``: the
+    substrings without which ``normalise(text, cwd=cwd, branch=branch)`` is ``_volatile_tail(text)``
+    (nothing of the cwd nor the branch in it), or None when one holds white space or is empty (a
+    caller splitting texts into words cannot then tell from the words)."""
+    root = fam = dashed = tail = None
+    needles = []
+    if cwd and cwd.strip("/"):
+        root = cwd.rstrip("/")
+        fam = family(root, branch)
+        fam = fam if fam and fam.endswith("/*") else None
+        dashed = _dashed(root)
+        needles += [fam[:-2]] if fam is not None else []
+        needles += [root, dashed]
+    if branch and branch != "HEAD":
+        tail = branch.rsplit("/", 1)[-1]
+        needles.append(tail)
+    clean = all(n and n.split() == [n] for n in needles)
+    return root, fam, dashed, tail, (tuple(needles) if clean else None)
+
+
+def context_free(text: str, cwd: str | None, branch: str | None) -> bool:
+    """Whether ``text`` holds nothing of ``cwd`` and ``branch`` that :func:`normalise` would change:
+    then its normalised form, and that of any text made of its white-space separated words, is
+    the same without them (False when that cannot be told: see :func:`_context`)."""
+    needles = _context(cwd, branch)[4]
+    if needles is None:
+        return False
+    for needle in needles:
+        if needle in text:
+            return False
+    return True
 
 
 def _volatile_tail(text: str) -> str:

@@ -119,7 +119,7 @@ from .embedders import HASHED_EMBEDDING, store_embedder
 from .jsonio import dumps, loads
 from .lesson_text import lesson_text, prediction_text, rephrase
 from .normalize import family, normalise, path_like
-from .situations import OPTION_ALIASES, probe_matches, probes, signature, subject, timed_facets
+from .situations import OPTION_ALIASES, facet_texts, probe_matches, probes, signature, subject
 
 __all__ = [
     "SleepMemo",
@@ -965,7 +965,9 @@ def _evidence(config, preds, by_family: dict[str, list[int]], episodes, now_iso:
                 postings.setdefault(feature, []).append(k)
         plan[fam] = (probe_rows, postings)
     found: dict[int, dict] = {}
-    hits_of: dict[tuple[str, str], tuple] = {}  # (family, facet) -> the probes it matches, with the cosine
+    # family -> facet -> the probes it matches: (prediction position, role, made, cosine)
+    hits_of: dict[str, dict[str, tuple]] = {fam: {} for fam in plan}
+    known = memo.features if memo is not None else None
     for eid, kind, project, created, fields_json, session_id in episodes:
         # an episode's family, end and facets are pure functions of its content: kept across sleeps
         content = (kind, project, fields_json)
@@ -975,43 +977,54 @@ def _evidence(config, preds, by_family: dict[str, list[int]], episodes, now_iso:
             fields = loads(fields_json, {})
             known_ep = _EPISODE_FACETS.put(content, [_ep_family(project, fields), fields.get("ended"), None],
                                            len(fields_json or ""))
-        fam, session_end, timed = known_ep
-        if ended is not None and kind == "session":
+        fam, session_end, texts = known_ep
+        is_session = kind == "session"
+        if ended is not None and is_session:
             ended[eid] = session_end
         entry = plan.get(fam)
         if entry is None:
             continue
+        fam_hits = hits_of[fam]
         sid = session_id or f"episode:{eid}"
-        if timed is None:
+        if texts is None:
             ep = {"id": eid, "kind": kind, "project": project, "fields": fields or loads(fields_json, {})}
             if memo is not None and kind == "error":  # (a correction's signature in learn may also read its text)
-                timed = timed_facets(ep, memo.signatures.get(eid), memo.subjects.get(eid))
+                texts = facet_texts(ep, memo.signatures.get(eid), memo.subjects.get(eid))
             else:
-                timed = timed_facets(ep)
-            known_ep[2] = timed
-        for n, (facet, first, last) in enumerate(timed):
-            hits = hits_of.get((fam, facet))
+                texts = facet_texts(ep)
+            known_ep[2] = texts
+        names, times = texts  # (timed_facets: the facets, and their times if any is known)
+        for n, facet in enumerate(names):
+            hits = fam_hits.get(facet)
             if hits is None:
-                hits = hits_of[(fam, facet)] = _facet_hits(facet, *entry, threshold,
-                                                           memo.features if memo is not None else None)
+                hits = fam_hits[facet] = tuple((i, probe.get("role") or "situation", preds[i][2], sim)
+                                               for i, probe, sim in _facet_hits(facet, *entry, threshold, known))
             if not hits:
                 continue
-            first, last = _stamp(first) or created, _stamp(last) or created
-            for i, probe, sim in hits:
-                role = probe.get("role") or "situation"
-                made = preds[i][2]
+            if times is None:
+                first = last = created
+            else:
+                first, last = times[n]
+                first = (_stamp(first) if first else None) or created
+                last = (_stamp(last) if last else None) or created
+            # the failure recurs only as an error or correction whose signature (its first facet) matches
+            failure = not is_session and n == 0
+            for i, role, made, sim in hits:
                 when = first if made < first <= now_iso else last if made < last <= now_iso else None
-                # the failure recurs only as an error or correction whose signature (its first facet) matches
-                if when is None or (role == "failure" and (kind == "session" or n > 0)):
+                if when is None or (role == "failure" and not failure):
                     continue
-                per = found.setdefault(i, {})
+                per = found.get(i)
+                if per is None:
+                    per = found[i] = {}
                 seen = per.get(sid)
-                if seen is not None and role in seen and seen[role][1] <= when:
-                    continue
                 if seen is None:
-                    seen = per[sid] = {"first": when}
+                    per[sid] = {"first": when, role: (eid, when, facet, sim)}
+                    continue
+                if role in seen and seen[role][1] <= when:
+                    continue
                 seen[role] = (eid, when, facet, sim)
-                seen["first"] = min(seen["first"], when)
+                if when < seen["first"]:
+                    seen["first"] = when
     return found
 
 
@@ -1079,7 +1092,7 @@ class _Bounded(dict):
 
 
 _UNSEEN = object()
-#: (kind, project, fields JSON) -> [family, ended, timed facets (None until asked)]
+#: (kind, project, fields JSON) -> [family, ended, its facet_texts (None until asked)]
 _EPISODE_FACETS = _Bounded(1 << 15, weight=32 << 20)  # (at most 32 MiB of episode text held)
 #: ((probe text, require, words), facet) -> the cosine, or None when the required path or words are missing
 _PAIR_SIMS = _Bounded(1 << 17)

@@ -1,0 +1,362 @@
+/* The optional C accelerator of verify's situation texts (openmemory_local._facets_c).
+ *
+ * Loaded only through openmemory_protocol.native.load("openmemory_local._facets_c"); the Python
+ * code beside it (situations.py, normalize.py) is the reference and the fallback, and each
+ * function here is tested equal to it, value for value (tests/local/test_facets_c.py):
+ *
+ *   command_facets(line, volatile_tail)
+ *       situations._command_facets_uncached(line, None, None) for an ASCII line (None otherwise):
+ *       normalize.command_segments (the heredoc, the quoted strings, the separators, the
+ *       redirections, matched case by case as their regular expressions match), each segment
+ *       normalised without a cwd or branch (``volatile_tail``: normalize._volatile_tail, the
+ *       caller's, called through Python), its first 12 words, and one facet per path argument.
+ *
+ * For an ASCII str, \w is [A-Za-z0-9_], \d [0-9], \s and str.split()'s white space the ASCII
+ * characters str.isspace() accepts (\t-\r, \x1c-\x1f, the space). Plain C99 and the CPython C
+ * API; every read is bounded by the text's length, every Python call's result is checked and
+ * every reference released on every path.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <string.h>
+
+#ifndef SOURCE_SHA256
+#define SOURCE_SHA256 "unknown"
+#endif
+
+#define SEGMENTS_CHARS 4000 /* command_segments reads command[:4000] */
+#define FACET_WORDS 12      /* situations._FACET_WORDS */
+#define PATH_FACETS 20      /* one facet per path argument, at most 20 */
+
+static int is_space(unsigned char c) { return c == ' ' || (c >= '\t' && c <= '\r') || (c >= 0x1c && c <= 0x1f); }
+static int is_digit(unsigned char c) { return c >= '0' && c <= '9'; }
+static int is_alpha(unsigned char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
+static int is_word(unsigned char c) { return is_digit(c) || is_alpha(c) || c == '_'; }
+
+typedef struct {
+    const char *s;
+    Py_ssize_t n;
+} Span;
+
+/* --- normalize.command_segments -------------------------------------------------------------- */
+
+/* _HEREDOC = <<-?\s*['"]?(\w+)['"]?.* (re.S): where its leftmost match starts, or n. Each
+ * optional part, when taken, leaves a character no later part can start with, so the first
+ * path its backtracking tries is the only one that can match. */
+static Py_ssize_t heredoc_at(const char *s, Py_ssize_t n) {
+    for (Py_ssize_t i = 0; i + 1 < n; i++) {
+        if (s[i] != '<' || s[i + 1] != '<') continue;
+        Py_ssize_t j = i + 2;
+        if (j < n && s[j] == '-') j++;
+        while (j < n && is_space((unsigned char)s[j])) j++;
+        if (j < n && (s[j] == '\'' || s[j] == '"')) j++;
+        if (j < n && is_word((unsigned char)s[j])) return i;
+    }
+    return n;
+}
+
+/* _QUOTED = "(?:\\.|[^"\\])*"?|'[^']*'?|\$\((?:[^()]|\([^()]*\))*\) at i: the match's end, or -1 */
+static Py_ssize_t quoted_at(const char *s, Py_ssize_t n, Py_ssize_t i) {
+    Py_ssize_t j;
+    if (s[i] == '"') {
+        j = i + 1;
+        for (;;) {
+            if (j + 1 < n && s[j] == '\\' && s[j + 1] != '\n') j += 2; /* \\. (a dot is not a new line) */
+            else if (j < n && s[j] != '"' && s[j] != '\\') j += 1;
+            else break;
+        }
+        if (j < n && s[j] == '"') j++;
+        return j;
+    }
+    if (s[i] == '\'') {
+        j = i + 1;
+        while (j < n && s[j] != '\'') j++;
+        return j < n ? j + 1 : j;
+    }
+    if (s[i] == '$' && i + 1 < n && s[i + 1] == '(') {
+        /* the greedy loop stops at ')', at a '(' it cannot close, or at the end; giving back any
+         * of its steps leaves a character other than ')' next, so only the first case matches */
+        j = i + 2;
+        for (;;) {
+            if (j < n && s[j] != '(' && s[j] != ')') {
+                j++;
+            } else if (j < n && s[j] == '(') {
+                Py_ssize_t k = j + 1;
+                while (k < n && s[k] != '(' && s[k] != ')') k++;
+                if (k < n && s[k] == ')') j = k + 1;
+                else break;
+            } else {
+                break;
+            }
+        }
+        return (j < n && s[j] == ')') ? j + 1 : -1;
+    }
+    return -1;
+}
+
+/* _REDIRECT = (?:^|\s)(?:\d?>>?&?\d?|&>|<)\s*(?:/dev/null|&?\d|\S+)? at i: the match's end, or -1.
+ * Everything after the operator is optional, so the first path tried (each part greedy) matches. */
+static Py_ssize_t redirect_from(const char *s, Py_ssize_t n, Py_ssize_t q) {
+    Py_ssize_t r;
+    if (q < n && (s[q] == '>' || (is_digit((unsigned char)s[q]) && q + 1 < n && s[q + 1] == '>'))) {
+        r = s[q] == '>' ? q + 1 : q + 2;
+        if (r < n && s[r] == '>') r++;
+        if (r < n && s[r] == '&') r++;
+        if (r < n && is_digit((unsigned char)s[r])) r++;
+    } else if (q + 1 < n && s[q] == '&' && s[q + 1] == '>') {
+        r = q + 2;
+    } else if (q < n && s[q] == '<') {
+        r = q + 1;
+    } else {
+        return -1;
+    }
+    while (r < n && is_space((unsigned char)s[r])) r++;
+    if (n - r >= 9 && memcmp(s + r, "/dev/null", 9) == 0) return r + 9;
+    if (r + 1 < n && s[r] == '&' && is_digit((unsigned char)s[r + 1])) return r + 2;
+    if (r < n && is_digit((unsigned char)s[r])) return r + 1;
+    while (r < n && !is_space((unsigned char)s[r])) r++; /* \S+, or nothing */
+    return r;
+}
+
+static Py_ssize_t redirect_at(const char *s, Py_ssize_t n, Py_ssize_t i) {
+    if (i == 0) { /* ^ first, then \s */
+        Py_ssize_t r = redirect_from(s, n, 0);
+        if (r >= 0) return r;
+    }
+    if (i < n && is_space((unsigned char)s[i])) return redirect_from(s, n, i + 1);
+    return -1;
+}
+
+typedef struct {
+    char *p;
+    Py_ssize_t n, cap;
+} Buf;
+
+static int buf_put(Buf *b, const char *s, Py_ssize_t n) { /* 0, -1 (MemoryError set) */
+    if (n > PY_SSIZE_T_MAX / 2 - b->n) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    if (b->n + n > b->cap) {
+        Py_ssize_t cap = b->cap ? b->cap : 256;
+        while (cap < b->n + n) cap *= 2;
+        char *p = PyMem_Realloc(b->p, (size_t)cap);
+        if (p == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        b->p = p;
+        b->cap = cap;
+    }
+    if (n > 0) memcpy(b->p + b->n, s, (size_t)n);
+    b->n += n;
+    return 0;
+}
+
+/* The words of s[0:n] (str.split()) into *words (grown as needed); their count, or -1. */
+static Py_ssize_t split_words(const char *s, Py_ssize_t n, Span **words, Py_ssize_t *cap) {
+    Py_ssize_t count = 0;
+    for (Py_ssize_t i = 0; i < n;) {
+        if (is_space((unsigned char)s[i])) {
+            i++;
+            continue;
+        }
+        Py_ssize_t start = i;
+        while (i < n && !is_space((unsigned char)s[i])) i++;
+        if (count == *cap) {
+            Py_ssize_t grown = *cap ? *cap * 2 : 64;
+            Span *w = PyMem_Realloc(*words, (size_t)grown * sizeof(Span));
+            if (w == NULL) {
+                PyErr_NoMemory();
+                return -1;
+            }
+            *words = w;
+            *cap = grown;
+        }
+        (*words)[count].s = s + start;
+        (*words)[count].n = i - start;
+        count++;
+    }
+    return count;
+}
+
+static int span_is(Span w, const char *word) {
+    return (Py_ssize_t)strlen(word) == w.n && memcmp(w.s, word, (size_t)w.n) == 0;
+}
+
+/* the programs command_segments drops (cd, output filters) */
+static const char *const SKIPPED[] = {"cd",   "echo", "true",  "false", "head",   "tail",  "wc",     "sort",
+                                      "cat",  "tee",  "xargs", "printf", "sleep", "less",  "source", "."};
+
+static int skipped_program(Span w) {
+    Py_ssize_t at = w.n;
+    while (at > 0 && w.s[at - 1] != '/') at--; /* words[0].rsplit("/", 1)[-1] */
+    Span prog = {w.s + at, w.n - at};
+    for (size_t k = 0; k < sizeof(SKIPPED) / sizeof(SKIPPED[0]); k++)
+        if (span_is(prog, SKIPPED[k])) return 1;
+    return 0;
+}
+
+/* normalize.path_like */
+static int path_like(Span w) {
+    if (memchr(w.s, '/', (size_t)w.n) != NULL) return 1;
+    Py_ssize_t dot = w.n - 1;
+    while (dot >= 0 && w.s[dot] != '.') dot--;
+    if (dot <= 0) return 0; /* no dot, or no stem */
+    Py_ssize_t ext = w.n - dot - 1;
+    if (ext < 1 || ext > 5 || w.s[0] == '-') return 0;
+    for (Py_ssize_t i = dot + 1; i < w.n; i++)
+        if (!is_alpha((unsigned char)w.s[i])) return 0;
+    return 1;
+}
+
+/* list.append(" ".join(words[0:count]) + (" " + extra if extra)); 0, -1 */
+static int append_joined(PyObject *list, Buf *b, const Span *words, Py_ssize_t count, const Span *extra) {
+    b->n = 0;
+    for (Py_ssize_t k = 0; k < count; k++)
+        if ((k > 0 && buf_put(b, " ", 1) < 0) || buf_put(b, words[k].s, words[k].n) < 0) return -1;
+    if (extra != NULL && (buf_put(b, " ", 1) < 0 || buf_put(b, extra->s, extra->n) < 0)) return -1;
+    PyObject *str = PyUnicode_New(b->n, 127);
+    if (str == NULL) return -1;
+    if (b->n > 0) memcpy(PyUnicode_1BYTE_DATA(str), b->p, (size_t)b->n);
+    int rc = PyList_Append(list, str);
+    Py_DECREF(str);
+    return rc;
+}
+
+/* The facets of one normalised segment (situations._command_facets_uncached's loop body). */
+static int segment_facets(PyObject *norm, PyObject *out, Buf *b, Span **words, Py_ssize_t *cap) {
+    if (!PyUnicode_Check(norm) || !PyUnicode_IS_ASCII(norm)) {
+        PyErr_SetString(PyExc_TypeError, "volatile_tail gave no ASCII str for an ASCII text");
+        return -1;
+    }
+    Py_ssize_t count = split_words((const char *)PyUnicode_DATA(norm), PyUnicode_GET_LENGTH(norm), words, cap);
+    if (count <= 0) return (int)count; /* no words: nothing (or -1) */
+    Span *w = *words;
+    if (append_joined(out, b, w, count < FACET_WORDS ? count : FACET_WORDS, NULL) < 0) return -1;
+    Py_ssize_t head = (count > 1 && w[1].s[0] != '-') ? 2 : 1;
+    Py_ssize_t paths = 0;
+    for (Py_ssize_t k = 1; k < count && paths < 2; k++) paths += path_like(w[k]);
+    if (paths > 1) {
+        Py_ssize_t made = 0;
+        for (Py_ssize_t k = 1; k < count && made < PATH_FACETS; k++) {
+            if (!path_like(w[k])) continue;
+            if (append_joined(out, b, w, head, &w[k]) < 0) return -1;
+            made++;
+        }
+    }
+    return 0;
+}
+
+static PyObject *facets_command_facets(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
+    /* command_facets(line, volatile_tail) -> list[str] | None (not ASCII) */
+    if (nargs != 2 || !PyUnicode_Check(args[0]) || !PyCallable_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "command_facets(line: str, volatile_tail: callable)");
+        return NULL;
+    }
+    PyObject *line = args[0], *volatile_tail = args[1];
+    if (!PyUnicode_IS_ASCII(line)) Py_RETURN_NONE;
+    PyObject *out = PyList_New(0);
+    if (out == NULL) return NULL;
+    const char *src = (const char *)PyUnicode_DATA(line);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(line);
+    if (n > SEGMENTS_CHARS) n = SEGMENTS_CHARS;
+    n = heredoc_at(src, n); /* _HEREDOC.sub("", text): its first match runs to the end */
+    Buf text = {NULL, 0, 0}, seg = {NULL, 0, 0}, joined = {NULL, 0, 0};
+    Span *words = NULL;
+    Py_ssize_t cap = 0;
+    for (Py_ssize_t i = 0; i < n;) { /* _QUOTED.sub(" ", text) */
+        Py_ssize_t end = quoted_at(src, n, i);
+        if (end >= 0) {
+            if (buf_put(&text, " ", 1) < 0) goto fail;
+            i = end;
+        } else {
+            Py_ssize_t j = i + 1;
+            while (j < n && src[j] != '"' && src[j] != '\'' && src[j] != '$') j++;
+            if (buf_put(&text, src + i, j - i) < 0) goto fail;
+            i = j;
+        }
+    }
+    const char *t = text.p;
+    Py_ssize_t tn = text.n;
+    for (Py_ssize_t start = 0; start <= tn;) { /* _SEPARATOR.split(text) */
+        Py_ssize_t stop = start, next = tn + 1;
+        for (; stop < tn; stop++) {
+            char c = t[stop];
+            if ((c == '&' || c == '|') && stop + 1 < tn && t[stop + 1] == c) {
+                next = stop + 2;
+                break;
+            }
+            if (c == ';' || c == '|' || c == '\n') {
+                next = stop + 1;
+                break;
+            }
+        }
+        seg.n = 0; /* _REDIRECT.sub(" ", segment) */
+        const char *s = t + start;
+        Py_ssize_t sn = stop - start;
+        for (Py_ssize_t i = 0; i < sn;) {
+            Py_ssize_t end = redirect_at(s, sn, i);
+            if (end >= 0) {
+                if (buf_put(&seg, " ", 1) < 0) goto fail;
+                i = end;
+            } else {
+                if (buf_put(&seg, s + i, 1) < 0) goto fail;
+                i++;
+            }
+        }
+        start = next;
+        Py_ssize_t count = split_words(seg.p, seg.n, &words, &cap);
+        if (count < 0) goto fail;
+        Py_ssize_t first = 0; /* the NAME=value words before the program */
+        while (first < count && memchr(words[first].s, '=', (size_t)words[first].n) != NULL && words[first].s[0] != '-')
+            first++;
+        if (first == count || skipped_program(words[first])) continue;
+        joined.n = 0;
+        for (Py_ssize_t k = first; k < count; k++)
+            if ((k > first && buf_put(&joined, " ", 1) < 0) || buf_put(&joined, words[k].s, words[k].n) < 0) goto fail;
+        PyObject *segment = PyUnicode_New(joined.n, 127);
+        if (segment == NULL) goto fail;
+        memcpy(PyUnicode_1BYTE_DATA(segment), joined.p, (size_t)joined.n);
+        PyObject *norm = PyObject_CallOneArg(volatile_tail, segment);
+        Py_DECREF(segment);
+        if (norm == NULL) goto fail;
+        int rc = segment_facets(norm, out, &joined, &words, &cap);
+        Py_DECREF(norm);
+        if (rc < 0) goto fail;
+    }
+    PyMem_Free(text.p);
+    PyMem_Free(seg.p);
+    PyMem_Free(joined.p);
+    PyMem_Free(words);
+    return out;
+fail:
+    PyMem_Free(text.p);
+    PyMem_Free(seg.p);
+    PyMem_Free(joined.p);
+    PyMem_Free(words);
+    Py_DECREF(out);
+    return NULL;
+}
+
+/* --- the module ---------------------------------------------------------------------------- */
+
+static PyMethodDef facets_methods[] = {
+    {"command_facets", (PyCFunction)(void (*)(void))facets_command_facets, METH_FASTCALL,
+     "command_facets(line, volatile_tail) -> list[str] | None: situations._command_facets_uncached(line, None, "
+     "None) for an ASCII line, else None."},
+    {NULL, NULL, 0, NULL}};
+
+static struct PyModuleDef facets_module = {PyModuleDef_HEAD_INIT, "_facets_c",
+                                           "Verify's situation texts in C (see openmemory_local/_facets_c.c).", -1,
+                                           facets_methods, NULL, NULL, NULL, NULL};
+
+PyMODINIT_FUNC PyInit__facets_c(void) {
+    PyObject *m = PyModule_Create(&facets_module);
+    if (m == NULL) return NULL;
+    if (PyModule_AddStringConstant(m, "SOURCE_SHA256", SOURCE_SHA256) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
