@@ -10,6 +10,10 @@
  *       redirections, matched case by case as their regular expressions match), each segment
  *       normalised without a cwd or branch (``volatile_tail``: normalize._volatile_tail, the
  *       caller's, called through Python), its first 12 words, and one facet per path argument.
+ *   lines_facets(lines, needles, volatile_tail)
+ *       the command_facets of each line of a list in turn (a session's command lines: one call),
+ *       when every line is an ASCII str holding none of ``needles`` (normalize.context_free's:
+ *       what normalise would take out of a text of the session's cwd and branch); else None.
  *
  * For an ASCII str, \w is [A-Za-z0-9_], \d [0-9], \s and str.split()'s white space the ASCII
  * characters str.isspace() accepts (\t-\r, \x1c-\x1f, the space). Plain C99 and the CPython C
@@ -248,37 +252,40 @@ static int segment_facets(PyObject *norm, PyObject *out, Buf *b, Span **words, P
     return 0;
 }
 
-static PyObject *facets_command_facets(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
-    /* command_facets(line, volatile_tail) -> list[str] | None (not ASCII) */
-    if (nargs != 2 || !PyUnicode_Check(args[0]) || !PyCallable_Check(args[1])) {
-        PyErr_SetString(PyExc_TypeError, "command_facets(line: str, volatile_tail: callable)");
-        return NULL;
-    }
-    PyObject *line = args[0], *volatile_tail = args[1];
-    if (!PyUnicode_IS_ASCII(line)) Py_RETURN_NONE;
-    PyObject *out = PyList_New(0);
-    if (out == NULL) return NULL;
-    const char *src = (const char *)PyUnicode_DATA(line);
-    Py_ssize_t n = PyUnicode_GET_LENGTH(line);
+/* The buffers one call reuses from line to line. */
+typedef struct {
+    Buf text, seg, joined;
+    Span *words;
+    Py_ssize_t cap;
+} Work;
+
+static void work_free(Work *w) {
+    PyMem_Free(w->text.p);
+    PyMem_Free(w->seg.p);
+    PyMem_Free(w->joined.p);
+    PyMem_Free(w->words);
+}
+
+/* The facets of one ASCII line appended to out (situations._command_facets_uncached(line, None,
+ * None)); 0, -1 */
+static int line_facets(const char *src, Py_ssize_t n, PyObject *volatile_tail, PyObject *out, Work *w) {
     if (n > SEGMENTS_CHARS) n = SEGMENTS_CHARS;
     n = heredoc_at(src, n); /* _HEREDOC.sub("", text): its first match runs to the end */
-    Buf text = {NULL, 0, 0}, seg = {NULL, 0, 0}, joined = {NULL, 0, 0};
-    Span *words = NULL;
-    Py_ssize_t cap = 0;
+    w->text.n = 0;
     for (Py_ssize_t i = 0; i < n;) { /* _QUOTED.sub(" ", text) */
         Py_ssize_t end = quoted_at(src, n, i);
         if (end >= 0) {
-            if (buf_put(&text, " ", 1) < 0) goto fail;
+            if (buf_put(&w->text, " ", 1) < 0) return -1;
             i = end;
         } else {
             Py_ssize_t j = i + 1;
             while (j < n && src[j] != '"' && src[j] != '\'' && src[j] != '$') j++;
-            if (buf_put(&text, src + i, j - i) < 0) goto fail;
+            if (buf_put(&w->text, src + i, j - i) < 0) return -1;
             i = j;
         }
     }
-    const char *t = text.p;
-    Py_ssize_t tn = text.n;
+    const char *t = w->text.p;
+    Py_ssize_t tn = w->text.n;
     for (Py_ssize_t start = 0; start <= tn;) { /* _SEPARATOR.split(text) */
         Py_ssize_t stop = start, next = tn + 1;
         for (; stop < tn; stop++) {
@@ -292,49 +299,115 @@ static PyObject *facets_command_facets(PyObject *Py_UNUSED(self), PyObject *cons
                 break;
             }
         }
-        seg.n = 0; /* _REDIRECT.sub(" ", segment) */
+        w->seg.n = 0; /* _REDIRECT.sub(" ", segment) */
         const char *s = t + start;
         Py_ssize_t sn = stop - start;
         for (Py_ssize_t i = 0; i < sn;) {
             Py_ssize_t end = redirect_at(s, sn, i);
             if (end >= 0) {
-                if (buf_put(&seg, " ", 1) < 0) goto fail;
+                if (buf_put(&w->seg, " ", 1) < 0) return -1;
                 i = end;
             } else {
-                if (buf_put(&seg, s + i, 1) < 0) goto fail;
+                if (buf_put(&w->seg, s + i, 1) < 0) return -1;
                 i++;
             }
         }
         start = next;
-        Py_ssize_t count = split_words(seg.p, seg.n, &words, &cap);
-        if (count < 0) goto fail;
+        Py_ssize_t count = split_words(w->seg.p, w->seg.n, &w->words, &w->cap);
+        if (count < 0) return -1;
+        Span *words = w->words;
         Py_ssize_t first = 0; /* the NAME=value words before the program */
         while (first < count && memchr(words[first].s, '=', (size_t)words[first].n) != NULL && words[first].s[0] != '-')
             first++;
         if (first == count || skipped_program(words[first])) continue;
-        joined.n = 0;
+        w->joined.n = 0;
         for (Py_ssize_t k = first; k < count; k++)
-            if ((k > first && buf_put(&joined, " ", 1) < 0) || buf_put(&joined, words[k].s, words[k].n) < 0) goto fail;
-        PyObject *segment = PyUnicode_New(joined.n, 127);
-        if (segment == NULL) goto fail;
-        memcpy(PyUnicode_1BYTE_DATA(segment), joined.p, (size_t)joined.n);
+            if ((k > first && buf_put(&w->joined, " ", 1) < 0) || buf_put(&w->joined, words[k].s, words[k].n) < 0)
+                return -1;
+        PyObject *segment = PyUnicode_New(w->joined.n, 127);
+        if (segment == NULL) return -1;
+        memcpy(PyUnicode_1BYTE_DATA(segment), w->joined.p, (size_t)w->joined.n);
         PyObject *norm = PyObject_CallOneArg(volatile_tail, segment);
         Py_DECREF(segment);
-        if (norm == NULL) goto fail;
-        int rc = segment_facets(norm, out, &joined, &words, &cap);
+        if (norm == NULL) return -1;
+        int rc = segment_facets(norm, out, &w->joined, &w->words, &w->cap);
         Py_DECREF(norm);
+        if (rc < 0) return -1;
+    }
+    return 0;
+}
+
+static PyObject *facets_command_facets(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
+    /* command_facets(line, volatile_tail) -> list[str] | None (not ASCII) */
+    if (nargs != 2 || !PyUnicode_Check(args[0]) || !PyCallable_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "command_facets(line: str, volatile_tail: callable)");
+        return NULL;
+    }
+    if (!PyUnicode_IS_ASCII(args[0])) Py_RETURN_NONE;
+    PyObject *out = PyList_New(0);
+    if (out == NULL) return NULL;
+    Work w = {{NULL, 0, 0}, {NULL, 0, 0}, {NULL, 0, 0}, NULL, 0};
+    int rc = line_facets((const char *)PyUnicode_DATA(args[0]), PyUnicode_GET_LENGTH(args[0]), args[1], out, &w);
+    work_free(&w);
+    if (rc < 0) {
+        Py_DECREF(out);
+        return NULL;
+    }
+    return out;
+}
+
+static PyObject *facets_lines_facets(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
+    /* lines_facets(lines, needles, volatile_tail) -> list[str] | None: the facets of each line in
+     * turn, when every line is an ASCII str holding none of the needles (else None) */
+    if (nargs != 3 || !PyList_Check(args[0]) || !PyTuple_Check(args[1]) || !PyCallable_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "lines_facets(lines: list, needles: tuple, volatile_tail: callable)");
+        return NULL;
+    }
+    PyObject *lines = args[0], *needles = args[1];
+    Py_ssize_t count = PyList_GET_SIZE(lines), kinds = PyTuple_GET_SIZE(needles);
+    for (Py_ssize_t k = 0; k < kinds; k++) {
+        PyObject *needle = PyTuple_GET_ITEM(needles, k);
+        if (!PyUnicode_Check(needle) || PyUnicode_GET_LENGTH(needle) == 0) {
+            PyErr_SetString(PyExc_TypeError, "lines_facets: each needle a non-empty str");
+            return NULL;
+        }
+    }
+    for (Py_ssize_t i = 0; i < count; i++) { /* every line first: a line the caller must take, none made */
+        PyObject *line = PyList_GET_ITEM(lines, i);
+        if (!PyUnicode_CheckExact(line) || !PyUnicode_IS_ASCII(line)) Py_RETURN_NONE;
+        const char *s = (const char *)PyUnicode_DATA(line);
+        size_t n = (size_t)PyUnicode_GET_LENGTH(line);
+        for (Py_ssize_t k = 0; k < kinds; k++) {
+            PyObject *needle = PyTuple_GET_ITEM(needles, k);
+            if (!PyUnicode_IS_ASCII(needle)) continue; /* not in an ASCII line */
+            size_t m = (size_t)PyUnicode_GET_LENGTH(needle);
+            const char *p = (const char *)PyUnicode_DATA(needle);
+            for (size_t at = 0; m <= n && at <= n - m; at++) {
+                const char *hit = memchr(s + at, p[0], n - m - at + 1);
+                if (hit == NULL) break;
+                at = (size_t)(hit - s);
+                if (memcmp(hit, p, m) == 0) Py_RETURN_NONE;
+            }
+        }
+    }
+    PyObject *out = PyList_New(0);
+    if (out == NULL) return NULL;
+    Work w = {{NULL, 0, 0}, {NULL, 0, 0}, {NULL, 0, 0}, NULL, 0};
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(lines); i++) {
+        PyObject *line = PyList_GET_ITEM(lines, i);
+        if (!PyUnicode_CheckExact(line) || !PyUnicode_IS_ASCII(line)) { /* the tail changed the list */
+            PyErr_SetString(PyExc_RuntimeError, "lines_facets: the lines changed");
+            goto fail;
+        }
+        Py_INCREF(line); /* held while the tail (Python code) runs */
+        int rc = line_facets((const char *)PyUnicode_DATA(line), PyUnicode_GET_LENGTH(line), args[2], out, &w);
+        Py_DECREF(line);
         if (rc < 0) goto fail;
     }
-    PyMem_Free(text.p);
-    PyMem_Free(seg.p);
-    PyMem_Free(joined.p);
-    PyMem_Free(words);
+    work_free(&w);
     return out;
 fail:
-    PyMem_Free(text.p);
-    PyMem_Free(seg.p);
-    PyMem_Free(joined.p);
-    PyMem_Free(words);
+    work_free(&w);
     Py_DECREF(out);
     return NULL;
 }
@@ -345,6 +418,9 @@ static PyMethodDef facets_methods[] = {
     {"command_facets", (PyCFunction)(void (*)(void))facets_command_facets, METH_FASTCALL,
      "command_facets(line, volatile_tail) -> list[str] | None: situations._command_facets_uncached(line, None, "
      "None) for an ASCII line, else None."},
+    {"lines_facets", (PyCFunction)(void (*)(void))facets_lines_facets, METH_FASTCALL,
+     "lines_facets(lines, needles, volatile_tail) -> list[str] | None: the command_facets of each line in turn, "
+     "when each is an ASCII str holding none of the needles, else None."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef facets_module = {PyModuleDef_HEAD_INIT, "_facets_c",

@@ -297,9 +297,16 @@ def _split_shell(line: str) -> list[str]:
 
 def _native():
     """The C accelerator (``embed._native``: imported on first use, not when this module is)."""
-    from .embed import _native as native
+    global _NATIVE
+    if _NATIVE is _UNASKED:
+        from .embed import _native as native
 
-    return native()
+        _NATIVE = native()
+    return _NATIVE
+
+
+_UNASKED = object()
+_NATIVE = _UNASKED
 
 
 @lru_cache(maxsize=1 << 16)

@@ -138,7 +138,14 @@ def normalise(text: str, *, cwd: str | None = None, branch: str | None = None) -
     # ASCII text when the C accelerator is built: with it the work costs less than the memo's
     # look-up and insertion (1.17 s against 0.81 s for the 180k calls of a sleep at 100k, a fifth
     # of them repeats); any other text is the regular expressions' work, which the memo saves
-    if len(text) > _MEMO_CHARS or (text.isascii() and _native() is not None):
+    native = _native()
+    if native is not None and text.isascii():
+        if text and context_free(text, cwd, branch):  # nothing of the cwd or branch to take out: the tail
+            out = native.volatile_tail(text)
+            if out is not None:
+                return out
+        return _normalise_uncached(text, cwd=cwd, branch=branch)
+    if len(text) > _MEMO_CHARS:
         return _normalise_uncached(text, cwd=cwd, branch=branch)
     return _normalise_cached(text, cwd=cwd, branch=branch)
 

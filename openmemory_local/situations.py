@@ -54,7 +54,7 @@ from typing import Iterable
 
 from .embed import _native
 from .episodes import command_heads
-from .normalize import _volatile_tail_python, command_segments, context_free, normalise, path_like
+from .normalize import _context, _volatile_tail_python, command_segments, context_free, normalise, path_like
 
 __all__ = ["FILE_TOOLS", "OPTION_ALIASES", "signature", "subject", "facets", "timed_facets", "facet_texts", "probes",
            "probe_matches", "rel_path"]
@@ -85,22 +85,20 @@ def subject(ep: dict) -> dict:
     """What failed: ``{"tool", "heads", "path"}`` (heads: the programs of a shell command)."""
     fields = ep.get("fields") or {}
     tool = fields.get("tool") or "unknown"
-    cwd, branch = _ctx(ep)
     command = fields.get("command") or ""
-    heads: list[str] = []
-    path = None
     if tool == "Bash" and command:
-        heads = list(dict.fromkeys(command_heads(command)))
-    elif tool in FILE_TOOLS and command:
-        path = rel_path(command, cwd, branch)
-    return {"tool": tool, "heads": heads, "path": path}
+        return {"tool": tool, "heads": list(dict.fromkeys(command_heads(command))), "path": None}
+    if tool in FILE_TOOLS and command:
+        cwd, branch = _ctx(ep)
+        return {"tool": tool, "heads": [], "path": rel_path(command, cwd, branch)}
+    return {"tool": tool, "heads": [], "path": None}
 
 
 def signature(ep: dict, sub: dict | None = None) -> str:
     """The normalised signature of a surprise (an error or correction episode). ``sub``: the
     episode's :func:`subject` if the caller has it already (not computed again)."""
     fields = ep.get("fields") or {}
-    cwd, branch = _ctx(ep)
+    cwd, branch = ep.get("project") or fields.get("cwd"), fields.get("branch")  # (_ctx)
     if ep["kind"] == "correction":
         said = normalise(fields.get("message") or ep.get("text") or "", cwd=cwd, branch=branch)
         action = fields.get("agent_action") or {}
@@ -157,6 +155,18 @@ def _command_facets(command: str, cwd, branch) -> list[str]:
     if len(command) > 512:
         return _command_facets_uncached(command, cwd, branch)
     return list(_command_facets_cached(command, cwd, branch))
+
+
+def _lines_facets(lines, cwd, branch) -> list[str] | None:
+    """The :func:`_command_facets` of each of ``lines`` in turn, in one call of C when every line is
+    an ASCII text holding nothing of the cwd or branch (else None: the caller asks line by line)."""
+    native = _facets_native()
+    if native is None or type(lines) is not list:
+        return None
+    needles = _context(cwd, branch)[4]
+    if needles is None:
+        return None
+    return native.lines_facets(lines, needles, _TAIL)
 
 
 def _facets_native():
@@ -226,8 +236,13 @@ def facet_texts(ep: dict, sig: str | None = None, sub: dict | None = None) -> tu
             return _merged(_session_facets(fields, cwd, branch, times))
         # no times known (nothing to merge but the texts): the facets alone
         names = list((fields.get("commands") or {}).keys())
-        for line in fields.get("command_lines") or []:
-            names += _command_facets(line, cwd, branch)
+        lines = fields.get("command_lines") or []
+        made = _lines_facets(lines, cwd, branch)
+        if made is not None:
+            names += made
+        else:
+            for line in lines:
+                names += _command_facets(line, cwd, branch)
         names += [f"Edit {rel_path(path, cwd, branch)}" for path in fields.get("files_edited") or []]
         names += [f"Read {rel_path(path, cwd, branch)}" for path in fields.get("files_read") or []]
         return _untimed(names), None

@@ -140,6 +140,50 @@ def test_a_command_without_its_cwd_or_branch_has_the_facets_it_has_with_them(fc)
     assert not normalize.context_free("x", None, "a/")  # an empty branch part: not told
 
 
+def test_lines_facets_are_each_lines_facets_in_turn(fc):
+    tail = _tail()
+    rng = random.Random(64)
+    pieces = ATOMS + ["/home/dev/src/app/lib/x.ex", "-home-dev-src-app", "main", "ab12", "caf\u00e9"]
+    for k in range(5000):
+        cwd, branch = CONTEXTS[k % len(CONTEXTS)]
+        lines = [" ".join(rng.choice(pieces) for _ in range(rng.randrange(0, 7))) for _ in range(rng.randrange(0, 6))]
+        needles = normalize._context(cwd, branch)[4]
+        if needles is None:
+            continue
+        got = fc.lines_facets(lines, needles, tail)
+        if all(line.isascii() and normalize.context_free(line, cwd, branch) for line in lines):
+            assert got == [f for line in lines for f in situations._command_facets_uncached(line, cwd, branch)]
+        else:
+            assert got is None
+        # what facet_texts asks (None with OPENMEMORY_PURE=1: line by line, in Python)
+        assert situations._lines_facets(lines, cwd, branch) == (got if situations._facets_native() else None)
+    assert fc.lines_facets(["git push", 5], (), tail) is None  # not a str: the caller's
+    assert fc.lines_facets(["git push"], ("caf\u00e9",), tail) == ["git push"]  # not in an ASCII line
+    assert fc.lines_facets(["git push x/main"], ("main",), tail) is None
+    assert fc.lines_facets([], ("main",), tail) == []
+    with pytest.raises(TypeError):
+        fc.lines_facets(("git push",), (), tail)
+    with pytest.raises(TypeError):
+        fc.lines_facets(["git push"], ("",), tail)
+    with pytest.raises(TypeError):
+        fc.lines_facets(["git push"], (5,), tail)
+    with pytest.raises(TypeError):
+        fc.lines_facets(["git push"], ())
+
+
+def test_normalise_is_the_python_reference_in_every_context(fc, monkeypatch):
+    from openmemory_local import embed
+
+    rng = random.Random(65)
+    pieces = ATOMS + ["/home/dev/src/app/lib/x.ex", "-home-dev-src-app", "main", "feat-x", "ab12", "fix/ab12",
+                      "/home/dev/src/app-worktrees/other/lib", "/home/dev/my app/x", "caf\u00e9", "HEAD", ""]
+    cases = [(" ".join(rng.choice(pieces) for _ in range(rng.randrange(0, 9))), *CONTEXTS[k % len(CONTEXTS)])
+             for k in range(20000)]
+    got = [normalize.normalise(text, cwd=cwd, branch=branch) for text, cwd, branch in cases]
+    monkeypatch.setattr(embed, "_NATIVE", None)  # the regular expressions, no accelerator
+    assert got == [normalize._normalise_uncached(text, cwd=cwd, branch=branch) for text, cwd, branch in cases]
+
+
 def _timed_facets_before(ep: dict, sig=None, sub=None) -> list:
     # situations.timed_facets as it was before facet_texts (the reference)
     fields = ep.get("fields") or {}
