@@ -14,6 +14,9 @@
  *       the command_facets of each line of a list in turn (a session's command lines: one call),
  *       when every line is an ASCII str holding none of ``needles`` (normalize.context_free's:
  *       what normalise would take out of a text of the session's cwd and branch); else None.
+ *   record_hits(names, fam_hits, hits_for, found, sid, eid, created, now_iso, is_session)
+ *       sleep._record_hits for an episode without times (each facet dated at ``created``): the
+ *       same dictionaries, changed in the same order; comparisons are Python's (rich compare).
  *
  * For an ASCII str, \w is [A-Za-z0-9_], \d [0-9], \s and str.split()'s white space the ASCII
  * characters str.isspace() accepts (\t-\r, \x1c-\x1f, the space). Plain C99 and the CPython C
@@ -412,6 +415,143 @@ fail:
     return NULL;
 }
 
+/* --- sleep._record_hits: one episode's matches, no time known ----------------------------- */
+
+static PyObject *str_first = NULL, *str_failure = NULL; /* "first", "failure" */
+
+static int less(PyObject *a, PyObject *b, int op) { return PyObject_RichCompareBool(a, b, op); } /* 1, 0, -1 */
+
+/* one hit (i, role, made, sim) of a facet met at `when` (made < when <= now checked by the caller) */
+static int record_one(PyObject *found, PyObject *sid, PyObject *eid, PyObject *when, PyObject *facet, PyObject *i,
+                      PyObject *role, PyObject *sim) {
+    PyObject *per = PyDict_GetItemWithError(found, i); /* borrowed; None as missing (found.get) */
+    if (per == NULL && PyErr_Occurred()) return -1;
+    if (per != NULL && per != Py_None && !PyDict_Check(per)) {
+        PyErr_SetString(PyExc_TypeError, "record_hits: a prediction's matches are a dict");
+        return -1;
+    }
+    if (per == NULL || per == Py_None) {
+        per = PyDict_New();
+        if (per == NULL) return -1;
+        int rc = PyDict_SetItem(found, i, per);
+        Py_DECREF(per); /* held by found */
+        if (rc < 0) return -1;
+    }
+    PyObject *seen = PyDict_GetItemWithError(per, sid);
+    if (seen == NULL && PyErr_Occurred()) return -1;
+    if (seen == Py_None) seen = NULL;
+    if (seen != NULL && !PyDict_Check(seen)) {
+        PyErr_SetString(PyExc_TypeError, "record_hits: a session's matches are a dict");
+        return -1;
+    }
+    if (seen != NULL) {
+        PyObject *had = PyDict_GetItemWithError(seen, role);
+        if (had == NULL && PyErr_Occurred()) return -1;
+        if (had != NULL) { /* seen[role][1] <= when (whatever seen[role] is: "first" is a role too) */
+            PyObject *at = PyTuple_Check(had) && PyTuple_GET_SIZE(had) > 1 ? Py_NewRef(PyTuple_GET_ITEM(had, 1))
+                                                                           : PySequence_GetItem(had, 1);
+            if (at == NULL) return -1;
+            int earlier = less(at, when, Py_LE);
+            Py_DECREF(at);
+            if (earlier < 0) return -1;
+            if (earlier) return 0;
+        }
+    }
+    PyObject *match = PyTuple_Pack(4, eid, when, facet, sim);
+    if (match == NULL) return -1;
+    int rc;
+    if (seen == NULL) { /* {"first": when, role: match}, in that order */
+        PyObject *fresh = PyDict_New();
+        rc = fresh == NULL ? -1 : PyDict_SetItem(fresh, str_first, when);
+        if (rc == 0) rc = PyDict_SetItem(fresh, role, match);
+        if (rc == 0) rc = PyDict_SetItem(per, sid, fresh);
+        Py_XDECREF(fresh);
+        Py_DECREF(match);
+        return rc;
+    }
+    rc = PyDict_SetItem(seen, role, match);
+    Py_DECREF(match);
+    if (rc < 0) return -1;
+    PyObject *first = PyDict_GetItemWithError(seen, str_first);
+    if (first == NULL) {
+        if (!PyErr_Occurred()) PyErr_SetObject(PyExc_KeyError, str_first);
+        return -1;
+    }
+    int sooner = less(when, first, Py_LT);
+    if (sooner < 0) return -1;
+    return sooner ? PyDict_SetItem(seen, str_first, when) : 0;
+}
+
+static PyObject *facets_record_hits(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
+    /* record_hits(names, fam_hits, hits_for, found, sid, eid, created, now_iso, is_session) -> None:
+     * sleep._record_hits(names, None, ...) */
+    if (nargs != 9 || !PyTuple_Check(args[0]) || !PyDict_Check(args[1]) || !PyCallable_Check(args[2]) ||
+        !PyDict_Check(args[3])) {
+        PyErr_SetString(PyExc_TypeError, "record_hits(names: tuple, fam_hits: dict, hits_for, found: dict, sid, eid, "
+                                         "created, now_iso, is_session)");
+        return NULL;
+    }
+    PyObject *names = args[0], *fam_hits = args[1], *hits_for = args[2], *found = args[3], *sid = args[4],
+             *eid = args[5], *created = args[6], *now_iso = args[7];
+    int is_session = PyObject_IsTrue(args[8]);
+    if (is_session < 0) return NULL;
+    /* every facet's hits are the same `when` (created), so its check is made once per distinct `made` */
+    for (Py_ssize_t n = 0; n < PyTuple_GET_SIZE(names); n++) {
+        PyObject *facet = PyTuple_GET_ITEM(names, n);
+        PyObject *hits = PyDict_GetItemWithError(fam_hits, facet); /* borrowed */
+        if (hits == NULL) {
+            if (PyErr_Occurred()) return NULL;
+            hits = PyObject_CallOneArg(hits_for, facet);
+            if (hits == NULL) return NULL;
+            int rc = PyDict_SetItem(fam_hits, facet, hits);
+            Py_DECREF(hits); /* held by fam_hits */
+            if (rc < 0) return NULL;
+        }
+        if (!PyTuple_Check(hits)) {
+            PyErr_SetString(PyExc_TypeError, "record_hits: hits_for gives a tuple");
+            return NULL;
+        }
+        Py_INCREF(hits); /* held while the dictionaries change */
+        int failure = !is_session && n == 0;
+        for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(hits); k++) {
+            PyObject *hit = PyTuple_GET_ITEM(hits, k);
+            if (!PyTuple_Check(hit) || PyTuple_GET_SIZE(hit) != 4) {
+                PyErr_SetString(PyExc_TypeError, "record_hits: a hit is (position, role, made, similarity)");
+                goto fail;
+            }
+            PyObject *i = PyTuple_GET_ITEM(hit, 0), *role = PyTuple_GET_ITEM(hit, 1), *made = PyTuple_GET_ITEM(hit, 2),
+                     *sim = PyTuple_GET_ITEM(hit, 3);
+            /* when = first if made < first <= now_iso else last if made < last <= now_iso else None, first and
+             * last being created: the second test is the first again */
+            int after = less(made, created, Py_LT);
+            if (after < 0) goto fail;
+            if (after) {
+                after = less(created, now_iso, Py_LE);
+                if (after < 0) goto fail;
+            }
+            if (!after) {
+                int again = less(made, created, Py_LT); /* (the chained comparison asked for `last`) */
+                if (again < 0) goto fail;
+                if (again) {
+                    again = less(created, now_iso, Py_LE);
+                    if (again < 0) goto fail;
+                }
+                if (!again) continue;
+            }
+            int is_failure = PyObject_RichCompareBool(role, str_failure, Py_EQ);
+            if (is_failure < 0) goto fail;
+            if (is_failure && !failure) continue;
+            if (record_one(found, sid, eid, created, facet, i, role, sim) < 0) goto fail;
+        }
+        Py_DECREF(hits);
+        continue;
+    fail:
+        Py_DECREF(hits);
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 /* --- the module ---------------------------------------------------------------------------- */
 
 static PyMethodDef facets_methods[] = {
@@ -421,6 +561,9 @@ static PyMethodDef facets_methods[] = {
     {"lines_facets", (PyCFunction)(void (*)(void))facets_lines_facets, METH_FASTCALL,
      "lines_facets(lines, needles, volatile_tail) -> list[str] | None: the command_facets of each line in turn, "
      "when each is an ASCII str holding none of the needles, else None."},
+    {"record_hits", (PyCFunction)(void (*)(void))facets_record_hits, METH_FASTCALL,
+     "record_hits(names, fam_hits, hits_for, found, sid, eid, created, now_iso, is_session): sleep._record_hits for "
+     "an episode without times."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef facets_module = {PyModuleDef_HEAD_INIT, "_facets_c",
@@ -428,6 +571,8 @@ static struct PyModuleDef facets_module = {PyModuleDef_HEAD_INIT, "_facets_c",
                                            facets_methods, NULL, NULL, NULL, NULL};
 
 PyMODINIT_FUNC PyInit__facets_c(void) {
+    if (str_first == NULL && (str_first = PyUnicode_InternFromString("first")) == NULL) return NULL;
+    if (str_failure == NULL && (str_failure = PyUnicode_InternFromString("failure")) == NULL) return NULL;
     PyObject *m = PyModule_Create(&facets_module);
     if (m == NULL) return NULL;
     if (PyModule_AddStringConstant(m, "SOURCE_SHA256", SOURCE_SHA256) < 0) {

@@ -119,7 +119,7 @@ from .embedders import HASHED_EMBEDDING, store_embedder
 from .jsonio import dumps, loads
 from .lesson_text import lesson_text, prediction_text, rephrase
 from .normalize import family, normalise, path_like
-from .situations import OPTION_ALIASES, facet_texts, probe_matches, probes, signature, subject
+from .situations import OPTION_ALIASES, _facets_native, facet_texts, probe_matches, probes, signature, subject
 
 __all__ = [
     "SleepMemo",
@@ -963,11 +963,11 @@ def _evidence(config, preds, by_family: dict[str, list[int]], episodes, now_iso:
         for k, (_, _, feats, _, _) in enumerate(probe_rows):
             for feature in feats:
                 postings.setdefault(feature, []).append(k)
-        plan[fam] = (probe_rows, postings)
+        plan[fam] = (probe_rows, postings, _hits_maker(preds, probe_rows, postings, threshold, memo))
     found: dict[int, dict] = {}
     # family -> facet -> the probes it matches: (prediction position, role, made, cosine)
     hits_of: dict[str, dict[str, tuple]] = {fam: {} for fam in plan}
-    known = memo.features if memo is not None else None
+    facets_native = _facets_native()
     for eid, kind, project, created, fields_json, session_id in episodes:
         # an episode's family, end and facets are pure functions of its content: kept across sleeps
         content = (kind, project, fields_json)
@@ -994,38 +994,62 @@ def _evidence(config, preds, by_family: dict[str, list[int]], episodes, now_iso:
                 texts = facet_texts(ep)
             known_ep[2] = texts
         names, times = texts  # (timed_facets: the facets, and their times if any is known)
-        for n, facet in enumerate(names):
-            hits = fam_hits.get(facet)
-            if hits is None:
-                hits = fam_hits[facet] = tuple((i, probe.get("role") or "situation", preds[i][2], sim)
-                                               for i, probe, sim in _facet_hits(facet, *entry, threshold, known))
-            if not hits:
-                continue
-            if times is None:
-                first = last = created
-            else:
-                first, last = times[n]
-                first = (_stamp(first) if first else None) or created
-                last = (_stamp(last) if last else None) or created
-            # the failure recurs only as an error or correction whose signature (its first facet) matches
-            failure = not is_session and n == 0
-            for i, role, made, sim in hits:
-                when = first if made < first <= now_iso else last if made < last <= now_iso else None
-                if when is None or (role == "failure" and not failure):
-                    continue
-                per = found.get(i)
-                if per is None:
-                    per = found[i] = {}
-                seen = per.get(sid)
-                if seen is None:
-                    per[sid] = {"first": when, role: (eid, when, facet, sim)}
-                    continue
-                if role in seen and seen[role][1] <= when:
-                    continue
-                seen[role] = (eid, when, facet, sim)
-                if when < seen["first"]:
-                    seen["first"] = when
+        if times is None and facets_native is not None:  # the same loop in C
+            facets_native.record_hits(names, fam_hits, entry[2], found, sid, eid, created, now_iso, is_session)
+        else:
+            _record_hits(names, times, fam_hits, entry[2], found, sid, eid, created, now_iso, is_session)
     return found
+
+
+def _hits_maker(preds, probe_rows: list, postings: dict, threshold: float, memo: SleepMemo | None):
+    """A family's ``hits_for(facet)``: :func:`_facet_hits` as :func:`_record_hits` keeps them,
+    ``(prediction position, role, made, cosine)``."""
+    known = memo.features if memo is not None else None
+
+    def hits_for(facet: str) -> tuple:
+        return tuple((i, probe.get("role") or "situation", preds[i][2], sim)
+                     for i, probe, sim in _facet_hits(facet, probe_rows, postings, threshold, known))
+
+    return hits_for
+
+
+def _record_hits(names, times, fam_hits: dict, hits_for, found: dict, sid: str, eid: int, created: str,
+                 now_iso: str, is_session: bool) -> None:
+    """One episode's matches into ``found`` (see :func:`_evidence`): each of its facets (``names``;
+    ``times``: their first and last times, None when none is known) with the probes it matches
+    (``fam_hits``, filled by ``hits_for`` for a facet not met yet), dated at its own time, the
+    earliest match of each role and session kept. In C when the accelerator is built and no time
+    is known (``_facets_c.record_hits``: the same dictionaries, tested against this)."""
+    for n, facet in enumerate(names):
+        hits = fam_hits.get(facet)
+        if hits is None:
+            hits = fam_hits[facet] = hits_for(facet)
+        if not hits:
+            continue
+        if times is None:
+            first = last = created
+        else:
+            first, last = times[n]
+            first = (_stamp(first) if first else None) or created
+            last = (_stamp(last) if last else None) or created
+        # the failure recurs only as an error or correction whose signature (its first facet) matches
+        failure = not is_session and n == 0
+        for i, role, made, sim in hits:
+            when = first if made < first <= now_iso else last if made < last <= now_iso else None
+            if when is None or (role == "failure" and not failure):
+                continue
+            per = found.get(i)
+            if per is None:
+                per = found[i] = {}
+            seen = per.get(sid)
+            if seen is None:
+                per[sid] = {"first": when, role: (eid, when, facet, sim)}
+                continue
+            if role in seen and seen[role][1] <= when:
+                continue
+            seen[role] = (eid, when, facet, sim)
+            if when < seen["first"]:
+                seen["first"] = when
 
 
 def _facet_hits(facet: str, probe_rows: list, postings: dict, threshold: float, known: dict | None = None) -> tuple:

@@ -290,3 +290,74 @@ def test_the_facets_accelerator_is_what_the_engine_uses_unless_turned_off(fc):
     off = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={**env, "OPENMEMORY_PURE": "1"}).stdout
     assert on.split() == ["True"] and off.split() == ["False"]
+
+
+def _ordered(value):
+    """A dict's items in their order, all the way down (insertion order decides ties in _verdict)."""
+    if isinstance(value, dict):
+        return [(k, _ordered(v)) for k, v in value.items()]
+    return value
+
+
+def test_record_hits_changes_the_dictionaries_as_the_python_loop_does(fc):
+    import copy
+
+    from openmemory_local import sleep as sleep_module
+
+    rng = random.Random(66)
+    days = [f"2026-01-0{d}T{h:02d}:00:00.000Z" for d in range(1, 5) for h in (9, 12)]
+    vocabulary = [f"facet {k}" for k in range(12)]
+    for case in range(400):
+        table = {facet: tuple((rng.randrange(6), rng.choice(["situation", "failure", "resolution", "first"]),
+                               rng.choice(days), rng.random()) for _ in range(rng.randrange(0, 4)))
+                 for facet in vocabulary}
+        asked = {"c": [], "p": []}
+
+        def maker(key):
+            def hits_for(facet):
+                asked[key].append(facet)
+                return table[facet]
+            return hits_for
+
+        fam_c, fam_p = {}, {}
+        for facet in rng.sample(vocabulary, 4):
+            fam_c[facet] = fam_p[facet] = table[facet]
+        found_c: dict = {}
+        for _ in range(rng.randrange(1, 30)):
+            names = tuple(rng.sample(vocabulary, rng.randrange(0, 6)))
+            sid, eid = rng.choice(["s1", "s2", "episode:3"]), rng.randrange(100)
+            created, now = rng.choice(days), rng.choice(days[3:])
+            is_session = rng.random() < 0.5
+            found_p = copy.deepcopy(found_c)
+            errors = []
+            for call in (lambda: fc.record_hits(names, fam_c, maker("c"), found_c, sid, eid, created, now, is_session),
+                         lambda: sleep_module._record_hits(names, None, fam_p, maker("p"), found_p, sid, eid, created,
+                                                           now, is_session)):
+                try:
+                    call()
+                    errors.append(None)
+                except TypeError:  # a role named "first" makes a match of the session's first time
+                    errors.append(TypeError)
+            assert errors[0] == errors[1] and _ordered(found_c) == _ordered(found_p), case
+            if errors[0]:
+                found_c = {}
+            assert list(fam_c.items()) == list(fam_p.items()) and asked["c"] == asked["p"]
+    # errors are the Python loop's
+    with pytest.raises(TypeError):  # a time that is not comparable
+        fc.record_hits(("a",), {"a": ((0, "situation", None, 0.5),)}, None, {}, "s", 1, "2026", "2027", False)
+    with pytest.raises(TypeError):
+        sleep_module._record_hits(("a",), None, {"a": ((0, "situation", None, 0.5),)}, None, {}, "s", 1, "2026",
+                                  "2027", False)
+
+    def broken(facet):
+        raise LookupError(facet)
+
+    with pytest.raises(LookupError):
+        fc.record_hits(("a",), {}, broken, {}, "s", 1, "2026", "2027", False)
+    with pytest.raises(TypeError):
+        fc.record_hits(("a",), {}, lambda facet: [], {}, "s", 1, "2026", "2027", False)
+    with pytest.raises(TypeError):
+        fc.record_hits(["a"], {}, broken, {}, "s", 1, "2026", "2027", False)
+    found = {0: None}  # found.get: None is missing
+    fc.record_hits(("a",), {"a": ((0, "situation", "2025", 0.5),)}, broken, found, "s", 1, "2026", "2027", False)
+    assert found == {0: {"s": {"first": "2026", "situation": (1, "2026", "a", 0.5)}}}
