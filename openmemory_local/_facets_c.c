@@ -10,10 +10,12 @@
  *       redirections, matched case by case as their regular expressions match), each segment
  *       normalised without a cwd or branch (``volatile_tail``: normalize._volatile_tail, the
  *       caller's, called through Python), its first 12 words, and one facet per path argument.
- *   lines_facets(lines, needles, volatile_tail)
- *       the command_facets of each line of a list in turn (a session's command lines: one call),
- *       when every line is an ASCII str holding none of ``needles`` (normalize.context_free's:
- *       what normalise would take out of a text of the session's cwd and branch); else None.
+ *   untimed_facets(before, lines, needles, volatile_tail, cap)
+ *       situations._untimed(before + the command_facets of each line): an episode's facets
+ *       without times (a session's heads and its lines' facets; an error's signature, heads and
+ *       command's facets), each distinct non-empty one once, the first ``cap``, as a tuple;
+ *       None unless every line is an ASCII str holding none of ``needles`` (normalize's
+ *       context_free: nothing a session's cwd or branch would take out of it).
  *   record_hits(names, fam_hits, hits_for, found, sid, eid, created, now_iso, is_session)
  *       sleep._record_hits for an episode without times (each facet dated at ``created``): the
  *       same dictionaries, changed in the same order; comparisons are Python's (rich compare).
@@ -359,28 +361,26 @@ static PyObject *facets_command_facets(PyObject *Py_UNUSED(self), PyObject *cons
     return out;
 }
 
-static PyObject *facets_lines_facets(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
-    /* lines_facets(lines, needles, volatile_tail) -> list[str] | None: the facets of each line in
-     * turn, when every line is an ASCII str holding none of the needles (else None) */
-    if (nargs != 3 || !PyList_Check(args[0]) || !PyTuple_Check(args[1]) || !PyCallable_Check(args[2])) {
-        PyErr_SetString(PyExc_TypeError, "lines_facets(lines: list, needles: tuple, volatile_tail: callable)");
-        return NULL;
-    }
-    PyObject *lines = args[0], *needles = args[1];
-    Py_ssize_t count = PyList_GET_SIZE(lines), kinds = PyTuple_GET_SIZE(needles);
-    for (Py_ssize_t k = 0; k < kinds; k++) {
+/* Whether every needle is a non-empty str (-1 with TypeError if not). */
+static int needles_ok(PyObject *needles) {
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(needles); k++) {
         PyObject *needle = PyTuple_GET_ITEM(needles, k);
         if (!PyUnicode_Check(needle) || PyUnicode_GET_LENGTH(needle) == 0) {
-            PyErr_SetString(PyExc_TypeError, "lines_facets: each needle a non-empty str");
-            return NULL;
+            PyErr_SetString(PyExc_TypeError, "each needle a non-empty str");
+            return -1;
         }
     }
-    for (Py_ssize_t i = 0; i < count; i++) { /* every line first: a line the caller must take, none made */
+    return 0;
+}
+
+/* Whether every item of lines is an ASCII str holding none of the needles (what C takes). */
+static int lines_ok(PyObject *lines, PyObject *needles) {
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(lines); i++) {
         PyObject *line = PyList_GET_ITEM(lines, i);
-        if (!PyUnicode_CheckExact(line) || !PyUnicode_IS_ASCII(line)) Py_RETURN_NONE;
+        if (!PyUnicode_CheckExact(line) || !PyUnicode_IS_ASCII(line)) return 0;
         const char *s = (const char *)PyUnicode_DATA(line);
         size_t n = (size_t)PyUnicode_GET_LENGTH(line);
-        for (Py_ssize_t k = 0; k < kinds; k++) {
+        for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(needles); k++) {
             PyObject *needle = PyTuple_GET_ITEM(needles, k);
             if (!PyUnicode_IS_ASCII(needle)) continue; /* not in an ASCII line */
             size_t m = (size_t)PyUnicode_GET_LENGTH(needle);
@@ -389,30 +389,83 @@ static PyObject *facets_lines_facets(PyObject *Py_UNUSED(self), PyObject *const 
                 const char *hit = memchr(s + at, p[0], n - m - at + 1);
                 if (hit == NULL) break;
                 at = (size_t)(hit - s);
-                if (memcmp(hit, p, m) == 0) Py_RETURN_NONE;
+                if (memcmp(hit, p, m) == 0) return 0;
             }
         }
     }
-    PyObject *out = PyList_New(0);
-    if (out == NULL) return NULL;
+    return 1;
+}
+
+/* The facets of each line in turn appended to out (lines_ok checked); 0, -1 */
+static int all_lines_facets(PyObject *lines, PyObject *volatile_tail, PyObject *out) {
     Work w = {{NULL, 0, 0}, {NULL, 0, 0}, {NULL, 0, 0}, NULL, 0};
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(lines); i++) {
+    int rc = 0;
+    for (Py_ssize_t i = 0; rc == 0 && i < PyList_GET_SIZE(lines); i++) {
         PyObject *line = PyList_GET_ITEM(lines, i);
         if (!PyUnicode_CheckExact(line) || !PyUnicode_IS_ASCII(line)) { /* the tail changed the list */
-            PyErr_SetString(PyExc_RuntimeError, "lines_facets: the lines changed");
-            goto fail;
+            PyErr_SetString(PyExc_RuntimeError, "the lines changed");
+            rc = -1;
+            break;
         }
         Py_INCREF(line); /* held while the tail (Python code) runs */
-        int rc = line_facets((const char *)PyUnicode_DATA(line), PyUnicode_GET_LENGTH(line), args[2], out, &w);
+        rc = line_facets((const char *)PyUnicode_DATA(line), PyUnicode_GET_LENGTH(line), volatile_tail, out, &w);
         Py_DECREF(line);
-        if (rc < 0) goto fail;
     }
     work_free(&w);
-    return out;
-fail:
-    work_free(&w);
-    Py_DECREF(out);
-    return NULL;
+    return rc;
+}
+
+/* each distinct non-empty str of items into seen/out, until out holds `cap`; 0, -1 */
+static int distinct_into(PyObject *items, PyObject *seen, PyObject *out, Py_ssize_t cap) {
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(items) && PyList_GET_SIZE(out) < cap; i++) {
+        PyObject *item = PyList_GET_ITEM(items, i);
+        if (PyUnicode_GET_LENGTH(item) == 0) continue; /* filter(None, ...) */
+        int in = PySet_Contains(seen, item);
+        if (in < 0) return -1;
+        if (in) continue;
+        if (PySet_Add(seen, item) < 0 || PyList_Append(out, item) < 0) return -1;
+    }
+    return 0;
+}
+
+static int all_str(PyObject *items) {
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(items); i++)
+        if (!PyUnicode_CheckExact(PyList_GET_ITEM(items, i))) return 0;
+    return 1;
+}
+
+static PyObject *facets_untimed_facets(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
+    /* untimed_facets(before, lines, needles, volatile_tail, cap) -> tuple[str, ...] | None:
+     * situations._untimed(before + the lines' facets): each distinct non-empty one once, the first
+     * `cap`; None when a line is not an ASCII str free of the needles, or an item of before not a str */
+    if (nargs != 5 || !PyList_Check(args[0]) || !PyList_Check(args[1]) || !PyTuple_Check(args[2]) ||
+        !PyCallable_Check(args[3]) || !PyLong_Check(args[4])) {
+        PyErr_SetString(PyExc_TypeError, "untimed_facets(before: list, lines: list, needles: tuple, "
+                                         "volatile_tail: callable, cap: int)");
+        return NULL;
+    }
+    Py_ssize_t cap = PyLong_AsSsize_t(args[4]);
+    if (cap == -1 && PyErr_Occurred()) return NULL;
+    if (cap < 0) {
+        PyErr_SetString(PyExc_ValueError, "untimed_facets: cap >= 0");
+        return NULL;
+    }
+    if (needles_ok(args[2]) < 0) return NULL;
+    if (!all_str(args[0]) || !lines_ok(args[1], args[2])) Py_RETURN_NONE;
+    PyObject *made = PyList_New(0), *seen = PySet_New(NULL), *out = PyList_New(0), *result = NULL;
+    if (made == NULL || seen == NULL || out == NULL) goto done;
+    if (all_lines_facets(args[1], args[3], made) < 0) goto done;
+    if (!all_str(args[0])) { /* the tail changed them */
+        PyErr_SetString(PyExc_RuntimeError, "untimed_facets: the facets changed");
+        goto done;
+    }
+    if (distinct_into(args[0], seen, out, cap) < 0 || distinct_into(made, seen, out, cap) < 0) goto done;
+    result = PyList_AsTuple(out);
+done:
+    Py_XDECREF(made);
+    Py_XDECREF(seen);
+    Py_XDECREF(out);
+    return result;
 }
 
 /* --- sleep._record_hits: one episode's matches, no time known ----------------------------- */
@@ -558,9 +611,9 @@ static PyMethodDef facets_methods[] = {
     {"command_facets", (PyCFunction)(void (*)(void))facets_command_facets, METH_FASTCALL,
      "command_facets(line, volatile_tail) -> list[str] | None: situations._command_facets_uncached(line, None, "
      "None) for an ASCII line, else None."},
-    {"lines_facets", (PyCFunction)(void (*)(void))facets_lines_facets, METH_FASTCALL,
-     "lines_facets(lines, needles, volatile_tail) -> list[str] | None: the command_facets of each line in turn, "
-     "when each is an ASCII str holding none of the needles, else None."},
+    {"untimed_facets", (PyCFunction)(void (*)(void))facets_untimed_facets, METH_FASTCALL,
+     "untimed_facets(before, lines, needles, volatile_tail, cap) -> tuple | None: situations._untimed of "
+     "before and the lines' facets."},
     {"record_hits", (PyCFunction)(void (*)(void))facets_record_hits, METH_FASTCALL,
      "record_hits(names, fam_hits, hits_for, found, sid, eid, created, now_iso, is_session): sleep._record_hits for "
      "an episode without times."},

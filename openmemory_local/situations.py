@@ -157,16 +157,16 @@ def _command_facets(command: str, cwd, branch) -> list[str]:
     return list(_command_facets_cached(command, cwd, branch))
 
 
-def _lines_facets(lines, cwd, branch) -> list[str] | None:
-    """The :func:`_command_facets` of each of ``lines`` in turn, in one call of C when every line is
-    an ASCII text holding nothing of the cwd or branch (else None: the caller asks line by line)."""
+def _untimed_native(before: list, lines, cwd, branch) -> tuple[str, ...] | None:
+    """``_untimed(before + the facets of each of lines)`` in one call of C, when every line is an ASCII
+    text holding nothing of the cwd or branch (else None: the caller makes them in turn)."""
     native = _facets_native()
     if native is None or type(lines) is not list:
         return None
     needles = _context(cwd, branch)[4]
     if needles is None:
         return None
-    return native.lines_facets(lines, needles, _TAIL)
+    return native.untimed_facets(before, lines, needles, _TAIL, _MAX_FACETS)
 
 
 def _facets_native():
@@ -237,22 +237,27 @@ def facet_texts(ep: dict, sig: str | None = None, sub: dict | None = None) -> tu
         # no times known (nothing to merge but the texts): the facets alone
         names = list((fields.get("commands") or {}).keys())
         lines = fields.get("command_lines") or []
-        made = _lines_facets(lines, cwd, branch)
-        if made is not None:
-            names += made
-        else:
+        made = _untimed_native(names, lines, cwd, branch)
+        if made is None:
             for line in lines:
                 names += _command_facets(line, cwd, branch)
-        names += [f"Edit {rel_path(path, cwd, branch)}" for path in fields.get("files_edited") or []]
-        names += [f"Read {rel_path(path, cwd, branch)}" for path in fields.get("files_read") or []]
-        return _untimed(names), None
+        files = [f"Edit {rel_path(path, cwd, branch)}" for path in fields.get("files_edited") or []]
+        files += [f"Read {rel_path(path, cwd, branch)}" for path in fields.get("files_read") or []]
+        if made is None:
+            return _untimed(names + files), None
+        # (the first 200 of the heads' and lines' facets, then the files': what _untimed of all gives)
+        return (_untimed([*made, *files]) if files else made), None
     names = []
     if kind == "error":
         sub = sub or subject(ep)
         names.append(sig or signature(ep, sub))
         if sub["tool"] == "Bash":
             names += sub["heads"]
-            names += _command_facets(fields.get("command") or "", cwd, branch)
+            command = fields.get("command") or ""
+            made = _untimed_native(names, [command], cwd, branch)
+            if made is not None:
+                return made, None
+            names += _command_facets(command, cwd, branch)
         elif sub["path"]:
             names.append(f"{sub['tool']} {sub['path']}")
     elif kind == "correction":

@@ -975,7 +975,7 @@ def _evidence(config, preds, by_family: dict[str, list[int]], episodes, now_iso:
         fields = None
         if known_ep is None:
             fields = loads(fields_json, {})
-            known_ep = _EPISODE_FACETS.put(content, [_ep_family(project, fields), fields.get("ended"), None],
+            known_ep = _EPISODE_FACETS.put(content, (_ep_family(project, fields), fields.get("ended"), None),
                                            len(fields_json or ""))
         fam, session_end, texts = known_ep
         is_session = kind == "session"
@@ -992,7 +992,8 @@ def _evidence(config, preds, by_family: dict[str, list[int]], episodes, now_iso:
                 texts = facet_texts(ep, memo.signatures.get(eid), memo.subjects.get(eid))
             else:
                 texts = facet_texts(ep)
-            known_ep[2] = texts
+            # (a tuple, not a list: the collector stops following what holds only texts)
+            _EPISODE_FACETS[content] = (fam, session_end, texts)
         names, times = texts  # (timed_facets: the facets, and their times if any is known)
         if times is None and facets_native is not None:  # the same loop in C
             facets_native.record_hits(names, fam_hits, entry[2], found, sid, eid, created, now_iso, is_session)
@@ -1116,7 +1117,7 @@ class _Bounded(dict):
 
 
 _UNSEEN = object()
-#: (kind, project, fields JSON) -> [family, ended, its facet_texts (None until asked)]
+#: (kind, project, fields JSON) -> (family, ended, its facet_texts or None until asked)
 _EPISODE_FACETS = _Bounded(1 << 15, weight=32 << 20)  # (at most 32 MiB of episode text held)
 #: ((probe text, require, words), facet) -> the cosine, or None when the required path or words are missing
 _PAIR_SIMS = _Bounded(1 << 17)

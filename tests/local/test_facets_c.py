@@ -140,35 +140,41 @@ def test_a_command_without_its_cwd_or_branch_has_the_facets_it_has_with_them(fc)
     assert not normalize.context_free("x", None, "a/")  # an empty branch part: not told
 
 
-def test_lines_facets_are_each_lines_facets_in_turn(fc):
+def test_untimed_facets_are_the_distinct_facets_of_the_heads_and_lines(fc):
     tail = _tail()
     rng = random.Random(64)
     pieces = ATOMS + ["/home/dev/src/app/lib/x.ex", "-home-dev-src-app", "main", "ab12", "caf\u00e9"]
     for k in range(5000):
         cwd, branch = CONTEXTS[k % len(CONTEXTS)]
         lines = [" ".join(rng.choice(pieces) for _ in range(rng.randrange(0, 7))) for _ in range(rng.randrange(0, 6))]
+        if rng.random() < 0.05:  # more than 200 facets
+            lines += ["git add " + " ".join(f"d/f{i}.py" for i in range(j, j + 20)) for j in range(0, 400, 20)]
+        before = rng.sample(["git push", "", "mix test", "git push", "fatal: x"], rng.randrange(0, 4))
         needles = normalize._context(cwd, branch)[4]
         if needles is None:
             continue
-        got = fc.lines_facets(lines, needles, tail)
+        cap = rng.choice([200, 200, 3, 0])
+        got = fc.untimed_facets(before, lines, needles, tail, cap)
         if all(line.isascii() and normalize.context_free(line, cwd, branch) for line in lines):
-            assert got == [f for line in lines for f in situations._command_facets_uncached(line, cwd, branch)]
+            made = [f for line in lines for f in situations._command_facets_uncached(line, cwd, branch)]
+            assert got == tuple(dict.fromkeys(filter(None, before + made)))[:cap]
         else:
             assert got is None
         # what facet_texts asks (None with OPENMEMORY_PURE=1: line by line, in Python)
-        assert situations._lines_facets(lines, cwd, branch) == (got if situations._facets_native() else None)
-    assert fc.lines_facets(["git push", 5], (), tail) is None  # not a str: the caller's
-    assert fc.lines_facets(["git push"], ("caf\u00e9",), tail) == ["git push"]  # not in an ASCII line
-    assert fc.lines_facets(["git push x/main"], ("main",), tail) is None
-    assert fc.lines_facets([], ("main",), tail) == []
-    with pytest.raises(TypeError):
-        fc.lines_facets(("git push",), (), tail)
-    with pytest.raises(TypeError):
-        fc.lines_facets(["git push"], ("",), tail)
-    with pytest.raises(TypeError):
-        fc.lines_facets(["git push"], (5,), tail)
-    with pytest.raises(TypeError):
-        fc.lines_facets(["git push"], ())
+        assert situations._untimed_native(before, lines, cwd, branch) == (
+            fc.untimed_facets(before, lines, needles, tail, 200) if situations._facets_native() else None)
+    assert fc.untimed_facets([], ["git push", 5], (), tail, 200) is None  # not a str: the caller's
+    assert fc.untimed_facets([5], ["git push"], (), tail, 200) is None
+    assert fc.untimed_facets([], ["git push"], ("caf\u00e9",), tail, 200) == ("git push",)  # not in an ASCII line
+    assert fc.untimed_facets([], ["git push x/main"], ("main",), tail, 200) is None
+    assert fc.untimed_facets(["a", "a", ""], [], ("main",), tail, 200) == ("a",)
+    for bad in ((("git push",), [], (), tail, 200), ([], ["git push"], ("",), tail, 200),
+                ([], ["git push"], (5,), tail, 200), ([], ["git push"], (), tail, "200"), ([], ["git push"], ()),
+                ([], ["git push"], (), None, 200)):
+        with pytest.raises(TypeError):
+            fc.untimed_facets(*bad)
+    with pytest.raises(ValueError):
+        fc.untimed_facets([], [], (), tail, -1)
 
 
 def test_normalise_is_the_python_reference_in_every_context(fc, monkeypatch):
