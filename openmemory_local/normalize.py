@@ -74,6 +74,7 @@ def _family_re(fam: str) -> re.Pattern:
 
 @lru_cache(maxsize=4096)
 def _branch_re(branch: str) -> re.Pattern | None:
+    """The branch's names as a whole token (the reference of :func:`_sub_branch`, which replaces them)."""
     names = {branch}
     if "/" in branch:
         names.add(branch.rsplit("/", 1)[-1])
@@ -163,10 +164,47 @@ def _normalise_uncached(text: str, *, cwd: str | None = None, branch: str | None
         if dashed in text:
             text = _strip_dir(text, dashed)
     if tail is not None and tail in text:
-        branch_re = _branch_re(branch)
-        if branch_re is not None:
-            text = branch_re.sub("{branch}", text)
+        text = _sub_branch(text, _branch_names(branch))
     return _volatile_tail(text)
+
+
+@lru_cache(maxsize=4096)
+def _branch_names(branch: str) -> tuple[str, ...]:
+    """The names :func:`_branch_re` matches, longest first (its alternation's order)."""
+    names = {branch}
+    if "/" in branch:
+        names.add(branch.rsplit("/", 1)[-1])
+    return tuple(sorted((n for n in names if len(n) >= 2), key=len, reverse=True))
+
+
+def _sub_branch(text: str, names: tuple[str, ...]) -> str:
+    """``_branch_re(branch).sub("{branch}", text)`` without compiling a regular expression per branch
+    (95 us each, for the 2,370 branches of a sleep at 100k): each leftmost occurrence of a name, the
+    longest first, neither after a word character, ``.`` or ``-`` nor before a word character or
+    ``-`` (``\\w`` as the regular expression reads it: ``str.isalnum()`` or ``_``)."""
+    if not names:
+        return text
+    out, start, at, end = [], 0, 0, len(text)
+    while True:
+        found = [k for k in (text.find(name, at) for name in names) if k >= 0]
+        if not found:
+            break
+        at = min(found)
+        before = text[at - 1] if at else ""
+        match = None
+        if not (before and (before.isalnum() or before in "_.-")):
+            for name in names:
+                stop = at + len(name)
+                if text.startswith(name, at) and not (stop < end and (text[stop].isalnum() or text[stop] in "_-")):
+                    match = stop
+                    break
+        if match is None:
+            at += 1
+            continue
+        out += (text[start:at], "{branch}")
+        start = at = match
+    out.append(text[start:])
+    return "".join(out)
 
 
 @lru_cache(maxsize=4096)

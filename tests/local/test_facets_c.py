@@ -190,6 +190,20 @@ def test_normalise_is_the_python_reference_in_every_context(fc, monkeypatch):
     assert got == [normalize._normalise_uncached(text, cwd=cwd, branch=branch) for text, cwd, branch in cases]
 
 
+def test_the_branch_is_replaced_where_its_regular_expression_matches():
+    rng = random.Random(67)
+    branches = ["main", "feat-x", "user/feat-x", "fix/ab12", "a/b", "x", "ab", "v1.2", "caf\u00e9-1", "a/x/feat-x",
+                "feat-x/", "--", "a.b-c_d"]
+    pieces = ["", " ", "-", ".", "_", "/", "x", "1", "\u00e9", "\u0663", "{", "feat", "-x", "main", "mains", "fix/",
+              "ab12", "user/", "feat-x", "a/b", "b", "v1.2", "caf\u00e9-1", "\n", "--"]
+    for k in range(30000):
+        branch = branches[k % len(branches)]
+        text = "".join(rng.choice(pieces) for _ in range(rng.randrange(0, 12)))
+        pattern = normalize._branch_re(branch)
+        expected = pattern.sub("{branch}", text) if pattern is not None else text
+        assert normalize._sub_branch(text, normalize._branch_names(branch)) == expected, (text, branch)
+
+
 def _timed_facets_before(ep: dict, sig=None, sub=None) -> list:
     # situations.timed_facets as it was before facet_texts (the reference)
     fields = ep.get("fields") or {}
