@@ -474,29 +474,10 @@ static PyObject *str_first = NULL, *str_failure = NULL; /* "first", "failure" */
 
 static int less(PyObject *a, PyObject *b, int op) { return PyObject_RichCompareBool(a, b, op); } /* 1, 0, -1 */
 
-/* one hit (i, role, made, sim) of a facet met at `when` (made < when <= now checked by the caller) */
-static int record_one(PyObject *found, PyObject *sid, PyObject *eid, PyObject *when, PyObject *facet, PyObject *i,
-                      PyObject *role, PyObject *sim) {
-    PyObject *per = PyDict_GetItemWithError(found, i); /* borrowed; None as missing (found.get) */
-    if (per == NULL && PyErr_Occurred()) return -1;
-    if (per != NULL && per != Py_None && !PyDict_Check(per)) {
-        PyErr_SetString(PyExc_TypeError, "record_hits: a prediction's matches are a dict");
-        return -1;
-    }
-    if (per == NULL || per == Py_None) {
-        per = PyDict_New();
-        if (per == NULL) return -1;
-        int rc = PyDict_SetItem(found, i, per);
-        Py_DECREF(per); /* held by found */
-        if (rc < 0) return -1;
-    }
-    PyObject *seen = PyDict_GetItemWithError(per, sid);
-    if (seen == NULL && PyErr_Occurred()) return -1;
-    if (seen == Py_None) seen = NULL;
-    if (seen != NULL && !PyDict_Check(seen)) {
-        PyErr_SetString(PyExc_TypeError, "record_hits: a session's matches are a dict");
-        return -1;
-    }
+/* one hit (i, role, made, sim) of a facet met at `when` (made < when <= now checked by the caller);
+ * the dictionaries are held while comparisons (which may be Python code) run */
+static int record_in(PyObject *per, PyObject *seen, PyObject *sid, PyObject *eid, PyObject *when, PyObject *facet,
+                     PyObject *role, PyObject *sim) {
     if (seen != NULL) {
         PyObject *had = PyDict_GetItemWithError(seen, role);
         if (had == NULL && PyErr_Occurred()) return -1;
@@ -530,9 +511,45 @@ static int record_one(PyObject *found, PyObject *sid, PyObject *eid, PyObject *w
         if (!PyErr_Occurred()) PyErr_SetObject(PyExc_KeyError, str_first);
         return -1;
     }
+    Py_INCREF(first);
     int sooner = less(when, first, Py_LT);
+    Py_DECREF(first);
     if (sooner < 0) return -1;
     return sooner ? PyDict_SetItem(seen, str_first, when) : 0;
+}
+
+static int record_one(PyObject *found, PyObject *sid, PyObject *eid, PyObject *when, PyObject *facet, PyObject *i,
+                      PyObject *role, PyObject *sim) {
+    PyObject *per = PyDict_GetItemWithError(found, i); /* None as missing (found.get) */
+    if (per == NULL && PyErr_Occurred()) return -1;
+    if (per != NULL && per != Py_None && !PyDict_Check(per)) {
+        PyErr_SetString(PyExc_TypeError, "record_hits: a prediction's matches are a dict");
+        return -1;
+    }
+    if (per == NULL || per == Py_None) {
+        per = PyDict_New();
+        if (per == NULL) return -1;
+        if (PyDict_SetItem(found, i, per) < 0) {
+            Py_DECREF(per);
+            return -1;
+        }
+    } else {
+        Py_INCREF(per);
+    }
+    PyObject *seen = PyDict_GetItemWithError(per, sid);
+    int rc = -1;
+    if (seen == NULL && PyErr_Occurred()) goto done;
+    if (seen == Py_None) seen = NULL;
+    if (seen != NULL && !PyDict_Check(seen)) {
+        PyErr_SetString(PyExc_TypeError, "record_hits: a session's matches are a dict");
+        goto done;
+    }
+    Py_XINCREF(seen);
+    rc = record_in(per, seen, sid, eid, when, facet, role, sim);
+    Py_XDECREF(seen);
+done:
+    Py_DECREF(per);
+    return rc;
 }
 
 static PyObject *facets_record_hits(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
@@ -548,7 +565,6 @@ static PyObject *facets_record_hits(PyObject *Py_UNUSED(self), PyObject *const *
              *eid = args[5], *created = args[6], *now_iso = args[7];
     int is_session = PyObject_IsTrue(args[8]);
     if (is_session < 0) return NULL;
-    /* every facet's hits are the same `when` (created), so its check is made once per distinct `made` */
     for (Py_ssize_t n = 0; n < PyTuple_GET_SIZE(names); n++) {
         PyObject *facet = PyTuple_GET_ITEM(names, n);
         PyObject *hits = PyDict_GetItemWithError(fam_hits, facet); /* borrowed */
