@@ -52,11 +52,12 @@ from functools import lru_cache
 import re
 from typing import Iterable
 
+from .embed import _native
 from .episodes import command_heads
-from .normalize import command_segments, normalise, path_like
+from .normalize import _context, _volatile_tail_python, command_segments, context_free, normalise, path_like
 
-__all__ = ["FILE_TOOLS", "OPTION_ALIASES", "signature", "subject", "facets", "timed_facets", "probes", "probe_matches",
-           "rel_path"]
+__all__ = ["FILE_TOOLS", "OPTION_ALIASES", "signature", "subject", "facets", "timed_facets", "facet_texts", "probes",
+           "probe_matches", "rel_path"]
 
 #: Long options and the short forms that mean the same to the programs agents run most
 #: (``git push -u`` is ``git push --set-upstream``), for a resolution's required words.
@@ -84,22 +85,20 @@ def subject(ep: dict) -> dict:
     """What failed: ``{"tool", "heads", "path"}`` (heads: the programs of a shell command)."""
     fields = ep.get("fields") or {}
     tool = fields.get("tool") or "unknown"
-    cwd, branch = _ctx(ep)
     command = fields.get("command") or ""
-    heads: list[str] = []
-    path = None
     if tool == "Bash" and command:
-        heads = list(dict.fromkeys(command_heads(command)))
-    elif tool in FILE_TOOLS and command:
-        path = rel_path(command, cwd, branch)
-    return {"tool": tool, "heads": heads, "path": path}
+        return {"tool": tool, "heads": list(dict.fromkeys(command_heads(command))), "path": None}
+    if tool in FILE_TOOLS and command:
+        cwd, branch = _ctx(ep)
+        return {"tool": tool, "heads": [], "path": rel_path(command, cwd, branch)}
+    return {"tool": tool, "heads": [], "path": None}
 
 
 def signature(ep: dict, sub: dict | None = None) -> str:
     """The normalised signature of a surprise (an error or correction episode). ``sub``: the
     episode's :func:`subject` if the caller has it already (not computed again)."""
     fields = ep.get("fields") or {}
-    cwd, branch = _ctx(ep)
+    cwd, branch = ep.get("project") or fields.get("cwd"), fields.get("branch")  # (_ctx)
     if ep["kind"] == "correction":
         said = normalise(fields.get("message") or ep.get("text") or "", cwd=cwd, branch=branch)
         action = fields.get("agent_action") or {}
@@ -145,10 +144,47 @@ def _command_facets_cached(command: str, cwd, branch):
 
 
 def _command_facets(command: str, cwd, branch) -> list[str]:
-    # memoised: a pure function of its arguments, which sleep asks again and again
+    # in C for an ASCII command holding nothing of the cwd or branch (the same facets as without
+    # them; made again faster than a memo finds them); else memoised: a pure function of its
+    # arguments, which sleep asks again and again
+    native = _facets_native()
+    if native is not None and context_free(command, cwd, branch):
+        out = native.command_facets(command, _TAIL)
+        if out is not None:
+            return out
     if len(command) > 512:
         return _command_facets_uncached(command, cwd, branch)
     return list(_command_facets_cached(command, cwd, branch))
+
+
+def _untimed_native(before: list, lines, cwd, branch) -> tuple[str, ...] | None:
+    """``_untimed(before + the facets of each of lines)`` in one call of C, when every line is an ASCII
+    text holding nothing of the cwd or branch (else None: the caller makes them in turn)."""
+    native = _facets_native()
+    if native is None or type(lines) is not list:
+        return None
+    needles = _context(cwd, branch)[4]
+    if needles is None:
+        return None
+    return native.untimed_facets(before, lines, needles, _TAIL, _MAX_FACETS)
+
+
+def _facets_native():
+    """The C accelerator (``openmemory_local._facets_c``), or None: asked once, on first use."""
+    global _FACETS_NATIVE, _TAIL
+    if _FACETS_NATIVE is _UNASKED:
+        from openmemory_protocol.native import load
+
+        sleep_native = _native()
+        # what normalise does to a text without a cwd or branch: the volatile tokens (in C too if built)
+        _TAIL = sleep_native.volatile_tail if sleep_native is not None else _volatile_tail_python
+        _FACETS_NATIVE = load("openmemory_local._facets_c")
+    return _FACETS_NATIVE
+
+
+_UNASKED = object()
+_FACETS_NATIVE = _UNASKED
+_TAIL = None
 
 
 def _command_facets_uncached(command: str, cwd, branch) -> list[str]:
@@ -181,34 +217,74 @@ def timed_facets(ep: dict, sig: str | None = None, sub: dict | None = None) -> l
     then dates the facet at the episode's ``created``. Error and correction episodes happen
     at one moment: ``None`` too (their ``created`` is that moment). ``sig``: the episode's
     :func:`signature` and ``sub`` its :func:`subject`, if the caller has them already (not computed again)."""
+    names, times = facet_texts(ep, sig, sub)
+    if times is None:
+        return [(facet, None, None) for facet in names]
+    return [(facet, *when) for facet, when in zip(names, times)]
+
+
+def facet_texts(ep: dict, sig: str | None = None, sub: dict | None = None) -> tuple[tuple[str, ...], list | None]:
+    """:func:`timed_facets` as ``(facets, times)``: the facets, and each one's ``(first, last)`` in a
+    list beside them, or None when no time is known for any (an error, a correction, a session
+    without ``times``: then nothing is made per facet but the text)."""
     fields = ep.get("fields") or {}
     cwd, branch = _ctx(ep)
-    out: list[tuple[str, list | None]] = []
     kind = ep["kind"]
     if kind == "session":
-        times = fields.get("times") or {}
-        for head in (fields.get("commands") or {}).keys():
-            out.append((head, times.get(f"c {head}")))
-        for line in fields.get("command_lines") or []:
-            when = times.get(f"l {line}")
-            out.extend((facet, when) for facet in _command_facets(line, cwd, branch))
-        for path in fields.get("files_edited") or []:
-            out.append((f"Edit {rel_path(path, cwd, branch)}", times.get(f"e {path}")))
-        for path in fields.get("files_read") or []:
-            out.append((f"Read {rel_path(path, cwd, branch)}", times.get(f"r {path}")))
-    elif kind == "error":
+        times = fields.get("times")
+        if times:
+            return _merged(_session_facets(fields, cwd, branch, times))
+        # no times known (nothing to merge but the texts): the facets alone
+        names = list((fields.get("commands") or {}).keys())
+        lines = fields.get("command_lines") or []
+        made = _untimed_native(names, lines, cwd, branch)
+        if made is None:
+            for line in lines:
+                names += _command_facets(line, cwd, branch)
+        files = [f"Edit {rel_path(path, cwd, branch)}" for path in fields.get("files_edited") or []]
+        files += [f"Read {rel_path(path, cwd, branch)}" for path in fields.get("files_read") or []]
+        if made is None:
+            return _untimed(names + files), None
+        # (the first 200 of the heads' and lines' facets, then the files': what _untimed of all gives)
+        return (_untimed([*made, *files]) if files else made), None
+    names = []
+    if kind == "error":
         sub = sub or subject(ep)
-        out.append((sig or signature(ep, sub), None))
+        names.append(sig or signature(ep, sub))
         if sub["tool"] == "Bash":
-            out.extend((head, None) for head in sub["heads"])
-            out.extend((facet, None) for facet in _command_facets(fields.get("command") or "", cwd, branch))
+            names += sub["heads"]
+            command = fields.get("command") or ""
+            made = _untimed_native(names, [command], cwd, branch)
+            if made is not None:
+                return made, None
+            names += _command_facets(command, cwd, branch)
         elif sub["path"]:
-            out.append((f"{sub['tool']} {sub['path']}", None))
+            names.append(f"{sub['tool']} {sub['path']}")
     elif kind == "correction":
-        out.append((sig or signature(ep), None))
+        names.append(sig or signature(ep))
         action = _action_text(fields.get("agent_action") or {}, cwd, branch)
         if action:
-            out.append((action, None))
+            names.append(action)
+    return _untimed(names), None
+
+
+def _session_facets(fields: dict, cwd, branch, times: dict) -> list[tuple[str, list | None]]:
+    """A session's facets with the times its ``times`` field gives each (None where it gives none)."""
+    out: list[tuple[str, list | None]] = []
+    for head in (fields.get("commands") or {}).keys():
+        out.append((head, times.get(f"c {head}")))
+    for line in fields.get("command_lines") or []:
+        when = times.get(f"l {line}")
+        out.extend((facet, when) for facet in _command_facets(line, cwd, branch))
+    for path in fields.get("files_edited") or []:
+        out.append((f"Edit {rel_path(path, cwd, branch)}", times.get(f"e {path}")))
+    for path in fields.get("files_read") or []:
+        out.append((f"Read {rel_path(path, cwd, branch)}", times.get(f"r {path}")))
+    return out
+
+
+def _merged(out: list[tuple[str, list | None]]) -> tuple[tuple[str, ...], list[tuple]]:
+    """Each distinct facet once (the first 200), with the first and last of its times."""
     merged: dict[str, list | None] = {}
     for facet, when in out:
         if not facet:
@@ -220,7 +296,13 @@ def timed_facets(ep: dict, sig: str | None = None, sub: dict | None = None) -> l
         elif when:
             seen = merged[facet]
             merged[facet] = list(when) if seen is None else [min(seen[0], when[0]), max(seen[1], when[1])]
-    return [(facet, *(when or (None, None))) for facet, when in merged.items()]
+    return tuple(merged), [tuple(when or (None, None)) for when in merged.values()]
+
+
+def _untimed(names: list[str]) -> tuple[str, ...]:
+    """:func:`_merged`'s facets for facets without times: each distinct one once (the first 200)."""
+    distinct = tuple(dict.fromkeys(filter(None, names)))
+    return distinct[:_MAX_FACETS] if len(distinct) > _MAX_FACETS else distinct
 
 
 def _common_dir(paths: Iterable[str]) -> str | None:

@@ -119,7 +119,7 @@ from .embedders import HASHED_EMBEDDING, store_embedder
 from .jsonio import dumps, loads
 from .lesson_text import lesson_text, prediction_text, rephrase
 from .normalize import family, normalise, path_like
-from .situations import OPTION_ALIASES, probe_matches, probes, signature, subject, timed_facets
+from .situations import OPTION_ALIASES, _facets_native, facet_texts, probe_matches, probes, signature, subject
 
 __all__ = [
     "SleepMemo",
@@ -1014,9 +1014,11 @@ def _evidence(config, preds, by_family: dict[str, list[int]], episodes, now_iso:
         for k, (_, _, feats, _, _) in enumerate(probe_rows):
             for feature in feats:
                 postings.setdefault(feature, []).append(k)
-        plan[fam] = (probe_rows, postings)
+        plan[fam] = (probe_rows, postings, _hits_maker(preds, probe_rows, postings, threshold, memo))
     found: dict[int, dict] = {}
-    hits_of: dict[tuple[str, str], tuple] = {}  # (family, facet) -> the probes it matches, with the cosine
+    # family -> facet -> the probes it matches: (prediction position, role, made, cosine)
+    hits_of: dict[str, dict[str, tuple]] = {fam: {} for fam in plan}
+    facets_native = _facets_native()
     for eid, kind, project, created, fields_json, session_id in episodes:
         # an episode's family, end and facets are pure functions of its content: kept across sleeps
         content = (kind, project, fields_json)
@@ -1024,46 +1026,82 @@ def _evidence(config, preds, by_family: dict[str, list[int]], episodes, now_iso:
         fields = None
         if known_ep is None:
             fields = loads(fields_json, {})
-            known_ep = _EPISODE_FACETS.put(content, [_ep_family(project, fields), fields.get("ended"), None],
+            known_ep = _EPISODE_FACETS.put(content, (_ep_family(project, fields), fields.get("ended"), None),
                                            len(fields_json or ""))
-        fam, session_end, timed = known_ep
-        if ended is not None and kind == "session":
+        fam, session_end, texts = known_ep
+        is_session = kind == "session"
+        if ended is not None and is_session:
             ended[eid] = session_end
         entry = plan.get(fam)
         if entry is None:
             continue
+        fam_hits = hits_of[fam]
         sid = session_id or f"episode:{eid}"
-        if timed is None:
+        if texts is None:
             ep = {"id": eid, "kind": kind, "project": project, "fields": fields or loads(fields_json, {})}
             if memo is not None and kind == "error":  # (a correction's signature in learn may also read its text)
-                timed = timed_facets(ep, memo.signatures.get(eid), memo.subjects.get(eid))
+                texts = facet_texts(ep, memo.signatures.get(eid), memo.subjects.get(eid))
             else:
-                timed = timed_facets(ep)
-            known_ep[2] = timed
-        for n, (facet, first, last) in enumerate(timed):
-            hits = hits_of.get((fam, facet))
-            if hits is None:
-                hits = hits_of[(fam, facet)] = _facet_hits(facet, *entry, threshold,
-                                                           memo.features if memo is not None else None)
-            if not hits:
-                continue
-            first, last = _stamp(first) or created, _stamp(last) or created
-            for i, probe, sim in hits:
-                role = probe.get("role") or "situation"
-                made = preds[i][2]
-                when = first if made < first <= now_iso else last if made < last <= now_iso else None
-                # the failure recurs only as an error or correction whose signature (its first facet) matches
-                if when is None or (role == "failure" and (kind == "session" or n > 0)):
-                    continue
-                per = found.setdefault(i, {})
-                seen = per.get(sid)
-                if seen is not None and role in seen and seen[role][1] <= when:
-                    continue
-                if seen is None:
-                    seen = per[sid] = {"first": when}
-                seen[role] = (eid, when, facet, sim)
-                seen["first"] = min(seen["first"], when)
+                texts = facet_texts(ep)
+            # (a tuple, not a list: the collector stops following what holds only texts)
+            _EPISODE_FACETS[content] = (fam, session_end, texts)
+        names, times = texts  # (timed_facets: the facets, and their times if any is known)
+        if times is None and facets_native is not None:  # the same loop in C
+            facets_native.record_hits(names, fam_hits, entry[2], found, sid, eid, created, now_iso, is_session)
+        else:
+            _record_hits(names, times, fam_hits, entry[2], found, sid, eid, created, now_iso, is_session)
     return found
+
+
+def _hits_maker(preds, probe_rows: list, postings: dict, threshold: float, memo: SleepMemo | None):
+    """A family's ``hits_for(facet)``: :func:`_facet_hits` as :func:`_record_hits` keeps them,
+    ``(prediction position, role, made, cosine)``."""
+    known = memo.features if memo is not None else None
+
+    def hits_for(facet: str) -> tuple:
+        return tuple((i, probe.get("role") or "situation", preds[i][2], sim)
+                     for i, probe, sim in _facet_hits(facet, probe_rows, postings, threshold, known))
+
+    return hits_for
+
+
+def _record_hits(names, times, fam_hits: dict, hits_for, found: dict, sid: str, eid: int, created: str,
+                 now_iso: str, is_session: bool) -> None:
+    """One episode's matches into ``found`` (see :func:`_evidence`): each of its facets (``names``;
+    ``times``: their first and last times, None when none is known) with the probes it matches
+    (``fam_hits``, filled by ``hits_for`` for a facet not met yet), dated at its own time, the
+    earliest match of each role and session kept. In C when the accelerator is built and no time
+    is known (``_facets_c.record_hits``: the same dictionaries, tested against this)."""
+    for n, facet in enumerate(names):
+        hits = fam_hits.get(facet)
+        if hits is None:
+            hits = fam_hits[facet] = hits_for(facet)
+        if not hits:
+            continue
+        if times is None:
+            first = last = created
+        else:
+            first, last = times[n]
+            first = (_stamp(first) if first else None) or created
+            last = (_stamp(last) if last else None) or created
+        # the failure recurs only as an error or correction whose signature (its first facet) matches
+        failure = not is_session and n == 0
+        for i, role, made, sim in hits:
+            when = first if made < first <= now_iso else last if made < last <= now_iso else None
+            if when is None or (role == "failure" and not failure):
+                continue
+            per = found.get(i)
+            if per is None:
+                per = found[i] = {}
+            seen = per.get(sid)
+            if seen is None:
+                per[sid] = {"first": when, role: (eid, when, facet, sim)}
+                continue
+            if role in seen and seen[role][1] <= when:
+                continue
+            seen[role] = (eid, when, facet, sim)
+            if when < seen["first"]:
+                seen["first"] = when
 
 
 def _facet_hits(facet: str, probe_rows: list, postings: dict, threshold: float, known: dict | None = None) -> tuple:
@@ -1130,7 +1168,7 @@ class _Bounded(dict):
 
 
 _UNSEEN = object()
-#: (kind, project, fields JSON) -> [family, ended, timed facets (None until asked)]
+#: (kind, project, fields JSON) -> (family, ended, its facet_texts or None until asked)
 _EPISODE_FACETS = _Bounded(1 << 15, weight=32 << 20)  # (at most 32 MiB of episode text held)
 #: ((probe text, require, words), facet) -> the cosine, or None when the required path or words are missing
 _PAIR_SIMS = _Bounded(1 << 17)
