@@ -474,3 +474,39 @@ def test_what_sleep_keeps_between_passes_and_sleeps_changes_nothing(tmp_path):
     assert {"confirmed", "failed"} <= states, states  # the week decided predictions both ways
     for sql, memo, plain in zip(tables, *dumps):
         assert memo == plain, sql
+
+
+def test_the_collector_is_paused_for_the_passes_and_left_as_it_was(store, monkeypatch):
+    import gc
+
+    import openmemory_local.sleep as sleep_module
+
+    add(store, error("e1", "s1", 0), error("e2", "s2", 1), day=1)
+    seen = []
+    real_learn = sleep_module.learn
+
+    def learn(*args, **kwargs):
+        seen.append(gc.isenabled())
+        return real_learn(*args, **kwargs)
+
+    monkeypatch.setattr(sleep_module, "learn", learn)
+    was = gc.isenabled()
+    try:
+        gc.enable()
+        result = sleep(store, at(2))
+        assert seen == [False] and gc.isenabled()
+        assert result.learn["surprises"] == 2 and lessons(store)
+        gc.disable()  # a host that runs without the collector keeps it off
+        sleep(store, at(3))
+        assert seen == [False, False] and not gc.isenabled()
+        gc.enable()
+
+        def broken(*args, **kwargs):
+            raise RuntimeError("a pass that fails")
+
+        monkeypatch.setattr(sleep_module, "verify", broken)
+        with pytest.raises(RuntimeError, match="a pass that fails"):
+            sleep(store, at(4))
+        assert gc.isenabled()  # turned back on although the sleep failed
+    finally:
+        (gc.enable if was else gc.disable)()
