@@ -59,6 +59,7 @@ from typing import Any, Iterable
 
 from . import resolutions as _res
 from .corrections import correction_cue
+from .embed import _native  # the C accelerator, loaded on first use
 from .reason import reason_line
 
 __all__ = [
@@ -293,20 +294,6 @@ def _split_shell(line: str) -> list[str]:
             current.append(token)
     segments.append("".join(current))
     return [seg.strip() for seg in segments if seg.strip()]
-
-
-def _native():
-    """The C accelerator (``embed._native``: imported on first use, not when this module is)."""
-    global _NATIVE
-    if _NATIVE is _UNASKED:
-        from .embed import _native as native
-
-        _NATIVE = native()
-    return _NATIVE
-
-
-_UNASKED = object()
-_NATIVE = _UNASKED
 
 
 @lru_cache(maxsize=1 << 16)
