@@ -1,8 +1,8 @@
 /* The optional C accelerator of sleep's hot steps (openmemory_local._sleep_c).
  *
  * Loaded only through openmemory_protocol.native.load("openmemory_local._sleep_c"); the Python
- * code beside it (embed.py, cluster.py) is the reference and the fallback, and each function
- * here is tested equal to it, value for value and bit for bit (tests/local/test_sleep_c.py):
+ * code beside it (embed.py, normalize.py, episodes.py, sleep.py) is the reference and the
+ * fallback, and each function here is tested equal to it, value for value and bit for bit (tests/local/test_sleep_c.py):
  *
  *   features(text, stop_words)      embed._features_uncached for an ASCII text (None otherwise:
  *                                   the caller runs the Python code, which NFKC-normalises)
@@ -10,8 +10,6 @@
  *                                   buffer of DIMS (256) values; False when a weight is not a
  *                                   finite float (the caller runs the Python code)
  *   slot(feature)                   embed._slot: (blake2b-64 % 256, +-1.0)
- *   candidate_rows(postings, key, feats, posting_cap, prefix, candidates, row_of)
- *                                   cluster.GroupIndex._candidate_rows
  *   volatile_tail(text)             normalize._volatile_tail for an ASCII text (None otherwise):
  *                                   the regular expressions' substitutions, matched case by case
  *
@@ -744,298 +742,6 @@ done:
     return out;
 }
 
-/* --- the inverted index's postings ---------------------------------------------------------- */
-
-static PyObject *sleep_index_features(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
-    /* index_features(postings, key, feats, mine, gid): for each feature of feats not in mine (a
-     * set), add it to mine and gid to postings[(key, feature)] (a list, made when absent) */
-    if (nargs != 5 || !PyDict_Check(args[0]) || !PyDict_Check(args[2]) || !PySet_Check(args[3])) {
-        PyErr_SetString(PyExc_TypeError, "index_features(postings: dict, key, feats: dict, mine: set, gid)");
-        return NULL;
-    }
-    PyObject *postings = args[0], *key = args[1], *feats = args[2], *mine = args[3], *gid = args[4];
-    Py_ssize_t pos = 0;
-    PyObject *feature, *weight;
-    while (PyDict_Next(feats, &pos, &feature, &weight)) {
-        int has = PySet_Contains(mine, feature);
-        if (has < 0) return NULL;
-        if (has) continue;
-        if (PySet_Add(mine, feature) < 0) return NULL;
-        PyObject *probe = PyTuple_Pack(2, key, feature);
-        if (probe == NULL) return NULL;
-        PyObject *posting = PyDict_GetItemWithError(postings, probe); /* borrowed */
-        if (posting == NULL) {
-            if (PyErr_Occurred()) {
-                Py_DECREF(probe);
-                return NULL;
-            }
-            posting = PyList_New(0);
-            if (posting == NULL || PyDict_SetItem(postings, probe, posting) < 0) {
-                Py_XDECREF(posting);
-                Py_DECREF(probe);
-                return NULL;
-            }
-            Py_DECREF(posting); /* the dict holds it */
-        }
-        Py_DECREF(probe);
-        if (!PyList_Check(posting)) {
-            PyErr_SetString(PyExc_TypeError, "a posting is a list");
-            return NULL;
-        }
-        if (PyList_Append(posting, gid) < 0) return NULL;
-    }
-    Py_RETURN_NONE;
-}
-
-/* --- the candidate groups of the inverted index -------------------------------------------- */
-
-typedef struct {
-    long gid;
-    PyObject *obj; /* borrowed from a posting list */
-    long count;
-} Cand;
-
-typedef struct {
-    Cand *items; /* in the order first met */
-    Py_ssize_t n;
-    Py_ssize_t *slots; /* open addressing: index into items + 1, 0 when empty */
-    size_t mask;
-} CandTable;
-
-static inline size_t hash_long(long v) {
-    uint64_t x = (uint64_t)v * 0x9E3779B97F4A7C15ULL;
-    return (size_t)(x ^ (x >> 29));
-}
-
-/* count one more occurrence of gid; -1 on error */
-static int cand_add(CandTable *t, PyObject *obj) {
-    long gid = PyLong_AsLong(obj);
-    if (gid == -1 && PyErr_Occurred()) return -1;
-    size_t i = hash_long(gid) & t->mask;
-    while (t->slots[i]) {
-        Cand *c = &t->items[t->slots[i] - 1];
-        if (c->gid == gid) {
-            c->count++;
-            return 0;
-        }
-        i = (i + 1) & t->mask;
-    }
-    t->items[t->n].gid = gid;
-    t->items[t->n].obj = obj;
-    t->items[t->n].count = 1;
-    t->n++;
-    t->slots[i] = t->n;
-    return 0;
-}
-
-/* Groups' ids are small (SQLite's rowids from 1): they are counted in a table indexed by id, kept
- * between calls (zeroed after each), rather than hashed. An id beyond DENSE_LIMIT: the hash table. */
-#define DENSE_LIMIT ((long)1 << 24)
-static Py_ssize_t *dense = NULL; /* id -> index into the items + 1, 0 when not met */
-static long dense_cap = 0;
-
-/* 1 counted, 0 an id out of the dense range (nothing left counted in the table), -1 error */
-static int cand_add_dense(CandTable *t, PyObject *obj) {
-    if (!PyLong_CheckExact(obj)) {
-        PyErr_SetString(PyExc_TypeError, "a group id is an int");
-        return -1;
-    }
-    long gid = PyLong_AsLong(obj);
-    if (gid == -1 && PyErr_Occurred()) return -1;
-    if (gid < 0 || gid >= DENSE_LIMIT) return 0;
-    if (gid >= dense_cap) {
-        long cap = dense_cap ? dense_cap : 1024;
-        while (cap <= gid) cap *= 2;
-        Py_ssize_t *grown = PyMem_Realloc(dense, sizeof(Py_ssize_t) * (size_t)cap);
-        if (grown == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        memset(grown + dense_cap, 0, sizeof(Py_ssize_t) * (size_t)(cap - dense_cap));
-        dense = grown;
-        dense_cap = cap;
-    }
-    Py_ssize_t at = dense[gid];
-    if (at) {
-        t->items[at - 1].count++;
-        return 1;
-    }
-    t->items[t->n].gid = gid;
-    t->items[t->n].obj = obj;
-    t->items[t->n].count = 1;
-    t->n++;
-    dense[gid] = t->n;
-    return 1;
-}
-
-static void dense_clear(CandTable *t) {
-    for (Py_ssize_t i = 0; i < t->n; i++)
-        if (t->items[i].gid >= 0 && t->items[i].gid < dense_cap) dense[t->items[i].gid] = 0;
-}
-
-static int compare_long(const void *a, const void *b) {
-    long x = *(const long *)a, y = *(const long *)b;
-    return (x > y) - (x < y);
-}
-
-static PyObject *sleep_candidate_rows(PyObject *Py_UNUSED(self), PyObject *args) {
-    PyObject *postings, *key, *feats, *row_of;
-    Py_ssize_t posting_cap, prefix, candidates;
-    if (!PyArg_ParseTuple(args, "O!OO!nnnO!:candidate_rows", &PyDict_Type, &postings, &key, &PyDict_Type, &feats,
-                          &posting_cap, &prefix, &candidates, &PyDict_Type, &row_of))
-        return NULL;
-    Py_ssize_t nfeats = PyDict_GET_SIZE(feats);
-    PyObject **lists = PyMem_Malloc(sizeof(PyObject *) * (size_t)(nfeats + 1));
-    if (lists == NULL) return PyErr_NoMemory();
-    Py_ssize_t nlists = 0;
-    PyObject *result = NULL;
-    CandTable table = {NULL, 0, NULL, 0};
-    long *rows = NULL;
-    Py_ssize_t pos = 0;
-    PyObject *feature, *weight;
-    while (PyDict_Next(feats, &pos, &feature, &weight)) {
-        PyObject *probe = PyTuple_Pack(2, key, feature);
-        if (probe == NULL) goto done;
-        PyObject *posting = PyDict_GetItemWithError(postings, probe); /* borrowed */
-        Py_DECREF(probe);
-        if (posting == NULL) {
-            if (PyErr_Occurred()) goto done;
-            continue;
-        }
-        if (!PyList_Check(posting)) {
-            PyErr_SetString(PyExc_TypeError, "a posting is a list");
-            goto done;
-        }
-        Py_ssize_t len = PyList_GET_SIZE(posting);
-        if (len > 0 && len <= posting_cap) lists[nlists++] = posting;
-    }
-    if (nlists == 0) {
-        result = PyList_New(0);
-        goto done;
-    }
-    /* the shortest first, ties in the order met (list.sort(key=len) is stable): an insertion sort */
-    for (Py_ssize_t i = 1; i < nlists; i++) {
-        PyObject *x = lists[i];
-        Py_ssize_t j = i;
-        while (j > 0 && PyList_GET_SIZE(lists[j - 1]) > PyList_GET_SIZE(x)) {
-            lists[j] = lists[j - 1];
-            j--;
-        }
-        lists[j] = x;
-    }
-    if (prefix < 0) prefix = nlists + prefix < 0 ? 0 : nlists + prefix; /* lists[:prefix], as Python cuts */
-    if (nlists > prefix) nlists = prefix;
-    Py_ssize_t total = 0;
-    for (Py_ssize_t i = 0; i < nlists; i++) total += PyList_GET_SIZE(lists[i]);
-    table.items = PyMem_Malloc(sizeof(Cand) * (size_t)(total + 1));
-    if (table.items == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    int dense_ok = 1;
-    for (Py_ssize_t i = 0; i < nlists && dense_ok; i++) {
-        PyObject *list = lists[i];
-        for (Py_ssize_t k = 0; k < PyList_GET_SIZE(list); k++) {
-            int rc = cand_add_dense(&table, PyList_GET_ITEM(list, k));
-            if (rc <= 0) {
-                dense_clear(&table);
-                table.n = 0;
-                if (rc < 0) goto done;
-                dense_ok = 0;
-                break;
-            }
-        }
-    }
-    if (dense_ok) {
-        dense_clear(&table);
-    } else { /* an id out of the dense range: every id hashed */
-        size_t size = 16;
-        while (size < (size_t)total * 2) size <<= 1;
-        table.slots = PyMem_Calloc(size, sizeof(Py_ssize_t));
-        table.mask = size - 1;
-        if (table.slots == NULL) {
-            PyErr_NoMemory();
-            goto done;
-        }
-        for (Py_ssize_t i = 0; i < nlists; i++) {
-            PyObject *list = lists[i];
-            for (Py_ssize_t k = 0; k < PyList_GET_SIZE(list); k++) {
-                if (cand_add(&table, PyList_GET_ITEM(list, k)) < 0) goto done;
-            }
-        }
-    }
-    /* every group met, or the `candidates` most shared (ties to the first met: _most_shared) */
-    Py_ssize_t chosen = table.n;
-    long cutoff = 0;
-    Py_ssize_t above = 0, ties = 0;
-    int all = table.n <= candidates;
-    if (!all) {
-        if (candidates <= 0) {
-            result = PyList_New(0);
-            goto done;
-        }
-        long top = 0;
-        for (Py_ssize_t i = 0; i < table.n; i++)
-            if (table.items[i].count > top) top = table.items[i].count;
-        Py_ssize_t *histogram = PyMem_Calloc((size_t)top + 1, sizeof(Py_ssize_t));
-        if (histogram == NULL) {
-            PyErr_NoMemory();
-            goto done;
-        }
-        for (Py_ssize_t i = 0; i < table.n; i++) histogram[table.items[i].count]++;
-        Py_ssize_t reached = 0;
-        for (cutoff = top; cutoff > 0; cutoff--) {
-            if (reached + histogram[cutoff] >= candidates) break;
-            reached += histogram[cutoff];
-        }
-        PyMem_Free(histogram);
-        above = reached; /* groups counted more than the cutoff */
-        ties = candidates - above;
-        chosen = candidates;
-    }
-    rows = PyMem_Malloc(sizeof(long) * (size_t)(chosen + 1));
-    if (rows == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    Py_ssize_t nrows = 0;
-    for (Py_ssize_t i = 0; i < table.n; i++) {
-        Cand *c = &table.items[i];
-        if (!all) {
-            if (c->count < cutoff) continue;
-            if (c->count == cutoff) {
-                if (ties == 0) continue;
-                ties--;
-            }
-        }
-        PyObject *row = PyDict_GetItemWithError(row_of, c->obj); /* borrowed */
-        if (row == NULL) {
-            if (!PyErr_Occurred()) PyErr_SetObject(PyExc_KeyError, c->obj);
-            goto done;
-        }
-        long r = PyLong_AsLong(row);
-        if (r == -1 && PyErr_Occurred()) goto done;
-        rows[nrows++] = r;
-    }
-    qsort(rows, (size_t)nrows, sizeof(long), compare_long);
-    result = PyList_New(nrows);
-    if (result == NULL) goto done;
-    for (Py_ssize_t i = 0; i < nrows; i++) {
-        PyObject *r = PyLong_FromLong(rows[i]);
-        if (r == NULL) {
-            Py_CLEAR(result);
-            goto done;
-        }
-        PyList_SET_ITEM(result, i, r);
-    }
-done:
-    PyMem_Free(rows);
-    PyMem_Free(table.items);
-    PyMem_Free(table.slots);
-    PyMem_Free(lists);
-    return result;
-}
-
 /* --- the programs of a shell command line (episodes.command_heads) --------------------------- */
 
 static int is_space_ascii(unsigned char c) { /* str.isspace() for ASCII */
@@ -1565,9 +1271,6 @@ static PyMethodDef sleep_methods[] = {
      "embed_into(feats, out) -> bool: embed.embed_features's vector written into out (256 float32); "
      "False (nothing written) when a weight is not a finite float."},
     {"slot", sleep_slot, METH_O, "slot(feature) -> (index, sign): embed._slot."},
-    {"candidate_rows", sleep_candidate_rows, METH_VARARGS,
-     "candidate_rows(postings, key, feats, posting_cap, prefix, candidates, row_of) -> list[int]: "
-     "cluster.GroupIndex._candidate_rows."},
     {"feature_norm", sleep_feature_norm, METH_O,
      "feature_norm(feats) -> float | None: embed.feature_norm (None: not a dict of finite floats)."},
     {"feature_cosine", (PyCFunction)(void (*)(void))sleep_feature_cosine, METH_FASTCALL,
@@ -1579,8 +1282,6 @@ static PyMethodDef sleep_methods[] = {
      "episodes._command_heads_uncached for an ASCII command, else None."},
     {"volatile_tail", sleep_volatile_tail, METH_O,
      "volatile_tail(text) -> str | None: normalize._volatile_tail for an ASCII text, else None."},
-    {"index_features", (PyCFunction)(void (*)(void))sleep_index_features, METH_FASTCALL,
-     "index_features(postings, key, feats, mine, gid): the loop of cluster.GroupIndex._index_signature."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef sleep_module = {PyModuleDef_HEAD_INIT, "_sleep_c",

@@ -19,18 +19,15 @@ surprise is only ever compared with the groups of its key. :meth:`GroupIndex.fin
 
 The best group wins if its cosine reaches ``Config.lesson_join_cosine``; ties go to the
 older group. Pure numpy and dictionaries: no store, no clock; the Python code is the reference and
-the fallback of two optional C accelerators:
-
-* ``openmemory_local._find_c`` (when built): the whole :meth:`GroupIndex.find` and :meth:`~GroupIndex.join`.
-  Its postings are by rows (``_row_postings``: each key's ``{feature: bytearray of int32 rows}``, the
-  same groups in the same order as ``_postings``' ids, which stays empty). The scoring keeps every
-  decision numpy's: numpy's sums of products round in an order of their own (the BLAS kernel's), so
-  C computes each cosine with a rigorous bound on any order's rounding and decides only when no
-  value within the bounds decides otherwise (the threshold cleared or missed by more, no other row
-  within reach of the first maximum); the rest (near ties, ~1 in 50,000 finds at 100k) goes to
-  :meth:`GroupIndex._score_numpy`. The cosine returned is then C's, within ~2e-13 of numpy's (learn
-  does not use it). See ``_find_c.c``.
-* ``openmemory_local._sleep_c`` (without ``_find_c``): the postings by ids and the candidate rows.
+the fallback of an optional C accelerator, ``openmemory_local._find_c`` (when built): the whole
+:meth:`GroupIndex.find` and :meth:`~GroupIndex.join`. Its postings are by rows (``_row_postings``:
+each key's ``{feature: bytearray of int32 rows}``, the same groups in the same order as ``_postings``'
+ids, which stays empty). The scoring keeps every decision numpy's: numpy's sums of products round in
+an order of their own (the BLAS kernel's), so C computes each cosine with a rigorous bound on any
+order's rounding and decides only when no value within the bounds decides otherwise (the threshold
+cleared or missed by more, no other row within reach of the first maximum); the rest (near ties, ~1
+in 50,000 finds at 100k) goes to :meth:`GroupIndex._score_numpy`. The cosine returned is then C's,
+within ~2e-13 of numpy's (learn does not use it). See ``_find_c.c``.
 """
 
 from __future__ import annotations
@@ -47,7 +44,6 @@ from .embed import DIMS
 
 __all__ = ["GroupIndex"]
 
-_NATIVE = load("openmemory_local._sleep_c")
 _FIND = load("openmemory_local._find_c")
 
 _MAX_INDEXED_SIGNATURES = 8
@@ -114,9 +110,6 @@ class GroupIndex:
         if _FIND is not None:  # the loop below, in C, into postings by rows (see _candidate_rows)
             _FIND.index_rows(self._row_postings.setdefault(key, {}), feats, mine, self._row[gid])
             return
-        if _NATIVE is not None:  # the loop below, in C
-            _NATIVE.index_features(self._postings, key, feats, mine, gid)
-            return
         for feature in feats:
             if feature not in mine:
                 mine.add(feature)
@@ -179,17 +172,13 @@ class GroupIndex:
         return None, float(cos[best])
 
     def _candidate_rows(self, key: Hashable, feats: dict) -> list[int]:
-        """The rows of the groups to score (see the module doc), in order: in C when an accelerator
-        is built (the same rows: ``tests/local/test_find_c.py``, ``test_sleep_c.py``), else
-        :meth:`_candidate_rows_python`."""
+        """The rows of the groups to score (see the module doc), in order: in C when the accelerator
+        is built (the same rows: ``tests/local/test_find_c.py``), else :meth:`_candidate_rows_python`."""
         if _FIND is not None:
             postings = self._row_postings.get(key)
             if postings is None:
                 return []
             return _FIND.candidate_rows(postings, feats, self.posting_cap, self.prefix, self.candidates)
-        if _NATIVE is not None:
-            return _NATIVE.candidate_rows(self._postings, key, feats, self.posting_cap, self.prefix, self.candidates,
-                                          self._row)
         return self._candidate_rows_python(key, feats)
 
     def _candidate_rows_python(self, key: Hashable, feats: dict) -> list[int]:

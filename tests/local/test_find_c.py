@@ -162,7 +162,6 @@ def test_postings_by_rows_and_candidate_rows_are_the_python_ones(f, monkeypatch)
                 plan.append(("join", joined[1], joined[2], {w: 1.0 for w in rng.sample(vocabulary, 3)}))
         for mode in ("c", "python"):
             monkeypatch.setattr(cluster, "_FIND", f if mode == "c" else None)
-            monkeypatch.setattr(cluster, "_NATIVE", None)
             index = indexes[mode] = GroupIndex(exhaustive_max=0, prefix=prefix, posting_cap=cap,
                                                candidates=candidates, dims=4)
             for step, gid, key, what in plan:

@@ -11,13 +11,11 @@ import math
 import os
 import random
 import sys
-from collections import Counter
 
 import numpy as np
 import pytest
 
 from openmemory_local import embed
-from openmemory_local.cluster import GroupIndex
 from openmemory_local.embed import STOP_WORDS
 from openmemory_protocol import native
 
@@ -148,76 +146,11 @@ def test_norms_and_cosines_are_the_python_values(c):
     assert embed.feature_cosine({"a": 1}, {"a": 2.0}) == embed._feature_cosine_python({"a": 1}, {"a": 2.0})
 
 
-def _index_pair(rng: random.Random, gids: int):
-    """Two indexes, one built by the Python loops and one by C, from the same random groups."""
-    c_index = GroupIndex(exhaustive_max=0, prefix=rng.choice([1, 3, 12]), posting_cap=rng.choice([2, 20, 500]),
-                         candidates=rng.choice([1, 4, 64]), dims=4)
-    py_index = GroupIndex(exhaustive_max=0, prefix=c_index.prefix, posting_cap=c_index.posting_cap,
-                          candidates=c_index.candidates, dims=4)
-    vocabulary = [f"w{k}" for k in range(rng.choice([8, 60, 300]))]
-    order = rng.sample(range(1, 3 * gids + 2), gids) if rng.random() < 0.5 else list(range(1, gids + 1))
-    return c_index, py_index, vocabulary, order
-
-
-def test_postings_and_candidate_rows_are_the_python_ones(c, monkeypatch):
-    import openmemory_local.cluster as cluster
-
-    monkeypatch.setattr(cluster, "_FIND", None)  # these postings; _find_c's by rows: tests/local/test_find_c.py
-    rng = random.Random(12)
-    for _ in range(30):
-        c_index, py_index, vocabulary, order = _index_pair(rng, rng.choice([5, 80, 700]))
-        keys = [("error", "/a"), ("error", "/b")]
-        for gid in order:  # ids not in row order, sometimes
-            key = rng.choice(keys)
-            sigs = [(f"s{gid}-{k}", {w: 1.0 for w in rng.sample(vocabulary, rng.randrange(1, 8))})
-                    for k in range(rng.randrange(0, 11))]  # past the 8 signatures indexed
-            monkeypatch.setattr(cluster, "_NATIVE", c)
-            c_index.add(gid, key, np.zeros(4), sigs)
-            monkeypatch.setattr(cluster, "_NATIVE", None)
-            py_index.add(gid, key, np.zeros(4), sigs)
-        assert c_index._postings == py_index._postings and c_index._features == py_index._features
-        assert list(c_index._postings) == list(py_index._postings)
-        for _ in range(40):
-            key = rng.choice(keys + [("correction", "/a")])
-            feats = {w: 1.0 for w in rng.sample(vocabulary, rng.randrange(0, min(30, len(vocabulary))))}
-            expected = py_index._candidate_rows_python(key, feats)
-            assert c.candidate_rows(c_index._postings, key, feats, c_index.posting_cap, c_index.prefix,
-                                    c_index.candidates, c_index._row) == expected
-            monkeypatch.setattr(cluster, "_NATIVE", c)
-            assert c_index._candidate_rows(key, feats) == expected
-        monkeypatch.setattr(cluster, "_NATIVE", None)
-
-
-def test_candidate_rows_are_the_most_shared_groups(c):
-    # the counting straight from the module doc: the `candidates` groups sharing most of the prefix's
-    # features, ties to the first met (Counter.most_common), whatever the ids (dense, sparse, huge)
-    rng = random.Random(21)
-    for _ in range(300):
-        size = rng.randrange(1, 400)
-        ids = rng.sample(range(1, 10 * size), size) if rng.random() < 0.7 else \
-            [rng.randrange(1 << 40, 1 << 41) for _ in range(size)]
-        row_of = {gid: rng.randrange(10**6) for gid in ids}
-        key = ("error", "/a")
-        postings = {(key, f"f{k}"): rng.sample(ids, rng.randrange(1, size + 1)) for k in range(rng.randrange(1, 20))}
-        feats = {f"f{k}": 1.0 for k in range(25)}
-        prefix, cap, candidates = rng.choice([1, 5, 12]), rng.choice([3, 50, 1000]), rng.choice([1, 7, 64])
-        lists = sorted((p for f in feats if (p := postings.get((key, f))) and len(p) <= cap), key=len)[:prefix]
-        chosen = set().union(*lists)
-        if len(chosen) > candidates:
-            chosen = {g for g, _ in Counter(g for p in lists for g in p).most_common(candidates)}
-        assert c.candidate_rows(postings, key, feats, cap, prefix, candidates, row_of) == \
-            sorted(row_of[g] for g in chosen)
-    with pytest.raises(KeyError):
-        c.candidate_rows({(key, "f"): [5]}, key, {"f": 1.0}, 10, 12, 64, {})
-    with pytest.raises(TypeError):
-        c.candidate_rows({(key, "f"): ["5"]}, key, {"f": 1.0}, 10, 12, 64, {"5": 1})
-
-
 def test_the_accelerator_is_what_the_engine_uses_unless_turned_off(c):
     import subprocess
 
     code = ("import openmemory_local.embed as e, openmemory_local.cluster as k; e.features('x y'); "
-            "print(e._NATIVE is not None, k._NATIVE is not None)")
+            "print(e._NATIVE is not None, k._FIND is not None)")
     env = {k: v for k, v in os.environ.items() if k != "OPENMEMORY_PURE"}
     on = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                         env=env).stdout.split()
