@@ -247,6 +247,39 @@ def test_lessons_are_recalled_first_and_only_when_they_match(store, now):
     assert recall_lessons(store, "css grid layout of the landing page", now=at(1)) == []
 
 
+def test_a_process_that_applied_many_changes_saves_the_arrays_again(filled, now, config, monkeypatch):
+    import json
+
+    import openmemory_local.recall as recall_module
+
+    monkeypatch.setattr(recall_module, "_SAVE_MIN_ROWS", 1)
+    RecallIndex(filled).refresh()
+    saved = config.vectors_dir / (filled.get_meta("vectors_file").split(".")[0] + ".recall.npy")
+
+    def saved_seq() -> int:
+        with open(saved, "rb") as f:
+            return json.loads(np.load(f).tobytes().decode())["seq"]
+
+    first = saved_seq()
+    touched = [r.id for r in recall(filled, "git push mix test", 3, now)]  # touches: changed rows
+    assert len(touched) >= 2
+    monkeypatch.setattr(recall_module, "_RESAVE_CHANGES", len(touched) + 1)
+    with Store.open(config) as fresh:
+        RecallIndex(fresh).refresh()  # fewer changes than the threshold: applied, not saved
+    assert saved_seq() == first
+    monkeypatch.setattr(recall_module, "_RESAVE_CHANGES", len(touched))
+    with Store.open(config) as fresh:
+        RecallIndex(fresh).refresh()
+        assert saved_seq() == fresh.counter("episode_seq") > first
+        again = RecallIndex(fresh)
+        assert again._load_saved(fresh.get_meta("vectors_file"), fresh.counter("episode_epoch"),
+                                 fresh.counter("vec_rows"), fresh.counter("episode_seq")) == saved_seq()
+        full = RecallIndex(fresh)
+        full._load(fresh.counter("vec_rows"), changed_since=None)
+        live = full.ids >= 0
+        assert np.array_equal(again.ids, full.ids) and np.array_equal(again.touched[live], full.touched[live])
+
+
 def test_a_fresh_process_loads_the_saved_arrays_and_what_changed_since(filled, now, config, monkeypatch):
     import openmemory_local.recall as recall_module
 
@@ -257,17 +290,29 @@ def test_a_fresh_process_loads_the_saved_arrays_and_what_changed_since(filled, n
     assert saved.is_file()
     with Store.open(config) as other, other.write():  # another process changes the store meanwhile
         other.conn.execute("UPDATE episodes SET archived = 1 WHERE key = 'push'")
-    add_episodes(filled, [ep("docker", "docker compose up failed: network not found", now)], now=now)
+    add_episodes(filled, [ep("docker", "docker compose up failed: network not found", now,  # a new row, new codes
+                             kind="correction", project="/home/me/docker"),
+                          ep("test", "npm install failed: ERESOLVE unable to resolve dependency tree",
+                             now - timedelta(days=1))], now=now)  # a new text: the same episode on a new row
     with Store.open(config) as fresh:
         index = RecallIndex(fresh)
         assert index._load_saved(fresh.get_meta("vectors_file"), fresh.counter("episode_epoch"),
                                  fresh.counter("vec_rows"), fresh.counter("episode_seq")) is not None
         index = RecallIndex(fresh)
         index.refresh()
+        assert index._rows_of is None  # the changes were applied without a dict of every row
         full = RecallIndex(fresh)
         full._load(fresh.counter("vec_rows"), changed_since=None)
-        for key in ("ids", "active", "strength", "touched"):
-            assert np.array_equal(getattr(index, key), getattr(full, key)), key
+        assert np.array_equal(index.ids, full.ids) and np.array_equal(index.active, full.active)
+        live = full.ids >= 0  # a row left behind keeps its old values, under id -1 and inactive
+        for key in ("strength", "touched"):
+            assert np.array_equal(getattr(index, key)[live], getattr(full, key)[live]), key
+        for key, codes in (("kind", "_kinds"), ("project", "_projects")):  # the codes' order may differ
+            names = [{c: n for n, c in getattr(i, codes).items()} for i in (index, full)]
+            assert ([names[0][c] for c in getattr(index, key)[live]] == [names[1][c] for c in getattr(full, key)[live]])
+        assert index._row_of == full._row_of
+        [moved] = fresh.conn.execute("SELECT id, vec_row FROM episodes WHERE key = 'test'").fetchall()
+        assert moved[1] > 0 and index._row_of[moved[0]] == moved[1] and list(index.ids).count(moved[0]) == 1
         keys = [r.episode["key"] for r in recall(fresh, "git push docker network", 5, now, touch=False)]
         assert "push" not in keys and "docker" in keys
     good = saved.read_bytes()
