@@ -128,7 +128,11 @@ def main() -> None:
         matrix = store.config.vectors_dir / store.get_meta("vectors_file")
         rows = store.counter("vec_rows")
         store.close()
-        env = dict(os.environ, OPENMEMORY_NOW=NOW.isoformat(), OPENMEMORY_HOME=str(home))
+        # PYTHONDONTWRITEBYTECODE would leave every command compiling its modules from source at
+        # each run (pip compiled numpy's at install; an editable install's own are compiled on first
+        # use): the warm-up below writes the bytecode a user's second run finds.
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        env.update(OPENMEMORY_NOW=NOW.isoformat(), OPENMEMORY_HOME=str(home))
         floor = ("import sqlite3, numpy as np; "
                  f"m = np.memmap({str(matrix)!r}, dtype='<f4', mode='r', shape=({rows}, 256)); "
                  "q = np.ones(256, dtype=np.float32) / 16; r = m @ q")

@@ -66,10 +66,39 @@ def _emit_json(value) -> None:
     sys.stdout.write("\n")
 
 
-def _width() -> int:
-    import shutil
+def _columns(fallback: int) -> int:
+    """The terminal's width as ``shutil.get_terminal_size`` finds it (``$COLUMNS``, else the
+    terminal of stdout, else ``fallback``), without importing shutil: it brings zlib, bz2 and
+    lzma, 2 ms of a one-shot command."""
+    try:
+        columns = int(os.environ.get("COLUMNS", 0))
+    except ValueError:
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return columns or fallback
 
-    return max(60, shutil.get_terminal_size((100, 20)).columns)
+
+def _width() -> int:
+    return max(60, _columns(100))
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """argparse's own, its width found by :func:`_columns` (argparse's imports shutil for it,
+    even to check one argument's metavar while the parser is built)."""
+
+    def __init__(self, prog, indent_increment=2, max_help_position=24, width=None):
+        super().__init__(prog, indent_increment, max_help_position, _columns(80) - 2 if width is None else width)
+
+
+class Parser(argparse.ArgumentParser):
+    """The command line's parsers (its subcommands' too: they take their parent's class)."""
+
+    def __init__(self, *args, formatter_class=_HelpFormatter, **kwargs):
+        super().__init__(*args, formatter_class=formatter_class, **kwargs)
 
 
 def _clip(text: str, n: int) -> str:
@@ -762,7 +791,7 @@ _REGISTERED_BY = {"commons": "commons_cli", "eval": "evaluate", "mcp": "mcp_serv
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The command line's parser; with ``only``, a command's name, just that command's (the
     same parser for it: what a one-shot command builds; None if there is no such command)."""
-    common = argparse.ArgumentParser(add_help=False)
+    common = Parser(add_help=False)
     common.add_argument("--home", metavar="DIR", help="data folder (default: $OPENMEMORY_HOME, "
                         "else $XDG_DATA_HOME/openmemory, else ~/.local/share/openmemory)")
     common.add_argument("--json", action="store_true", help="machine-readable output on stdout")
@@ -774,7 +803,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
                         "$OPENMEMORY_NODE_HOME, else [node] home in config.toml, else "
                         "~/.local/share/openmemory-node)")
 
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="openmemory",
         description="Open Memory: keep what surprised a coding agent, and recall it.",
         epilog="Exit codes: 0 ok, 1 unexpected error, 2 usage, 3 some inputs could not be "

@@ -42,7 +42,6 @@ its answer.
 
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -234,6 +233,8 @@ class RecallIndex:
             return True
         picks = {int(live[0]), int(live[-1])}
         if store_embedder(self.store).inline:  # a model's texts cost ~0.1 s each: the first and last only
+            import random
+
             picks.update(int(live[i]) for i in random.sample(range(len(live)), min(6, len(live))))
         return validate(self.store, self.matrix, [(int(self.ids[r]), r) for r in picks])
 
@@ -684,8 +685,9 @@ def recall_lessons(store, query: str, k: int = 3, now: datetime | None = None, *
     import math
 
     from .jsonio import loads
-    from .normalize import family_matches
 
+    if project:  # its regular expressions take a fresh process 5 ms to compile: only when asked
+        from .normalize import family_matches
     now, vector, index = _prepare(store, query, now)
     config = store.config
     rows = store.conn.execute(

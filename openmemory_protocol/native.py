@@ -15,7 +15,6 @@ only when it is present, current and not turned off:
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import os
 import warnings
@@ -31,11 +30,22 @@ class StaleAccelerator(UserWarning):
     """A C accelerator built from another version of its source; the Python code runs instead."""
 
 
+def _sha256(data: bytes) -> str:
+    try:  # the built-in implementation: hashlib's loads OpenSSL, 3 ms of a one-shot command's start
+        from _sha256 import sha256
+    except ImportError:
+        try:  # Python 3.12 and later
+            from _sha2 import sha256
+        except ImportError:
+            from hashlib import sha256
+    return sha256(data).hexdigest()
+
+
 def _current(module: ModuleType) -> bool:
     path = Path(getattr(module, "__file__", "") or "")
     source = path.with_name(path.name.split(".", 1)[0] + ".c")
     try:
-        digest = hashlib.sha256(source.read_bytes()).hexdigest()
+        digest = _sha256(source.read_bytes())
     except OSError:
         return True  # no source beside it: an installed build
     return digest == getattr(module, "SOURCE_SHA256", None)

@@ -26,7 +26,9 @@ def _hhmm(value: str) -> str:
 
 
 def _own_common() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
+    from ..cli import Parser
+
+    common = Parser(add_help=False)
     common.add_argument("--home", metavar="DIR", help="data folder")
     common.add_argument("--json", action="store_true", help="machine-readable output")
     return common

@@ -35,3 +35,17 @@ def test_a_word_that_is_no_command_gets_the_full_parsers_error(tmp_path):
     help_ = subprocess.run([sys.executable, "-m", "openmemory_local.cli", "recall", "--help"], capture_output=True,
                            text=True, env={"OPENMEMORY_HOME": str(tmp_path), "PATH": ""})
     assert help_.returncode == 0 and "--no-touch" in help_.stdout
+
+
+def test_the_width_is_the_one_shutil_finds(monkeypatch):
+    import shutil
+
+    for columns in ("123", "0", "-5", "wide", None):
+        if columns is None:
+            monkeypatch.delenv("COLUMNS", raising=False)
+        else:
+            monkeypatch.setenv("COLUMNS", columns)
+        assert cli._columns(80) == shutil.get_terminal_size((80, 24)).columns, columns
+    monkeypatch.setenv("COLUMNS", "70")
+    usage = cli.build_parser(only="recall").commands["recall"].format_help()
+    assert max(len(line) for line in usage.splitlines()) <= 68 < 80  # argparse's width: the columns less 2

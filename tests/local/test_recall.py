@@ -321,3 +321,18 @@ def test_a_fresh_process_loads_the_saved_arrays_and_what_changed_since(filled, n
         with Store.open(config) as fresh:
             keys = [r.episode["key"] for r in recall(fresh, "git push docker network", 5, now, touch=False)]
             assert "push" not in keys and "docker" in keys
+
+
+def test_a_one_shot_recall_imports_only_what_it_uses(filled, now, config):
+    """What `openmemory recall` pays at every call from a hook: not shutil (and its compressors),
+    hashlib's OpenSSL, or normalize's expressions (needed with --project only)."""
+    probe = ("import sys; from openmemory_local.cli import main; code = main(sys.argv[1:]); "
+             "print(code, sorted(m for m in ('shutil', 'hashlib', 'lzma', 'openmemory_local.normalize') "
+             "if m in sys.modules))")
+    env = dict(os.environ, OPENMEMORY_HOME=str(config.home), OPENMEMORY_NOW=iso(now))
+    run = subprocess.run([sys.executable, "-c", probe, "recall", "git push upstream"], capture_output=True,
+                         text=True, env=env, check=True)
+    assert "#1" in run.stdout and run.stdout.splitlines()[-1] == "0 []"
+    run = subprocess.run([sys.executable, "-c", probe, "recall", "git push upstream", "--project", "app"],
+                         capture_output=True, text=True, env=env, check=True)
+    assert "#1" in run.stdout and run.stdout.splitlines()[-1] == "0 ['openmemory_local.normalize']"
