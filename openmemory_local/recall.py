@@ -215,7 +215,7 @@ class RecallIndex:
                 if changed > max(1000, rows // 10):
                     return None  # a full load is quicker than so many single rows
                 arrays = {key: np.load(saved, allow_pickle=False) for key in self._SAVED}
-        except (OSError, ValueError, EOFError, KeyError, TypeError):
+        except (OSError, ValueError, EOFError, KeyError, TypeError, AttributeError):
             return None
         if meta["seq"] > seq or any(len(a) != meta["rows"] for a in arrays.values()):
             return None

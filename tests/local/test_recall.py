@@ -316,7 +316,12 @@ def test_a_fresh_process_loads_the_saved_arrays_and_what_changed_since(filled, n
         keys = [r.episode["key"] for r in recall(fresh, "git push docker network", 5, now, touch=False)]
         assert "push" not in keys and "docker" in keys
     good = saved.read_bytes()
-    for damaged in (b"not a numpy archive", good[: len(good) // 2], good[:200]):  # garbage, cut: the store is read
+    import io
+
+    listed = io.BytesIO()
+    np.save(listed, np.frombuffer(b"[1, 2]", dtype=np.uint8))  # a well-formed array whose meta is no object
+    for damaged in (b"not a numpy archive", good[: len(good) // 2], good[:200], listed.getvalue()):
+        # garbage, cut, not ours: the store is read
         saved.write_bytes(damaged)
         with Store.open(config) as fresh:
             keys = [r.episode["key"] for r in recall(fresh, "git push docker network", 5, now, touch=False)]
