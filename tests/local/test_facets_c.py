@@ -8,7 +8,6 @@ tests fail, not skip, when it is not built or its build is stale."""
 from __future__ import annotations
 
 import importlib
-import json
 import os
 import random
 import subprocess
@@ -19,6 +18,8 @@ import pytest
 
 from openmemory_local import normalize, situations
 from openmemory_protocol import native
+
+from .transcripts import real_records
 
 
 @pytest.fixture(scope="module")
@@ -69,12 +70,8 @@ def _commands_in(value, out: list) -> None:
 def _transcript_commands(shared_data) -> list[str]:
     """Every tool call's ``command`` in the real transcripts."""
     out: list[str] = []
-    for path in sorted((shared_data / "claude-code").rglob("*.jsonl")):
-        for line in path.read_text(errors="replace").splitlines():
-            try:
-                _commands_in(json.loads(line), out)
-            except ValueError:
-                continue
+    for record in real_records(shared_data):
+        _commands_in(record, out)
     return out
 
 

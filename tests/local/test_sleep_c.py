@@ -247,9 +247,9 @@ def _strings(value, out: list) -> None:
 
 
 def test_volatile_tokens_are_the_python_ones(c, shared_data):
-    import json
-
     from openmemory_local import normalize
+
+    from .transcripts import real_records
 
     rng = random.Random(50)
     texts = ["", " ", "\x1c x \x1f", "1", "a1", "1a", "1abcd", "1.5abcd", "1.2.3.x", "12:345", "1:2", "2024-01-02T1:22",
@@ -264,12 +264,8 @@ def test_volatile_tokens_are_the_python_ones(c, shared_data):
         texts.append(text)
     # the real transcripts' texts (commands, outputs, messages, paths)
     generated = len(texts)
-    for path in sorted((shared_data / "claude-code").rglob("*.jsonl")):
-        for line in path.read_text(errors="replace").splitlines():
-            try:
-                _strings(json.loads(line), texts)
-            except ValueError:
-                continue
+    for record in real_records(shared_data):
+        _strings(record, texts)
     real = 0
     for k, text in enumerate(texts):
         got = c.volatile_tail(text)
