@@ -42,6 +42,7 @@ its answer.
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -233,8 +234,6 @@ class RecallIndex:
             return True
         picks = {int(live[0]), int(live[-1])}
         if store_embedder(self.store).inline:  # a model's texts cost ~0.1 s each: the first and last only
-            import random
-
             picks.update(int(live[i]) for i in random.sample(range(len(live)), min(6, len(live))))
         return validate(self.store, self.matrix, [(int(self.ids[r]), r) for r in picks])
 
