@@ -483,7 +483,8 @@ def failure_key(failure: str) -> str:
 
 
 def command_key(command: str) -> str:
-    """A command's programs in order, each with its arguments as a sorted set (C6)."""
+    """A command's programs in order, each with its words (subcommand, options, arguments) as a
+    sorted set (C6): ``npm ci --force`` and ``npm --force ci`` are one command."""
     form = _PLACEHOLDER.sub("<>", _command_form(command))
     segments, current = [], []
     for word in form.split(" "):
@@ -501,8 +502,7 @@ def command_key(command: str) -> str:
         if len(seg) == 1 and seg[0] in ("|", "||", "&&", ";", "&", "(", ")"):
             out.append(seg[0])
             continue
-        head = seg[:2] if len(seg) > 1 and not seg[1].startswith("-") and "/" not in seg[1] else seg[:1]
-        out.append(" ".join(head + sorted(set(seg[len(head):]))))
+        out.append(" ".join(seg[:1] + sorted(set(seg[1:]))))  # the program, then its words as a set
     return " ".join(out)
 
 
