@@ -14,6 +14,7 @@ Deterministic: fixed seeds, fixed times, deterministic Ed25519.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import random
 import sys
@@ -29,6 +30,7 @@ sys.path.insert(0, str(HERE))
 from generate_vectors import emit, render  # noqa: E402
 from openmemory_node import wire  # noqa: E402
 from openmemory_node.commons import Commons, CommonsConfig  # noqa: E402
+from openmemory_protocol import claims  # noqa: E402
 from openmemory_node.reconcile import (  # noqa: E402
     FINGERPRINT, IDLIST, INFINITY, MISSING, SKIP, IdSet, Params, Range, Reconciler, SyncError,
     decode_message, encode_message, encode_varint, fingerprint,
@@ -56,6 +58,21 @@ def attest(attester: str, target, verdict: str = "confirmed", created: int = T0 
     return wire.new_attestation(key(attester), lesson_id=target.id, verdict=verdict, met_before=met_before,
                                 evidence={"sessions": 3, "matched": 1 if verdict == "confirmed" else 0,
                                           "window": 7 * DAY}, created=created)
+
+
+def claim_lesson(author: str, claim: "claims.Claim", created: int = T0, parents: tuple = ()):
+    """A version 2 lesson: a claim (its text is the claim's rendering)."""
+    return wire.new_lesson(key(author), claim=claim, kind="error", strength=1000, provenance=bytes(32),
+                           derived_from=[p.id for p in parents], created=created)
+
+
+def attest2(attester: str, target, failure: str = "confirmed", fix: str = "confirmed", created: int = T0 + 60,
+            exposed: bool = False, met_before: bool = False):
+    """A version 2 attestation: a verdict per part (confirmed, failed or untested)."""
+    matched = 1 if "confirmed" in (failure, fix) else 0
+    return wire.new_attestation(key(attester), lesson_id=target.id, failure=failure, fix=fix, exposed=exposed,
+                                met_before=met_before, evidence={"sessions": 3, "matched": matched, "window": 7 * DAY},
+                                created=created)
 
 
 def revoke(signer: str, target, created: int = T0 + 600, code: str = "incorrect"):
@@ -122,6 +139,7 @@ def scenarios() -> list[tuple[str, str, dict[str, Any], list]]:
                 {"policy": "open"}, [L, *votes, rev, revoke("author", rev), revoke("v0", votes[0], code="withdrawn")]))
     out.append(("pending", "attestations before their lesson: pending", {"policy": "open"}, votes))
     out += settled_scenarios(L)
+    out += claim_scenarios(L)
     return out
 
 
@@ -192,6 +210,122 @@ def settled_scenarios(L) -> list[tuple[str, str, dict[str, Any], list]]:
     return out
 
 
+PUSH = claims.Claim(situation="git push", failure="fatal: The current branch <branch> has no upstream branch.",
+                    fix="git push --set-upstream origin <branch>", fix_how="changed")
+LOCK = claims.Claim(situation="npm ci", failure="npm ERR! The npm ci command can only install with an existing "
+                    "package-lock.json", fix="npm install", fix_how="instead")
+MODULE = claims.Claim(situation="npx jest", failure="Cannot find module 'ts-node' from 'jest.config.ts'")
+PYTEST = claims.Claim(situation="pytest", failure="ModuleNotFoundError: No module named <module>",
+                      fix="uv run pytest", fix_how="instead")
+
+
+def _statuses(records: list, config: CommonsConfig) -> dict[str, str]:
+    machine = Commons(config)
+    for r in records:
+        machine.add(r)
+    return machine.statuses()
+
+
+def claim_scenarios(L) -> list[tuple[str, str, dict[str, Any], list]]:
+    """Version 2: claims and their parts (R10), exposure, the team and blocked lists (R8, R11)
+    and the same claim (R12). Every lesson here is a real version 2 record (a claim), every
+    attestation a version 2 one unless named otherwise."""
+    out = []
+    N3 = {"policy": "open"}
+    # R10: a claim with a fix needs N confirmers of its failure AND N of its fix.
+    P = claim_lesson("author", PUSH)
+    Q = claim_lesson("author", PYTEST)
+    records: list = [P, Q]
+    records += [attest2(f"v{i}", P, created=T0 + 10 + i) for i in range(2)]  # both parts: fix has 2
+    records += [attest2(f"v{i}", P, fix="untested", created=T0 + 10 + i) for i in range(2, 5)]  # failure 5, fix 2
+    records += [attest2(f"v{i}", Q, fix="untested", created=T0 + 20 + i) for i in range(5)]  # failure 5, fix 0
+    assert _statuses(records, CommonsConfig(policy="open"))[P.id] == "candidate"  # failure 5, fix 2
+    records.append(attest2("v5", P, created=T0 + 100))  # the third fix: common
+    out.append(("claim-parts", "a claim with a fix is common only when its failure and its fix each have N "
+                "confirmers: five keys met the failure of the first, two used its fix, then a third did (common); "
+                "the second, five failure-only confirmations, stays a candidate", N3, records))
+    # R10: a claim without a fix has one part, its failure.
+    M = claim_lesson("author", MODULE)
+    out.append(("claim-without-fix", "a claim that states no fix is common on its failure alone (three keys met "
+                "it, the fix untested or, on a claim without one, ignored)", N3,
+                [M, attest2("v0", M, fix="untested"), attest2("v1", M, fix="untested", created=T0 + 61),
+                 attest2("v2", M, created=T0 + 62)]))
+    # R3: exposure: evidence the lesson could have caused never counts.
+    E = claim_lesson("author", LOCK)
+    out.append(("exposed", "three exposed attestations (the attester saw the lesson where its evidence came "
+                "from) and two unexposed: not counted, a candidate", N3,
+                [E, *[attest2(f"x{i}", E, exposed=True, created=T0 + 60 + i) for i in range(3)],
+                 attest2("v0", E, created=T0 + 70), attest2("v1", E, created=T0 + 71)]))
+    # R10: a vote tests parts the group has, or does not count.
+    V = claim_lesson("author", MODULE)
+    out.append(("parts", "three version 1 attestations of a claim test no part it has (not counted: a "
+                "candidate, with two version 2 confirmations); three version 2 attestations of a version 1 "
+                "lesson neither (a candidate)", N3,
+                [V, L, *[attest(f"w{i}", V, created=T0 + 60 + i) for i in range(3)],
+                 attest2("v0", V, fix="untested", created=T0 + 70), attest2("v1", V, fix="untested", created=T0 + 71),
+                 *[attest2(f"v{i}", L, created=T0 + 80 + i) for i in range(3)]]))
+    # R5 per part: one part's failures outweighing its confirmations fade the claim.
+    F = claim_lesson("author", PUSH)
+    out.append(("claim-fix-fails", "common (three keys confirmed both parts), then four keys met the failure "
+                "and their sessions' use of the fix failed: the fix part's failures outweigh its confirmations, "
+                "so the claim fades although its failure was confirmed seven times", N3,
+                [F, *[attest2(f"v{i}", F, created=T0 + 60 + i) for i in range(3)],
+                 *[attest2(f"f{i}", F, fix="failed", created=T0 + DAY + i) for i in range(4)]]))
+    # R8: the team list: trusted to vote, as any trusted key (unexposed votes only).
+    T = claim_lesson("author", PUSH)
+    out.append(("team", "under trusted with an empty trust list, three team keys confirm: common; a "
+                "stranger's vote and a team key's exposed vote are not counted",
+                {"team": [pub("v0"), pub("v1"), pub("v2")]},
+                [T, attest2("stranger", T, created=T0 + 50), attest2("v0", T, exposed=True, created=T0 + 55),
+                 *[attest2(f"v{i}", T, created=T0 + 60 + i) for i in range(3)]]))
+    # R11: the blocked list.
+    B = claim_lesson("mallory", PUSH)
+    child = claim_lesson("v0", LOCK, created=T0 + 30, parents=(B,))
+    G = claim_lesson("author", MODULE)
+    out.append(("blocked", "a blocked author: its lesson is revoked, and the lesson derived from it; its "
+                "vote on another claim is not counted (two other keys: a candidate)",
+                {"policy": "open", "blocked": [pub("mallory")]},
+                [B, child, G, attest2("v1", B), attest2("mallory", G, fix="untested"),
+                 attest2("v1", G, fix="untested", created=T0 + 61), attest2("v2", G, created=T0 + 62)]))
+    # R12: a revoker's revocation covers every member of the same claim.
+    X = claim_lesson("author", PUSH)
+    copies = [
+        claim_lesson("v5", dataclasses.replace(PUSH, failure="FATAL: the current branch <branch> has no upstream "
+                                               "branch."), created=T0 + 10),  # case
+        claim_lesson("v6", dataclasses.replace(PUSH, failure=PUSH.failure.rstrip(".")), created=T0 + 20),  # a full stop
+        claim_lesson("v7", dataclasses.replace(PUSH, fix="git push origin --set-upstream <branch>"),
+                     created=T0 + 30),  # a re-ordered command
+    ]
+    later = claim_lesson("v8", dataclasses.replace(PUSH, failure="Fatal: the current branch <branch> has no "
+                                                   "upstream branch", fix="git push origin <branch> --set-upstream"),
+                         created=T0 + DAY)
+    other = claim_lesson("v5", LOCK)
+    assert all(c.dedup_key == X.dedup_key and c.text != X.text for c in [*copies, later])
+    out.append(("same-claim-revoked", "a revoker revokes a claim: every member of the same claim (a copy in "
+                "capitals, one without the full stop, one with the command's words re-ordered) is revoked, and "
+                "a copy that arrives later; another claim by a copier is not", {"policy": "open",
+                                                                               "revokers": [pub("guardian")]},
+                [X, *copies, other, revoke("guardian", X), attest2("v0", copies[0]), later]))
+    # R12: an author's withdrawal is of its record only (a revoker's of its own record too).
+    W = claim_lesson("author", PUSH)
+    Wc = claim_lesson("v5", copies[0].claim, created=T0 + 10)
+    K = claim_lesson("guardian", LOCK)
+    Kc = claim_lesson("v6", dataclasses.replace(LOCK, failure=LOCK.failure.upper()), created=T0 + 10)
+    assert Kc.dedup_key == K.dedup_key
+    out.append(("same-claim-withdrawn", "an author withdraws its claim: only its record is revoked, the copy "
+                "stays; a revoker withdrawing its own claim revokes only its record too",
+                {"policy": "open", "revokers": [pub("guardian")]},
+                [W, Wc, revoke("author", W, code="withdrawn"), K, Kc, revoke("guardian", K, code="withdrawn")]))
+    # R12: a local revocation of one member covers the claim (and what derives from its members).
+    Y = claim_lesson("author", PUSH)
+    Yc = claim_lesson("v6", copies[1].claim, created=T0 + 10)
+    derived = claim_lesson("v1", MODULE, created=T0 + 20, parents=(Yc,))
+    out.append(("same-claim-local", "an operator's local revocation of one member revokes the claim: the "
+                "other member and the lesson derived from it", {"policy": "open", "local_revocations": [Y.id]},
+                [Y, Yc, derived]))
+    return out
+
+
 def commons_vectors() -> dict[str, Any]:
     vectors = []
     for name, description, cfg, records in scenarios():
@@ -201,6 +335,8 @@ def commons_vectors() -> dict[str, Any]:
             trust=frozenset(bytes.fromhex(k) for k in cfg.get("trust", ())),
             revokers=frozenset(bytes.fromhex(k) for k in cfg.get("revokers", ())),
             local_revocations=frozenset(cfg.get("local_revocations", ())),
+            team=frozenset(bytes.fromhex(k) for k in cfg.get("team", ())),
+            blocked=frozenset(bytes.fromhex(k) for k in cfg.get("blocked", ())),
         )
         machine = Commons(config)
         for r in records:
@@ -216,7 +352,9 @@ def commons_vectors() -> dict[str, Any]:
             "config": {"policy": config.policy, "threshold": config.threshold,
                        "fade_window": config.fade_window, "trust": sorted(k.hex() for k in config.trust),
                        "revokers": sorted(k.hex() for k in config.revokers),
-                       "local_revocations": sorted(config.local_revocations)},
+                       "local_revocations": sorted(config.local_revocations),
+                       "team": sorted(k.hex() for k in config.team),
+                       "blocked": sorted(k.hex() for k in config.blocked)},
             "records": [wire.encode(r).hex() for r in records],
             "statuses": dict(sorted(machine.statuses().items())),
         })

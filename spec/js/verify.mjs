@@ -1456,111 +1456,169 @@ function firstMessage(mine) {
 }
 
 // ----------------------------------------------------------------------------------------
-// The commons state machine (PROTOCOL.md "Commons state machine, independence, revocation, sync")
+// The commons state machine (PROTOCOL.md "Commons state machine, independence, revocation, sync"):
+// rules R1-R12 as openmemory_node/commons.py states them, computed over the whole set of records
+// at once (no arrival order, hence none to get wrong). commonsView turns a record into what the
+// machine reads; commonsMachine is the rules.
+
+// A record as the machine reads it: id (bytes), idHex, type, signer (hex), created; a lesson's
+// parents, dedup key, version and parts (R10: "claim" in version 1; "failure", and "fix" when the
+// claim states one, in version 2); an attestation's lesson and vote; a revocation's target; a
+// vouch's subject.
+function commonsView(bytes) {
+  const rec = decodeRecord(bytes);
+  const id = recordId(bytes);
+  const type = rec.get("type");
+  const version = Number(rec.get("version"));
+  const view = { id, idHex: hex(id), type, version, signer: hex(rec.get("signer")), created: rec.get("created") };
+  if (type === "lesson") {
+    view.parents = rec.get("derived_from").map(hex);
+    view.key = version === 2 ? lessonDedupKey(rec) : dedupKey(rec.get("text"), rec.get("kind"));
+    view.parts = version === 2 ? (rec.get("claim").has("fix_how") ? ["failure", "fix"] : ["failure"]) : ["claim"];
+  } else if (type === "attestation") {
+    view.lesson = hex(rec.get("lesson_id"));
+    // R10: the parts it tested ([part, verdict]; "untested" is no voice); its step verdict:
+    // failed if it failed a part, else confirmed
+    const said = version === 2 ? [["failure", rec.get("failure")], ["fix", rec.get("fix")]] : [["claim", rec.get("verdict")]];
+    const tested = said.filter(([, v]) => v === "confirmed" || v === "failed");
+    view.vote = {
+      tested,
+      verdict: tested.some(([, v]) => v === "failed") ? "failed" : "confirmed",
+      metBefore: rec.get("met_before"),
+      exposed: version === 2 ? rec.get("exposed") : false,
+    };
+  } else if (type === "revocation") view.target = hex(rec.get("target"));
+  else if (type === "vouch") view.subject = hex(rec.get("subject"));
+  return view;
+}
 
 function commonsStatuses(config, recordBytes) {
-  const byId = new Map(); // hex id -> {id, rec, type, signer}
-  for (const bytes of recordBytes) {
-    const rec = decodeRecord(bytes);
-    const id = recordId(bytes);
-    byId.set(hex(id), { id, rec, type: rec.get("type"), signer: hex(rec.get("signer")), created: rec.get("created") });
-  }
-  const ofType = (t) => [...byId.values()].filter((r) => r.type === t);
+  return commonsMachine(config, recordBytes.map(commonsView));
+}
+
+function commonsMachine(config, views) {
+  const byId = new Map(views.map((r) => [r.idHex, r]));
+  const ofType = (t) => views.filter((r) => r.type === t);
   const trustList = new Set(config.trust);
   const revokers = new Set(config.revokers);
+  const team = new Set(config.team); // R8: trusted to vote
+  const blocked = new Set(config.blocked); // R11
+  const localRevocations = new Set(config.local_revocations);
   const status = new Map();
+  const cmp = (a, b) => (a < b ? -1 : a > b ? 1 : 0);
+  const byCreatedThenId = (x, y) => cmp(x.created, y.created) || cmp(x.idHex, y.idHex); // lower-case hex: byte order
 
-  // Revocations: effective, no-effect or pending; the ids effectively revoked
-  const revokedIds = new Set(config.local_revocations);
+  // R1 groups by dedup key (for a version 2 lesson: the same claim); the head: smallest created, then id
+  const groups = new Map();
+  for (const l of ofType("lesson")) {
+    if (!groups.has(l.key)) groups.set(l.key, []);
+    groups.get(l.key).push(l);
+  }
+  for (const members of groups.values()) members.sort(byCreatedThenId);
+
+  // R6: a revocation's effect
+  const effect = (r) => {
+    const t = byId.get(r.target);
+    if (t && t.type === "revocation") return "no-effect"; // revocations are final
+    if (revokers.has(r.signer)) return "effective"; // a revoker needs no target to check
+    if (!t) return "pending";
+    return t.signer === r.signer ? "effective" : "no-effect";
+  };
+  const revocationsOf = new Map();
   for (const r of ofType("revocation")) {
-    const target = hex(r.rec.get("target"));
-    const t = byId.get(target);
-    let s;
-    if (t && t.type === "revocation") s = "no-effect"; // revocations are final
-    else if (revokers.has(r.signer)) s = "effective";
-    else if (!t) s = "pending";
-    else s = t.signer === r.signer ? "effective" : "no-effect";
-    status.set(hex(r.id), s);
-    if (s === "effective") revokedIds.add(target);
+    const s = effect(r);
+    status.set(r.idHex, s);
+    if (!revocationsOf.has(r.target)) revocationsOf.set(r.target, []);
+    revocationsOf.get(r.target).push({ signer: r.signer, effective: s === "effective" });
   }
-
-  // Vouches: effective when the voucher is in the trust list (one hop), unless revoked
-  const trusted = new Set(trustList);
-  for (const v of ofType("vouch")) {
-    let s;
-    if (revokedIds.has(hex(v.id))) s = "revoked";
-    else if (trustList.has(v.signer)) s = "effective";
-    else s = "no-effect";
-    status.set(hex(v.id), s);
-    if (s === "effective") trusted.add(hex(v.rec.get("subject")));
-  }
-
-  // Lessons: revocation closure over derived_from
-  const lessonRevoked = new Map();
-  const isRevokedLesson = (idHex) => {
-    if (lessonRevoked.has(idHex)) return lessonRevoked.get(idHex);
-    let revoked = revokedIds.has(idHex);
-    const l = byId.get(idHex);
-    if (!revoked && l && l.type === "lesson") {
-      for (const p of l.rec.get("derived_from")) if (isRevokedLesson(hex(p))) revoked = true;
-    }
-    lessonRevoked.set(idHex, revoked);
+  // R12: a member revoked locally, or by a revoker who is not its author, revokes its whole claim
+  const claimRevokedBy = (m) =>
+    localRevocations.has(m.idHex) ||
+    (revocationsOf.get(m.idHex) ?? []).some((r) => r.effective && revokers.has(r.signer) && r.signer !== m.signer);
+  const revokedDirectly = (idHex) => {
+    const r = byId.get(idHex);
+    if (r && r.type === "revocation") return false;
+    if (localRevocations.has(idHex)) return true;
+    if (r && r.type === "lesson" && blocked.has(r.signer)) return true; // R11
+    if ((revocationsOf.get(idHex) ?? []).some((x) => x.effective)) return true;
+    if (r && r.type === "lesson" && r.version >= 2) return groups.get(r.key).some((m) => m !== r && claimRevokedBy(m));
+    return false;
+  };
+  // R7: closure over derived_from, through held lessons and from any revoked parent id
+  const revokedMemo = new Map();
+  const isRevoked = (idHex) => {
+    if (revokedMemo.has(idHex)) return revokedMemo.get(idHex);
+    let revoked = revokedDirectly(idHex);
+    const r = byId.get(idHex);
+    if (!revoked && r && r.type === "lesson") revoked = r.parents.some(isRevoked);
+    revokedMemo.set(idHex, revoked);
     return revoked;
   };
 
-  // Groups by dedup key; head = smallest created, then smallest id bytes
-  const groups = new Map();
-  for (const l of ofType("lesson")) {
-    const key = dedupKey(l.rec.get("text"), l.rec.get("kind"));
-    if (!groups.has(key)) groups.set(key, []);
-    groups.get(key).push(l);
-    l.group = key;
+  // R8: trusted keys: the trust list, the team, the subjects of unrevoked vouches by unblocked
+  // keys in the trust list (one hop); less the blocked keys. R9: a vouch's status.
+  const trusted = new Set([...trustList, ...team]);
+  for (const v of ofType("vouch")) {
+    const revoked = isRevoked(v.idHex);
+    status.set(v.idHex, revoked ? "revoked" : trustList.has(v.signer) ? "effective" : "no-effect");
+    if (!revoked && trustList.has(v.signer) && !blocked.has(v.signer)) trusted.add(v.subject);
   }
-  const votesOf = new Map([...groups.keys()].map((k) => [k, []]));
+  for (const k of blocked) trusted.delete(k);
 
-  // Attestations: revoked, pending, counted or not-counted
+  // R2, R3: each attestation's vote on its lesson's group, counted or refused by the policy
+  const votesOf = new Map([...groups.keys()].map((k) => [k, []]));
+  const refuses = (vote, a, members) => {
+    // (corroborations vote with met_before = true: neither built-in policy counts them, and
+    // they are no records with a status of their own)
+    if (members.some((m) => m.signer === a.signer)) return "author";
+    if (blocked.has(a.signer)) return "blocked";
+    if (vote.metBefore) return "met-before";
+    if (vote.exposed) return "exposed";
+    if (!vote.tested.some(([part]) => members[0].parts.includes(part))) return "parts";
+    if (config.policy === "trusted" && !trusted.has(a.signer)) return "untrusted";
+    return null;
+  };
   for (const a of ofType("attestation")) {
-    const lesson = byId.get(hex(a.rec.get("lesson_id")));
+    const lesson = byId.get(a.lesson);
     let s;
-    if (revokedIds.has(hex(a.id))) s = "revoked";
+    if (isRevoked(a.idHex)) s = "revoked"; // withdrawn by its attester or a revoker
     else if (!lesson) s = "pending"; // no record of that id here yet
     else if (lesson.type !== "lesson") s = "not-counted"; // here, and not a lesson: for good
     else {
-      const members = groups.get(lesson.group);
-      const authors = new Set(members.map((m) => m.signer));
-      let counts = !authors.has(a.signer) && a.rec.get("met_before") === false;
-      if (config.policy === "trusted") counts = counts && trusted.has(a.signer);
+      const counts = refuses(a.vote, a, groups.get(lesson.key)) === null;
       s = counts ? "counted" : "not-counted";
-      if (counts) votesOf.get(lesson.group).push({ key: a.signer, verdict: a.rec.get("verdict"), created: a.created, id: a.id });
+      if (counts) votesOf.get(lesson.key).push({ ...a.vote, key: a.signer, created: a.created, idHex: a.idHex });
     }
-    status.set(hex(a.id), s);
+    status.set(a.idHex, s);
   }
-  // (Corroborations vote as confirmed with met_before = true: neither built-in policy counts them.)
 
+  // R4, R5, R10: the replay, one voice per key per part; the guards read every part
   const N = BigInt(config.threshold);
   const window = BigInt(config.fade_window);
   for (const [key, members] of groups) {
-    members.sort((x, y) => (x.created < y.created ? -1 : x.created > y.created ? 1 : compareBytes(x.id, y.id)));
     const head = members[0];
-    // a vote's time: its created, raised to the head's; replayed in (time, created, id bytes)
     const votes = votesOf.get(key).map((v) => ({ ...v, time: v.created > head.created ? v.created : head.created }));
-    const cmp = (a, b) => (a < b ? -1 : a > b ? 1 : 0);
-    votes.sort((x, y) => cmp(x.time, y.time) || cmp(x.created, y.created) || compareBytes(x.id, y.id));
+    votes.sort((x, y) => cmp(x.time, y.time) || cmp(x.created, y.created) || cmp(x.idHex, y.idHex));
+    const voices = new Map(head.parts.map((p) => [p, new Map()])); // part -> key -> {time, verdict}
     let groupStatus = "candidate";
-    const voice = new Map();
     for (const v of votes) {
-      voice.set(v.key, v);
-      const now = v.time;
-      const current = [...voice.values()];
-      const confirmers = BigInt(current.filter((x) => x.verdict === "confirmed").length);
-      const inWindow = (x) => x.time > now - window && x.time <= now;
-      const Cw = current.filter((x) => x.verdict === "confirmed" && inWindow(x)).length;
-      const Fw = current.filter((x) => x.verdict === "failed" && inWindow(x)).length;
-      if (groupStatus === "candidate" && v.verdict === "confirmed" && confirmers >= N) groupStatus = "common";
-      else if (groupStatus === "common" && v.verdict === "failed" && Fw > Cw) groupStatus = "faded";
-      else if (groupStatus === "faded" && v.verdict === "confirmed" && Cw > Fw && confirmers >= N) groupStatus = "common";
+      for (const [part, verdict] of v.tested) if (voices.has(part)) voices.get(part).set(v.key, { time: v.time, verdict });
+      const tallies = [...voices.values()].map((byKey) => {
+        const current = [...byKey.values()];
+        const inWindow = (x) => x.time > v.time - window && x.time <= v.time;
+        return {
+          confirmers: BigInt(current.filter((x) => x.verdict === "confirmed").length),
+          Cw: current.filter((x) => x.verdict === "confirmed" && inWindow(x)).length,
+          Fw: current.filter((x) => x.verdict === "failed" && inWindow(x)).length,
+        };
+      });
+      const enough = tallies.every((t) => t.confirmers >= N);
+      if (groupStatus === "candidate" && v.verdict === "confirmed" && enough) groupStatus = "common";
+      else if (groupStatus === "common" && v.verdict === "failed" && tallies.some((t) => t.Fw > t.Cw)) groupStatus = "faded";
+      else if (groupStatus === "faded" && v.verdict === "confirmed" && tallies.every((t) => t.Cw > t.Fw) && enough)
+        groupStatus = "common";
     }
-    for (const m of members) status.set(hex(m.id), isRevokedLesson(hex(m.id)) ? "revoked" : groupStatus);
+    for (const m of members) status.set(m.idHex, isRevoked(m.idHex) ? "revoked" : groupStatus);
   }
   return status;
 }

@@ -33,7 +33,9 @@ def test_commons_vector(vector):
     config = CommonsConfig(policy=c["policy"], threshold=c["threshold"], fade_window=c["fade_window"],
                            trust=frozenset(bytes.fromhex(k) for k in c["trust"]),
                            revokers=frozenset(bytes.fromhex(k) for k in c["revokers"]),
-                           local_revocations=frozenset(c["local_revocations"]))
+                           local_revocations=frozenset(c["local_revocations"]),
+                           team=frozenset(bytes.fromhex(k) for k in c["team"]),
+                           blocked=frozenset(bytes.fromhex(k) for k in c["blocked"]))
     records = [wire.validate(bytes.fromhex(h), now=2_000_000_000) for h in vector["records"]]
     for order in (records, records[::-1]):
         machine = Commons(config)
@@ -140,3 +142,46 @@ def test_the_settled_questions_each_have_a_scenario():
     names = {v["name"] for v in COMMONS["vectors"]}
     assert {"fade-window-boundary", "vote-before-head", "latest-voice-before-head", "revoked-head",
             "vouch-under-open", "attestation-of-a-non-lesson"} <= names
+
+
+def test_the_config_lists_are_sorted_hex_keys_and_always_present():
+    for vector in COMMONS["vectors"]:
+        c = vector["config"]
+        assert set(c) == {"policy", "threshold", "fade_window", "trust", "revokers", "local_revocations",
+                          "team", "blocked"}, vector["name"]
+        for name in ("trust", "revokers", "team", "blocked"):
+            assert c[name] == sorted(c[name]) and all(len(bytes.fromhex(k)) == 32 for k in c[name]), vector["name"]
+
+
+def _statuses_with(vector, **change):
+    """The vector's statuses under its config with some fields changed (a real machine)."""
+    c = {**vector["config"], **change}
+    config = CommonsConfig(policy=c["policy"], threshold=c["threshold"], fade_window=c["fade_window"],
+                           trust=frozenset(bytes.fromhex(k) for k in c["trust"]),
+                           revokers=frozenset(bytes.fromhex(k) for k in c["revokers"]),
+                           local_revocations=frozenset(c["local_revocations"]),
+                           team=frozenset(bytes.fromhex(k) for k in c["team"]),
+                           blocked=frozenset(bytes.fromhex(k) for k in c["blocked"]))
+    machine = Commons(config)
+    for h in vector["records"]:
+        machine.add(wire.validate(bytes.fromhex(h), now=2_000_000_000))
+    return machine.statuses()
+
+
+def test_the_claim_scenarios_are_version_2_and_their_lists_matter():
+    # R8, R10-R12: the new scenarios hold real version 2 records, and each list in their config
+    # changes what they show (so the statuses pin the list's rule, not an accident).
+    by_name = {v["name"]: v for v in COMMONS["vectors"]}
+    claims = ["claim-parts", "claim-without-fix", "exposed", "parts", "claim-fix-fails", "team", "blocked",
+              "same-claim-revoked", "same-claim-withdrawn", "same-claim-local"]
+    assert set(claims) <= set(by_name)
+    for name in claims:
+        records = [wire.decode(bytes.fromhex(h)) for h in by_name[name]["records"]]
+        assert any(r.record_type == "lesson" and r.version == 2 for r in records), name
+    for name, field in (("team", "team"), ("blocked", "blocked"), ("same-claim-revoked", "revokers"),
+                        ("same-claim-local", "local_revocations")):
+        vector = by_name[name]
+        assert _statuses_with(vector, **{field: []}) != vector["statuses"], name
+    # A near-copy is revoked with its claim (R12): more revoked members than revocations name.
+    revoked = [i for i, s in by_name["same-claim-revoked"]["statuses"].items() if s == "revoked"]
+    assert len(revoked) == 5
