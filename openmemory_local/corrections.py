@@ -1,53 +1,106 @@
 """Is this message of the person's a correction of what the agent just did?
 
-A correction refers to the agent's last action or statement and says it was wrong, unwanted or
-did not work. The opening word alone does not tell: "Actually, can you also add a test?" is a
-new request, "No Python bindings needed" answers a question, "Wait for the build" is an
-instruction, while "scrolling still does not work" is a correction with no correction word at
-its start. :func:`correction_cue` reads the message with what the agent did just before (its
-last statement, its recent tool calls) and returns the *cue* that makes it a correction, or
-None:
+A reader decides from three things, and so does :func:`correction_cue`: the message's words
+(does it say what the agent did was wrong, unwanted or did not work?), whether it *refers* to
+what the agent just did or said (its last statement, its last calls: the program, file or value
+it names), and what the agent did *next* (:func:`course_change`: it undid its work, redid it
+with other arguments, conceded, or stopped). The last is in the transcript and no one can
+phrase around it. The decision is a pure function of a :class:`Turn`, normalised events that
+any agent's adapter yields (Claude Code, Codex, Gemini): the message, how it came (``via``),
+the agent's statement and calls before it and its calls and statement after it. Nothing here
+reads a transcript format.
 
-===============  ==================================================================
-cue              when
-===============  ==================================================================
-``rejected``     feedback the person gave when rejecting a tool call (always)
-``restated``     "that's not what I asked", "I said ...", "I told you ...", "I asked you to"
-``why``          "why did you ...", "why are you ...", "who told you to ..."
-``omitted``      "you forgot / didn't / missed / broke / ignored ..."
-``still``        a complaint that it still (or again) does not work, the same error, nothing
-                 changed, "that broke ...", after the agent acted
-``reminder``     "did you push?" when the agent's recent calls show no such step
-``undo``         "undo / revert / roll back ..." opening the message, after the agent acted
-``wrong``        "wrong ...", "that's wrong", "incorrect", "not that"
-``stop``         "stop," / "stop doing ..." (an interjection, not "stop the server later")
-``wait``         "wait, ..." / "hold on" (an interjection, not "wait for the build")
-``no``           "no, ..." / "nope" as an interjection, unless the agent had just asked a
-                 question (then it is an answer)
-``dont``         "don't / never / do not ..." naming something the agent just did
-``actually``     "actually ..." / "instead ..." stating a fact or an alternative, not
-                 asking for more ("actually, can you also ...")
-===============  ==================================================================
+The rule (docs/corrections.md has it with examples), in order, first match wins:
 
-No agent action or statement before it (the session's first message): never a correction.
-``benchmarks/corrections.py`` prints precision and recall on ``benchmarks/data/corrections.json``
-(the real person messages of ``../shared/data`` that follow an agent action, and hard cases
-written for the set, marked synthetic). Corrections feed the repeat-yourself measure:
-precision comes first.
+====  ===============================================  ===========================  ==============
+step  the message                                      the agent next (after)       decision
+====  ===============================================  ===========================  ==============
+1     feedback given when rejecting a tool call        any                          ``rejected``
+2     the session's first message, or nothing of the   any                          not one
+      agent's before it
+3     a *strong* cue: "that's not what I asked", "I    any                          the cue
+      said ...", "why did you ...", "you forgot /
+      didn't / broke ...", "that's wrong", "undo /
+      revert ...", "did you push?" with no push
+      among the calls before
+4     a *shape that is not one*: a request for more    undid its work               ``changed``
+      ("one more thing", "can you also", "while        anything else                not one
+      you're in there", "let's ..."), an answer to
+      the agent's question, praise or thanks
+      ("works now", "good call"), an instruction for
+      later ("wait until", "stop X once ..."), the
+      end of the work ("stop here"), a question to
+      the agent ("is it X or Y?")
+5     a complaint that it still / again does not       not known yet, or changed    ``still``
+      work, the same error, nothing changed, *and*     course
+      it refers to the agent's last statement or       carried on with other work   not one
+      calls (else: a bug report about the product,
+      not one)
+6     a *weak* cue: "no, ...", "actually ...",         not known yet, or changed    the cue
+      "instead ...", "stop, ...", "wait, ...",         course
+      "don't ..." naming what it just did, and it      carried on with other work   not one
+      refers to what the agent did or said (a word
+      of its statement or calls, or "that", "it",
+      "you", "this")
+7     a stated preference about what the agent just    not known yet, or changed    ``prefer``
+      did: "please use X", "we use X", "X, not Y",     course
+      "it should go in X", "that's the old X", "I'd    carried on with other work   not one
+      rather you not ...", "not with X", naming a
+      word of the agent's statement or calls
+8     anything else that refers to what the agent did  undid its work, or redid     ``changed``
+                                                       it and conceded
+9     anything else                                    any                          not one
+====  ===============================================  ===========================  ==============
+
+*Changed course* (:func:`course_change`): ``undo`` (an after call reverts: ``git checkout --``,
+``git restore``, ``git revert``, ``git reset``, a rollback, an uninstall, removing or moving a
+file it had just written), ``redo`` (it runs a program it had just run with other arguments, or
+edits again a file it had just edited), ``conceded`` (its next statement concedes: "sorry",
+"you're right", "restored", "reverted", "switched to", "instead"), ``stopped`` (it made no call
+after the message). ``None``: it carried on with other work. ``after=None`` means the
+calls after are not known (the transcript ends at the message, or the data has none): the
+words and the reference decide alone.
+
+``benchmarks/corrections.py`` prints precision and recall on each labelled set, saying which
+was used while writing this rule (in-sample) and which was not (held-out). Corrections feed the
+repeat-yourself measure (:mod:`openmemory_local.evaluate`, :func:`same_correction`).
 """
 
 from __future__ import annotations
 
+import math
 import re
 import unicodedata
+from dataclasses import dataclass
 from typing import Iterable
 
-__all__ = ["correction_cue", "CUES"]
+__all__ = ["correction_cue", "decide", "course_change", "Turn", "CUES", "STRONG_CUES", "same_correction",
+           "correction_terms", "SAME_CORRECTION_COSINE"]
 
-CUES = ("rejected", "restated", "why", "omitted", "still", "reminder", "undo", "wrong", "stop", "wait", "no",
-        "dont", "actually")
+STRONG_CUES = ("rejected", "restated", "why", "omitted", "reminder", "undo", "wrong")
+CUES = STRONG_CUES + ("still", "stop", "wait", "no", "dont", "actually", "prefer", "changed")
 
-_FILLER = re.compile(r"^(?:(?:ok(?:ay)?|hmm+|uh+|um+|oh|well|so|hey|erm)\b[\s,.!]*)+")
+
+@dataclass(frozen=True)
+class Turn:
+    """One person message with what is around it, in agent-neutral terms.
+
+    ``before``/``after``: the agent's tool calls (oldest first) before the message and after it
+    (up to the next message of the person), each ``{"tool", "heads", "command"}``; ``after``
+    None: not known. ``agent_said``/``after_said``: its statement just before and its first one
+    after. ``first``: nothing of the agent's came before.
+    """
+
+    message: str
+    via: str = "message"
+    agent_said: str | None = None
+    before: tuple = ()
+    after: tuple | None = None
+    after_said: str | None = None
+    first: bool = False
+
+
+_FILLER = re.compile(r"^(?:(?:ok(?:ay)?|hmm*|hm+|uh+|um+|oh|well|so|hey|erm)\b[\s,.!]*)+")
 _LEADING = re.compile(r"^[\s\"'`*_>#~\-\u2022(\[]+")
 _RESTATED = re.compile(r"\b(?:that'?s not what i|that is not what i|not what i (?:asked|wanted|meant|said)|"
                        r"i (?:already )?(?:said|told you)|i asked (?:you )?(?:to|for|not)|as i said)\b")
@@ -56,7 +109,7 @@ _OMITTED = re.compile(r"\byou (?:forgot|didn'?t|did not|missed|broke|deleted|rem
                       r"haven'?t|have not|still haven'?t|overwrote|reverted)\b")
 _STILL = re.compile(
     r"\b(?:still|again)\b.{0,40}\b(?:not|n't|fail\w*|broken|wrong|same|error\w*|crash\w*|happen\w*|there|no|blank|"
-    r"empty|missing|red|grey|gray|slow|stuck|hangs?|hanging)\b"
+    r"empty|missing|red|grey|gray|slow|stuck|hangs?|hanging|nothing)\b"
     r"|\b(?:still|again) (?:fail\w*|broken|crash\w*|the same)\b"
     r"|\b(?:doesn'?t|does not|didn'?t|did not|isn'?t|is not) (?:seem to )?(?:work|help|fix|change)\w*"
     r"|\bnot working\b|\bsame (?:error|problem|issue|failure|result|thing)\b|\bnothing (?:changed|happens|happened)\b"
@@ -73,13 +126,55 @@ _DONT = re.compile(r"^(?:please )?(?:don'?t|do not|never)\s+(?!worry|forget|both
 _ACTUALLY = re.compile(r"^(?:actually|instead)\b[\s,]*(.*)")
 _REQUEST = re.compile(r"^(?:(?:can|could|would|will) you|also|let'?s|please (?:also )?add|and\b|how about|maybe also|"
                       r"add\b|what about)")
+# Shapes that are not corrections (step 4): asking for more, answering, thanking, later, done.
+_NOT_ONE = re.compile(
+    r"\bone more thing\b|\b(?:can|could|would) you (?:also|too)\b|\balso\b.{0,60}\?|\btoo\s*\?|"
+    r"\bwhile you'?re (?:in|at) (?:there|it)\b|\blet'?s (?:also|do the same|look|move on|continue|keep going|"
+    r"now|start|switch to)\b|\bnext step\b|\bthe next (?:one|task)\b|"
+    r"\b(?:works|working) now\b|\bgood (?:call|catch|idea|job|work)\b|\blooks (?:good|great)\b|\bwell done\b|"
+    r"\b(?:nice|great|perfect|thanks|thank you)\b[!.\s]*$|"
+    r"\b(?:that'?s|that is) (?:all|everything|it for)\b|\bfor (?:today|now)\b|\bstop here\b|"
+    r"\bno (?:idea|hurry|rush|worries|problem|need to hurry)\b")
+_LATER = re.compile(r"^(?:please )?(?:stop|wait)\b.{0,80}\b(?:once|when|after|until|till|before)\b")
+_QUESTION_TO_AGENT = re.compile(r"^(?:wait,?\s+|actually,?\s+)?(?:is|are|was|were|which|what|where|when|how|do|does"
+                                r")\b[^?]{0,160}\?")
 _QUESTION_TO_PERSON = re.compile(r"\?\s*$|\b(?:should i|do you want|would you like|want me to|shall i|let me know)\b",
                                  re.IGNORECASE)
+# Step 7: a stated preference.
+_PREFER = re.compile(
+    r"\b(?:please|pls) use\b|\buse \S+ (?:here|instead)\b|\b(?:we|this (?:repo|project|team|codebase)|"
+    r"our \w+) (?:use|uses|are on|is on|'re on|prefer|prefers)\b|\bwe'?re (?:on|using)\b|"
+    r"\b(?:it|that|this|they|those|the \w+) (?:should|must|needs? to) (?:go|be|live|stay)\b|"
+    r"^(?:that'?s|this is|those are|that is) (?:the )?(?:old|wrong|other|previous|outdated|deprecated|v\d)\b|"
+    r"\bi'?d rather (?:you )?not\b|\bi'?d (?:rather|prefer) you\b|^not (?:with|in|on|via|using)\b|"
+    r"\b(?:doesn'?t|does not|don'?t|do not) exist\b|\berrored out\b|\bnot \S+ (?:please|thanks)\b|"
+    r"\b(?:rather than|instead of)\b|\b(?:is|are) the wrong\b|\bthe wrong one\b")
+_CONCEDE = re.compile(
+    r"\b(?:sorry|apologi[sz]e|my (?:mistake|bad)|you'?re right|right[,;:]|good catch|understood|got it|"
+    r"restored|reverted|undid|undone|rolled back|switched|moved it|instead|removed it|put it back|"
+    r"i'?ll (?:use|switch|move|revert|undo|restore)|let me (?:revert|undo|restore|fix that))\b", re.IGNORECASE)
+_UNDO_CALL = re.compile(
+    r"\bgit (?:checkout\s+(?:\S+\s+)?--|restore|revert|reset|stash)\b|\b(?:rollback|roll back|uninstall|"
+    r"remove|downgrade)\b|\becto\.rollback\b|\bdb:rollback\b|\bmigrate\b.*\b(?:down|rollback|zero)\b")
+_DEICTIC = re.compile(r"^(?:no+[\s,.!]+|actually[\s,]+|wait[\s,.!]+|stop[\s,.!]+|instead[\s,]+)*(?:that|this|it|those|"
+                      r"these|you|your|the fix|same|nothing)\b")
+_INTERJECTION = re.compile(r"^(?:no+|nope|nah|wait|hold on|stop|actually)[\s,.!;:\-\u2014]+")
 _WORD = re.compile(r"[a-z][\w.+-]*")
+_STOPWORDS = frozenset(
+    "the a an and or but not no yes to of in on at for with from by as is are was were be been it its this that "
+    "those these there here you your we our us i me my he she they them what which who when where why how all any "
+    "some more most one two just only also too very so then than now again still please thanks thank ok okay "
+    "can could would should will shall do does did done don't dont doesn't didn't isn't wasn't have has had "
+    "let let's lets use using used make made get got run ran go going want need needs file files thing things "
+    "way work works working actually instead wait stop hmm well like into out up down over off about after before "
+    "new old same other another first last next back right wrong good bad fine sure yet since because if while "
+    "i'd i'm it's that's we're you're".split())
 _FIXED = {"push": "push", "pushed": "push", "commit": "commit", "committed": "commit", "test": "test",
           "tests": "test", "run": None, "tested": "test", "build": "build", "lint": "lint", "format": "format",
           "formatted": "format", "deploy": "deploy", "deployed": "deploy", "merge": "merge", "merged": "merge",
           "install": "install", "installed": "install", "rebase": "rebase", "check": None, "save": None}
+_READS = frozenset(("read", "grep", "glob", "ls", "bashoutput", "webfetch", "websearch", "todowrite", "todoread",
+                    "read_file", "list_directory", "search_file_content", "glob_files", "google_web_search"))
 
 
 def _norm(text: str) -> str:
@@ -102,6 +197,31 @@ def _action_words(actions: Iterable[dict]) -> set[str]:
                 words.add(token.rsplit("/", 1)[-1].split(".")[0])
     words.discard("")
     return words
+
+
+def _content(text: str) -> set[str]:
+    words = set()
+    for w in _WORD.findall(text):
+        w = w.strip(".-+")
+        if len(w) < 3 or w in _STOPWORDS:
+            continue
+        words.add(w)
+        words.add(w.rstrip("s"))
+        if "." in w or "/" in w:
+            words.add(w.rsplit("/", 1)[-1].split(".")[0])
+    return {w for w in words if len(w) >= 3 and w not in _STOPWORDS}
+
+
+def refers(norm: str, agent_said: str | None, before: list[dict]) -> bool:
+    """Whether the message refers to what the agent just did or said: a deictic opening ("that",
+    "it", "you", ...) or a content word of its last statement or of its last calls."""
+    if _DEICTIC.match(norm):
+        return True
+    said = _content(norm[:400])
+    if not said:
+        return False
+    theirs = _content((agent_said or "").lower()[-600:]) | {w for w in _action_words(before[-5:]) if len(w) >= 3}
+    return bool(said & theirs)
 
 
 def _names_action(rest: str, actions: list[dict]) -> bool:
@@ -127,48 +247,115 @@ def _reminder(norm: str, actions: list[dict]) -> bool:
     return not any(w in done or w.rstrip("s") in done for w in asked)
 
 
-def correction_cue(text: str, *, via: str = "message", agent_said: str | None = None,
-                   actions: Iterable[dict] = (), first: bool = False) -> str | None:
-    """The cue that makes ``text`` a correction of the agent's last action (see the module doc).
+def _program(action: dict) -> str:
+    heads = action.get("heads") or []
+    if heads:
+        return heads[0].lower()
+    command = (action.get("command") or "").strip().split()
+    return command[0].lower() if command else ""
 
-    ``agent_said``: what the agent said just before; ``actions``: its recent tool calls, oldest
-    first, each ``{"tool", "heads", "command"}``; ``first``: nothing of the agent's came before.
-    """
-    if via == "rejection":
-        return "rejected"
-    actions = list(actions)
-    if first or (not actions and not agent_said):
+
+def _target(action: dict) -> str:
+    return (action.get("command") or "").strip()
+
+
+def course_change(before: Iterable[dict], after: Iterable[dict] | None, after_said: str | None = None) -> str | None:
+    """How the agent's calls after a message changed course from its calls before it (see the
+    module doc): ``undo``, ``redo``, ``conceded``, ``stopped`` or None (it carried on)."""
+    if after is None:
         return None
-    norm = _norm(text)
+    before = [a for a in before if (a.get("tool") or "").lower() not in _READS][-6:]
+    after = [a for a in after if (a.get("tool") or "").lower() not in _READS][:6]
+    written = {_target(a).rsplit("/", 1)[-1] for a in before if (a.get("tool") or "").lower() in
+               ("write", "edit", "multiedit", "write_file", "replace", "apply_patch", "notebookedit")}
+    written.discard("")
+    for a in after:
+        command = (a.get("command") or "").lower()
+        if _UNDO_CALL.search(command):
+            return "undo"
+        if re.match(r"\s*(?:rm|mv|git rm|git mv)\b", command) and any(w.lower() in command for w in written):
+            return "undo"
+    if after_said and _CONCEDE.search(after_said[:300]):
+        return "conceded"
+    if not after and after_said is not None:
+        return "stopped"
+    ran = {(_program(a), _target(a)) for a in before if (a.get("tool") or "").lower() in ("bash", "shell",
+                                                                                          "run_shell_command",
+                                                                                          "shell_command")}
+    programs = {p for p, _ in ran}
+    for a in after:
+        tool = (a.get("tool") or "").lower()
+        if tool in ("bash", "shell", "run_shell_command", "shell_command"):
+            if _program(a) in programs and (_program(a), _target(a)) not in ran:
+                return "redo"
+        elif _target(a).rsplit("/", 1)[-1] in written:
+            return "redo"
+    return None
+
+
+def decide(turn: Turn) -> str | None:
+    """The cue that makes the turn's message a correction (the rule of the module doc), or None."""
+    if turn.via == "rejection":
+        return "rejected"
+    before = list(turn.before)
+    agent_said = turn.agent_said
+    if turn.first or (not before and not agent_said):
+        return None
+    norm = _norm(turn.message)
     if not norm:
         return None
-    acted = bool(actions)
-    asked_person = bool(agent_said and _QUESTION_TO_PERSON.search(agent_said.strip()[-300:]))
+    acted = bool(before)
+    # step 3: strong cues
     if _RESTATED.search(norm[:200]):
         return "restated"
     if _WHY.match(norm):
         return "why"
     if _OMITTED.search(norm[:200]):
         return "omitted"
-    if acted and _STILL.search(norm[:300]):
-        return "still"
     if norm.startswith("did you"):
-        return "reminder" if _reminder(norm, actions[-20:]) else None
-    if acted and _UNDO.match(norm):
+        return "reminder" if _reminder(norm, before[-20:]) else None
+    bare = _INTERJECTION.sub("", norm, count=1)  # "no, revert it": the cue after the interjection
+    if acted and (_UNDO.match(norm) or _UNDO.match(bare)):
         return "undo"
-    if _WRONG.match(norm):
+    if _WRONG.match(norm) or _WRONG.match(bare):
         return "wrong"
+    # step 4: shapes that are not corrections
+    change = course_change(before, turn.after, turn.after_said)
+    asked_person = bool(agent_said and _QUESTION_TO_PERSON.search(agent_said.strip()[-300:]))
+    if (_NOT_ONE.search(norm[:300]) or _LATER.match(norm) or _QUESTION_TO_AGENT.match(norm)
+            or (asked_person and _NO.match(norm))):
+        return "changed" if change == "undo" else None
+    known = turn.after is not None
+    went_on = known and change is None
+    reference = refers(norm, agent_said, before)
+    # step 5: it still does not work
+    if acted and _STILL.search(norm[:300]):
+        return "still" if reference and not went_on else None
+    # step 6: weak cues
+    cue = _weak_cue(norm, before)
+    if cue is not None:
+        # "stop", "wait", "instead" point at what the agent is doing; "don't" names it (``_weak_cue``)
+        implied = cue in ("stop", "wait", "dont") or norm.startswith("instead")
+        return cue if (reference or implied) and not went_on else None
+    # step 7: a stated preference
+    if _PREFER.search(norm[:300]):
+        return "prefer" if reference and not went_on else None
+    # step 8: the agent changed course
+    if reference and (change == "undo" or (change == "redo" and turn.after_said and
+                                           _CONCEDE.search(turn.after_said[:300]))):
+        return "changed"
+    return None
+
+
+def _weak_cue(norm: str, before: list[dict]) -> str | None:
     if _WAIT.match(norm):
         return "wait"
     dont = _DONT.match(norm)
     if dont:
-        return "dont" if acted and _names_action(dont.group(1), actions[-8:]) else None
+        return "dont" if before and _names_action(dont.group(1), before[-8:]) else None
     if _STOP.match(norm):
         return "stop"
     if _NO.match(norm):
-        rest = _NO.sub("", norm, count=1).strip(" ,.!-")
-        if asked_person or rest.startswith(("problem", "rush", "worries", "thanks", "need", "that's all", "that is all")):
-            return None
         return "no"
     actually = _ACTUALLY.match(norm)
     if actually:
@@ -177,3 +364,68 @@ def correction_cue(text: str, *, via: str = "message", agent_said: str | None = 
             return None
         return "actually"
     return None
+
+
+def correction_cue(text: str, *, via: str = "message", agent_said: str | None = None,
+                   actions: Iterable[dict] = (), first: bool = False, after: Iterable[dict] | None = None,
+                   after_said: str | None = None) -> str | None:
+    """The cue that makes ``text`` a correction of the agent's last action (see the module doc).
+
+    ``agent_said``: what the agent said just before; ``actions``: its recent tool calls, oldest
+    first, each ``{"tool", "heads", "command"}``; ``after``/``after_said``: its calls and first
+    statement after the message (None: not known); ``first``: nothing of the agent's came before.
+    """
+    return decide(Turn(text, via, agent_said, tuple(actions), None if after is None else tuple(after), after_said,
+                       first))
+
+
+# --- the same correction, restated (the repeat-yourself rate) ----------------------
+
+#: Two corrections whose terms' cosine reaches this are the same preference restated
+#: (when neither names a program, or both name the same ones).
+SAME_CORRECTION_COSINE = 0.5
+_PROGRAMS = frozenset(
+    "git npm npx yarn pnpm bun pip pip3 uv poetry conda cargo go make cmake mix iex elixir docker kubectl helm "
+    "terraform pytest ruff black isort flake8 mypy eslint prettier jest vitest tsc node deno python python3 "
+    "sudo brew apt apt-get bundle rake rails rspec gradle mvn dotnet gh psql mysql sqlite3 redis-cli curl wget "
+    "tmux vim nano rm mv cp chmod sed awk grep rg find ls cat ssh scp rsync venv virtualenv pipenv".split())
+
+
+def correction_terms(message: str, action: dict | None = None) -> dict:
+    """What a correction is about: ``corrected`` (the program or file of the action it corrected),
+    ``named`` (the programs its words name) and ``words`` (its content words)."""
+    norm = _norm(message)
+    words = _content(norm)
+    named = {w for w in _WORD.findall(norm) if w in _PROGRAMS}
+    corrected = None
+    if action:
+        tool = (action.get("tool") or "").lower()
+        command = (action.get("command") or "").strip()
+        if tool in ("bash", "shell", "run_shell_command", "shell_command") and command:
+            first = [t for t in command.lower().split() if "=" not in t][:1]
+            corrected = first[0].rsplit("/", 1)[-1] if first else None
+        elif command:
+            corrected = command.rsplit("/", 1)[-1].lower()
+    return {"corrected": corrected, "named": named, "words": words}
+
+
+def _cosine(a: set[str], b: set[str]) -> float:
+    if not a or not b:
+        return 0.0
+    return len(a & b) / math.sqrt(len(a) * len(b))
+
+
+def same_correction(a: dict, b: dict, *, threshold: float = SAME_CORRECTION_COSINE) -> bool:
+    """Whether two corrections (each ``correction_terms(...)``) restate the same preference.
+
+    The same when both name programs and name the same ones ("use uv, not pip" and "pip again?
+    this project is on uv"), or when neither names a program and their words' cosine reaches
+    ``threshold`` on the same corrected action. Different named programs are never the same.
+    """
+    if a["named"] or b["named"]:
+        if a["named"] != b["named"]:
+            return False
+        return True
+    if a["corrected"] and b["corrected"] and a["corrected"] != b["corrected"]:
+        return False
+    return _cosine(a["words"], b["words"]) >= threshold
