@@ -4,7 +4,9 @@
 (rows from ``shared-data:`` are read from the transcripts in ``$OPENMEMORY_TEST_DATA``, default
 ``../shared/data``; the others carry their output). ``data/corrections.json``: person messages
 with what the agent did just before, labelled correction or not (real ones from the shared
-transcripts, and hard cases written for the set, marked ``synthetic``).
+transcripts, and hard cases written for the set, marked ``synthetic``);
+``data/corrections_heldout.json`` and ``data/corrections_heldout_b.json``: the held-out sets of
+issue 32 (:func:`correction_parts`).
 """
 
 from __future__ import annotations
@@ -59,3 +61,18 @@ def quoted(chosen: str, expected: list[str]) -> bool:
 
 def correction_cases() -> list[dict]:
     return json.loads((DATA / "corrections.json").read_text(encoding="utf-8"))["cases"]
+
+
+def correction_parts() -> list[tuple[str, str, list[dict]]]:
+    """The labelled person messages by where they came from: (title, in-sample or held-out, cases)
+    (see benchmarks/corrections.py for which set was read while writing the rule)."""
+    cases = correction_cases()
+    real = [c for c in cases if c["source"] != "synthetic"]
+    held_a = json.loads((DATA / "corrections_heldout.json").read_text(encoding="utf-8"))["cases"]
+    held_b = json.loads((DATA / "corrections_heldout_b.json").read_text(encoding="utf-8"))["cases"]
+    return [
+        ("real, shared data (spotter, public)", "in-sample", real),
+        ("synthetic, issue 14", "in-sample", [c for c in cases if c["source"] == "synthetic"]),
+        ("synthetic held-out A, issue 32", "held-out at first run, read since: in-sample", held_a),
+        ("synthetic held-out B, issue 32", "held-out", held_b),
+    ]

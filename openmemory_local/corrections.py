@@ -154,7 +154,7 @@ _CONCEDE = re.compile(
     r"restored|reverted|undid|undone|rolled back|switched|moved it|instead|removed it|put it back|"
     r"i'?ll (?:use|switch|move|revert|undo|restore)|let me (?:revert|undo|restore|fix that))\b", re.IGNORECASE)
 _UNDO_CALL = re.compile(
-    r"\bgit (?:checkout\s+(?:\S+\s+)?--|restore|revert|reset|stash)\b|\b(?:rollback|roll back|uninstall|"
+    r"\bgit (?:checkout\s+(?:\S+\s+)?--(?=\s)|restore\b|revert\b|reset\b|stash\b)|\b(?:rollback|roll back|uninstall|"
     r"remove|downgrade)\b|\becto\.rollback\b|\bdb:rollback\b|\bmigrate\b.*\b(?:down|rollback|zero)\b")
 _DEICTIC = re.compile(r"^(?:no+[\s,.!]+|actually[\s,]+|wait[\s,.!]+|stop[\s,.!]+|instead[\s,]+)*(?:that|this|it|those|"
                       r"these|you|your|the fix|same|nothing)\b")
@@ -174,7 +174,12 @@ _FIXED = {"push": "push", "pushed": "push", "commit": "commit", "committed": "co
           "formatted": "format", "deploy": "deploy", "deployed": "deploy", "merge": "merge", "merged": "merge",
           "install": "install", "installed": "install", "rebase": "rebase", "check": None, "save": None}
 _READS = frozenset(("read", "grep", "glob", "ls", "bashoutput", "webfetch", "websearch", "todowrite", "todoread",
-                    "read_file", "list_directory", "search_file_content", "glob_files", "google_web_search"))
+                    "read_file", "read_many_files", "list_directory", "search_file_content", "glob_files",
+                    "google_web_search", "web_fetch", "update_plan", "view_image"))
+#: Tools that run a shell command line, and tools that write a file, as agents name them.
+_SHELLS = frozenset(("bash", "shell", "shell_command", "local_shell", "exec_command", "run_shell_command"))
+_WRITES = frozenset(("write", "edit", "multiedit", "notebookedit", "apply_patch", "write_file", "replace",
+                     "edit_file"))
 
 
 def _norm(text: str) -> str:
@@ -266,8 +271,7 @@ def course_change(before: Iterable[dict], after: Iterable[dict] | None, after_sa
         return None
     before = [a for a in before if (a.get("tool") or "").lower() not in _READS][-6:]
     after = [a for a in after if (a.get("tool") or "").lower() not in _READS][:6]
-    written = {_target(a).rsplit("/", 1)[-1] for a in before if (a.get("tool") or "").lower() in
-               ("write", "edit", "multiedit", "write_file", "replace", "apply_patch", "notebookedit")}
+    written = {_target(a).rsplit("/", 1)[-1] for a in before if (a.get("tool") or "").lower() in _WRITES}
     written.discard("")
     for a in after:
         command = (a.get("command") or "").lower()
@@ -279,13 +283,11 @@ def course_change(before: Iterable[dict], after: Iterable[dict] | None, after_sa
         return "conceded"
     if not after and after_said is not None:
         return "stopped"
-    ran = {(_program(a), _target(a)) for a in before if (a.get("tool") or "").lower() in ("bash", "shell",
-                                                                                          "run_shell_command",
-                                                                                          "shell_command")}
+    ran = {(_program(a), _target(a)) for a in before if (a.get("tool") or "").lower() in _SHELLS}
     programs = {p for p, _ in ran}
     for a in after:
         tool = (a.get("tool") or "").lower()
-        if tool in ("bash", "shell", "run_shell_command", "shell_command"):
+        if tool in _SHELLS:
             if _program(a) in programs and (_program(a), _target(a)) not in ran:
                 return "redo"
         elif _target(a).rsplit("/", 1)[-1] in written:
@@ -327,22 +329,23 @@ def decide(turn: Turn) -> str | None:
         return "changed" if change == "undo" else None
     known = turn.after is not None
     went_on = known and change is None
-    reference = refers(norm, agent_said, before)
+    # the agent undoing, redoing or conceding its last work shows what the message was about
+    reference = change in ("undo", "redo", "conceded") or refers(norm, agent_said, before)
     # step 5: it still does not work
     if acted and _STILL.search(norm[:300]):
         return "still" if reference and not went_on else None
     # step 6: weak cues
     cue = _weak_cue(norm, before)
     if cue is not None:
-        # "stop", "wait", "instead" point at what the agent is doing; "don't" names it (``_weak_cue``)
-        implied = cue in ("stop", "wait", "dont") or norm.startswith("instead")
+        # "stop", "wait", "instead" and a "no" that answers no question point at what the agent
+        # is doing; "don't" names it (``_weak_cue``)
+        implied = cue in ("stop", "wait", "dont", "no") or norm.startswith("instead")
         return cue if (reference or implied) and not went_on else None
     # step 7: a stated preference
     if _PREFER.search(norm[:300]):
         return "prefer" if reference and not went_on else None
     # step 8: the agent changed course
-    if reference and (change == "undo" or (change == "redo" and turn.after_said and
-                                           _CONCEDE.search(turn.after_said[:300]))):
+    if change == "undo" or (change == "redo" and turn.after_said and _CONCEDE.search(turn.after_said[:300])):
         return "changed"
     return None
 
@@ -401,7 +404,7 @@ def correction_terms(message: str, action: dict | None = None) -> dict:
     if action:
         tool = (action.get("tool") or "").lower()
         command = (action.get("command") or "").strip()
-        if tool in ("bash", "shell", "run_shell_command", "shell_command") and command:
+        if tool in _SHELLS and command:
             first = [t for t in command.lower().split() if "=" not in t][:1]
             corrected = first[0].rsplit("/", 1)[-1] if first else None
         elif command:
