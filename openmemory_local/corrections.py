@@ -388,47 +388,50 @@ def correction_cue(text: str, *, via: str = "message", agent_said: str | None = 
 #: (when neither names a program, or both name the same ones).
 SAME_CORRECTION_COSINE = 0.5
 _PROGRAMS = frozenset(
-    "git npm npx yarn pnpm bun pip pip3 uv poetry conda cargo go make cmake mix iex elixir docker kubectl helm "
+    "git npm npx yarn pnpm bun pip pip3 uv poetry conda cargo golang cmake mix iex elixir docker kubectl helm "
     "terraform pytest ruff black isort flake8 mypy eslint prettier jest vitest tsc node deno python python3 "
     "sudo brew apt apt-get bundle rake rails rspec gradle mvn dotnet gh psql mysql sqlite3 redis-cli curl wget "
-    "tmux vim nano rm mv cp chmod sed awk grep rg find ls cat ssh scp rsync venv virtualenv pipenv".split())
+    "tmux vim nano chmod sed awk grep rg ssh scp rsync venv virtualenv pipenv".split())
 
 
 def correction_terms(message: str, action: dict | None = None) -> dict:
-    """What a correction is about: ``corrected`` (the program or file of the action it corrected),
-    ``named`` (the programs its words name) and ``words`` (its content words)."""
+    """What a correction is about: ``corrected`` (the program, or file name, of the action it
+    corrected), ``preferred`` (the programs its words name other than that one: the alternative
+    the person prefers) and ``words`` (its content words)."""
     norm = _norm(message)
-    words = _content(norm)
-    named = {w for w in _WORD.findall(norm) if w in _PROGRAMS}
     corrected = None
     if action:
         tool = (action.get("tool") or "").lower()
-        command = (action.get("command") or "").strip()
+        command = (action.get("command") or "").strip().lower()
         if tool in _SHELLS and command:
-            first = [t for t in command.lower().split() if "=" not in t][:1]
+            first = [t for t in command.split() if "=" not in t and t != "sudo"][:1]
             corrected = first[0].rsplit("/", 1)[-1] if first else None
         elif command:
-            corrected = command.rsplit("/", 1)[-1].lower()
-    return {"corrected": corrected, "named": named, "words": words}
+            corrected = command.rsplit("/", 1)[-1]
+    named = {w for w in _WORD.findall(norm) if w in _PROGRAMS}
+    return {"corrected": corrected, "preferred": sorted(named - {corrected}), "words": sorted(_content(norm))}
 
 
-def _cosine(a: set[str], b: set[str]) -> float:
+def _cosine(a, b) -> float:
+    a, b = set(a), set(b)
     if not a or not b:
         return 0.0
     return len(a & b) / math.sqrt(len(a) * len(b))
 
 
 def same_correction(a: dict, b: dict, *, threshold: float = SAME_CORRECTION_COSINE) -> bool:
-    """Whether two corrections (each ``correction_terms(...)``) restate the same preference.
+    """Whether two corrections (each :func:`correction_terms`) restate the same preference.
 
-    The same when both name programs and name the same ones ("use uv, not pip" and "pip again?
-    this project is on uv"), or when neither names a program and their words' cosine reaches
-    ``threshold`` on the same corrected action. Different named programs are never the same.
+    Corrected actions of different programs (or files): never the same. Both name an alternative
+    program: the same when they name one in common ("no, use uv" after ``pip install`` and "this
+    project is on uv" after another ``pip install``), different when they name none in common.
+    Otherwise: the same when their content words' cosine reaches ``threshold`` and, where both
+    corrected actions are known, they are the same.
     """
-    if a["named"] or b["named"]:
-        if a["named"] != b["named"]:
-            return False
-        return True
     if a["corrected"] and b["corrected"] and a["corrected"] != b["corrected"]:
         return False
+    if a["preferred"] and b["preferred"]:
+        return bool(set(a["preferred"]) & set(b["preferred"]))
+    if a["corrected"] and b["corrected"] and (a["preferred"] or b["preferred"]) and _cosine(a["words"], b["words"]) > 0:
+        return True  # the same program corrected, one naming the alternative, sharing words
     return _cosine(a["words"], b["words"]) >= threshold

@@ -4,8 +4,10 @@ Each measure is cheap, local, and computed from the same store the engine keeps,
 ISO week, Monday 00:00 UTC, of the moment it counts) and overall:
 
 1. *repeat-yourself rate*: of the person's corrections, the share that restate an earlier one
-   of the same project family (the correction joined a lesson, :mod:`openmemory_local.sleep`,
-   that already held an earlier correction);
+   of the same project family: the correction joined a lesson, :mod:`openmemory_local.sleep`,
+   that already held an earlier correction, or it says the same as a correction of an earlier
+   session of the family in other words (:func:`openmemory_local.corrections.same_correction`:
+   the same corrected program and the same preferred alternative, or their words' cosine);
 2. *repeated-error rate*: failures (error episodes of ``Config.surprise_failures``) that a
    lesson formed before them already described (the failure joined a lesson learned before it
    happened), per session, and as a share of the failures;
@@ -95,6 +97,31 @@ def _surprises(conn, config, after: str | None) -> list[tuple]:
         [after or "", *kinds]).fetchall()
 
 
+def _corrections_said(conn) -> list[tuple]:
+    """(id, session, created, family, terms) of every correction, oldest first (measure 1)."""
+    from .corrections import correction_terms
+    from .sleep import _ep_family
+    out = []
+    for eid, session_id, created, project, fields in conn.execute(
+            "SELECT id, session_id, created, project, fields FROM episodes WHERE kind = 'correction' "
+            "ORDER BY created, id"):
+        f = json.loads(fields) if fields else {}
+        out.append((eid, session_id, created, _ep_family(project, f),
+                    correction_terms(f.get("message") or "", f.get("agent_action"))))
+    return out
+
+
+def _restated(said: list[tuple], eid: int, session_id: str | None, created: str) -> bool:
+    """Whether the correction ``eid`` restates one made in an earlier session of its project family
+    in other words (:func:`openmemory_local.corrections.same_correction`)."""
+    from .corrections import same_correction
+    mine = next((row for row in said if row[0] == eid), None)
+    if mine is None:
+        return False
+    return any(row[2] < created and row[1] != session_id and row[3] == mine[3] and same_correction(row[4], mine[4])
+               for row in said)
+
+
 def _weekly(rows, key, fields) -> list[dict]:
     weeks: dict[str, dict] = {}
     for row in rows:
@@ -121,11 +148,13 @@ def _measure_counts(conn, config, *, after: str | None, lessons_before: dict[int
     learned = lessons_before if lessons_before is not None else {
         lid: when for lid, when in conn.execute("SELECT id, learned FROM lessons WHERE learned IS NOT NULL")}
     rows1, rows2, rows4, queries = [], [], [], []
+    said = _corrections_said(conn)
     for eid, kind, session_id, created, lesson_id in surprises:
         earlier = [m for m in members.get(lesson_id, []) if m[0] < created] if lesson_id else []
         rows4.append({"at": created, "surprises": 1})
         if kind == "correction":
-            rows1.append({"at": created, "corrections": 1, "repeats": int(bool(earlier))})
+            repeat = bool(earlier) or _restated(said, eid, session_id, created)
+            rows1.append({"at": created, "corrections": 1, "repeats": int(repeat)})
             continue
         when = learned.get(lesson_id) if lesson_id else None
         described = bool(when and when < created)

@@ -1,0 +1,145 @@
+"""Issue 32: corrections found from the words, the reference and the agent's next calls.
+
+The labelled sets are in benchmarks/data (synthetic ones marked so); the builder tests feed the
+agent-neutral events any adapter yields, with tools named as Codex and Gemini name them.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from openmemory_local.corrections import correction_cue, correction_terms, course_change, same_correction
+from openmemory_local.episodes import AgentSaid, EpisodeBuilder, Meta, PersonSaid, ToolCalled, ToolReturned
+from openmemory_local.evaluate import _restated
+
+DATA = Path(__file__).resolve().parents[2] / "benchmarks" / "data"
+
+
+def _cue(c: dict) -> str | None:
+    return correction_cue(c["message"], via=c["via"], agent_said=c.get("agent_said"), actions=c.get("actions") or [],
+                          after=c.get("after"), after_said=c.get("after_said"))
+
+
+def test_in_sample_sets_are_all_right():
+    cases = json.loads((DATA / "corrections.json").read_text(encoding="utf-8"))["cases"]
+    wrong = [c["message"] for c in cases if (_cue(c) is not None) != c["correction"]]
+    assert wrong == []
+
+
+def test_the_spotter_bug_report_is_not_a_correction():
+    cases = json.loads((DATA / "corrections.json").read_text(encoding="utf-8"))["cases"]
+    [c] = [c for c in cases if c["message"].startswith("scrolling back in xterm.js")]
+    assert c["correction"] is False and c["after"]  # labelled from the real transcript, with its calls after
+    assert _cue(c) is None
+    assert correction_cue(c["message"], agent_said=c["agent_said"], actions=c["actions"]) is None
+
+
+@pytest.mark.parametrize("before,after,said,expected", [
+    ([{"tool": "Edit", "command": "app/validators.py"}], [{"tool": "Bash", "command": "git checkout -- app/validators.py"}],
+     None, "undo"),
+    ([{"tool": "write_file", "command": "scripts/backup.sh"}], [{"tool": "run_shell_command", "command": "rm scripts/backup.sh"}],
+     None, "undo"),
+    ([{"tool": "shell_command", "heads": ["kubectl --context"], "command": "kubectl --context prod get pods"}],
+     [{"tool": "shell_command", "heads": ["kubectl --context"], "command": "kubectl --context staging get pods"}],
+     "Here is staging.", "redo"),
+    ([{"tool": "apply_patch", "command": "src/a.py"}], [{"tool": "apply_patch", "command": "src/a.py"}], None, "redo"),
+    ([{"tool": "Bash", "command": "terraform apply"}], [], "Sorry, I will not apply again.", "conceded"),
+    ([{"tool": "Bash", "command": "make release"}], [], "Stopped.", "stopped"),
+    ([{"tool": "Edit", "command": "src/a.py"}], [{"tool": "Edit", "command": "src/b.py"}], "Added b.", None),
+    ([{"tool": "Edit", "command": "src/a.py"}], None, None, None),  # not known
+])
+def test_course_change(before, after, said, expected):
+    assert course_change(before, after, said) == expected
+
+
+def test_the_calls_after_decide_a_weak_cue():
+    before = [{"tool": "Edit", "heads": [], "command": "src/retry.py"}]
+    went_on = [{"tool": "Write", "heads": [], "command": "src/other.py"}]
+    undone = [{"tool": "Bash", "heads": ["git checkout"], "command": "git checkout -- src/retry.py"}]
+    msg = "no, the retry helper should back off"
+    assert correction_cue(msg, agent_said="Added the retry helper.", actions=before, after=undone) == "no"
+    assert correction_cue(msg, agent_said="Added the retry helper.", actions=before, after=went_on,
+                          after_said="Added other.py.") is None
+
+
+def _feed(builder: EpisodeBuilder, shell: str, write: str, message: str, after: list) -> list:
+    """A short session as normalised events (tools named ``shell``/``write``, as an agent names them)."""
+    events = [Meta(1, "2026-12-01T10:00:00Z", session_id="s1", cwd="/home/me/app"),
+              PersonSaid(2, "2026-12-01T10:00:01Z", "install lodash"),
+              ToolCalled(3, "2026-12-01T10:00:02Z", "c1", shell, command="npm install lodash", shell=True),
+              ToolReturned(4, "2026-12-01T10:00:03Z", "c1"),
+              AgentSaid(5, "2026-12-01T10:00:04Z", "Installed lodash with npm."),
+              PersonSaid(6, "2026-12-01T10:00:05Z", message)]
+    line = 7
+    for i, (command, is_shell) in enumerate(after):
+        events.append(ToolCalled(line, "2026-12-01T10:00:06Z", f"a{i}", shell if is_shell else write, command=command,
+                                 shell=is_shell))
+        events.append(ToolReturned(line + 1, "2026-12-01T10:00:07Z", f"a{i}"))
+        line += 2
+    events.append(AgentSaid(line, "2026-12-01T10:00:08Z", "Done."))
+    builder.feed_all(events)
+    return [e for e in builder.take() if e.kind == "correction"]
+
+
+@pytest.mark.parametrize("shell,write", [("Bash", "Edit"), ("shell_command", "apply_patch"),
+                                         ("run_shell_command", "replace")])
+def test_any_agents_events_get_the_same_corrections(shell, write):
+    """Claude Code, Codex and Gemini tool names: the same decision from the same normalised events."""
+    [c] = _feed(EpisodeBuilder(), shell, write, "please use yarn here, the lockfile is yarn.lock",
+                [("rm package-lock.json", True), ("git checkout -- package.json", True), ("yarn add lodash", True)])
+    assert c.fields["cue"] == "prefer" and c.fields["course"] == "undo" and c.source_line == 6
+    assert _feed(EpisodeBuilder(), shell, write, "the login page still does not load on Safari, search the web for it",
+                 [("src/Login.tsx", False)]) == []
+
+
+def test_a_message_waits_for_the_agents_answer_across_reads():
+    b = EpisodeBuilder()
+    b.feed_all([Meta(1, "2026-12-01T10:00:00Z", session_id="s1"), PersonSaid(2, None, "format the code"),
+                ToolCalled(3, None, "c1", "Bash", command="black .", shell=True), ToolReturned(4, None, "c1"),
+                AgentSaid(5, None, "Formatted everything with black."),
+                PersonSaid(6, None, "we use ruff format here, not black")])
+    assert b.take() == []  # not answered yet: it waits in the state
+    b2 = EpisodeBuilder(json.loads(json.dumps(b.state())))
+    b2.feed_all([ToolCalled(7, None, "c2", "Bash", command="git checkout -- .", shell=True)])
+    [c] = [e for e in b2.take() if e.kind == "correction"]
+    assert c.fields["course"] == "undo" and c.source_line == 6
+
+
+PIP = {"tool": "Bash", "command": "pip install requests"}
+PIP2 = {"tool": "Bash", "command": "pip install -r requirements.txt"}
+NPM = {"tool": "Bash", "command": "npm install lodash"}
+PUSH = {"tool": "Bash", "command": "git push --force origin main"}
+PUSH2 = {"tool": "Bash", "command": "git push -f origin main"}
+TEST = {"tool": "Write", "command": "test/user_test.rb"}
+
+
+# The table of pairs of docs/corrections.md: (first, its action), (later, its action), the same?
+SAME_PAIRS = [
+    (("no, use uv instead of pip", PIP), ("this project is on uv, not pip", PIP2), True),
+    (("no, use uv instead of pip", PIP), ("don't use pip here, we use uv add", PIP2), True),
+    (("no, use uv instead of pip", PIP), ("use poetry, not pip", PIP2), False),
+    (("please use yarn here", NPM), ("yarn, not npm!", NPM), True),
+    (("please use yarn here", NPM), ("no, use uv instead of pip", PIP), False),
+    (("never force push to main", PUSH), ("don't force push to main, people pull from it", PUSH2), True),
+    (("never force push to main", PUSH), ("the tests are in spec/, not test/", TEST), False),
+    (("the tests live under spec/, not test/", TEST), ("tests go in spec/ here", TEST), True),
+]
+
+
+@pytest.mark.parametrize("first,later,same", SAME_PAIRS)
+def test_the_same_correction_in_other_words(first, later, same):
+    assert same_correction(correction_terms(*first), correction_terms(*later)) is same
+
+
+def test_the_repeat_yourself_rate_counts_a_restatement_in_another_session_of_the_family():
+    said = [(1, "s1", "2026-12-01T10:00:00Z", "fam", correction_terms("no, use uv instead of pip", PIP)),
+            (2, "s2", "2026-12-02T10:00:00Z", "fam", correction_terms("this project is on uv, not pip", PIP2)),
+            (3, "s3", "2026-12-03T10:00:00Z", "other", correction_terms("this project is on uv, not pip", PIP2)),
+            (4, "s2", "2026-12-02T11:00:00Z", "fam", correction_terms("use poetry, not pip", PIP2))]
+    assert _restated(said, 2, "s2", "2026-12-02T10:00:00Z") is True
+    assert _restated(said, 3, "s3", "2026-12-03T10:00:00Z") is False  # another project family
+    assert _restated(said, 4, "s2", "2026-12-02T11:00:00Z") is False  # another preference
+    assert _restated(said, 1, "s1", "2026-12-01T10:00:00Z") is False  # nothing before it
