@@ -78,7 +78,7 @@ __all__ = ["correction_cue", "decide", "course_change", "Turn", "CUES", "STRONG_
            "correction_terms", "SAME_CORRECTION_COSINE"]
 
 STRONG_CUES = ("rejected", "restated", "why", "omitted", "reminder", "undo", "wrong")
-CUES = STRONG_CUES + ("still", "stop", "wait", "no", "dont", "actually", "prefer", "changed")
+CUES = STRONG_CUES + ("still", "stop", "wait", "no", "dont", "actually", "you_did", "prefer", "changed")
 
 
 @dataclass(frozen=True)
@@ -100,7 +100,7 @@ class Turn:
     first: bool = False
 
 
-_FILLER = re.compile(r"^(?:(?:ok(?:ay)?|hmm*|hm+|uh+|um+|oh|well|so|hey|erm)\b[\s,.!]*)+")
+_FILLER = re.compile(r"^(?:(?:ok(?:ay)?|hmm*|hm+|uh+|um+|oh|well|so|hey|erm|whoa|woah|ugh|argh|oops|yikes)\b[\s,.!]*)+")
 _LEADING = re.compile(r"^[\s\"'`*_>#~\-\u2022(\[]+")
 _RESTATED = re.compile(r"\b(?:that'?s not what i|that is not what i|not what i (?:asked|wanted|meant|said)|"
                        r"i (?:already )?(?:said|told you)|i asked (?:you )?(?:to|for|not)|as i said)\b")
@@ -134,10 +134,11 @@ _NOT_ONE = re.compile(
     r"\b(?:works|working) now\b|\bgood (?:call|catch|idea|job|work)\b|\blooks (?:good|great)\b|\bwell done\b|"
     r"\b(?:nice|great|perfect|thanks|thank you)\b[!.\s]*$|"
     r"\b(?:that'?s|that is) (?:all|everything|it for)\b|\bfor (?:today|now)\b|\bstop here\b|"
-    r"\bno (?:idea|hurry|rush|worries|problem|need to hurry)\b")
+    r"\bno (?:idea|hurry|rush|worries|problem|need to hurry)\b|"
+    r"\b(?:can|could|would) you (?:please )?(?:also )?add\b")
 _LATER = re.compile(r"^(?:please )?(?:stop|wait)\b.{0,80}\b(?:once|when|after|until|till|before)\b")
-_QUESTION_TO_AGENT = re.compile(r"^(?:wait,?\s+|actually,?\s+)?(?:is|are|was|were|which|what|where|when|how|do|does"
-                                r")\b[^?]{0,160}\?")
+_QUESTION_TO_AGENT = re.compile(r"^(?:wait,?\s+|actually,?\s+)?(?:is|are|was|were|which|what|where|when|how|who|"
+                                r"whose|do|does|why (?:is|are|was|were|does|do))\b[^?]{0,160}\?")
 _QUESTION_TO_PERSON = re.compile(r"\?\s*$|\b(?:should i|do you want|would you like|want me to|shall i|let me know)\b",
                                  re.IGNORECASE)
 # Step 7: a stated preference.
@@ -145,14 +146,21 @@ _PREFER = re.compile(
     r"\b(?:please|pls) use\b|\buse \S+ (?:here|instead)\b|\b(?:we|this (?:repo|project|team|codebase)|"
     r"our \w+) (?:use|uses|are on|is on|'re on|prefer|prefers)\b|\bwe'?re (?:on|using)\b|"
     r"\b(?:it|that|this|they|those|the \w+) (?:should|must|needs? to) (?:go|be|live|stay)\b|"
+    r"^(?:it|that|this|they|those|(?:the|that|this) [\w.-]+) (?:should|must|needs? to|has to|have to|is supposed to) |"
     r"^(?:that'?s|this is|those are|that is) (?:the )?(?:old|wrong|other|previous|outdated|deprecated|v\d)\b|"
     r"\bi'?d rather (?:you )?not\b|\bi'?d (?:rather|prefer) you\b|^not (?:with|in|on|via|using)\b|"
     r"\b(?:doesn'?t|does not|don'?t|do not) exist\b|\berrored out\b|\bnot \S+ (?:please|thanks)\b|"
     r"\b(?:rather than|instead of)\b|\b(?:is|are) the wrong\b|\bthe wrong one\b")
+_YOU_DID = re.compile(r"^you(?:'ve| have)? (?:ran|run|used|put|wrote|added|picked|chose|installed|set|made|called|"
+                      r"changed|edited|pushed|committed|deleted|created|named)\b.{0,80}\b(?:without|instead of|but|"
+                      r"wrong|not|too|in the wrong)\b")
+#: The agent's next statement concedes its last work was wrong (``conceded``) ...
 _CONCEDE = re.compile(
-    r"\b(?:sorry|apologi[sz]e|my (?:mistake|bad)|you'?re right|right[,;:]|good catch|understood|got it|"
-    r"restored|reverted|undid|undone|rolled back|switched|moved it|instead|removed it|put it back|"
-    r"i'?ll (?:use|switch|move|revert|undo|restore)|let me (?:revert|undo|restore|fix that))\b", re.IGNORECASE)
+    r"\b(?:sorry|apologi[sz]e|my (?:mistake|bad)|you'?re (?:right|correct)|good (?:catch|point)|restored|reverted|"
+    r"undid|undone|rolled back|put it back|let me (?:revert|undo|restore|fix that))\b", re.IGNORECASE)
+#: ... or only acknowledges and redoes (with ``redo``: "Got it, switched to yarn").
+_ACK = re.compile(r"\b(?:understood|got it|right[,;:]|ok(?:ay)?[,;:]|switched|moved it|instead|removed it|replaced|"
+                  r"changed it|i'?ll (?:use|switch|move))\b", re.IGNORECASE)
 _UNDO_CALL = re.compile(
     r"\bgit (?:checkout\s+(?:\S+\s+)?--(?=\s)|restore\b|revert\b|reset\b|stash\b)|\b(?:rollback|roll back|uninstall|"
     r"remove|downgrade)\b|\becto\.rollback\b|\bdb:rollback\b|\bmigrate\b.*\b(?:down|rollback|zero)\b")
@@ -177,6 +185,8 @@ _READS = frozenset(("read", "grep", "glob", "ls", "bashoutput", "webfetch", "web
                     "read_file", "read_many_files", "list_directory", "search_file_content", "glob_files",
                     "google_web_search", "web_fetch", "update_plan", "view_image"))
 #: Tools that run a shell command line, and tools that write a file, as agents name them.
+_SUBCOMMANDS = frozenset("git npm yarn pnpm cargo go uv pip poetry docker kubectl mix gh terraform helm "
+                         "bundle dotnet gradle make npx".split())
 _SHELLS = frozenset(("bash", "shell", "shell_command", "local_shell", "exec_command", "run_shell_command"))
 _WRITES = frozenset(("write", "edit", "multiedit", "notebookedit", "apply_patch", "write_file", "replace",
                      "edit_file"))
@@ -253,11 +263,16 @@ def _reminder(norm: str, actions: list[dict]) -> bool:
 
 
 def _program(action: dict) -> str:
+    """The program a shell call ran, with its subcommand (``git push``, ``kubectl``: a flag is no
+    subcommand)."""
     heads = action.get("heads") or []
-    if heads:
-        return heads[0].lower()
-    command = (action.get("command") or "").strip().split()
-    return command[0].lower() if command else ""
+    tokens = (heads[0] if heads else (action.get("command") or "")).lower().split()
+    tokens = [t for t in tokens if "=" not in t or t.startswith("-")]
+    if not tokens:
+        return ""
+    if len(tokens) > 1 and not tokens[1].startswith("-") and (heads or tokens[0] in _SUBCOMMANDS):
+        return f"{tokens[0]} {tokens[1]}"
+    return tokens[0]
 
 
 def _target(action: dict) -> str:
@@ -339,18 +354,21 @@ def decide(turn: Turn) -> str | None:
     if cue is not None:
         # "stop", "wait", "instead" and a "no" that answers no question point at what the agent
         # is doing; "don't" names it (``_weak_cue``)
-        implied = cue in ("stop", "wait", "dont", "no") or norm.startswith("instead")
+        implied = cue in ("stop", "wait", "dont", "no", "you_did") or norm.startswith("instead")
         return cue if (reference or implied) and not went_on else None
     # step 7: a stated preference
     if _PREFER.search(norm[:300]):
         return "prefer" if reference and not went_on else None
     # step 8: the agent changed course
-    if change == "undo" or (change == "redo" and turn.after_said and _CONCEDE.search(turn.after_said[:300])):
+    if change in ("undo", "conceded") or (change == "redo" and turn.after_said and
+                                           _ACK.search(turn.after_said[:300])):
         return "changed"
     return None
 
 
 def _weak_cue(norm: str, before: list[dict]) -> str | None:
+    if _YOU_DID.match(norm):
+        return "you_did"
     if _WAIT.match(norm):
         return "wait"
     dont = _DONT.match(norm)
