@@ -132,7 +132,7 @@ _NOT_ONE = re.compile(
     r"\bwhile you'?re (?:in|at) (?:there|it)\b|\blet'?s (?:also|do the same|look|move on|continue|keep going|"
     r"now|start|switch to)\b|\bnext step\b|\bthe next (?:one|task)\b|"
     r"\b(?:works|working) now\b|\bgood (?:call|catch|idea|job|work)\b|\blooks (?:good|great)\b|\bwell done\b|"
-    r"\b(?:nice|great|perfect|thanks|thank you)\b[!.\s]*$|"
+    r"\b(?:nice|great|perfect|thanks|thank you|thx|ty)\b[!.\s]*$|"
     r"\b(?:that'?s|that is) (?:all|everything|it for)\b|\bfor (?:today|now)\b|\bstop here\b|"
     r"\bno (?:idea|hurry|rush|worries|problem|need to hurry)\b|"
     r"\b(?:can|could|would) you (?:please )?(?:also )?add\b")
@@ -151,6 +151,11 @@ _PREFER = re.compile(
     r"\bi'?d rather (?:you )?not\b|\bi'?d (?:rather|prefer) you\b|^not (?:with|in|on|via|using)\b|"
     r"\b(?:doesn'?t|does not|don'?t|do not) exist\b|\berrored out\b|\bnot \S+ (?:please|thanks)\b|"
     r"\b(?:rather than|instead of)\b|\b(?:is|are) the wrong\b|\bthe wrong one\b")
+#: Words that judge what was done: wrong, unwanted, did not work (with a course change, step 8).
+_JUDGED = re.compile(r"\b(?:not|no|n't|never|wrong|worse|bad|broken|breaks?|bypass\w*|miss(?:es|ing)?|too|"
+                     r"instead|rather|only|must|should(?:n't)?|needs? to|has to|have to|pointless|meaningless|"
+                     r"useless|unsafe|insecure|dangerous|ugly|over\w*kill|ancient|deprecated|outdated|old)\b|"
+                     r"n't\b|\?\?|!!")
 _YOU_DID = re.compile(r"^you(?:'ve| have)? (?:ran|run|used|put|wrote|added|picked|chose|installed|set|made|called|"
                       r"changed|edited|pushed|committed|deleted|created|named)\b.{0,80}\b(?:without|instead of|but|"
                       r"wrong|not|too|in the wrong)\b")
@@ -284,6 +289,7 @@ def course_change(before: Iterable[dict], after: Iterable[dict] | None, after_sa
     module doc): ``undo``, ``redo``, ``conceded``, ``stopped`` or None (it carried on)."""
     if after is None:
         return None
+    looked = bool(after)  # it made calls, if only reads (it went on looking into something)
     before = [a for a in before if (a.get("tool") or "").lower() not in _READS][-6:]
     after = [a for a in after if (a.get("tool") or "").lower() not in _READS][:6]
     written = {_target(a).rsplit("/", 1)[-1] for a in before if (a.get("tool") or "").lower() in _WRITES}
@@ -296,13 +302,13 @@ def course_change(before: Iterable[dict], after: Iterable[dict] | None, after_sa
             return "undo"
     if after_said and _CONCEDE.search(after_said[:300]):
         return "conceded"
-    if not after and after_said is not None:
+    if not looked and after_said is not None:
         return "stopped"
-    ran = {(_program(a), _target(a)) for a in before if (a.get("tool") or "").lower() in _SHELLS}
+    ran = {(_program(a), _target(a)) for a in before if _is_shell(a)}
     programs = {p for p, _ in ran}
     for a in after:
         tool = (a.get("tool") or "").lower()
-        if tool in _SHELLS:
+        if _is_shell(a):
             if _program(a) in programs and (_program(a), _target(a)) not in ran:
                 return "redo"
         elif _target(a).rsplit("/", 1)[-1] in written:
@@ -359,11 +365,34 @@ def decide(turn: Turn) -> str | None:
     # step 7: a stated preference
     if _PREFER.search(norm[:300]):
         return "prefer" if reference and not went_on else None
-    # step 8: the agent changed course
-    if change in ("undo", "conceded") or (change == "redo" and turn.after_said and
-                                           _ACK.search(turn.after_said[:300])):
+    # step 8: the agent changed course: undid, conceded, switched to the program the message
+    # names, or redid its last work after a statement (not a request for new work) or with an
+    # acknowledgement
+    if change in ("undo", "conceded") or _switched(norm, before, turn.after or ()):
+        return "changed"
+    if change == "redo" and reference and ((turn.after_said and _ACK.search(turn.after_said[:300])) or
+                                           _JUDGED.search(norm[:300])):
         return "changed"
     return None
+
+
+def _switched(norm: str, before: list[dict], after: Iterable[dict]) -> bool:
+    """The agent ran next a program the message names, other than the ones it ran before, and the
+    message names one of those too ("use tox, plain pytest misses the env vars")."""
+    named = set(_WORD.findall(norm))
+    ran = {_program(a).split(" ")[0] for a in before if _is_shell(a)}
+    if not ran & named:
+        return False
+    for a in after:
+        if _is_shell(a):
+            program = _program(a).split(" ")[0]
+            if program and program in named and program not in ran and program not in ("git", "cd"):
+                return True
+    return False
+
+
+def _is_shell(action: dict) -> bool:
+    return bool(action.get("heads")) or (action.get("tool") or "").lower() in _SHELLS
 
 
 def _weak_cue(norm: str, before: list[dict]) -> str | None:
