@@ -5,8 +5,8 @@
 ``../shared/data``; the others carry their output). ``data/corrections.json``: person messages
 with what the agent did just before, labelled correction or not (real ones from the shared
 transcripts, and hard cases written for the set, marked ``synthetic``);
-``data/corrections_heldout.json`` and ``data/corrections_heldout_b.json``: the held-out sets of
-issue 32 (:func:`correction_parts`).
+``data/corrections_heldout*.json``: the sets of issue 32, each written before a revision of the
+rule and held out from it (:func:`correction_parts` says which is still held out).
 """
 
 from __future__ import annotations
@@ -68,11 +68,17 @@ def correction_parts() -> list[tuple[str, str, list[dict]]]:
     (see benchmarks/corrections.py for which set was read while writing the rule)."""
     cases = correction_cases()
     real = [c for c in cases if c["source"] != "synthetic"]
-    held_a = json.loads((DATA / "corrections_heldout.json").read_text(encoding="utf-8"))["cases"]
-    held_b = json.loads((DATA / "corrections_heldout_b.json").read_text(encoding="utf-8"))["cases"]
+    def held(name: str) -> list[dict]:
+        return json.loads((DATA / name).read_text(encoding="utf-8"))["cases"]
+
     return [
         ("real, shared data (spotter, public)", "in-sample", real),
         ("synthetic, issue 14", "in-sample", [c for c in cases if c["source"] == "synthetic"]),
-        ("synthetic held-out A, issue 32", "held-out at first run, read since: in-sample", held_a),
-        ("synthetic held-out B, issue 32", "held-out", held_b),
+        ("synthetic A, issue 32", "in-sample (held out for the first rule, read since)", held("corrections_heldout.json")),
+        ("synthetic B, issue 32", "in-sample (held out for the first revision, read since)",
+         held("corrections_heldout_b.json")),
+        ("synthetic C, issue 32", "in-sample (held out for the second revision, read since)",
+         held("corrections_heldout_c.json")),
+        ("synthetic D, issue 32", "HELD-OUT (written before the current rule, never tuned on)",
+         held("corrections_heldout_d.json")),
     ]
