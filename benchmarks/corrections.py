@@ -26,7 +26,10 @@ them), the same rule with the calls after unknown (the words and the reference a
 former opening-word test (:func:`openmemory_local.episodes.correction_opening`). Every mistake
 of the rule is listed.
 
-    python benchmarks/corrections.py
+    python benchmarks/corrections.py [--second-opinion]
+
+``--second-opinion`` adds the figures with the local model asked about the borderline messages
+(:mod:`openmemory_local.corrections_lm`; skipped, and said so, without the ``agent-lm`` extra).
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from labelled import correction_parts  # noqa: E402
-from openmemory_local.corrections import correction_cue  # noqa: E402
+from openmemory_local.corrections import Turn, correction_cue, decide, is_borderline  # noqa: E402
 from openmemory_local.episodes import correction_opening  # noqa: E402
 
 
@@ -46,6 +49,12 @@ def rule(case: dict) -> bool:
     return correction_cue(case["message"], via=case["via"], agent_said=case.get("agent_said"),
                           actions=case.get("actions") or [], after=case.get("after"),
                           after_said=case.get("after_said")) is not None
+
+
+def _turn(case: dict) -> Turn:
+    after = case.get("after")
+    return Turn(case["message"], case["via"], case.get("agent_said"), tuple(case.get("actions") or []),
+                None if after is None else tuple(after), case.get("after_said"))
 
 
 def words_alone(case: dict) -> bool:
@@ -75,9 +84,24 @@ def line(name: str, cases: list[dict], predict) -> str:
 
 def main() -> int:
     parts = correction_parts()
+    opinion = None
+    if "--second-opinion" in sys.argv[1:]:
+        from openmemory_local.corrections_lm import MODEL_ENV, load
+
+        opinion = load()
+        if opinion is None:
+            print(f"second opinion: skipped (the agent-lm extra, llama-cpp-python, or the model named by {MODEL_ENV} "
+                  "is absent)\n")
     for title, status, cases in parts:
         print(f"{title} [{status}]:")
         print(line("rule (words, reference, calls after)", cases, rule))
+        borderline = sum(1 for c in cases if is_borderline(_turn(c)))
+        if opinion is not None:
+            print(line("rule + local model on the borderline", cases,
+                       lambda c: decide(_turn(c), opinion) is not None))
+        print(f"  {'borderline (left to a second opinion)':40s} {borderline} messages")
+        print(line("bound: a second opinion always right", cases,
+                   lambda c: decide(_turn(c), lambda t, c=c: c["correction"]) is not None))
         print(line("rule, calls after unknown", cases, words_alone))
         print(line("opening word alone (former baseline)", cases, opening_word))
     for title, status, cases in parts:

@@ -72,13 +72,14 @@ import math
 import re
 import unicodedata
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Callable, Iterable
 
-__all__ = ["correction_cue", "decide", "course_change", "Turn", "CUES", "STRONG_CUES", "same_correction",
+__all__ = ["correction_cue", "decide", "is_borderline", "course_change", "Turn", "CUES", "STRONG_CUES", "same_correction",
            "correction_terms", "SAME_CORRECTION_COSINE"]
 
 STRONG_CUES = ("rejected", "restated", "why", "omitted", "reminder", "undo", "wrong")
-CUES = STRONG_CUES + ("still", "stop", "wait", "no", "dont", "actually", "you_did", "prefer", "changed")
+CUES = STRONG_CUES + ("still", "stop", "wait", "no", "dont", "actually", "you_did", "prefer", "changed",
+                      "second_opinion")
 
 
 @dataclass(frozen=True)
@@ -316,8 +317,30 @@ def course_change(before: Iterable[dict], after: Iterable[dict] | None, after_sa
     return None
 
 
-def decide(turn: Turn) -> str | None:
-    """The cue that makes the turn's message a correction (the rule of the module doc), or None."""
+#: What :func:`_decide` returns for a message the rule leaves undecided (step 10).
+_BORDERLINE = "borderline"
+
+
+def decide(turn: Turn, opinion: Callable[[Turn], bool] | None = None) -> str | None:
+    """The cue that makes the turn's message a correction (the rule of the module doc), or None.
+
+    ``opinion``: an optional second opinion (:mod:`openmemory_local.corrections_lm`, the local
+    model, off by default), asked only about a *borderline* message (step 10: the agent redid
+    the work the message refers to, without a judgement word or an acknowledgement); its yes
+    makes the cue ``second_opinion``. Without it a borderline message is not a correction.
+    """
+    cue = _decide(turn)
+    if cue == _BORDERLINE:
+        return "second_opinion" if opinion is not None and opinion(turn) else None
+    return cue
+
+
+def is_borderline(turn: Turn) -> bool:
+    """Whether the rule leaves the turn to a second opinion (step 10)."""
+    return _decide(turn) == _BORDERLINE
+
+
+def _decide(turn: Turn) -> str | None:
     if turn.via == "rejection":
         return "rejected"
     before = list(turn.before)
@@ -373,7 +396,8 @@ def decide(turn: Turn) -> str | None:
     if change == "redo" and reference and ((turn.after_said and _ACK.search(turn.after_said[:300])) or
                                            _JUDGED.search(norm[:300])):
         return "changed"
-    return None
+    # step 10: it redid the work the message refers to, nothing else tells: a second opinion's
+    return _BORDERLINE if change == "redo" and reference else None
 
 
 def _switched(norm: str, before: list[dict], after: Iterable[dict]) -> bool:
@@ -418,7 +442,7 @@ def _weak_cue(norm: str, before: list[dict]) -> str | None:
 
 def correction_cue(text: str, *, via: str = "message", agent_said: str | None = None,
                    actions: Iterable[dict] = (), first: bool = False, after: Iterable[dict] | None = None,
-                   after_said: str | None = None) -> str | None:
+                   after_said: str | None = None, opinion: Callable[[Turn], bool] | None = None) -> str | None:
     """The cue that makes ``text`` a correction of the agent's last action (see the module doc).
 
     ``agent_said``: what the agent said just before; ``actions``: its recent tool calls, oldest
@@ -426,7 +450,7 @@ def correction_cue(text: str, *, via: str = "message", agent_said: str | None = 
     statement after the message (None: not known); ``first``: nothing of the agent's came before.
     """
     return decide(Turn(text, via, agent_said, tuple(actions), None if after is None else tuple(after), after_said,
-                       first))
+                       first), opinion)
 
 
 # --- the same correction, restated (the repeat-yourself rate) ----------------------

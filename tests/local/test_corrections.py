@@ -143,3 +143,27 @@ def test_the_repeat_yourself_rate_counts_a_restatement_in_another_session_of_the
     assert _restated(said, 3, "s3", "2026-12-03T10:00:00Z") is False  # another project family
     assert _restated(said, 4, "s2", "2026-12-02T11:00:00Z") is False  # another preference
     assert _restated(said, 1, "s1", "2026-12-01T10:00:00Z") is False  # nothing before it
+
+
+def test_a_second_opinion_is_asked_only_about_borderline_messages_and_is_off_by_default(tmp_path):
+    from openmemory_local.corrections import Turn, decide, is_borderline
+    from openmemory_local.corrections_lm import load, question
+
+    before = (({"tool": "Edit", "heads": [], "command": "README.md"}),)
+    redo = ({"tool": "Edit", "heads": [], "command": "README.md"},)
+    borderline = Turn("lose the emojis in the readme", agent_said="Added an emoji to every README heading.",
+                      before=before, after=redo, after_said="Removed them.")
+    plain = Turn("undo that change", agent_said="Added emojis.", before=before, after=redo)
+    asked = []
+
+    def opinion(turn):
+        asked.append(turn.message)
+        return True
+
+    assert is_borderline(borderline) and not is_borderline(plain)
+    assert decide(borderline) is None  # the rule alone: not a correction
+    assert decide(borderline, opinion) == "second_opinion"
+    assert decide(plain, opinion) == "undo" and asked == ["lose the emojis in the readme"]
+    assert "lose the emojis" in question(borderline) and "README.md" in question(borderline)
+    # without the agent-lm extra or a model file, no second opinion: the rule decides alone
+    assert load(tmp_path / "absent.gguf") is None
