@@ -10,56 +10,69 @@ any agent's adapter yields (Claude Code, Codex, Gemini): the message, how it cam
 the agent's statement and calls before it and its calls and statement after it. Nothing here
 reads a transcript format.
 
-The rule (docs/corrections.md has it with examples), in order, first match wins:
+The rule, in order, first match wins (docs/corrections.md has it with examples and figures).
+*Refers*: a word of the agent's last statement or of its last calls, an opening "that", "it",
+"you", ..., or the agent undoing, redoing or conceding its last work right after.
+*Went on*: the calls after are known and show no course change.
 
-====  ===============================================  ===========================  ==============
+====  ===============================================  ===========================  ==================
 step  the message                                      the agent next (after)       decision
-====  ===============================================  ===========================  ==============
+====  ===============================================  ===========================  ==================
 1     feedback given when rejecting a tool call        any                          ``rejected``
 2     the session's first message, or nothing of the   any                          not one
       agent's before it
 3     a *strong* cue: "that's not what I asked", "I    any                          the cue
       said ...", "why did you ...", "you forgot /
-      didn't / broke ...", "that's wrong", "undo /
-      revert ...", "did you push?" with no push
-      among the calls before
-4     a *shape that is not one*: a request for more    undid its work               ``changed``
-      ("one more thing", "can you also", "while        anything else                not one
+      didn't / broke ...", "that's wrong", "(no,)
+      undo / revert ...", "did you push?" with no
+      push among the calls before
+4     a shape that is not one: a request for more      undid its work               ``changed``
+      ("one more thing", "can you also / add", "while  anything else                not one
       you're in there", "let's ..."), an answer to
-      the agent's question, praise or thanks
-      ("works now", "good call"), an instruction for
-      later ("wait until", "stop X once ..."), the
-      end of the work ("stop here"), a question to
-      the agent ("is it X or Y?")
-5     a complaint that it still / again does not       not known yet, or changed    ``still``
-      work, the same error, nothing changed, *and*     course
-      it refers to the agent's last statement or       carried on with other work   not one
-      calls (else: a bug report about the product,
-      not one)
-6     a *weak* cue: "no, ...", "actually ...",         not known yet, or changed    the cue
-      "instead ...", "stop, ...", "wait, ...",         course
-      "don't ..." naming what it just did, and it      carried on with other work   not one
-      refers to what the agent did or said (a word
-      of its statement or calls, or "that", "it",
-      "you", "this")
-7     a stated preference about what the agent just    not known yet, or changed    ``prefer``
-      did: "please use X", "we use X", "X, not Y",     course
-      "it should go in X", "that's the old X", "I'd    carried on with other work   not one
-      rather you not ...", "not with X", naming a
-      word of the agent's statement or calls
-8     anything else that refers to what the agent did  undid its work, or redid     ``changed``
-                                                       it and conceded
-9     anything else                                    any                          not one
-====  ===============================================  ===========================  ==============
+      the agent's question, praise or thanks, an
+      instruction for later ("wait until", "stop X
+      once ..."), the end of the work ("stop here"),
+      a question to the agent ("is it X or Y?", "who
+      merged ...?")
+5     it still / again does not work, the same error,  did not go on                ``still``
+      nothing changed: and it refers (else a bug       went on                      not one
+      report about the product: not one)
+6     a weak cue: "no, ...", "actually ...", "instead  did not go on                the cue
+      ...", "stop, ...", "wait, ...", "don't ..."      went on                      not one
+      naming what it just did, "you ran X without
+      Y": and it refers ("no", "stop", "wait",
+      "instead", "don't X" and "you ran" refer by
+      themselves)
+7     a stated preference: "please use X", "we use     did not go on                ``prefer``
+      X", "X, not Y", "that endpoint must ...",        went on                      not one
+      "that's the old X", "I'd rather you not", "not
+      with X", "doesn't exist": and it refers
+8     anything else                                    undid its work, conceded     ``changed``
+                                                       ("sorry", "you're right",
+                                                       "reverted"), ran the program
+                                                       the message names in place
+                                                       of the one it names from
+                                                       before, or redid the work
+                                                       the message refers to and
+                                                       the message judges it ("not",
+                                                       "never", "worse", "must", ...)
+                                                       or the agent acknowledges
+9     anything else that refers to the work the agent  redid it, nothing else tells borderline: not
+      redid                                                                         one, unless a
+                                                                                    second opinion
+                                                                                    says so
+10    anything else                                    any                          not one
+====  ===============================================  ===========================  ==================
 
-*Changed course* (:func:`course_change`): ``undo`` (an after call reverts: ``git checkout --``,
+*Course change* (:func:`course_change`): ``undo`` (an after call reverts: ``git checkout --``,
 ``git restore``, ``git revert``, ``git reset``, a rollback, an uninstall, removing or moving a
-file it had just written), ``redo`` (it runs a program it had just run with other arguments, or
-edits again a file it had just edited), ``conceded`` (its next statement concedes: "sorry",
-"you're right", "restored", "reverted", "switched to", "instead"), ``stopped`` (it made no call
-after the message). ``None``: it carried on with other work. ``after=None`` means the
-calls after are not known (the transcript ends at the message, or the data has none): the
-words and the reference decide alone.
+file it had just written), ``conceded`` (its next statement concedes: "sorry", "you're right",
+"good catch", "reverted", "restored"), ``stopped`` (no call at all after the message), ``redo``
+(it runs a program it had just run with other arguments, or edits again a file it had just
+edited). ``None``: it went on with other work (reads only count as going on). ``after=None``:
+the calls after are not known (the data has none): the words and the reference decide alone.
+The second opinion (step 9) is :mod:`openmemory_local.corrections_lm`, the local model, off by
+default.
 
 ``benchmarks/corrections.py`` prints precision and recall on each labelled set, saying which
 was used while writing this rule (in-sample) and which was not (held-out). Corrections feed the
@@ -317,7 +330,7 @@ def course_change(before: Iterable[dict], after: Iterable[dict] | None, after_sa
     return None
 
 
-#: What :func:`_decide` returns for a message the rule leaves undecided (step 10).
+#: What :func:`_decide` returns for a message the rule leaves undecided (step 9).
 _BORDERLINE = "borderline"
 
 
@@ -325,7 +338,7 @@ def decide(turn: Turn, opinion: Callable[[Turn], bool] | None = None) -> str | N
     """The cue that makes the turn's message a correction (the rule of the module doc), or None.
 
     ``opinion``: an optional second opinion (:mod:`openmemory_local.corrections_lm`, the local
-    model, off by default), asked only about a *borderline* message (step 10: the agent redid
+    model, off by default), asked only about a *borderline* message (step 9: the agent redid
     the work the message refers to, without a judgement word or an acknowledgement); its yes
     makes the cue ``second_opinion``. Without it a borderline message is not a correction.
     """
@@ -336,7 +349,7 @@ def decide(turn: Turn, opinion: Callable[[Turn], bool] | None = None) -> str | N
 
 
 def is_borderline(turn: Turn) -> bool:
-    """Whether the rule leaves the turn to a second opinion (step 10)."""
+    """Whether the rule leaves the turn to a second opinion (step 9)."""
     return _decide(turn) == _BORDERLINE
 
 
@@ -396,7 +409,7 @@ def _decide(turn: Turn) -> str | None:
     if change == "redo" and reference and ((turn.after_said and _ACK.search(turn.after_said[:300])) or
                                            _JUDGED.search(norm[:300])):
         return "changed"
-    # step 10: it redid the work the message refers to, nothing else tells: a second opinion's
+    # step 9: it redid the work the message refers to, nothing else tells: a second opinion's
     return _BORDERLINE if change == "redo" and reference else None
 
 
