@@ -37,11 +37,15 @@ Episodes (``Episode.kind``):
 ``correction``
     One per correction by the person: a message that corrects what the agent just did
     (:func:`openmemory_local.corrections.correction_cue`, which reads it with the agent's
-    last statement and recent tool calls), or feedback given when rejecting a tool call.
-    ``fields``: ``message``, ``cue`` (what made it one: ``rejected``, ``still``, ``restated``,
-    ``no``, ...) and ``opening`` (the same, kept for older readers), ``agent_statement`` (what
-    the agent said just before, on the same branch of the conversation), ``agent_action``
-    (the agent's last tool call before it). :func:`correction_opening` is the former
+    last statement and recent tool calls *and its calls and statement after it*: the message
+    is decided once the agent made 3 calls after it (reads not counted), at the person's next
+    message, or at the end of a read once the agent answered; a strong cue at once), or
+    feedback given when rejecting a tool call. ``fields``: ``message``, ``cue`` (what made it
+    one: ``rejected``, ``still``, ``restated``, ``no``, ``changed``, ...) and ``opening`` (the
+    same, kept for older readers), ``agent_statement`` (what the agent said just before, on
+    the same branch of the conversation), ``agent_action`` (the agent's last tool call before
+    it), ``course`` (how the agent changed course after it: ``undo``, ``redo``, ``conceded``,
+    ``stopped``, or None; see docs/corrections.md). :func:`correction_opening` is the former
     opening-word test, kept as the benchmark's baseline.
 
 Only :class:`PersonSaid` events ever count as the person: an adapter must never emit one
