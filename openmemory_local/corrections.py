@@ -149,7 +149,10 @@ _NOT_ONE = re.compile(
     r"\b(?:nice|great|perfect|thanks|thank you|thx|ty)\b[!.\s]*$|"
     r"\b(?:that'?s|that is) (?:all|everything|it for)\b|\bfor (?:today|now)\b|\bstop here\b|"
     r"\bno (?:idea|hurry|rush|worries|problem|need to hurry)\b|"
-    r"\b(?:can|could|would) you (?:please )?(?:also )?add\b")
+    r"\b(?:can|could|would) you (?:please )?(?:also )?add\b|"
+    # taking it back, confirming, being surprised
+    r"\b(?:nvm|never ?mind|forget it|scratch that)\b|\b(?:that|it|this)(?: part)?(?:'s| is) (?:fine|good|ok|right)\b|"
+    r"^(?:wait,?\s+|hmm?,?\s+)?really\?")
 _LATER = re.compile(r"^(?:please )?(?:stop|wait)\b.{0,80}\b(?:once|when|after|until|till|before)\b")
 _QUESTION_TO_AGENT = re.compile(r"^(?:wait,?\s+|actually,?\s+)?(?:is|are|was|were|which|what|where|when|how|who|"
                                 r"whose|do|does|why (?:is|are|was|were|does|do))\b[^?]{0,160}\?")
@@ -168,8 +171,11 @@ _PREFER = re.compile(
 #: Words that judge what was done: wrong, unwanted, did not work (with a course change, step 8).
 _JUDGED = re.compile(r"\b(?:not|no|n't|never|wrong|worse|bad|broken|breaks?|bypass\w*|miss(?:es|ing)?|too|"
                      r"instead|rather|only|must|should(?:n't)?|needs? to|has to|have to|pointless|meaningless|"
-                     r"useless|unsafe|insecure|dangerous|ugly|over\w*kill|ancient|deprecated|outdated|old)\b|"
-                     r"n't\b|\?\?|!!")
+                     r"useless|unsafe|insecure|dangerous|ugly|over\w*kill|ancient|deprecated|outdated|old|"
+                     r"skipped|redundant|unnecessary|whole point|nightmare|panics?|wiped|lost|harmful)\b|"
+                     r"n't\b|\?\?|!!|"
+                     # asking to take away what the agent just added
+                     r"^(?:please )?(?:lose|drop|remove|get rid of|take (?:it |that |them )?out|strip)\b")
 _YOU_DID = re.compile(r"^you(?:'ve| have)? (?:ran|run|used|put|wrote|added|picked|chose|installed|set|made|called|"
                       r"changed|edited|pushed|committed|deleted|created|named)\b.{0,80}\b(?:without|instead of|but|"
                       r"wrong|not|too|in the wrong)\b")
@@ -407,10 +413,21 @@ def _decide(turn: Turn) -> str | None:
     if change in ("undo", "conceded") or _switched(norm, before, turn.after or ()):
         return "changed"
     if change == "redo" and reference and ((turn.after_said and _ACK.search(turn.after_said[:300])) or
-                                           _JUDGED.search(norm[:300])):
+                                           _JUDGED.search(norm[:300]) or _contradicts(norm, agent_said)):
         return "changed"
     # step 9: it redid the work the message refers to, nothing else tells: a second opinion's
     return _BORDERLINE if change == "redo" and reference else None
+
+
+_NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?!\w|\.\d)")
+
+
+def _contradicts(norm: str, agent_said: str | None) -> bool:
+    """The message gives a number where the agent's statement gave another ("88" after "line
+    length 120"): it corrects a value the agent just set."""
+    said = set(_NUMBER.findall((agent_said or "")[:600]))
+    mine = set(_NUMBER.findall(norm[:300]))
+    return bool(said and mine and not mine & said)
 
 
 def _switched(norm: str, before: list[dict], after: Iterable[dict]) -> bool:

@@ -149,11 +149,12 @@ def test_a_second_opinion_is_asked_only_about_borderline_messages_and_is_off_by_
     from openmemory_local.corrections import Turn, decide, is_borderline
     from openmemory_local.corrections_lm import load, question
 
-    before = (({"tool": "Edit", "heads": [], "command": "README.md"}),)
-    redo = ({"tool": "Edit", "heads": [], "command": "README.md"},)
-    borderline = Turn("lose the emojis in the readme", agent_said="Added an emoji to every README heading.",
-                      before=before, after=redo, after_said="Removed them.")
-    plain = Turn("undo that change", agent_said="Added emojis.", before=before, after=redo)
+    before = ({"tool": "Edit", "heads": [], "command": "src/Header.tsx"},)
+    redo = ({"tool": "Edit", "heads": [], "command": "src/Header.tsx"},)
+    # the agent edits the header again: a correction or the next request? nothing else tells
+    borderline = Turn("make the header sticky on scroll", agent_said="The header shows the avatar now.",
+                      before=before, after=redo, after_said="The header is sticky.")
+    plain = Turn("undo that change", agent_said="The header shows the avatar now.", before=before, after=redo)
     asked = []
 
     def opinion(turn):
@@ -163,7 +164,7 @@ def test_a_second_opinion_is_asked_only_about_borderline_messages_and_is_off_by_
     assert is_borderline(borderline) and not is_borderline(plain)
     assert decide(borderline) is None  # the rule alone: not a correction
     assert decide(borderline, opinion) == "second_opinion"
-    assert decide(plain, opinion) == "undo" and asked == ["lose the emojis in the readme"]
-    assert "lose the emojis" in question(borderline) and "README.md" in question(borderline)
+    assert decide(plain, opinion) == "undo" and asked == ["make the header sticky on scroll"]
+    assert "sticky on scroll" in question(borderline) and "src/Header.tsx" in question(borderline)
     # without the agent-lm extra or a model file, no second opinion: the rule decides alone
     assert load(tmp_path / "absent.gguf") is None
