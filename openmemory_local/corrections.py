@@ -55,8 +55,11 @@ step  the message                                      the agent next (after)   
                                                        before, or redid the work
                                                        the message refers to and
                                                        the message judges it ("not",
-                                                       "never", "worse", "must", ...)
-                                                       or the agent acknowledges
+                                                       "never", "worse", "must",
+                                                       "lose the X", ...), gives
+                                                       another number than the
+                                                       agent's statement, or the
+                                                       agent acknowledges
 9     anything else that refers to the work the agent  redid it, nothing else tells borderline: not
       redid                                                                         one, unless a
                                                                                     second opinion
