@@ -33,7 +33,8 @@ step  the message                                      the agent next (after)   
       instruction for later ("wait until", "stop X
       once ..."), the end of the work ("stop here"),
       a question to the agent ("is it X or Y?", "who
-      merged ...?")
+      merged ...?", "really?"), taking it back
+      ("nvm"), confirming ("that part's fine")
 5     it still / again does not work, the same error,  did not go on                ``still``
       nothing changed: and it refers (else a bug       went on                      not one
       report about the product: not one)
