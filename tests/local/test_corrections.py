@@ -168,3 +168,22 @@ def test_a_second_opinion_is_asked_only_about_borderline_messages_and_is_off_by_
     assert "sticky on scroll" in question(borderline) and "src/Header.tsx" in question(borderline)
     # without the agent-lm extra or a model file, no second opinion: the rule decides alone
     assert load(tmp_path / "absent.gguf") is None
+
+
+def test_openmemory_eval_counts_the_same_preference_in_other_words_and_not_another(store):
+    """Through the store and ``evaluate``: "we're a uv shop" restates "use uv instead of pip" (a lesson
+    apart from it), "use poetry, not pip" does not (though it joins the first one's lesson)."""
+    from openmemory_local.evaluate import evaluate
+    from openmemory_local.replay import replay
+
+    from .test_sleep import add, at, correction, session
+
+    add(store, session("s1", 0, ["pip install"]), correction("c1", "s1", 0, "no, use uv instead of pip"), day=0)
+    add(store, session("s2", 2, ["pip install"]),
+        correction("c2", "s2", 2, "we're a uv shop, quit reaching for pip", action="pip install -r requirements.txt"),
+        day=2)
+    add(store, session("s3", 3, ["pip install"]),
+        correction("c3", "s3", 3, "use poetry, not pip", action="pip install flask"), day=3)
+    replay(store, at(5, 9))
+    m = evaluate(store, at(5, 9))["measures"]["repeat_yourself"]["overall"]
+    assert m == {"corrections": 3, "repeats": 1, "rate": 0.3333}
