@@ -43,24 +43,35 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from labelled import correction_parts  # noqa: E402
 from openmemory_local.corrections import Turn, correction_cue, decide, is_borderline  # noqa: E402
+from openmemory_local.episodes import command_heads  # noqa: E402
 from openmemory_local.episodes import correction_opening  # noqa: E402
 
 
+_SHELL_TOOLS = {"Bash", "shell_command", "run_shell_command"}
+
+
+def _calls(actions: list[dict] | None) -> list[dict] | None:
+    """The calls as the episode builder sees them: a shell call's heads are the engine's own
+    (:func:`openmemory_local.episodes.command_heads`), not the set's."""
+    if actions is None:
+        return None
+    return [dict(a, heads=list(command_heads(a["command"]))[:4] if a["tool"] in _SHELL_TOOLS else a.get("heads") or [])
+            for a in actions]
+
+
 def rule(case: dict) -> bool:
-    return correction_cue(case["message"], via=case["via"], agent_said=case.get("agent_said"),
-                          actions=case.get("actions") or [], after=case.get("after"),
-                          after_said=case.get("after_said")) is not None
+    return decide(_turn(case)) is not None
 
 
 def _turn(case: dict) -> Turn:
-    after = case.get("after")
-    return Turn(case["message"], case["via"], case.get("agent_said"), tuple(case.get("actions") or []),
+    after = _calls(case.get("after"))
+    return Turn(case["message"], case["via"], case.get("agent_said"), tuple(_calls(case.get("actions") or [])),
                 None if after is None else tuple(after), case.get("after_said"))
 
 
 def words_alone(case: dict) -> bool:
     return correction_cue(case["message"], via=case["via"], agent_said=case.get("agent_said"),
-                          actions=case.get("actions") or []) is not None
+                          actions=_calls(case.get("actions") or [])) is not None
 
 
 def opening_word(case: dict) -> bool:

@@ -91,7 +91,7 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
-__all__ = ["correction_cue", "decide", "is_borderline", "course_change", "Turn", "CUES", "STRONG_CUES", "same_correction",
+__all__ = ["correction_cue", "decide", "is_borderline", "course_change", "is_read", "AFTER_CALLS", "Turn", "CUES", "STRONG_CUES", "same_correction",
            "correction_terms", "SAME_CORRECTION_COSINE"]
 
 STRONG_CUES = ("rejected", "restated", "why", "omitted", "reminder", "undo", "wrong")
@@ -147,6 +147,7 @@ _REQUEST = re.compile(r"^(?:(?:can|could|would|will) you|also|let'?s|please (?:a
 # Shapes that are not corrections (step 4): asking for more, answering, thanking, later, done.
 _NOT_ONE = re.compile(
     r"\bone more thing\b|\b(?:can|could|would) you (?:also|too)\b|\balso\b.{0,60}\?|\btoo\s*\?|"
+    r"\btoo,?(?: please| pls)?[.!]*\s*$|"
     r"\bwhile you'?re (?:in|at) (?:there|it)\b|\blet'?s (?:also|do the same|look|move on|continue|keep going|"
     r"now|start|switch to)\b|\bnext step\b|\bthe next (?:one|task)\b|"
     r"\b(?:works|working) now\b|\bgood (?:call|catch|idea|job|work)\b|\blooks (?:good|great)\b|\bwell done\b|"
@@ -213,6 +214,16 @@ _FIXED = {"push": "push", "pushed": "push", "commit": "commit", "committed": "co
 _READS = frozenset(("read", "grep", "glob", "ls", "bashoutput", "webfetch", "websearch", "todowrite", "todoread",
                     "read_file", "read_many_files", "list_directory", "search_file_content", "glob_files",
                     "google_web_search", "web_fetch", "update_plan", "view_image"))
+#: The calls after a message that decide it (reads not counted): the episode builder waits for
+#: this many, and :func:`course_change` reads no more.
+AFTER_CALLS = 3
+
+
+def is_read(action: dict) -> bool:
+    """A call that only reads (a file, a search, a background job's output): not a course change."""
+    return (action.get("tool") or "").lower() in _READS
+
+
 #: Tools that run a shell command line, and tools that write a file, as agents name them.
 _SUBCOMMANDS = frozenset("git npm yarn pnpm cargo go uv pip poetry docker kubectl mix gh terraform helm "
                          "bundle dotnet gradle make npx".split())
@@ -314,8 +325,8 @@ def course_change(before: Iterable[dict], after: Iterable[dict] | None, after_sa
     if after is None:
         return None
     looked = bool(after)  # it made calls, if only reads (it went on looking into something)
-    before = [a for a in before if (a.get("tool") or "").lower() not in _READS][-6:]
-    after = [a for a in after if (a.get("tool") or "").lower() not in _READS][:6]
+    before = [a for a in before if not is_read(a)][-6:]
+    after = [a for a in after if not is_read(a)][:AFTER_CALLS]
     written = {_target(a).rsplit("/", 1)[-1] for a in before if (a.get("tool") or "").lower() in _WRITES}
     written.discard("")
     for a in after:

@@ -62,7 +62,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from . import resolutions as _res
-from .corrections import STRONG_CUES, correction_cue, course_change
+from .corrections import AFTER_CALLS, STRONG_CUES, correction_cue, course_change, is_read
 from .embed import _native  # the C accelerator, loaded on first use
 from .reason import reason_line
 
@@ -410,11 +410,6 @@ _MAX_REFS = 512
 _MAX_STATEMENTS = 32
 _MAX_LIST = 40
 _MAX_FAILURES = 20
-#: A person message is decided once the agent made this many calls after it (reads not counted),
-#: or at the person's next message (openmemory_local.corrections: the agent's next calls).
-_AFTER_CALLS = 3
-_READ_TOOLS = frozenset(("read", "grep", "glob", "ls", "bashoutput", "read_file", "read_many_files", "list_directory",
-                         "search_file_content", "glob_files", "todowrite", "update_plan"))
 #: Cues the calls after a message cannot change: decided at once.
 _DECIDED_NOW = frozenset(STRONG_CUES)
 
@@ -698,7 +693,7 @@ class EpisodeBuilder:
         if turn is None:
             return
         turn["after"].append(call)
-        if sum(1 for a in turn["after"] if a["tool"].lower() not in _READ_TOOLS) >= _AFTER_CALLS:
+        if sum(1 for a in turn["after"] if not is_read(a)) >= AFTER_CALLS:
             self._settle_turn()
 
     def _decide_turn(self, turn: dict, *, known: bool) -> None:

@@ -187,3 +187,54 @@ def test_openmemory_eval_counts_the_same_preference_in_other_words_and_not_anoth
     replay(store, at(5, 9))
     m = evaluate(store, at(5, 9))["measures"]["repeat_yourself"]["overall"]
     assert m == {"corrections": 3, "repeats": 1, "rate": 0.3333}
+
+
+_SHELL_TOOLS = {"Bash", "shell_command", "run_shell_command"}
+
+
+def _as_events(case: dict) -> list:
+    """A labelled case as the normalised events an adapter yields (synthetic: the sets are)."""
+    events, line = [Meta(1, None, session_id=case.get("session") or "s"), PersonSaid(2, None, "the task")], 3
+
+    def calls(actions, prefix):
+        nonlocal line
+        for i, a in enumerate(actions):
+            events.append(ToolCalled(line, None, f"{prefix}{i}", a["tool"], command=a["command"],
+                                     shell=a["tool"] in _SHELL_TOOLS))
+            events.append(ToolReturned(line + 1, None, f"{prefix}{i}"))
+            line += 2
+
+    calls(case["actions"], "b")
+    if case.get("agent_said"):
+        events.append(AgentSaid(line, None, case["agent_said"]))
+        line += 1
+    events.append(PersonSaid(line, None, case["message"]))
+    line += 1
+    if case.get("after_said") is not None:
+        events.append(AgentSaid(line, None, case["after_said"]))
+        line += 1
+    calls(case["after"], "a")
+    return events
+
+
+@pytest.mark.parametrize("name", ["corrections_heldout.json", "corrections_heldout_b.json",
+                                  "corrections_heldout_c.json", "corrections_heldout_d.json",
+                                  "corrections_heldout_e.json"])
+def test_the_builder_decides_as_the_rule_on_every_labelled_session(name):
+    """The episode builder applies the one rule: on every session of the issue-32 sets it finds a
+    correction exactly where ``correction_cue`` does on the same session (the builder reads the
+    calls after the message itself, and its own command heads)."""
+    from openmemory_local.episodes import command_heads
+
+    for case in json.loads((DATA / name).read_text(encoding="utf-8"))["cases"]:
+        b = EpisodeBuilder()
+        b.feed_all(_as_events(case))
+        found = [e for e in b.take() if e.kind == "correction"]
+
+        def norm(actions):
+            return [dict(a, heads=list(command_heads(a["command"]))[:4] if a["tool"] in _SHELL_TOOLS else [])
+                    for a in actions]
+
+        expected = correction_cue(case["message"], agent_said=case.get("agent_said"), actions=norm(case["actions"]),
+                                  after=norm(case["after"]), after_said=case.get("after_said"))
+        assert (found[0].fields["cue"] if found else None) == expected, case["message"]
