@@ -74,7 +74,8 @@ def correction_parts() -> list[tuple[str, str, list[dict]]]:
     return [
         ("real, shared data (spotter, public)", "in-sample", real),
         ("synthetic, issue 14", "in-sample", [c for c in cases if c["source"] == "synthetic"]),
-        ("synthetic A, issue 32", "in-sample (held out for the first rule, read since)", held("corrections_heldout.json")),
+        ("synthetic A, issue 32", "in-sample (held out for the first rule, read since)",
+         held("corrections_heldout.json")),
         ("synthetic B, issue 32", "in-sample (held out for the first revision, read since)",
          held("corrections_heldout_b.json")),
         ("synthetic C, issue 32", "in-sample (held out for the second revision, read since)",

@@ -91,8 +91,8 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
-__all__ = ["correction_cue", "decide", "is_borderline", "course_change", "is_read", "AFTER_CALLS", "Turn", "CUES", "STRONG_CUES", "same_correction",
-           "correction_terms", "SAME_CORRECTION_COSINE"]
+__all__ = ["correction_cue", "decide", "is_borderline", "course_change", "is_read", "AFTER_CALLS", "Turn", "CUES",
+           "STRONG_CUES", "same_correction", "correction_terms", "SAME_CORRECTION_COSINE"]
 
 STRONG_CUES = ("rejected", "restated", "why", "omitted", "reminder", "undo", "wrong")
 CUES = STRONG_CUES + ("still", "stop", "wait", "no", "dont", "actually", "you_did", "prefer", "changed",
@@ -342,7 +342,6 @@ def course_change(before: Iterable[dict], after: Iterable[dict] | None, after_sa
     ran = {(_program(a), _target(a)) for a in before if _is_shell(a)}
     programs = {p for p, _ in ran}
     for a in after:
-        tool = (a.get("tool") or "").lower()
         if _is_shell(a):
             if _program(a) in programs and (_program(a), _target(a)) not in ran:
                 return "redo"
@@ -423,9 +422,9 @@ def _decide(turn: Turn) -> str | None:
     if _PREFER.search(norm[:300]):
         return "prefer" if reference and not went_on else None
     # step 8: the agent changed course: undid, conceded, switched to the program the message
-    # names, or redid its last work after a statement (not a request for new work) or with an
-    # acknowledgement
-    if change in ("undo", "conceded") or _switched(norm, before, turn.after or ()):
+    # names, or redid the work the message refers to while the message judges it, gives another
+    # number, or the agent acknowledges
+    if change in ("undo", "conceded") or _switched(norm, before, list(turn.after or ())[:AFTER_CALLS]):
         return "changed"
     if change == "redo" and reference and ((turn.after_said and _ACK.search(turn.after_said[:300])) or
                                            _JUDGED.search(norm[:300]) or _contradicts(norm, agent_said)):

@@ -38,10 +38,10 @@ def test_the_spotter_bug_report_is_not_a_correction():
 
 
 @pytest.mark.parametrize("before,after,said,expected", [
-    ([{"tool": "Edit", "command": "app/validators.py"}], [{"tool": "Bash", "command": "git checkout -- app/validators.py"}],
-     None, "undo"),
-    ([{"tool": "write_file", "command": "scripts/backup.sh"}], [{"tool": "run_shell_command", "command": "rm scripts/backup.sh"}],
-     None, "undo"),
+    ([{"tool": "Edit", "command": "app/validators.py"}],
+     [{"tool": "Bash", "command": "git checkout -- app/validators.py"}], None, "undo"),
+    ([{"tool": "write_file", "command": "scripts/backup.sh"}],
+     [{"tool": "run_shell_command", "command": "rm scripts/backup.sh"}], None, "undo"),
     ([{"tool": "shell_command", "heads": ["kubectl --context"], "command": "kubectl --context prod get pods"}],
      [{"tool": "shell_command", "heads": ["kubectl --context"], "command": "kubectl --context staging get pods"}],
      "Here is staging.", "redo"),
