@@ -238,3 +238,22 @@ def test_the_builder_decides_as_the_rule_on_every_labelled_session(name):
         expected = correction_cue(case["message"], agent_said=case.get("agent_said"), actions=norm(case["actions"]),
                                   after=norm(case["after"]), after_said=case.get("after_said"))
         assert (found[0].fields["cue"] if found else None) == expected, case["message"]
+
+
+def test_a_correction_lesson_is_never_planned_for_the_commons(store):
+    """A correction found by the rule becomes a lesson; with its project opted in and the lesson
+    strong enough to publish, the plan gives it no commons form (it stays personal)."""
+    from openmemory_local import publish
+    from openmemory_local.replay import replay
+
+    from .test_sleep import APP, add, at, correction, session
+
+    for day, key in ((0, "s1"), (1, "s2"), (2, "s3")):
+        add(store, session(key, day, ["pip install"]),
+            correction(f"c{day}", key, day, "no, use uv instead of pip"), day=day)
+    replay(store, at(4, 9))
+    publish.enable(store, APP, at(4, 9))
+    planned = publish.plan(store, at(4, 9))
+    mine = [c for c in planned if c.kind == "correction"]
+    assert mine and all(c.strength >= 1.5 for c in mine)  # eligible by strength and opt-in
+    assert all(c.action == "none" and c.text is None for c in mine), [(c.action, c.text) for c in mine]
