@@ -82,6 +82,8 @@ def correction_parts() -> list[tuple[str, str, list[dict]]]:
          held("corrections_heldout_c.json")),
         ("synthetic D, issue 32", "in-sample (held out for the third revision, read since)",
          held("corrections_heldout_d.json")),
-        ("synthetic E, issue 32", "HELD-OUT (written before the current rule, never tuned on)",
+        ("synthetic E, issue 32", "in-sample (held out for the fourth revision, read since)",
          held("corrections_heldout_e.json")),
+        ("synthetic F, issue 32", "HELD-OUT (written before the current rule, never tuned on)",
+         held("corrections_heldout_f.json")),
     ]

@@ -133,13 +133,13 @@ _STILL = re.compile(
     r"|\bnot working\b|\bsame (?:error|problem|issue|failure|result|thing)\b|\bnothing (?:changed|happens|happened)\b"
     r"|^(?:that|this|it|you) (?:broke|made it worse)\b")
 _DID_YOU = re.compile(r"^did you (?:\w+ )?(\w+)(?: (\w+))?")
-_UNDO = re.compile(r"^(?:please )?(?:undo|revert|roll ?back|put (?:it|that) back)\b(?! is\b)")
+_UNDO = re.compile(r"^(?:please )?(?:undo|revert|roll ?back|put (?:it|that) back)\b(?! (?:is|of|was)\b)")
 _WRONG = re.compile(r"^(?:wrong\b(?! answers?\b)|that'?s (?:wrong|incorrect|not right)|this is (?:wrong|incorrect)|"
-                    r"incorrect\b|not that\b|not this (?:one|file|way)\b|nope\b)")
+                    r"incorrect\b|not that\b|not this (?:one|file|way)\b)")
 _STOP = re.compile(r"^(?:please )?stop(?:[\s,.!;:\-\u2014]*$|\s*[,.!;:\-\u2014]|\s+(?:it|that|this|doing|using|running|"
                    r"editing|changing|touching|now|right)\b)")
-_WAIT = re.compile(r"^(?:wait|hold on|hang on)(?:[\s,.!;:\-\u2014]|$)(?!\s*(?:for|until|till)\b)")
-_NO = re.compile(r"^(?:no+|nah)(?:\s*[,.!;:\-\u2014]|\s*$|\s+no\b)")
+_WAIT = re.compile(r"^(?:wait|hold on|hang on)(?:[\s,.!;:\-\u2014]|$)(?!\s*(?:for|until|till|to)\b)")
+_NO = re.compile(r"^(?:no+|nah|nope)(?:\s*[,.!;:\-\u2014]|\s*$|\s+no\b)")
 _DONT = re.compile(r"^(?:please )?(?:don'?t|do not|never)\s+(?!worry|forget|bother\b)(.*)")
 _ACTUALLY = re.compile(r"^(?:actually|instead)\b[\s,]*(.*)")
 _REQUEST = re.compile(r"^(?:(?:can|could|would|will) you|also|let'?s|please (?:also )?add|and\b|how about|maybe also|"
@@ -148,7 +148,7 @@ _REQUEST = re.compile(r"^(?:(?:can|could|would|will) you|also|let'?s|please (?:a
 _NOT_ONE = re.compile(
     r"\bone more thing\b|\b(?:can|could|would) you (?:also|too)\b|\balso\b.{0,60}\?|\btoo\s*\?|"
     r"\btoo,?(?: please| pls)?[.!]*\s*$|"
-    r"\bwhile you'?re (?:in|at) (?:there|it)\b|\blet'?s (?:also|do the same|look|move on|continue|keep going|"
+    r"\bwhile you'?re (?:in |at )?(?:there|it)\b|\blet'?s (?:also|do the same|look|move on|continue|keep going|"
     r"now|start|switch to)\b|\bnext step\b|\bthe next (?:one|task)\b|"
     r"\b(?:works|working) now\b|\bgood (?:call|catch|idea|job|work)\b|\blooks (?:good|great)\b|\bwell done\b|"
     r"\b(?:nice|great|perfect|thanks|thank you|thx|ty)\b[!.\s]*$|"
@@ -179,8 +179,9 @@ _JUDGED = re.compile(r"\b(?:not|no|n't|never|wrong|worse|bad|broken|breaks?|bypa
                      r"useless|unsafe|insecure|dangerous|ugly|over\w*kill|ancient|deprecated|outdated|old|"
                      r"skipped|redundant|unnecessary|whole point|nightmare|panics?|wiped|lost|harmful)\b|"
                      r"n't\b|\?\?|!!|"
-                     # asking to take away what the agent just added
-                     r"^(?:please )?(?:lose|drop|remove|get rid of|take (?:it |that |them )?out|strip)\b")
+                     # asking to take away what the agent just added (opening the message or a sentence)
+                     r"(?:^|[.!?;]\s+)(?:please )?(?:lose|drop|remove|get rid of|take (?:it |that |them )?out|"
+                     r"strip)\b")
 _YOU_DID = re.compile(r"^you(?:'ve| have)? (?:ran|run|used|put|wrote|added|picked|chose|installed|set|made|called|"
                       r"changed|edited|pushed|committed|deleted|created|named)\b.{0,80}\b(?:without|instead of|but|"
                       r"wrong|not|too|in the wrong)\b")
@@ -196,6 +197,7 @@ _UNDO_CALL = re.compile(
     r"remove|downgrade)\b|\becto\.rollback\b|\bdb:rollback\b|\bmigrate\b.*\b(?:down|rollback|zero)\b")
 _DEICTIC = re.compile(r"^(?:no+[\s,.!]+|actually[\s,]+|wait[\s,.!]+|stop[\s,.!]+|instead[\s,]+)*(?:that|this|it|those|"
                       r"these|you|your|the fix|same|nothing)\b")
+_SENTENCE = re.compile(r"(?<=[.!?;])\s+")
 _INTERJECTION = re.compile(r"^(?:no+|nope|nah|wait|hold on|stop|actually)[\s,.!;:\-\u2014]+")
 _WORD = re.compile(r"[a-z][\w.+-]*")
 _STOPWORDS = frozenset(
@@ -394,9 +396,11 @@ def _decide(turn: Turn) -> str | None:
     if norm.startswith("did you"):
         return "reminder" if _reminder(norm, before[-20:]) else None
     bare = _INTERJECTION.sub("", norm, count=1)  # "no, revert it": the cue after the interjection
-    if acted and (_UNDO.match(norm) or _UNDO.match(bare)):
+    # a strong cue opening the message, or one of its sentences ("ugh, pill buttons. revert to ...")
+    starts = [norm, bare, *_SENTENCE.split(norm[:400])[1:]]
+    if acted and any(_UNDO.match(part) for part in starts):
         return "undo"
-    if _WRONG.match(norm) or _WRONG.match(bare):
+    if any(_WRONG.match(part) for part in starts):
         return "wrong"
     # step 4: shapes that are not corrections
     change = course_change(before, turn.after, turn.after_said)
@@ -441,7 +445,7 @@ def _contradicts(norm: str, agent_said: str | None) -> bool:
     length 120"): it corrects a value the agent just set."""
     said = set(_NUMBER.findall((agent_said or "")[:600]))
     mine = set(_NUMBER.findall(norm[:300]))
-    return bool(said and mine and not mine & said)
+    return bool(said and mine - said)
 
 
 def _switched(norm: str, before: list[dict], after: Iterable[dict]) -> bool:
