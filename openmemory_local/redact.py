@@ -59,6 +59,7 @@ import math
 import re
 from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
 
 from .normalize import _family_re, _strip_dir, normalise
 from .unicode14 import UNASSIGNED_RE
@@ -71,6 +72,8 @@ __all__ = [
     "GENERIC_DIRS",
     "GENERIC_USERS",
     "scrub",
+    "commons_scrub",
+    "COMMONS_PARTS",
     "gate",
     "project_names",
     "users_in_path",
@@ -79,7 +82,7 @@ __all__ = [
 
 #: Every placeholder scrub writes.
 PLACEHOLDERS = ("<secret>", "<email>", "<ip>", "<host>", "<url>", "<home>", "<path>", "<branch>", "<project>",
-                "<username>", "<id>", "<time>", "<hash>", "<num>")
+                "<username>", "<id>", "<time>", "<hash>", "<num>", "<name>")
 #: Branch names that say nothing about anyone (not replaced, not looked for).
 GENERIC_BRANCHES = frozenset("main master trunk develop development dev head staging production release".split())
 #: Folder names that say nothing about anyone (a project's path parts that are not looked for).
@@ -161,7 +164,7 @@ _SCP_REMOTE = re.compile(r"(?<![\w/.-])([\w.-]+)@([\w.-]+\.[a-z]{2,}|[\w-]+):([\
 _IPV4 = re.compile(r"(?<![\w.])(?:\d{1,3}\.){3}\d{1,3}(?![\w.]*\w)")
 _IPV6 = re.compile(r"(?<![\w:.])(?=[0-9A-Fa-f.]*:[0-9A-Fa-f.]*:)[0-9A-Fa-f:.]*[0-9A-Fa-f:](?![\w:])")
 _TOKEN = re.compile(r"[A-Za-z0-9+/=_-]{16,}")
-_PLACEHOLDER = re.compile(r"<(?:secret|email|ip|host|url|home|path|branch|project|username|id|time|hash|num)>")
+_PLACEHOLDER = re.compile(r"<(?:secret|email|ip|host|url|home|path|branch|project|username|id|time|hash|num|name)>")
 
 
 def entropy(token: str) -> float:
@@ -645,3 +648,263 @@ def gate(text: str, ident: Identity) -> list[Finding]:
 
 def _mask(secret: str) -> str:
     return secret[:4] + "\u2026" if len(secret) > 4 else "\u2026"
+
+
+# --- the commons form: an allow-list ---------------------------------------------------------------
+
+#: What a part of a claim is, for :func:`commons_scrub`.
+COMMONS_PARTS = ("failure", "command", "path", "situation")
+_ALLOW_DIR = Path(__file__).parent / "data" / "commons-allow"
+#: The lists whose words are allowed in any case (lower, Capitalised, UPPER); the others are
+#: allowed as written (and in lower case when written so).
+_ANY_CASE_LISTS = ("programs", "hosts", "packages", "packages-registries", "errors", "errors-python", "paths")
+
+
+@dataclass(frozen=True)
+class _Allow:
+    exact: frozenset[str]    # as written: TypeError, GitHub, Dockerfile, DATABASE_URL
+    folded: frozenset[str]   # lower-cased: git, pytest, github.com, enoent, forbidden, node_modules
+    tech: frozenset[str]     # tech-words.txt: allowed Capitalised and UPPER too (Repo, JSON)
+    extensions: frozenset[str]
+    hosts: frozenset[str]
+
+
+def _list_words(path: Path) -> list[str]:
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.startswith("#"):
+            out.extend(line.split())
+    return out
+
+
+@lru_cache(maxsize=1)
+def _allow() -> _Allow:
+    exact: set[str] = set()
+    folded: set[str] = set()
+    extensions: set[str] = set()
+    for path in sorted(_ALLOW_DIR.glob("*.txt")):
+        name = path.stem
+        words = _list_words(path)
+        if name == "files":
+            text = path.read_text(encoding="utf-8")
+            ext_part = text.split("# extensions", 1)[1] if "# extensions" in text else ""
+            extensions.update(w.lower() for w in _list_words_text(ext_part))
+        for word in words:
+            exact.add(word)
+            if name in _ANY_CASE_LISTS or word.islower() or not any(c.isalpha() for c in word):
+                folded.add(word.lower())
+    import openmemory_protocol
+
+    tech = frozenset(w.lower() for w in _list_words(Path(openmemory_protocol.__file__).parent / "data" / "tech-words.txt"))
+    hosts = frozenset(w.lower() for w in _list_words(_ALLOW_DIR / "hosts.txt"))
+    return _Allow(frozenset(exact), frozenset(folded) | tech, tech, frozenset(extensions), hosts)
+
+
+def _list_words_text(text: str) -> list[str]:
+    return [w for line in text.splitlines() if not line.startswith("#") for w in line.split()]
+
+
+def _english(word: str) -> bool:
+    from openmemory_protocol.observation import is_english_word
+
+    return word.isascii() and is_english_word(word)
+
+
+#: Top-level domains a host name ends with (a dotted word ending so is a host, not a module).
+_TLDS = frozenset("""com org net io dev app co ai sh me cloud info biz us eu uk de fr nl se no fi dk pl cz es it
+    pt ch at be ru cn jp kr in au ca br mx tech xyz online site gg tv fm so to ly gl ms page run codes
+    systems group company studio works email network services solutions digital agency""".split())
+_VERSION = re.compile(r"^v?\d+(?:[._-]\d+)*(?:[._-]?(?:a|b|rc|dev|post|alpha|beta|pre)\d*)?$", re.I)
+_CODE = re.compile(r"^[A-Z]{1,4}\d{2,6}$")  # an error code: E0425, TS2307, C2065, SC2086
+_ALNUM_DIGITS = re.compile(r"^([A-Za-z]+)(\d+)([A-Za-z]*)$")
+#: A word of a commons text: letters, digits and the marks that join an identifier's parts.
+_COMMONS_WORD = re.compile(r"[^\W_](?:[\w.+-]*[^\W_])?|_+[^\W_][\w.+-]*[^\W_]|_+[^\W_]")
+_COMMONS_PLACEHOLDER = re.compile(r"<(?:secret|email|ip|host|url|home|path|branch|project|username|id|time|hash|num"
+                                  r"|name)>")
+#: Where a clause starts, in prose: what may stand before a word (after spaces) for a
+#: Capitalised English word there to be a sentence's first word, not a name.
+_CLAUSE_MARKS = frozenset(".!?:;])>|*#-=\u2014\u2013")
+
+
+def _folded_allowed(word: str, a: _Allow) -> bool:
+    return word.lower() in a.folded
+
+
+def _plain_word_allowed(word: str, clause_start: bool, glued: bool, a: _Allow) -> bool:
+    """A word of letters only (no separators)."""
+    if len(word) == 1 or word in a.exact:
+        return True
+    lower = word.lower()
+    if word.islower():
+        return lower in a.folded or _english(lower)
+    if word.isupper():
+        return lower in a.folded  # ACME is a name; ERROR, JSON, PATH are not
+    if word[0].isupper() and word[1:].islower():
+        if lower in a.folded:
+            return True
+        return (clause_start or glued) and _english(lower)
+    return False  # camel case not allowed whole
+
+
+def _word_allowed(word: str, clause_start: bool, glued: bool, a: _Allow, *, flag: bool = False) -> bool:
+    """Whether one word of a commons text may stay (see :func:`commons_scrub`)."""
+    if word in a.exact or (word.lower() in a.folded and not _mixed_case(word)):
+        return True
+    core = word.strip("_-.+")
+    if not core:
+        return True
+    if core != word:
+        return _word_allowed(core, clause_start, True, a, flag=flag)
+    if _VERSION.match(word) or word.isdigit():
+        return True
+    if "." in word:
+        return _dotted_allowed(word, a)
+    if flag and re.search(r"[-_]", word):
+        return all(_word_allowed(p, False, True, a) for p in re.split(r"[-_]+", word) if p)
+    if re.search(r"[-_+]", word):
+        return False  # an identifier with separators: a name unless allowed whole
+    if _CODE.match(word):
+        return True
+    m = _ALNUM_DIGITS.match(word)
+    if m:  # python3, sha256, utf8, http2, ipv6; dana2 is a name
+        head, _, tail = m.groups()
+        return (not tail or tail.lower() in ("s", "x", "d", "k", "m", "g", "b", "ms")) and (
+            head.lower() in a.folded or _english(head.lower()) and word.islower() or len(head) == 1)
+    if not word.isalpha():
+        return False
+    return _plain_word_allowed(word, clause_start, glued, a)
+
+
+def _mixed_case(word: str) -> bool:
+    """camelCase or a capital inside (``McDonald``): a word the folded lists do not cover."""
+    letters = re.sub(r"[^A-Za-z]", "", word)
+    return len(letters) > 1 and not (letters.islower() or letters.isupper() or letters[1:].islower())
+
+
+def _looks_like_host(word: str) -> bool:
+    labels = word.lower().split(".")
+    return (len(labels) >= 2 and labels[-1] in _TLDS and all(re.fullmatch(r"[a-z0-9](?:[a-z0-9-]*[a-z0-9])?", p)
+                                                            for p in labels))
+
+
+def _dotted_allowed(word: str, a: _Allow) -> bool:
+    """A word with dots: a file name, a host, a module path (``os.path``, ``Ecto.Repo``)."""
+    lower = word.lower()
+    if lower in a.hosts:
+        return True
+    stem, _, ext = word.rpartition(".")
+    if ext.lower() in a.extensions and stem and not _looks_like_host(word):
+        return _word_allowed(stem, False, True, a)
+    if _looks_like_host(word):
+        return False
+    return all(p and _word_allowed(p, False, True, a) and not _mixed_case(p) for p in word.split("."))
+
+
+_KINDS = {"<secret>": "secret", "<email>": "email", "<ip>": "ip", "<host>": "host", "<url>": "remote",
+          "<home>": "home", "<path>": "path", "<branch>": "name", "<project>": "name", "<username>": "user",
+          "<name>": "name"}
+_WHAT = {"<secret>": "a secret", "<email>": "an e-mail address", "<ip>": "an IP address", "<host>": "a host name",
+         "<url>": "a git remote or clone URL", "<home>": "a home folder", "<path>": "an absolute path",
+         "<branch>": "a branch name", "<project>": "the project's name", "<username>": "a user name",
+         "<name>": "a word not on the allow-list"}
+
+
+def _masked(value: str, placeholder: str) -> str:
+    value = value.strip("'\"`()[]{},;:")
+    if placeholder == "<secret>":
+        return f"{len(value)} characters"
+    return (value[:2] + "\u2026" if len(value) > 3 else "\u2026") + f" {len(value)} characters"
+
+
+def _scrub_findings(before: str, after: str) -> list[Finding]:
+    """What :func:`scrub` replaced, from the words it changed (volatile tokens, which name
+    nobody, are not findings)."""
+    import difflib
+
+    old, new = before.split(), after.split()
+    findings = []
+    matcher = difflib.SequenceMatcher(None, old, new, autojunk=False)
+    for op, i1, i2, j1, j2 in matcher.get_opcodes():
+        if op == "equal":
+            continue
+        gone = " ".join(old[i1:i2])
+        for placeholder in _COMMONS_PLACEHOLDER.findall(" ".join(new[j1:j2])):
+            if placeholder in _KINDS and placeholder not in gone:
+                findings.append(Finding(_KINDS[placeholder], f"{_WHAT[placeholder]} ({_masked(gone, placeholder)})"))
+    return findings
+
+
+def _allow_pass(text: str, part: str) -> tuple[str, list[Finding]]:
+    a = _allow()
+    findings: list[Finding] = []
+    out: list[str] = []
+    at = 0
+    prose = part == "failure"
+    command = part in ("command", "situation")
+    for m in _COMMONS_WORD.finditer(text):
+        start, end = m.start(), m.end()
+        word = m.group(0)
+        if start < at:
+            continue
+        # a placeholder's name is not a word: <project>, <num>
+        if start > 0 and text[start - 1] == "<" and text.startswith(">", end) and \
+                _COMMONS_PLACEHOLDER.fullmatch(text[start - 1:end + 1]):
+            continue
+        before = text[:start].rstrip()
+        glued = start > 0 and text[start - 1] in ">_-." and _COMMONS_PLACEHOLDER.search(text[max(0, start - 12):start])
+        clause_start = prose and (not before or before[-1] in _CLAUSE_MARKS or before.endswith("<num>"))
+        flag = (start > 0 and text[start - 1] == "-" and (start < 2 or text[start - 2] in " -")
+                and (start < 3 or text[start - 3] in " " or text[start - 2] == " "))
+        flag = flag or (command and word.startswith("-"))
+        if _word_allowed(word, clause_start, bool(glued), a, flag=flag):
+            continue
+        if "." in word.strip(".") and not _looks_like_host(word):
+            # a file name keeps its extension, a module path its allowed parts (lib/<name>.ex,
+            # <name>.Repo): each part that is not allowed becomes <name>
+            parts = word.split(".")
+            ext = parts[-1].lower() in a.extensions and len(parts) > 1
+            shown = []
+            for i, p in enumerate(parts):
+                if not p or (ext and i == len(parts) - 1) or _word_allowed(p, False, True, a) and not _mixed_case(p):
+                    shown.append(p)
+                else:
+                    findings.append(Finding("name", f"{_WHAT['<name>']} ({_masked(p, '<name>')})"))
+                    shown.append("<name>")
+            shown_text = ".".join(shown)
+            # adjacent <name>s say no more than one
+            shown_text = re.sub(r"<name>(?:\.<name>)+", "<name>", shown_text)
+            out.append(text[at:start])
+            out.append(shown_text)
+            at = end
+            continue
+        placeholder = "<host>" if _looks_like_host(word) else "<name>"
+        findings.append(Finding("host" if placeholder == "<host>" else "name",
+                                f"{'a host name not on the allow-list' if placeholder == '<host>' else _WHAT['<name>']}"
+                                f" ({_masked(word, placeholder)})"))
+        out.append(text[at:start])
+        out.append(placeholder)
+        at = end
+    out.append(text[at:])
+    return "".join(out), findings
+
+
+def commons_scrub(text: str, ident: Identity, part: str) -> tuple[str, list[Finding]]:
+    """``text`` as it may leave the machine in one ``part`` of a commons claim (``failure``:
+    an error line, prose; ``command``: a shell command line; ``path``: a relative path;
+    ``situation``: program heads), and what was replaced.
+
+    First :func:`scrub` (this machine's identity, secrets, paths, volatile tokens), then the
+    allow-list: every word that is not a program, well-known public tool, package or host, a
+    word of the error vocabulary, a file name or extension, a common path segment, or an
+    English word in the case the rule allows, becomes ``<name>`` (``<host>`` when it is shaped
+    as a host name); see docs/sharing.md for the lists and the rule. The findings say what was
+    replaced: a kind and a masked description, never the replaced text itself."""
+    if part not in COMMONS_PARTS:
+        raise ValueError(f"unknown part {part!r}: one of {', '.join(COMMONS_PARTS)}")
+    if not text:
+        return "", []
+    flat = " ".join(text.split())
+    scrubbed = scrub(text, ident)
+    findings = _scrub_findings(flat, scrubbed)
+    allowed, more = _allow_pass(scrubbed, part)
+    return allowed, findings + more
