@@ -655,49 +655,53 @@ def _mask(secret: str) -> str:
 #: What a part of a claim is, for :func:`commons_scrub`.
 COMMONS_PARTS = ("failure", "command", "path", "situation")
 _ALLOW_DIR = Path(__file__).parent / "data" / "commons-allow"
-#: The lists whose words are allowed in any case (lower, Capitalised, UPPER); the others are
-#: allowed as written (and in lower case when written so).
-_ANY_CASE_LISTS = ("programs", "hosts", "packages", "packages-registries", "errors", "errors-python", "paths")
+#: The lists whose words are allowed in any case (lower, Capitalised, UPPER); the others
+#: (packages, file names, words) are allowed as written, and a word written there in lower case
+#: only in lower case (``acme`` the package is not ``ACME`` the company).
+_ANY_CASE_LISTS = ("programs", "hosts", "errors", "errors-python", "paths")
 
 
 @dataclass(frozen=True)
 class _Allow:
-    exact: frozenset[str]    # as written: TypeError, GitHub, Dockerfile, DATABASE_URL
-    folded: frozenset[str]   # lower-cased: git, pytest, github.com, enoent, forbidden, node_modules
-    tech: frozenset[str]     # tech-words.txt: allowed Capitalised and UPPER too (Repo, JSON)
+    exact: frozenset[str]     # as written: TypeError, GitHub, Dockerfile, DATABASE_URL
+    any_case: frozenset[str]  # lower-cased, allowed in any case: git, github.com, enoent, forbidden, src, json
+    lower: frozenset[str]     # allowed in lower case only: packages (react, acme), lower-case words of the lists
     extensions: frozenset[str]
     hosts: frozenset[str]
 
+    def folded(self, word: str) -> bool:
+        """Whether ``word`` (not mixed case) is allowed by the folded lists."""
+        lower = word.lower()
+        return lower in self.any_case or (word == lower and lower in self.lower)
+
 
 def _list_words(path: Path) -> list[str]:
-    out = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if not line.startswith("#"):
-            out.extend(line.split())
-    return out
+    return _list_words_text(path.read_text(encoding="utf-8"))
 
 
 @lru_cache(maxsize=1)
 def _allow() -> _Allow:
+    import openmemory_protocol
+
     exact: set[str] = set()
-    folded: set[str] = set()
+    any_case: set[str] = set()
+    lower: set[str] = set()
     extensions: set[str] = set()
     for path in sorted(_ALLOW_DIR.glob("*.txt")):
         name = path.stem
-        words = _list_words(path)
-        if name == "files":
-            text = path.read_text(encoding="utf-8")
-            ext_part = text.split("# extensions", 1)[1] if "# extensions" in text else ""
-            extensions.update(w.lower() for w in _list_words_text(ext_part))
-        for word in words:
+        text = path.read_text(encoding="utf-8")
+        if name == "files" and "# extensions" in text:
+            extensions.update(w.lower() for w in _list_words_text(text.split("# extensions", 1)[1]))
+        for word in _list_words_text(text):
             exact.add(word)
-            if name in _ANY_CASE_LISTS or word.islower() or not any(c.isalpha() for c in word):
-                folded.add(word.lower())
-    import openmemory_protocol
-
-    tech = frozenset(w.lower() for w in _list_words(Path(openmemory_protocol.__file__).parent / "data" / "tech-words.txt"))
+            if name in _ANY_CASE_LISTS:
+                any_case.add(word.lower())
+            elif word.islower() or not any(c.isalpha() for c in word):
+                lower.add(word)
+    tech = _list_words(Path(openmemory_protocol.__file__).parent / "data" / "tech-words.txt")
+    any_case.update(w.lower() for w in tech)
     hosts = frozenset(w.lower() for w in _list_words(_ALLOW_DIR / "hosts.txt"))
-    return _Allow(frozenset(exact), frozenset(folded) | tech, tech, frozenset(extensions), hosts)
+    return _Allow(frozenset(exact), frozenset(any_case), frozenset(lower), frozenset(extensions), hosts)
 
 
 def _list_words_text(text: str) -> list[str]:
@@ -726,21 +730,17 @@ _COMMONS_PLACEHOLDER = re.compile(r"<(?:secret|email|ip|host|url|home|path|branc
 _CLAUSE_MARKS = frozenset(".!?:;])>|*#-=\u2014\u2013")
 
 
-def _folded_allowed(word: str, a: _Allow) -> bool:
-    return word.lower() in a.folded
-
-
 def _plain_word_allowed(word: str, clause_start: bool, glued: bool, a: _Allow) -> bool:
     """A word of letters only (no separators)."""
     if len(word) == 1 or word in a.exact:
         return True
     lower = word.lower()
     if word.islower():
-        return lower in a.folded or _english(lower)
+        return a.folded(word) or _english(lower)
     if word.isupper():
-        return lower in a.folded  # ACME is a name; ERROR, JSON, PATH are not
+        return a.folded(word)  # ACME is a name; ERROR, JSON, PATH are not
     if word[0].isupper() and word[1:].islower():
-        if lower in a.folded:
+        if a.folded(word):
             return True
         return (clause_start or glued) and _english(lower)
     return False  # camel case not allowed whole
@@ -748,7 +748,7 @@ def _plain_word_allowed(word: str, clause_start: bool, glued: bool, a: _Allow) -
 
 def _word_allowed(word: str, clause_start: bool, glued: bool, a: _Allow, *, flag: bool = False) -> bool:
     """Whether one word of a commons text may stay (see :func:`commons_scrub`)."""
-    if word in a.exact or (word.lower() in a.folded and not _mixed_case(word)):
+    if word in a.exact or (not _mixed_case(word) and a.folded(word)):
         return True
     core = word.strip("_-.+")
     if not core:
@@ -769,7 +769,7 @@ def _word_allowed(word: str, clause_start: bool, glued: bool, a: _Allow, *, flag
     if m:  # python3, sha256, utf8, http2, ipv6; dana2 is a name
         head, _, tail = m.groups()
         return (not tail or tail.lower() in ("s", "x", "d", "k", "m", "g", "b", "ms")) and (
-            head.lower() in a.folded or _english(head.lower()) and word.islower() or len(head) == 1)
+            a.folded(head) or _english(head.lower()) and word.islower() or len(head) == 1)
     if not word.isalpha():
         return False
     return _plain_word_allowed(word, clause_start, glued, a)
@@ -797,7 +797,7 @@ def _dotted_allowed(word: str, a: _Allow) -> bool:
         return _word_allowed(stem, False, True, a)
     if _looks_like_host(word):
         return False
-    return all(p and _word_allowed(p, False, True, a) and not _mixed_case(p) for p in word.split("."))
+    return all(p and _word_allowed(p, False, True, a) for p in word.split("."))
 
 
 _KINDS = {"<secret>": "secret", "<email>": "email", "<ip>": "ip", "<host>": "host", "<url>": "remote",
@@ -865,7 +865,7 @@ def _allow_pass(text: str, part: str) -> tuple[str, list[Finding]]:
             ext = parts[-1].lower() in a.extensions and len(parts) > 1
             shown = []
             for i, p in enumerate(parts):
-                if not p or (ext and i == len(parts) - 1) or _word_allowed(p, False, True, a) and not _mixed_case(p):
+                if not p or (ext and i == len(parts) - 1) or _word_allowed(p, False, True, a):
                     shown.append(p)
                 else:
                     findings.append(Finding("name", f"{_WHAT['<name>']} ({_masked(p, '<name>')})"))
