@@ -664,6 +664,7 @@ _ANY_CASE_LISTS = ("programs", "hosts", "errors", "errors-python", "paths")
 @dataclass(frozen=True)
 class _Allow:
     exact: frozenset[str]     # as written: TypeError, GitHub, Dockerfile, DATABASE_URL
+    shouted: frozenset[str]   # English verbs and function words, allowed in upper case (STOP, NOT, FORMAT)
     any_case: frozenset[str]  # lower-cased, allowed in any case: git, github.com, enoent, forbidden, src, json
     lower: frozenset[str]     # allowed in lower case only: packages (react, acme), lower-case words of the lists
     extensions: frozenset[str]
@@ -698,10 +699,18 @@ def _allow() -> _Allow:
                 any_case.add(word.lower())
             elif word.islower() or not any(c.isalpha() for c in word):
                 lower.add(word)
-    tech = _list_words(Path(openmemory_protocol.__file__).parent / "data" / "tech-words.txt")
-    any_case.update(w.lower() for w in tech)
+    data = Path(openmemory_protocol.__file__).parent / "data"
+    any_case.update(w.lower() for w in _list_words(data / "tech-words.txt"))
+    function_words = {w for w in _list_words(data / "function-words.txt") if not w.startswith("[")}
+    any_case.update(function_words)
+    verbs = {line.split()[0] for line in _list_words_lines(data / "verbs.txt")}
     hosts = frozenset(w.lower() for w in _list_words(_ALLOW_DIR / "hosts.txt"))
-    return _Allow(frozenset(exact), frozenset(any_case), frozenset(lower), frozenset(extensions), hosts)
+    return _Allow(frozenset(exact), frozenset(verbs | function_words), frozenset(any_case), frozenset(lower),
+                  frozenset(extensions), hosts)
+
+
+def _list_words_lines(path: Path) -> list[str]:
+    return [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip() and not line.startswith("#")]
 
 
 def _list_words_text(text: str) -> list[str]:
@@ -722,7 +731,7 @@ _VERSION = re.compile(r"^v?\d+(?:[._-]\d+)*(?:[._-]?(?:a|b|rc|dev|post|alpha|bet
 _CODE = re.compile(r"^[A-Z]{1,4}\d{2,6}$")  # an error code: E0425, TS2307, C2065, SC2086
 _ALNUM_DIGITS = re.compile(r"^([A-Za-z]+)(\d+)([A-Za-z]*)$")
 #: A word of a commons text: letters, digits and the marks that join an identifier's parts.
-_COMMONS_WORD = re.compile(r"[^\W_](?:[\w.+-]*[^\W_])?|_+[^\W_][\w.+-]*[^\W_]|_+[^\W_]")
+_COMMONS_WORD = re.compile(r"[^\W_](?:[\w.+-]*[^\W_])?(?:'[A-Za-z]+\b)?|_+[^\W_][\w.+-]*[^\W_]|_+[^\W_]")
 _COMMONS_PLACEHOLDER = re.compile(r"<(?:secret|email|ip|host|url|home|path|branch|project|username|id|time|hash|num"
                                   r"|name)>")
 #: Where a clause starts, in prose: what may stand before a word (after spaces) for a
@@ -736,14 +745,22 @@ def _plain_word_allowed(word: str, clause_start: bool, glued: bool, a: _Allow) -
         return True
     lower = word.lower()
     if word.islower():
-        return a.folded(word) or _english(lower)
-    if word.isupper():
-        return a.folded(word)  # ACME is a name; ERROR, JSON, PATH are not
+        return a.folded(word) or _english(lower) or _prefixed_english(lower)
+    if word.isupper():  # ACME is a name; ERROR, JSON, PATH, STOP, NOT are not
+        return a.folded(word) or lower in a.shouted
     if word[0].isupper() and word[1:].islower():
         if a.folded(word):
             return True
-        return (clause_start or glued) and _english(lower)
+        return (clause_start or glued) and (_english(lower) or _prefixed_english(lower))
     return False  # camel case not allowed whole
+
+
+_PREFIXES = ("un", "re", "non", "pre", "de", "dis", "mis", "sub", "over", "under", "multi", "auto", "co")
+
+
+def _prefixed_english(word: str) -> bool:
+    """An English word with a prefix WordNet does not list it with (``unterminated``)."""
+    return any(word.startswith(p) and len(word) - len(p) >= 4 and _english(word[len(p):]) for p in _PREFIXES)
 
 
 def _word_allowed(word: str, clause_start: bool, glued: bool, a: _Allow, *, flag: bool = False) -> bool:
@@ -757,6 +774,12 @@ def _word_allowed(word: str, clause_start: bool, glued: bool, a: _Allow, *, flag
         return _word_allowed(core, clause_start, True, a, flag=flag)
     if _VERSION.match(word) or word.isdigit():
         return True
+    if "'" in word:  # doesn't, user's, I'm: English as a whole, or a word and its 's
+        head, _, tail = word.partition("'")
+        lower = word.lower()
+        if (word.islower() or clause_start or glued or word[0] == "I") and _english(lower):
+            return True
+        return tail.lower() in ("s", "t") and _word_allowed(head, clause_start, glued, a)
     if "." in word:
         return _dotted_allowed(word, a)
     if flag and re.search(r"[-_]", word):
@@ -852,7 +875,9 @@ def _allow_pass(text: str, part: str) -> tuple[str, list[Finding]]:
             continue
         before = text[:start].rstrip()
         glued = start > 0 and text[start - 1] in ">_-." and _COMMONS_PLACEHOLDER.search(text[max(0, start - 12):start])
-        clause_start = prose and (not before or before[-1] in _CLAUSE_MARKS or before.endswith("<num>"))
+        clause_start = (prose and (not before or before[-1] in _CLAUSE_MARKS or before.endswith("<num>")
+                                   or (not before[-1].isascii() and not before[-1].isalnum()))
+                        or command and before[-1:] in ("'", '"') and before[-2:-1] in (" ", "="))
         flag = (start > 0 and text[start - 1] == "-" and (start < 2 or text[start - 2] in " -")
                 and (start < 3 or text[start - 3] in " " or text[start - 2] == " "))
         flag = flag or (command and word.startswith("-"))
