@@ -669,6 +669,7 @@ class _Allow:
     lower: frozenset[str]     # allowed in lower case only: packages (react, acme), lower-case words of the lists
     extensions: frozenset[str]
     hosts: frozenset[str]
+    scopes: frozenset[str]    # npm scopes of listed packages (@types, @testing-library)
 
     def folded(self, word: str) -> bool:
         """Whether ``word`` (not mixed case) is allowed by the folded lists."""
@@ -705,8 +706,9 @@ def _allow() -> _Allow:
     any_case.update(function_words)
     verbs = {line.split()[0] for line in _list_words_lines(data / "verbs.txt")}
     hosts = frozenset(w.lower() for w in _list_words(_ALLOW_DIR / "hosts.txt"))
+    scopes = frozenset(w[1:].split("/", 1)[0] for w in lower if w.startswith("@") and "/" in w)
     return _Allow(frozenset(exact), frozenset(verbs | function_words), frozenset(any_case), frozenset(lower),
-                  frozenset(extensions), hosts)
+                  frozenset(extensions), hosts, scopes)
 
 
 def _list_words_lines(path: Path) -> list[str]:
@@ -883,6 +885,8 @@ def _allow_pass(text: str, part: str) -> tuple[str, list[Finding]]:
         flag = flag or (command and word.startswith("-"))
         if _word_allowed(word, clause_start, bool(glued), a, flag=flag):
             continue
+        if text[start - 1:start] == "@" and text.startswith("/", end) and word.lower() in a.scopes:
+            continue  # a listed package's npm scope: @types/node
         if "." in word.strip(".") and not _looks_like_host(word):
             # a file name keeps its extension, a module path its allowed parts (lib/<name>.ex,
             # <name>.Repo): each part that is not allowed becomes <name>
