@@ -793,8 +793,10 @@ def _word_allowed(word: str, clause_start: bool, glued: bool, a: _Allow, *, flag
     m = _ALNUM_DIGITS.match(word)
     if m:  # python3, sha256, utf8, http2, ipv6; dana2 is a name
         head, _, tail = m.groups()
+        # the head on a list of programs, tools, errors or paths, not any English word or
+        # package: acme2 may name a machine (boto3, psycopg2 are listed whole)
         return (not tail or tail.lower() in ("s", "x", "d", "k", "m", "g", "b", "ms")) and (
-            a.folded(head) or _english(head.lower()) and word.islower() or len(head) == 1)
+            head.lower() in a.any_case or len(head) == 1)
     if not word.isalpha():
         return False
     return _plain_word_allowed(word, clause_start, glued, a)
@@ -859,9 +861,73 @@ def _scrub_findings(before: str, after: str) -> list[Finding]:
     return findings
 
 
+#: Hosts whose first path segments are an owner and a repository or image: names whatever
+#: their words (``github.com/orange/warehouse``).
+_OWNER_HOSTS = ("github.com", "gitlab.com", "bitbucket.org", "codeberg.org", "ghcr.io", "quay.io", "docker.io",
+                "hub.docker.com", "registry.gitlab.com", "raw.githubusercontent.com", "gist.github.com", "gcr.io",
+                "sr.ht", "git.sr.ht", "huggingface.co")
+_OWNER_PATH = re.compile(r"(?<![\w.-])((?:https?://|ssh://|git://)?(?:www\.)?(?:" + "|".join(re.escape(h) for h in _OWNER_HOSTS)
+                         + r")[/:])(~?[\w.-]+)(?:/([\w.-]+))?", re.I)
+#: ``owner/repo.git``: both are names.
+_REPO_PATH = re.compile(r"(?<![\w/.<>-])([\w.-]+)/([\w.-]+?)(\.git)\b")
+#: ``user@host`` without a top-level domain (``deploy@buildbox``): a user and a host.
+_USER_AT = re.compile(r"(?<![\w.@/-])([A-Za-z_][\w.-]*)@([A-Za-z][\w-]*(?:\.[\w-]+)*)(?![\w@-])")
+#: Nouns whose quoted value is a name, whatever its words (``role "reporting"``,
+#: ``namespace "payments"``); GENERIC_QUOTED values name nobody.
+_NAMING_NOUNS = ("user", "username", "role", "database", "db", "schema", "namespace", "bucket", "host", "hostname",
+                 "organization", "organisation", "org", "owner", "repository", "repo", "project", "customer", "tenant",
+                 "account", "team", "cluster", "queue", "topic", "channel", "workspace", "realm", "tenant", "server",
+                 "domain", "group", "company", "client", "service", "app", "application", "container", "volume",
+                 "network", "index", "keyspace", "vhost", "login", "member", "person", "author", "committer")
+_QUOTED_NAME = re.compile(r"(?i)\b((?:" + "|".join(_NAMING_NOUNS) + r")s?)(:?\s+|=)(['\"`\u2018\u201c])([^'\"`\u2019\u201d<>]{1,80})"
+                          r"(['\"`\u2019\u201d])")
+GENERIC_QUOTED = frozenset("""default postgres template0 template1 public root admin main master origin test dev
+    development prod production staging kube-system kube-public kube-node-lease localhost local none null
+    nobody system mysql information_schema sys guest anonymous""".split())
+
+
+def _context_names(text: str, a: "_Allow") -> tuple[str, list[Finding]]:
+    """What the shape around a word says is a name, even if the word is English: a forge's
+    owner and repository, ``owner/repo.git``, ``user@host``, a quoted value after a naming
+    noun (``role "reporting"``)."""
+    findings: list[Finding] = []
+
+    def name(value: str, placeholder: str = "<name>") -> str:
+        if _COMMONS_PLACEHOLDER.fullmatch(value) or not value:
+            return value
+        findings.append(Finding(_KINDS[placeholder], f"{_WHAT[placeholder]} ({_masked(value, placeholder)})"))
+        return placeholder
+
+    def owner(m: re.Match) -> str:
+        repo = m.group(3)
+        return m.group(1) + name(m.group(2)) + ("/" + (name(repo) if repo else "") if repo is not None else "")
+
+    text = _OWNER_PATH.sub(owner, text)
+    text = _REPO_PATH.sub(lambda m: f"{name(m.group(1))}/{name(m.group(2))}{m.group(3)}", text)
+
+    def user_at(m: re.Match) -> str:
+        user, host = m.group(1), m.group(2)
+        shown_user = user if user.lower() in GENERIC_USERS or user.lower() in ("git", "postgres") else name(user)
+        shown_host = host if host.lower() in a.hosts or _loopback(host.lower()) else name(host, "<host>")
+        return f"{shown_user}@{shown_host}"
+
+    if "@" in text:
+        text = _USER_AT.sub(user_at, text)
+
+    def quoted(m: re.Match) -> str:
+        value = m.group(4)
+        if value.lower() in GENERIC_QUOTED or _COMMONS_PLACEHOLDER.fullmatch(value) or value.lower() in a.hosts:
+            return m.group(0)
+        kind = "<host>" if m.group(1).lower() in ("host", "hostname", "server", "domain") else "<name>"
+        return f"{m.group(1)}{m.group(2)}{m.group(3)}{name(value, kind)}{m.group(5)}"
+
+    text = _QUOTED_NAME.sub(quoted, text)
+    return text, findings
+
+
 def _allow_pass(text: str, part: str) -> tuple[str, list[Finding]]:
     a = _allow()
-    findings: list[Finding] = []
+    text, findings = _context_names(text, a)
     out: list[str] = []
     at = 0
     prose = part == "failure"

@@ -163,6 +163,22 @@ def test_the_gate_finds_nothing_left_after_commons_scrub(part, line, kept):
     # file names keep their extension, module paths their allowed parts
     ("cannot read halvorsen_rates.csv", "cannot read <name>.csv"),
     ("python3: can't open file 'manage.py'", "python3: can't open file 'manage.py'"),
+    # what the shape says is a name, even when its words are English (SYNTHETIC names)
+    ("remote: Permission to orange/warehouse.git denied", "remote: Permission to <name>/<name>.git denied"),
+    ("fatal: unable to access https://github.com/orange/warehouse/: 403",
+     "fatal: unable to access https://github.com/<name>/<name>/: <num>"),
+    ("denied: ghcr.io/orange/warehouse:latest", "denied: ghcr.io/<name>/<name>:latest"),
+    ("ssh: connect to deploy@buildbox failed", "ssh: connect to <name>@<host> failed"),
+    ('psql: FATAL: role "reporting" does not exist', 'psql: FATAL: role "<name>" does not exist'),
+    ('Error from server (NotFound): namespaces "payments" not found',
+     'Error from server (NotFound): namespaces "<name>" not found'),
+    ('psql: FATAL: password authentication failed for user "postgres"',
+     'psql: FATAL: password authentication failed for user "postgres"'),
+    # a word with digits stays when its letters are a listed tool's, not any English word's
+    ("error: acme2 down, python3 and sha256 fine", "error: <name> down, python3 and sha256 fine"),
+    # contractions, inflections, prefixes
+    ("The user doesn't want to proceed: unterminated string", "The user doesn't want to proceed: unterminated string"),
+    ("invoice for Halvorsen's ledger", "invoice for <name> ledger"),
 ])
 def test_the_allow_list_rule(line, expected):
     assert commons_scrub(line, NOTHING, "failure")[0] == expected
