@@ -994,6 +994,8 @@ def commons_scrub(text: str, ident: Identity, part: str) -> tuple[str, list[Find
     English word in the case the rule allows, becomes ``<name>`` (``<host>`` when it is shaped
     as a host name); see docs/sharing.md for the lists and the rule. The findings say what was
     replaced: a kind and a masked description, never the replaced text itself."""
+    if not isinstance(text, str):
+        raise TypeError(f"commons_scrub takes text (str), not {type(text).__name__}")
     if part not in COMMONS_PARTS:
         raise ValueError(f"unknown part {part!r}: one of {', '.join(COMMONS_PARTS)}")
     if not text:

@@ -199,6 +199,8 @@ def test_an_unknown_part_is_a_clear_error_and_empty_text_is_empty():
     with pytest.raises(ValueError, match="unknown part"):
         commons_scrub("fatal: x", NOTHING, "prose")
     assert commons_scrub("", NOTHING, "failure") == ("", [])
+    with pytest.raises(TypeError, match="str"):
+        commons_scrub(b"fatal: x", NOTHING, "failure")
 
 
 def test_secrets_are_reported_without_their_value():
@@ -241,3 +243,49 @@ def test_the_redaction_corpus_leaks_nothing_without_an_identity():
             lowered = out.lower()
             assert [s for s in sensitive if s.lower() in lowered] == [], (part, out)
             assert not re.search(r"(?<![<\w])acme", lowered), out
+
+
+# --- invented names in every shape (SYNTHETIC, generated) -----------------------------------------
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_CONSONANTS, _VOWELS = "bcdfgklmnprstvz", "aeiou"
+
+
+def _invented(draw_syllables: list[tuple[str, str]]) -> str:
+    return "".join(c + v for c, v in draw_syllables)
+
+
+_SYLLABLES = st.lists(st.tuples(st.sampled_from(_CONSONANTS), st.sampled_from(_VOWELS)), min_size=3, max_size=5)
+_NAMES = st.builds(_invented, _SYLLABLES).filter(lambda w: commons_scrub(w, NOTHING, "failure")[0] == "<name>")
+
+#: Shapes a name takes in tool output; {a} and {b} are two invented names.
+SHAPES = [
+    "fatal: repository 'https://github.com/{a}/{b}/' not found",
+    "ERROR: permission denied for table {a}_{b}",
+    "Could not resolve host: {a}.{b}.io",
+    "ssh: connect to host {a}-{b}.internal port 22: Connection refused",
+    "** (UndefinedFunctionError) function {A}{B}.Repo.all/0 is undefined",
+    "ModuleNotFoundError: No module named '{a}.{b}'",
+    "npm ERR! 404 '@{a}/{b}' is not in this registry",
+    "FATAL: role \"{a}\" does not exist; customer {A} {B} has no account",
+    "Error: {A} failed for {B}",
+    "kubectl -n {a}-prod get pods {b}-api-0",
+    "mail to {a}@{b}.com bounced",
+    "{A}Error: {b} refused",
+    "error: cannot find value `{a}_{b}` in this scope",
+    "{a}/{b}/lib/{a}.ex:12: undefined",
+    "docker: Error response from daemon: pull access denied for {a}/{b}, repository does not exist",
+    "warning: {A_UP}_{B_UP}_TOKEN is not set",
+]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(a=_NAMES, b=_NAMES, shape=st.sampled_from(SHAPES), part=st.sampled_from(COMMONS_PARTS))
+def test_an_invented_name_never_survives_in_any_shape(a, b, shape, part):
+    line = shape.format(a=a, b=b, A=a.capitalize(), B=b.capitalize(), A_UP=a.upper(), B_UP=b.upper())
+    out, findings = commons_scrub(line, NOTHING, part)
+    lowered = out.lower()
+    assert a not in lowered and b not in lowered, (line, out)
+    assert findings
