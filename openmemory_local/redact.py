@@ -802,6 +802,11 @@ def _word_allowed(word: str, clause_start: bool, glued: bool, a: _Allow, *, flag
     return _plain_word_allowed(word, clause_start, glued, a)
 
 
+@lru_cache(maxsize=65536)
+def _allowed_cached(word: str, clause_start: bool, glued: bool, flag: bool) -> bool:
+    return _word_allowed(word, clause_start, glued, _allow(), flag=flag)
+
+
 def _mixed_case(word: str) -> bool:
     """camelCase or a capital inside (``McDonald``): a word the folded lists do not cover."""
     letters = re.sub(r"[^A-Za-z]", "", word)
@@ -949,7 +954,7 @@ def _allow_pass(text: str, part: str) -> tuple[str, list[Finding]]:
         flag = (start > 0 and text[start - 1] == "-" and (start < 2 or text[start - 2] in " -")
                 and (start < 3 or text[start - 3] in " " or text[start - 2] == " "))
         flag = flag or (command and word.startswith("-"))
-        if _word_allowed(word, clause_start, bool(glued), a, flag=flag):
+        if _allowed_cached(word, clause_start, bool(glued), flag):
             continue
         if text[start - 1:start] == "@" and text.startswith("/", end) and word.lower() in a.scopes:
             continue  # a listed package's npm scope: @types/node
