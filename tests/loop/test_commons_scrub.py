@@ -289,3 +289,19 @@ def test_an_invented_name_never_survives_in_any_shape(a, b, shape, part):
     lowered = out.lower()
     assert a not in lowered and b not in lowered, (line, out)
     assert findings
+
+
+def test_a_situation_of_public_programs_is_a_claim_and_a_projects_own_program_is_not():
+    """Program heads of public tools pass through whole and make a valid claim; a program of
+    the project's own (``skyhaul-cli``, SYNTHETIC) becomes <name>, which the claim's shape (C2:
+    a head is words of letters, digits and ._+:@=/-) refuses: such a lesson says nothing to a
+    stranger, and it stays home."""
+    for heads in ("git push", "pytest", "mix ecto.migrate", "cd && npm test", "kubectl apply",
+                  "docker compose up", "cargo build"):
+        situation, findings = commons_scrub(heads, NOTHING, "situation")
+        assert (situation, findings) == (heads, [])
+        check_claim(Claim(situation=situation, failure="error: something failed"))
+    situation, _ = commons_scrub("skyhaul-cli deploy", NOTHING, "situation")
+    assert situation == "<name> deploy"
+    with pytest.raises(ValueError, match="program head"):
+        check_claim(Claim(situation=situation, failure="error: something failed"))
