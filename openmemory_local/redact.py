@@ -930,6 +930,9 @@ def _context_names(text: str, a: "_Allow") -> tuple[str, list[Finding]]:
     return text, findings
 
 
+_OPTION_START = re.compile(r"(?:^|(?<=[\s=\"'(]))--?\Z")
+
+
 def _allow_pass(text: str, part: str) -> tuple[str, list[Finding]]:
     a = _allow()
     text, findings = _context_names(text, a)
@@ -951,9 +954,7 @@ def _allow_pass(text: str, part: str) -> tuple[str, list[Finding]]:
         clause_start = (prose and (not before or before[-1] in _CLAUSE_MARKS or before.endswith("<num>")
                                    or (not before[-1].isascii() and not before[-1].isalnum()))
                         or command and before[-1:] in ("'", '"') and before[-2:-1] in (" ", "="))
-        flag = (start > 0 and text[start - 1] == "-" and (start < 2 or text[start - 2] in " -")
-                and (start < 3 or text[start - 3] in " " or text[start - 2] == " "))
-        flag = flag or (command and word.startswith("-"))
+        flag = _OPTION_START.search(text, max(0, start - 3), start) is not None  # -n, --set-upstream
         if _allowed_cached(word, clause_start, bool(glued), flag):
             continue
         if text[start - 1:start] == "@" and text.startswith("/", end) and word.lower() in a.scopes:
