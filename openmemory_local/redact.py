@@ -850,19 +850,31 @@ def _masked(value: str, placeholder: str) -> str:
 
 def _scrub_findings(before: str, after: str) -> list[Finding]:
     """What :func:`scrub` replaced, from the words it changed (volatile tokens, which name
-    nobody, are not findings)."""
-    import difflib
-
+    nobody, are not findings). Scrub replaces words in place, a run of words at most by one
+    placeholder word (a key block, a header's value): the two word lists are walked together,
+    a changed word's original run ending where the next word of the output is met again
+    (looked for at most 64 words ahead): linear in the text, unlike a general diff."""
     old, new = before.split(), after.split()
     findings = []
-    matcher = difflib.SequenceMatcher(None, old, new, autojunk=False)
-    for op, i1, i2, j1, j2 in matcher.get_opcodes():
-        if op == "equal":
+    i = 0
+    for j, word in enumerate(new):
+        if i < len(old) and old[i] == word:
+            i += 1
             continue
-        gone = " ".join(old[i1:i2])
-        for placeholder in _COMMONS_PLACEHOLDER.findall(" ".join(new[j1:j2])):
+        following = new[j + 1] if j + 1 < len(new) else None
+        k = i + 1
+        if following is not None:
+            for ahead in range(i + 1, min(len(old), i + 65)):
+                if old[ahead] == following:
+                    k = ahead
+                    break
+        else:
+            k = len(old)
+        gone = " ".join(old[i:k])
+        for placeholder in _COMMONS_PLACEHOLDER.findall(word):
             if placeholder in _KINDS and placeholder not in gone:
                 findings.append(Finding(_KINDS[placeholder], f"{_WHAT[placeholder]} ({_masked(gone, placeholder)})"))
+        i = max(k, i + 1)
     return findings
 
 
@@ -881,7 +893,7 @@ _USER_AT = re.compile(r"(?<![\w.@/-])([A-Za-z_][\w.-]*)@([A-Za-z][\w-]*(?:\.[\w-
 #: ``namespace "payments"``); GENERIC_QUOTED values name nobody.
 _NAMING_NOUNS = ("user", "username", "role", "database", "db", "schema", "namespace", "bucket", "host", "hostname",
                  "organization", "organisation", "org", "owner", "repository", "repo", "project", "customer", "tenant",
-                 "account", "team", "cluster", "queue", "topic", "channel", "workspace", "realm", "tenant", "server",
+                 "account", "team", "cluster", "queue", "topic", "channel", "workspace", "realm", "server",
                  "domain", "group", "company", "client", "service", "app", "application", "container", "volume",
                  "network", "index", "keyspace", "vhost", "login", "member", "person", "author", "committer")
 _QUOTED_NAME = re.compile(r"(?i)\b((?:" + "|".join(_NAMING_NOUNS) + r")s?)(:?\s+|=)(['\"`\u2018\u201c])([^'\"`\u2019\u201d<>]{1,80})"
@@ -949,11 +961,14 @@ def _allow_pass(text: str, part: str) -> tuple[str, list[Finding]]:
         if start > 0 and text[start - 1] == "<" and text.startswith(">", end) and \
                 _COMMONS_PLACEHOLDER.fullmatch(text[start - 1:end + 1]):
             continue
-        before = text[:start].rstrip()
-        glued = start > 0 and text[start - 1] in ">_-." and _COMMONS_PLACEHOLDER.search(text[max(0, start - 12):start])
-        clause_start = (prose and (not before or before[-1] in _CLAUSE_MARKS or before.endswith("<num>")
-                                   or (not before[-1].isascii() and not before[-1].isalnum()))
-                        or command and before[-1:] in ("'", '"') and before[-2:-1] in (" ", "="))
+        # what stands before the word, spaces skipped (scrub left single spaces): not a copy of
+        # the text before it, which made a long text quadratic
+        stop = start - 1 if start > 0 and text[start - 1] == " " else start
+        mark = text[stop - 1] if stop > 0 else ""
+        glued = start > 0 and text[start - 1] in ">_-." and _COMMONS_PLACEHOLDER.search(text, max(0, start - 12), start)
+        clause_start = (prose and (not mark or mark in _CLAUSE_MARKS or text.endswith("<num>", 0, stop)
+                                   or (not mark.isascii() and not mark.isalnum()))
+                        or command and mark in ("'", '"') and (stop < 2 or text[stop - 2] in " ="))
         flag = _OPTION_START.search(text, max(0, start - 3), start) is not None  # -n, --set-upstream
         if _allowed_cached(word, clause_start, bool(glued), flag):
             continue

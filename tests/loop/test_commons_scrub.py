@@ -305,3 +305,16 @@ def test_a_situation_of_public_programs_is_a_claim_and_a_projects_own_program_is
     assert situation == "<name> deploy"
     with pytest.raises(ValueError, match="program head"):
         check_claim(Claim(situation=situation, failure="error: something failed"))
+
+
+def test_a_long_or_odd_text_is_scrubbed_whole():
+    """Bad input is scrubbed, not a crash: a 200 KB line of names, separators and quotes; control
+    and invisible characters, another script, runs of marks (SYNTHETIC)."""
+    line = " ".join(f"Halvorsen_{i} orange-{i} 'Vantorq' fatal: git push --x-{i}" for i in range(4000))
+    out, findings = commons_scrub(line, NOTHING, "failure")
+    assert "halvorsen" not in out.lower() and "vantorq" not in out.lower()
+    assert out.count("fatal: git push") == 4000 and len(findings) >= 8000
+    odd = ("fatal:\x00 Vant\u200borq \u041c\u043e\u0441\u043a\u0432\u0430 -- --- ''' \"\" __ .. @ @@ <name> "
+           "<<x>> \u2028 end")
+    out, _ = commons_scrub(odd, NOTHING, "failure")
+    assert "vantorq" not in out.lower() and "\u041c" not in out and "\u200b" not in out
