@@ -738,7 +738,7 @@ _COMMONS_PLACEHOLDER = re.compile(r"<(?:secret|email|ip|host|url|home|path|branc
                                   r"|name)>")
 #: Where a clause starts, in prose: what may stand before a word (after spaces) for a
 #: Capitalised English word there to be a sentence's first word, not a name.
-_CLAUSE_MARKS = frozenset(".!?:;])>|*#-=\u2014\u2013")
+_CLAUSE_MARKS = frozenset(".!?:;])|*#-\u2014\u2013")
 
 
 def _plain_word_allowed(word: str, clause_start: bool, glued: bool, a: _Allow) -> bool:
@@ -942,6 +942,10 @@ def _context_names(text: str, a: "_Allow") -> tuple[str, list[Finding]]:
     return text, findings
 
 
+#: A tag (``<tool_use_error>``, not a placeholder) or an arrow (``->``, ``=>``) ends here: a
+#: clause starts after it.
+_TAG_OR_ARROW = re.compile(r"(?:<(?!(?:secret|email|ip|host|url|home|path|branch|project|username|id|time|hash|num"
+                           r"|name)>)/?[A-Za-z_][\w-]*>|[-=]>)\Z")
 _OPTION_START = re.compile(r"(?:^|(?<=[\s=\"'(]))--?\Z")
 
 
@@ -967,6 +971,7 @@ def _allow_pass(text: str, part: str) -> tuple[str, list[Finding]]:
         mark = text[stop - 1] if stop > 0 else ""
         glued = start > 0 and text[start - 1] in ">_-." and _COMMONS_PLACEHOLDER.search(text, max(0, start - 12), start)
         clause_start = (prose and (not mark or mark in _CLAUSE_MARKS or text.endswith("<num>", 0, stop)
+                                   or mark == ">" and _TAG_OR_ARROW.search(text, max(0, stop - 40), stop) is not None
                                    or (not mark.isascii() and not mark.isalnum()))
                         or command and mark in ("'", '"') and (stop < 2 or text[stop - 2] in " ="))
         flag = _OPTION_START.search(text, max(0, start - 3), start) is not None  # -n, --set-upstream

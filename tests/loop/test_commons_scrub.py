@@ -149,6 +149,9 @@ def test_the_gate_finds_nothing_left_after_commons_scrub(part, line, kept):
     ("Orange juice is out", "Orange juice is out"),
     ("invoice for Orange failed", "invoice for <name> failed"),
     ("error: Orange", "error: Orange"),
+    ("invoice customer=Orange failed", "invoice customer=<name> failed"),
+    ("<tool_use_error>Sibling tool call errored</tool_use_error>",
+     "<tool_use_error>Sibling tool call errored</tool_use_error>"),
     # upper case: the error vocabulary and acronyms stay, a shouted English word is a name
     ("ERROR: JSON body rejected by ACME", "ERROR: JSON body rejected by <name>"),
     # identifiers with separators or camel case are names unless allowed whole
