@@ -321,3 +321,13 @@ def test_a_long_or_odd_text_is_scrubbed_whole():
            "<<x>> \u2028 end")
     out, _ = commons_scrub(odd, NOTHING, "failure")
     assert "vantorq" not in out.lower() and "\u041c" not in out and "\u200b" not in out
+
+
+def test_every_allow_list_names_its_source():
+    folder = Path(__file__).resolve().parents[2] / "openmemory_local" / "data" / "commons-allow"
+    lists = sorted(folder.glob("*.txt"))
+    assert {p.stem for p in lists} >= {"programs", "packages", "packages-registries", "errors", "errors-python",
+                                       "hosts", "files", "paths", "words"}
+    for path in lists:
+        header = "".join(line for line in path.read_text().splitlines() if line.startswith("#"))
+        assert "Source:" in header or "Derived" in header, path.name
