@@ -700,6 +700,8 @@ def _allow() -> _Allow:
                 any_case.add(word.lower())
             elif word.islower() or not any(c.isalpha() for c in word):
                 lower.add(word)
+    # user, branch and folder names that name nobody (scrub does not replace them either)
+    lower.update(GENERIC_USERS | GENERIC_BRANCHES | GENERIC_DIRS | GENERIC_QUOTED)
     data = Path(openmemory_protocol.__file__).parent / "data"
     any_case.update(w.lower() for w in _list_words(data / "tech-words.txt"))
     function_words = {w for w in _list_words(data / "function-words.txt") if not w.startswith("[")}
