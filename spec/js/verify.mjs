@@ -1498,7 +1498,7 @@ function commonsStatuses(config, recordBytes) {
 
 function commonsMachine(config, views) {
   const byId = new Map(views.map((r) => [r.idHex, r]));
-  const ofType = (t) => views.filter((r) => r.type === t);
+  const ofType = (t) => [...byId.values()].filter((r) => r.type === t); // (a record given twice is one)
   const trustList = new Set(config.trust);
   const revokers = new Set(config.revokers);
   const team = new Set(config.team); // R8: trusted to vote
