@@ -100,6 +100,11 @@ def _random_scenario(rng: random.Random) -> tuple[dict, list]:
                                code=rng.choice(["incorrect", "withdrawn"])))
     if rng.random() < 0.2:
         others.append(G.revoke(rng.choice(KEYS + ["guardian"]), others[-1]))  # of a revocation, maybe
+    if rng.random() < 0.3:  # a revoker (when it is one) withdraws its own copy of a claim
+        own = G.claim_lesson("guardian", rng.choice(CLAIMS), created=G.T0 + rng.randint(0, 5) * 3600)
+        if all(own.id != other.id for other in lessons):
+            lessons.append(own)
+            others.append(G.revoke("guardian", own, code="withdrawn"))
     records = lessons + others
 
     def keys() -> list[str]:
