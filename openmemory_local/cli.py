@@ -335,6 +335,10 @@ def cmd_run(args) -> int:
 def _print_sleep(result: dict, out=None) -> None:
     if not result:
         return
+    if result.get("empty"):
+        print(f"Slept at {result['now']}: nothing to consolidate yet (no episodes); nothing recorded, so "
+              "transcripts ingested later are replayed from their first day", file=out)
+        return
     learn, verify, decay = result.get("learn", {}), result.get("verify", {}), result.get("decay", {})
     print(f"Slept at {result['now']}: {learn.get('surprises', 0)} new surprises, "
           f"{len(learn.get('learned', []))} lessons learned, {len(learn.get('strengthened', []))} strengthened, "
