@@ -65,3 +65,30 @@ def test_history_arriving_after_the_first_run_is_replayed_as_from_the_start(spot
     keys = ("days", "learned", "strengthened", "confirmed", "failed", "made")
     assert {k: later["replay"][k] for k in keys} == {k: start["replay"][k] for k in keys}
     assert _records(home) == _records(other) and _records(home).get("confirmed") == 1
+
+
+def test_a_project_opted_in_before_its_first_ingest_publishes_its_family(spotter, home, capsys):
+    """`openmemory publish enable` names a folder the store knows nothing of yet (the README's
+    example, a worktree of spotter); once its sessions are ingested, the opt-in covers the family
+    its worktrees form, and the run queues that family's lessons (no node: they wait)."""
+    folder = "/home/USER/projects/spotter-worktrees/spotter-gqc"
+    family = "/home/USER/projects/spotter-worktrees/*"
+    assert main(["publish", "enable", folder]) == 0
+    assert "opted in" in capsys.readouterr().out
+    _arrive(spotter, home)
+    report = _run(capsys)
+    assert family in report["publish"]["opted_in"]
+    assert report["publish"]["queued"] and report["publish"]["waiting"] >= 1
+    assert main(["publish", "--dry-run", "--json"]) == 0
+    dry = json.loads(capsys.readouterr().out)
+    assert family in dry["opted_in"]
+    assert dry["records"] and all(r["family"] == family for r in dry["records"])
+    assert any("`git push --set-upstream origin <branch>`" in r["text"] for r in dry["records"])
+    assert main(["publish", "status", "--json"]) == 0
+    listed = {f["family"]: f for f in json.loads(capsys.readouterr().out)["families"]}
+    assert listed[family]["enabled"] and listed[family]["path"] == folder and folder not in listed
+    # opting the same folder out covers the family too
+    assert main(["publish", "disable", folder]) == 0
+    assert "opted out" in capsys.readouterr().out
+    assert main(["publish", "--dry-run", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["opted_in"] == []
