@@ -92,3 +92,39 @@ def test_a_project_opted_in_before_its_first_ingest_publishes_its_family(spotter
     assert "opted out" in capsys.readouterr().out
     assert main(["publish", "--dry-run", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["opted_in"] == []
+
+
+ENTITY = re.compile(r"&(?:[A-Za-z][A-Za-z0-9]*|#[0-9]+|#[xX][0-9A-Fa-f]+);")
+
+
+def test_memory_md_shows_each_failure_and_its_fix_and_no_html_entity(spotter, home, capsys):
+    _arrive(spotter, home)
+    assert main(["run"]) == 0
+    out = capsys.readouterr().out
+    # the sessions ran in worktrees this machine has no Claude Code folder for: nothing is rendered, and it says so
+    assert "Nothing rendered: the 6 project(s) with lessons have no Claude Code folder" in out
+    assert "no Claude Code folder " + str(home / ".claude" / "projects" / "-home-USER-projects-spotter-worktrees-spotter-gqc") in out
+    # Claude Code has run in one worktree: its folder exists, and the next run renders there
+    folder = home / ".claude" / "projects" / "-home-USER-projects-spotter-worktrees-spotter-gqc"
+    folder.mkdir()
+    assert main(["run"]) == 0
+    out = capsys.readouterr().out
+    assert "Nothing rendered" not in out and f"into {folder / 'memory'}" in out
+    files = {p.name: p.read_text(encoding="utf-8") for p in (folder / "memory").iterdir()}
+    index = files["MEMORY.md"]
+    lines = [line for line in index.splitlines() if line.startswith("- [")]
+    [push] = [line for line in lines if "`git push` failed" in line]
+    assert "`git push --set-upstream origin <branch>` succeeded" in push
+    assert "fatal: The current branch" in push  # the failure too, its quote shortened if need be
+    fixes = 0
+    for line in lines:  # each line shows the fix its lesson file quotes, whole
+        name = re.search(r"\]\((openmemory-lesson-\d+\.md)\)", line).group(1)
+        quoted = next(t[2:] for t in files[name].splitlines() if t.startswith("> "))
+        fix = re.search(r"; (?:(?:each|that) time|in \d+ of \d+ sessions), .*$", quoted)
+        if fix:
+            fixes += 1
+            assert fix.group(0) + "](" + name in line, (line, quoted)
+    assert fixes >= 3
+    assert len(index.encode()) <= 25_000 and len(index.splitlines()) <= 200
+    for name, text in files.items():
+        assert not ENTITY.search(text), (name, ENTITY.search(text))

@@ -88,7 +88,8 @@ def test_a_lesson_travels_is_verified_becomes_common_and_is_revoked_everywhere(c
         assert len(files) == 2, (engine.name, list(files))
         push_file = files[f"openmemory-commons-{push_lesson[:16]}.md"]
         assert "candidate: not yet verified" in push_file and "reported by other agents" in push_file
-        assert "The current branch &lt;branch&gt; has no upstream branch" in push_file  # received text, escaped
+        assert "The current branch \\<branch> has no upstream branch" in push_file  # received text, escaped
+        assert "&lt;" not in push_file and "&gt;" not in push_file and "&amp;" not in push_file
         assert "feature-login" not in push_file
         index = engine.index()
         assert "## Reported by other agents (Open Memory commons)" in index
