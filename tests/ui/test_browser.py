@@ -78,7 +78,7 @@ def test_the_session_survives_a_second_tab_and_a_second_browser(browser, served,
     tab = signed_in.new_page()
     try:
         assert tab.goto(served.url).status == 200 and tab.url == served.base + "/"
-        assert tab.goto(served.base + "/lessons").status == 200
+        assert tab.goto(served.base + "/reports").status == 200
     finally:
         tab.close()
     context = browser.new_context()
@@ -88,8 +88,8 @@ def test_the_session_survives_a_second_tab_and_a_second_browser(browser, served,
         second = context.new_page()
         assert second.goto(served.base + "/").status == 200  # its own second tab, no token
         # typed as localhost, where this browser has no cookie: sent to 127.0.0.1, signed in there
-        assert second.goto(f"http://localhost:{served.port}/lessons").status == 200
-        assert second.url == served.base + "/lessons"
+        assert second.goto(f"http://localhost:{served.port}/reports").status == 200
+        assert second.url == served.base + "/reports"
     finally:
         context.close()
 
