@@ -187,7 +187,11 @@ def enable(store, project: str | os.PathLike, now: datetime) -> dict:
             changed.append(fam)
     lessons = {fam: store.conn.execute("SELECT COUNT(*) FROM lessons WHERE family = ? AND state = 'active'",
                                        (fam,)).fetchone()[0] for fam in families}
-    return {"families": families, "changed": changed, "lessons": lessons}
+    known = {f for fams in _known_families(store).values() for f in fams}
+    known |= {f for (f,) in store.conn.execute("SELECT DISTINCT family FROM lessons WHERE family IS NOT NULL")}
+    # not known yet (no session ingested): the opt-in will cover the family its sessions form (_folder_opt_ins)
+    return {"families": families, "changed": changed, "lessons": lessons,
+            "unknown": [f for f in families if f not in known]}
 
 
 def disable(store, project: str | os.PathLike, now: datetime, *, revoke_published: bool = False,
@@ -995,7 +999,10 @@ def commons_line(rec: dict) -> str:
 def enable_messages(result: dict, threshold: float) -> list[str]:
     """What :func:`enable` did, one sentence per family."""
     return [f"{fam}: {'opted in' if fam in result['changed'] else 'already opted in'}; {result['lessons'][fam]} "
-            f"active lesson(s) so far. Lessons at strength {threshold:g} or more are published by the next "
+            f"active lesson(s) so far"
+            + ("; no session of it is ingested yet: once there are, the opt-in covers the project family they "
+               "form (its git worktrees with it)" if fam in result.get("unknown", ()) else "")
+            + f". Lessons at strength {threshold:g} or more are published by the next "
             "`openmemory run` (or `openmemory publish`); `openmemory publish --dry-run` shows exactly what would "
             "leave." for fam in result["families"]]
 

@@ -74,7 +74,8 @@ def test_a_project_opted_in_before_its_first_ingest_publishes_its_family(spotter
     folder = "/home/USER/projects/spotter-worktrees/spotter-gqc"
     family = "/home/USER/projects/spotter-worktrees/*"
     assert main(["publish", "enable", folder]) == 0
-    assert "opted in" in capsys.readouterr().out
+    said = capsys.readouterr().out
+    assert f"{folder}: opted in" in said and "once there are, the opt-in covers the project family" in said
     _arrive(spotter, home)
     report = _run(capsys)
     assert family in report["publish"]["opted_in"]
