@@ -335,6 +335,10 @@ def cmd_run(args) -> int:
 def _print_sleep(result: dict, out=None) -> None:
     if not result:
         return
+    if result.get("empty"):
+        print(f"Slept at {result['now']}: nothing to consolidate yet (no episodes); nothing recorded, so "
+              "transcripts ingested later are replayed from their first day", file=out)
+        return
     learn, verify, decay = result.get("learn", {}), result.get("verify", {}), result.get("decay", {})
     print(f"Slept at {result['now']}: {learn.get('surprises', 0)} new surprises, "
           f"{len(learn.get('learned', []))} lessons learned, {len(learn.get('strengthened', []))} strengthened, "
@@ -353,8 +357,13 @@ def _print_publish(result: dict, out=None) -> None:
 
 
 def _print_render(result: dict, out=None) -> None:
+    from .render import nothing_rendered
+
     if not result:
         return
+    why = nothing_rendered(result)
+    if why:
+        print(why, file=out)
     for target in result.get("targets", []):
         changes = []
         if target["written"]:
@@ -378,7 +387,7 @@ def _print_render(result: dict, out=None) -> None:
         print(f"  received lesson {record_id[:16]} vetoed: its file was deleted", file=out)
     for path in result.get("edited", []):
         print(f"  {path}: edited by its owner, left alone from now on", file=out)
-    for line in result.get("problems", []) + result.get("skipped", []):
+    for line in result.get("problems", []) + [s for s in result.get("skipped", []) if s != "no Claude Code folder"]:
         print(f"  {line}", file=out)
 
 
@@ -414,8 +423,6 @@ def cmd_render(args) -> int:
         if args.json:
             _emit_json(result.to_dict())
         else:
-            if not result.targets:
-                print("Nothing to render: no lessons yet for any project with a Claude Code folder.")
             _print_render(result.to_dict())
         return EXIT_OK
 

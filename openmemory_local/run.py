@@ -102,11 +102,10 @@ def commons_predict_step(store: Store, now: datetime, report: dict) -> dict:
 
 def render_step(store: Store, now: datetime, report: dict) -> dict:
     """Render into Claude Code's memory folders (nothing when no Claude Code folder is known)."""
-    from .render import render
+    from .render import RenderResult, render
 
     if store.config.claude_dir is None:
-        return {"targets": [], "vetoed": [], "edited": [], "problems": [], "skipped": ["no Claude Code folder"],
-                "changed": False}
+        return RenderResult(skipped=["no Claude Code folder"]).to_dict()
     return render(store, now).to_dict()
 
 
