@@ -488,7 +488,7 @@ class ObservationViolation:
                     "state what happened, in English")
         if self.rule == "markup":
             return (f"the text holds a link, an image, an HTML tag, a script URL or an encoded blob ({self.detail!r}): "
-                    "a lesson states what happened, in words")
+                    "state what happened instead, in words")
         return f"the text addresses the agent ({self.detail!r}): state what happened instead"
 
 
