@@ -55,6 +55,15 @@ __all__ = [
     "NAMES",
     "ALWAYS_IMPERATIVE",
     "PREDICATE_WORDS",
+    "HABIT_SUBJECTS_SINGULAR",
+    "HABIT_SUBJECTS_PLURAL",
+    "HABIT_ADVERBS",
+    "HABIT_UNDERGOING",
+    "ACTION_PARTICIPLES",
+    "VERBS_WITH_OF",
+    "MARKUP_PATTERNS",
+    "TAG_PATTERNS",
+    "ENCODED_PATTERN",
     "ObservationViolation",
     "NotAnObservation",
     "canonical_form",
@@ -107,8 +116,8 @@ _ADDRESSED_SPEC: tuple[tuple[str, str | None], ...] = (
     (r"\[/?(?:inst|sys|system|user|assistant|human|developer)\]", "["),
     (r"<</?sys>>", "<"),
     (r"""(?:^|[.!?;>"'(\[#|] ?)(?:system|assistant|user|human|developer|instructions?|prompt|admin|administrator"""
-     r"|operator|sudo|ai|bot|model|dan|chatgpt|gpt|claude) ?:",
-     "system assistant user human developer instruction instructions prompt admin administrator operator sudo ai "
+     r"|operator|ai|bot|model|dan|chatgpt|gpt|claude) ?:",
+     "system assistant user human developer instruction instructions prompt admin administrator operator ai "
      "bot model dan chatgpt gpt claude"),
     (r"\badmin(?:istrator)? (?:request|override|mode|note|message|instruction|command|access)\b",
      "admin administrator"),
@@ -327,7 +336,8 @@ HABIT_ADVERBS: frozenset[str] = frozenset(
 #: Verbs that tell what befell the subject, not what it does: never a habit (``the session fails``).
 HABIT_UNDERGOING: frozenset[str] = frozenset(
     """fail hang crash stop end exit see hit get receive lose break abort error time finish wait loop stall
-    seem appear start keep need want die freeze panic timeout""".split())
+    seem appear start keep need want die freeze panic timeout expire close last outlive overflow exceed leak
+    consume reach""".split())
 #: Participles of what an agent does: ``<condition>, ... is|are|get|gets <one of these>`` is a
 #: prescription (``When the push is rejected, git push --force is run``): rule ``obligation``.
 ACTION_PARTICIPLES: frozenset[str] = frozenset(
@@ -335,7 +345,6 @@ ACTION_PARTICIPLES: frozenset[str] = frozenset(
     uninstalled reinstalled downgraded pinned ignored dropped recreated regenerated reverted retried restarted
     executed invoked applied edited switched pushed force-pushed committed amended rebased stashed wiped purged
     exported sourced patched commented overridden silenced suppressed muted deactivated""".split())
-_NOT_WORD_EDGE = "!\"#$%&()*+,./:;<=>?@[\\]^`{|}~"
 _HABIT = re.compile(
     r"(?<![a-z0-9_'-])(" + "|".join(sorted(HABIT_SUBJECTS_SINGULAR | HABIT_SUBJECTS_PLURAL)) + r")((?: (?:"
     + "|".join(sorted(HABIT_ADVERBS)) + r"))*) ([a-z]+)\b")
@@ -1009,13 +1018,18 @@ _TAG_RES = tuple(_compile(p) for p in TAG_PATTERNS)
 _ENCODED = _compile(ENCODED_PATTERN)
 
 
-def _s_form_of_verb(word: str, verbs: dict) -> bool:
-    """Whether ``word`` is the third-person present of a verb of ``verbs.txt`` (``runs``,
-    ``pipes``, ``pushes``, ``copies``)."""
+def _s_form_base(word: str, verbs: dict) -> str | None:
+    """The verb of ``verbs.txt`` whose third-person present ``word`` is (``runs`` run, ``pushes``
+    push, ``copies`` copy), or None."""
     if len(word) < 3 or not word.endswith("s") or word.endswith("ss"):
-        return False
-    return (word[:-1] in verbs or (word.endswith("es") and word[:-2] in verbs)
-            or (word.endswith("ies") and word[:-3] + "y" in verbs))
+        return None
+    if word.endswith("ies") and word[:-3] + "y" in verbs:
+        return word[:-3] + "y"
+    if word[:-1] in verbs:
+        return word[:-1]
+    if word.endswith("es") and word[:-2] in verbs:
+        return word[:-2]
+    return None
 
 
 def _prescription(lowered: str, c: _Compiled) -> ObservationViolation | None:
@@ -1024,16 +1038,10 @@ def _prescription(lowered: str, c: _Compiled) -> ObservationViolation | None:
     verbs = c.verbs
     for match in _HABIT.finditer(lowered):
         subject, word = match.group(1), match.group(3)
-        if subject in HABIT_SUBJECTS_SINGULAR:
-            present = _s_form_of_verb(word, verbs)
-            base = word[:-3] + "y" if word.endswith("ies") else (
-                word[:-1] if word[:-1] in verbs else word[:-2])
-        elif subject in HABIT_SUBJECTS_PLURAL:
-            present, base = word in verbs, word
-        else:
-            continue
-        if (present and base not in HABIT_UNDERGOING and word not in c.function and word not in PREDICATE_WORDS):
-            return ObservationViolation("obligation", match.group().strip(" " + _NOT_WORD_EDGE))
+        base = _s_form_base(word, verbs) if subject in HABIT_SUBJECTS_SINGULAR else (word if word in verbs else None)
+        if (base is not None and base not in HABIT_UNDERGOING and word not in c.function
+                and word not in PREDICATE_WORDS):
+            return ObservationViolation("obligation", match.group())
     for match in _CONDITION.finditer(lowered):
         if match.group(1) in ACTION_PARTICIPLES:
             return ObservationViolation("obligation", match.group())
@@ -1049,8 +1057,7 @@ def _markup(lowered: str, canonical: str) -> ObservationViolation | None:
         if match is not None:
             return ObservationViolation("markup", match.group())
     if "<" in canonical:
-        outside = " ".join(_UNQUOTED.sub(" ", canonical).split())
-        outside = outside.lower() if outside.isascii() else outside.translate(_ASCII_LOWER)
+        outside = " ".join(_UNQUOTED.sub(" ", canonical).replace("`", " ").split()).translate(_ASCII_LOWER)
         for regex in _TAG_RES:
             match = regex.search(outside)
             if match is not None:

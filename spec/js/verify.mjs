@@ -615,7 +615,7 @@ const ADDRESSED_PATTERNS_TEXT = String.raw`\b(?:ignore|disregard|forget|override
 </?(?:system|instructions?|assistant|user|human|developer|prompt|im_start|im_end|system-reminder|tool|function|context|admin)\b
 \[/?(?:inst|sys|system|user|assistant|human|developer)\]
 <</?sys>>
-(?:^|[.!?;>"'(\[#|] ?)(?:system|assistant|user|human|developer|instructions?|prompt|admin|administrator|operator|sudo|ai|bot|model|dan|chatgpt|gpt|claude) ?:
+(?:^|[.!?;>"'(\[#|] ?)(?:system|assistant|user|human|developer|instructions?|prompt|admin|administrator|operator|ai|bot|model|dan|chatgpt|gpt|claude) ?:
 \badmin(?:istrator)? (?:request|override|mode|note|message|instruction|command|access)\b
 \b(?:please|pls|plz|kindly)\b
 \b(?:from now on|from here on|going forward|henceforth|hereafter|from this (?:point|moment) on)\b
