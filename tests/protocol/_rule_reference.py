@@ -338,10 +338,10 @@ ACTION_PARTICIPLES: frozenset[str] = frozenset(
     uninstalled reinstalled downgraded pinned ignored dropped recreated regenerated reverted retried restarted
     executed invoked applied edited switched pushed force-pushed committed amended rebased stashed wiped purged
     exported sourced patched commented overridden silenced suppressed muted deactivated""".split())
-_HABIT = re.compile(
+_HABIT = _compile(
     r"(?<![a-z0-9_'-])(" + "|".join(sorted(HABIT_SUBJECTS_SINGULAR | HABIT_SUBJECTS_PLURAL)) + r")((?: (?:"
     + "|".join(sorted(HABIT_ADVERBS)) + r"))*) ([a-z]+)\b")
-_CONDITION = re.compile(
+_CONDITION = _compile(
     r"\b(?:when|whenever|if|once|each time|every time|any time)\b[^.;:!?,]{1,160}?, (?:[^.;:!?,]{0,80}? )?"
     r"(?:is|are|gets?) (?:(?:then|also|just|always|usually|simply|immediately|automatically|first) )*"
     r"([a-z]+(?:-[a-z]+)?)\b")
