@@ -1013,6 +1013,8 @@ def _next_clause(clauses: list, start: int, verbs: dict) -> int:
     return len(clauses)
 
 
+_HABIT_CUES = ("agent", "assistant", "claude", "copilot", "codex", "gemini", "bot", "model", "session")
+_BASE64_RUN = re.compile(r"[A-Za-z0-9+/]{12}")  # (what every encoded blob holds)
 _MARKUP_RES = tuple(_compile(p) for p in MARKUP_PATTERNS)
 _TAG_RES = tuple(_compile(p) for p in TAG_PATTERNS)
 _ENCODED = _compile(ENCODED_PATTERN)
@@ -1036,13 +1038,19 @@ def _prescription(lowered: str, c: _Compiled) -> ObservationViolation | None:
     """A habit told of the agent or the sessions, or an action prescribed under a condition (rule
     ``obligation``), in the lowered text; None when there is none."""
     verbs = c.verbs
-    for match in _HABIT.finditer(lowered):
+    # (quick exits, each a condition every match needs: a subject holds one of these words; a
+    # condition holds ", " and "if", "when", "once" or "time")
+    habit = any(word in lowered for word in _HABIT_CUES)
+    condition = ", " in lowered and ("if" in lowered or "when" in lowered or "once" in lowered or "time" in lowered)
+    if not habit and not condition:
+        return None
+    for match in _HABIT.finditer(lowered) if habit else ():
         subject, word = match.group(1), match.group(3)
         base = _s_form_base(word, verbs) if subject in HABIT_SUBJECTS_SINGULAR else (word if word in verbs else None)
         if (base is not None and base not in HABIT_UNDERGOING and word not in c.function
                 and word not in PREDICATE_WORDS):
             return ObservationViolation("obligation", match.group())
-    for match in _CONDITION.finditer(lowered):
+    for match in _CONDITION.finditer(lowered) if condition else ():
         if match.group(1) in ACTION_PARTICIPLES:
             return ObservationViolation("obligation", match.group())
     return None
@@ -1052,17 +1060,18 @@ def _markup(lowered: str, canonical: str) -> ObservationViolation | None:
     """A link, an image or a script URL (in the lowered text), an HTML tag that acts (in the lowered
     text outside code spans and double quotes) or an encoded blob (in the canonical text): rule
     ``markup``."""
-    for regex in _MARKUP_RES:
-        match = regex.search(lowered)
-        if match is not None:
-            return ObservationViolation("markup", match.group())
+    if "](" in lowered or "<" in lowered or "://" in lowered:  # (what every markup pattern holds)
+        for regex in _MARKUP_RES:
+            match = regex.search(lowered)
+            if match is not None:
+                return ObservationViolation("markup", match.group())
     if "<" in canonical:
         outside = " ".join(_UNQUOTED.sub(" ", canonical).replace("`", " ").split()).translate(_ASCII_LOWER)
         for regex in _TAG_RES:
             match = regex.search(outside)
             if match is not None:
                 return ObservationViolation("markup", match.group())
-    match = _ENCODED.search(canonical)
+    match = _ENCODED.search(canonical) if _BASE64_RUN.search(canonical) else None
     if match is not None:
         return ObservationViolation("markup", "an encoded blob: " + match.group()[:40])
     return None
