@@ -91,12 +91,18 @@ FETCH_RATE = "fetch-rate-limited"
 FETCH_STREAMS = "fetch-too-many-streams"  # more fetch streams at once than the per-peer cap
 BLOCKED = "blocked"  # the operator blocked the peer (openmemory-node peers block)
 FRESH_KEY = "fresh-key-budget"  # past the peer's budget of records from never-seen keys
+BLOCKED_KEY = "blocked-key"  # signed by an author the operator blocked (openmemory-node blocked add)
 
 #: How a wire validation error (openmemory_node.wire.ERROR_CODES) is treated. Codes not
 #: listed (size, encoding, type, schema, id, observation, signature) are REJECTed.
 WIRE_ERROR_ACTIONS: dict[str, Action] = {
     "clock-skew": Action.IGNORE,  # created too far ahead: maybe our clock, maybe theirs
     "version": Action.IGNORE,  # a version we do not know: a newer peer, not a bad one
+    # A version 2 lesson whose claim is malformed or whose text is not its rendering (claim), or
+    # whose parts hold a command that never arrives from strangers (unsafe): refused with the
+    # invalid penalty, like a bad signature (every implementation renders and checks the same).
+    "claim": Action.REJECT,
+    "unsafe": Action.REJECT,
 }
 
 
@@ -389,6 +395,11 @@ class NodePolicy:
         if originated:
             return Verdict(Action.REJECT, FRESH_KEY, detail, self.limits.rate_penalty)
         return Verdict(Action.IGNORE, FRESH_KEY, detail + " (relayed)")
+
+    def blocked_author(self) -> Verdict:
+        """A record signed by a key the operator blocked: dropped, counted, nobody penalised
+        (the relay did nothing wrong: the block is this node's own choice)."""
+        return Verdict(Action.IGNORE, BLOCKED_KEY, "signed by a key this node's operator blocked")
 
     def author_wait(self, author: Hashable, now: float) -> float:
         """For local pacing: seconds until this author may publish one more record."""
