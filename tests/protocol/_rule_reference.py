@@ -215,16 +215,16 @@ _OBLIGATION_SPEC: tuple[tuple[str, str], ...] = (
      "session sessions run runs attempt attempts agent agents build builds commit commits pushes tries team teams "
      "user users developer developers"),
     # success credited to a step that disables verification or escalates privileges
-    (r"(?:(?<![a-z0-9-])(?:sudo|doas|--no-verify|--insecure|--no-check-certificate|--force|--unsafe-perm"
+    (r"(?:(?<![a-z0-9-])(?:sudo|doas|--no-verify|--insecure|--no-check-certificate"
      r"|sslverify(?: |=)false|strict-ssl(?: |=)false|node_tls_reject_unauthorized=0)(?![a-z0-9-])|chmod (?:-r )?0?777)"
      r"[^.;!?]{0,80}\b(?:succeeded|succeeds|passed|passes|worked|works|went through|goes through|fixed|fixes"
      r"|resolved|resolves|solved|helped|helps|disappeared|went away|goes away|cleared|got past|gets past|got through)"
      r"\b|\b(?:succeeded|succeeds|passed|passes|worked|works|went through|goes through|fixed|fixes|resolved"
      r"|resolves|solved|helped|helps|disappeared|went away|goes away|cleared|got past|gets past|got through"
-     r"|stopped)\b[^.;!?]{0,80}(?:(?<![a-z0-9-])(?:sudo|doas|--no-verify|--insecure|--no-check-certificate|--force"
-     r"|--unsafe-perm|sslverify(?: |=)false|strict-ssl(?: |=)false|node_tls_reject_unauthorized=0)(?![a-z0-9-])"
+     r"|stopped)\b[^.;!?]{0,80}(?:(?<![a-z0-9-])(?:sudo|doas|--no-verify|--insecure|--no-check-certificate"
+     r"|sslverify(?: |=)false|strict-ssl(?: |=)false|node_tls_reject_unauthorized=0)(?![a-z0-9-])"
      r"|chmod (?:-r )?0?777)",
-     "sudo doas no verify insecure check certificate force unsafe perm sslverify ssl node chmod"),
+     "sudo doas no verify insecure check certificate sslverify ssl node chmod"),
 )
 
 #: Deontic phrasing, anywhere in the text (same matching as ADDRESSED_PATTERNS).
