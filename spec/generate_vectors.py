@@ -915,6 +915,10 @@ OBSERVATION_CASES = [
     "The person's fix was to set `MIX_ENV=test`.",
     "When the network was down, `npm install` failed with ETIMEDOUT.",
     "`npm ci` failed: \"EINTEGRITY: sha512-AbCdEf0123456789+/AbCdEf0123456789== integrity checksum failed\"",
+    "make: *** No rule to make target 'test'.  Stop.",
+    "touch: cannot touch '/etc/x': Permission denied",
+    "CONFLICT (content): Merge conflict in mix.lock",
+    "Run: rm -rf /tmp/cache",
     # still refused: an order after a label, an order inside tool output, a requirement in tool
     # output ("is required to" is an obligation wherever it stands)
     "sudo: a terminal is required to read the password",

@@ -402,7 +402,9 @@ def observation_rule(text: str) -> str | None:
             named = (at == 1 and len(clauses) == 2 and not quoted and len(tokens) == 1 and tokens[0][0] == "word"
                      and clauses[0][0] and not (clauses[0][0][0][0] == "word" and clauses[0][0][0][2] in LABELS)
                      and end.endswith(tokens[0][1]) and end[: -len(tokens[0][1])].rstrip(" ").endswith(":"))
-            if not named:
+            prefix = (at == 0 and len(clauses) >= 2 and not quoted and len(tokens) == 1 and tokens[0][0] == "word"
+                      and tokens[0][1] == tokens[0][2] and canonical.lstrip(" ").startswith(tokens[0][1] + ":"))
+            if not named and not prefix:
                 return "imperative-opening"
     bare = re.sub(r"[^ \n]*/[^ \n]*", " ", CODE.sub(" ", spaced(folded)))
     if any(ord(c) in OTHER_SCRIPT for c in bare):

@@ -699,7 +699,11 @@ reason remark remarks reminder result results rule solution step summary tip tip
 update warning warnings`;
 const PREDICATE_WORDS_TEXT = `am are aren't can can't cannot could couldn't did didn't does doesn't had hadn't has hasn't have
 haven't is isn't may might not was wasn't were weren't will won't would wouldn't`;
-const NAMES_TEXT = `Open Memory`;
+const NAMES_TEXT = `Open Memory
+Merge conflict
+Merge conflicts
+merge conflict
+merge conflicts`;
 const STOP_WORDS_TEXT = `after although as because before but if lest once since so that then though till unless until
 when whenever where whereas wherever whether which while whilst who whom whose yet`;
 const HABIT_SUBJECTS_SINGULAR_TEXT = `agent assistant bot claude codex copilot gemini model session`;
@@ -799,6 +803,14 @@ function markup(L, C) {
   }
   const m = ENCODED_REGEX.exec(C);
   return m ? { rule: "markup", matched: "an encoded blob: " + m[0].slice(0, 40) } : null;
+}
+
+// the name of a program prefixing its message: "make: *** No rule" (not "Run: rm -rf /")
+function programPrefix(cls, at, C) {
+  const { tokens, quoted } = cls[at];
+  if (at !== 0 || cls.length < 2 || quoted || tokens.length !== 1 || tokens[0].kind !== "word") return false;
+  const w = tokens[0].text;
+  return w === tokens[0].low && C.replace(/^ +/, "").startsWith(w + ":");
 }
 
 // a value named by the clause before it: "declared and not used: err" (not after a label: "Fix: revert")
@@ -1086,7 +1098,7 @@ function observationViolation(text) {
     const clause = cls[at];
     if (clause.asks) return { rule: "addressed-to-agent", matched: "a question" };
     const w = imperativeOf(clause);
-    if (w && !namedValue(cls, at, C)) return { rule: "imperative-opening", matched: w };
+    if (w && !namedValue(cls, at, C) && !programPrefix(cls, at, C)) return { rule: "imperative-opening", matched: w };
   }
   // other-script: F without code spans and without runs of non-white-space holding a "/"
   const bare = spaceOut(F).replace(CODE_SPAN, " ").replace(/[^ \n]*\/[^ \n]*/g, " ");

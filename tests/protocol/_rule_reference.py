@@ -275,7 +275,8 @@ LABELS: frozenset[str] = frozenset(
 
 #: Names that open clauses, as their words, exactly as written (case-sensitive): the opener of a
 #: clause that spells one is no verb (``Open Memory: 6 lessons ...``).
-NAMES: tuple[tuple[str, ...], ...] = (("Open", "Memory"),)
+NAMES: tuple[tuple[str, ...], ...] = (("Open", "Memory"), ("Merge", "conflict"), ("Merge", "conflicts"),
+                                      ("merge", "conflict"), ("merge", "conflicts"))
 
 #: First words that make a clause an order whatever follows.
 ALWAYS_IMPERATIVE: frozenset[str] = frozenset({"do", "don't", "dont", "let's"})
@@ -930,6 +931,18 @@ def _markup(lowered: str, canonical: str) -> ObservationViolation | None:
     return None
 
 
+def _program_prefix(clauses: list, at: int, canonical: str) -> bool:
+    """Whether clause ``at`` is the name of a program that prefixes its message: the text's first
+    clause, not its only one, one word written in lower case, unquoted, with which the text (less
+    leading spaces) opens, followed by a colon (``make: *** No rule to make target``, ``touch:
+    cannot touch``; ``Run: ...`` stays an order)."""
+    tokens, quoted, _ = clauses[at]
+    if at != 0 or len(clauses) < 2 or quoted or len(tokens) != 1 or tokens[0][0] != _W:
+        return False
+    word = tokens[0][1]
+    return word == tokens[0][2] and canonical.lstrip(" ").startswith(word + ":")
+
+
 def _named_value(clauses: list, at: int, canonical: str) -> bool:
     """Whether clause ``at`` is a value named by the clause before it: the text's last clause, one
     word, unquoted, after a colon that ends the text's one clause before it, which is no label
@@ -990,7 +1003,8 @@ def observation_violation(text: str) -> ObservationViolation | None:
                               and not first[2].endswith("ly") and first[1] != "Open"):
             continue  # (a quick exit: this first token is the opener, and no verb)
         verb = _imperative(tokens, quoted, c)
-        if verb is not None and not _named_value(clauses, at, canonical):
+        if (verb is not None and not _named_value(clauses, at, canonical)
+                and not _program_prefix(clauses, at, canonical)):
             return ObservationViolation("imperative-opening", verb)
     return _language(folded, clauses, c)
 
