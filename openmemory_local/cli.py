@@ -236,7 +236,8 @@ def _print_ingest(summary: dict, out=None) -> None:
     if t["rejected_lines"]:
         print("  lines rejected: " + ", ".join(f"{k} {v}" for k, v in t["rejected_lines"].items()), file=out)
     for f in summary["files"]:
-        if f["status"] in ("unreadable", "vanished", "not_found", "busy", "failed", "not_transcript", "not_a_file"):
+        if f["status"] in ("unreadable", "vanished", "not_found", "busy", "failed", "not_transcript", "not_a_file",
+                           "unsupported"):
             print(f"  {f['status'].replace('_', ' ')}: {f['path']} ({f['reason']})", file=out)
         elif f["rejected"]:
             bad = ", ".join(f"{k} {v}" for k, v in f["rejected"].items())

@@ -96,6 +96,9 @@ class Config:
     home: Path
     #: Transcript roots ingested when no path is given (``openmemory ingest``, ``run``).
     sources: tuple[Path, ...] = field(default_factory=tuple)
+    #: The other agents' transcript folders (Codex's, Gemini CLI's: :func:`adapters.agent_roots`),
+    #: scanned by ``openmemory ingest`` and ``run`` when they exist.
+    agent_sources: tuple[Path, ...] = field(default_factory=tuple)
 
     # --- ingest -------------------------------------------------------------------
     #: A transcript line longer than this is skipped (counted as "oversized line").
@@ -415,6 +418,12 @@ def default_sources(environ=None) -> tuple[Path, ...]:
     return (claude_config_dir(environ) / "projects",)
 
 
+def _agent_sources(environ) -> tuple[Path, ...]:
+    from .adapters import agent_roots
+
+    return agent_roots(environ)
+
+
 def _env_int(env, name: str, default: int | None, allow_zero: bool = False) -> int | None:
     raw = env.get(name)
     if raw in (None, ""):
@@ -438,6 +447,7 @@ def load_config(home_option: str | os.PathLike | None = None, environ=None, *,
     file_node_home = from_file.pop("node_home", None)
     settings = {
         "sources": default_sources(env),
+        "agent_sources": _agent_sources(env),
         "max_line_bytes": _env_int(env, ENV_MAX_LINE_BYTES, Config.max_line_bytes),
         "claude_dir": claude_config_dir(env),
         "lesson_model_url": env.get(ENV_LESSON_MODEL_URL) or None,

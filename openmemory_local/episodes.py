@@ -181,6 +181,10 @@ class ToolReturned:
     uid: str | None = None
     parent: str | None = None
     agent: str | None = None  # a subagent's result seen from its parent's transcript
+    #: Where ``exit_code`` came from when the agent records no success flag: ``field`` (a
+    #: structured field), ``metadata`` (a JSON envelope), ``output`` (parsed from the text),
+    #: ``status`` (the call's status); None: the adapter's own rule (Claude Code's result flag).
+    exit_source: str | None = None
 
 
 @dataclass(slots=True)
@@ -771,6 +775,8 @@ class EpisodeBuilder:
             "call_line": call["line"],
             "resolution": None,
         }
+        if ev.exit_source is not None:
+            fields["exit_source"] = ev.exit_source
         self._count_calls(ev.agent)
         if ev.failure not in ("cancelled", "rejected", "interrupted") and call["tool"] != "unknown":
             self._failed_again(call, ev, first)

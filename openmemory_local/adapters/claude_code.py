@@ -653,6 +653,20 @@ class ClaudeCodeAdapter:
     """Finds Claude Code transcripts and makes their parsers."""
 
     name = NAME
+    label = "Claude Code"
+
+    def default_roots(self, environ=None) -> list[Path]:
+        from ..config import default_sources
+
+        return list(default_sources(environ))
+
+    @staticmethod
+    def claims(path: Path) -> bool:
+        return path.name.endswith(".jsonl")
+
+    @staticmethod
+    def whole_file(path: Path) -> bool:
+        return False
 
     def discover(self, root: Path) -> list[Path]:
         """Every ``*.jsonl`` file under ``root`` (symbolic links to folders not followed)."""
