@@ -381,6 +381,20 @@ def _print_render(result: dict, out=None) -> None:
         print(f"  {path}: edited by its owner, left alone from now on", file=out)
     for line in result.get("problems", []) + result.get("skipped", []):
         print(f"  {line}", file=out)
+    _print_agent_render(result.get("agents") or {}, out)
+
+
+def _print_agent_render(result: dict, out=None) -> None:
+    """What ``render`` did to Codex's ``AGENTS.md`` and Gemini CLI's ``GEMINI.md`` files."""
+    for target in result.get("targets", []):
+        index = target["index"]
+        what = {"created": "Open Memory's section added", "written": "Open Memory's section updated",
+                "unchanged": "unchanged", "none": "no lessons: nothing written"}.get(index, index)
+        print(f"Rendered {target['listed']} lessons into {target['file']} ({target['agent']}): {what}", file=out)
+    for lesson_id in result.get("vetoed", []):
+        print(f"  lesson {lesson_id} vetoed: its line was deleted from an agent's memory file", file=out)
+    for line in result.get("problems", []) + result.get("skipped", []):
+        print(f"  {line}", file=out)
 
 
 def cmd_sleep(args) -> int:
@@ -412,12 +426,21 @@ def cmd_render(args) -> int:
             result = render(store, now, memory_dir=args.memory_dir, project=args.project)
         except RenderError as exc:
             raise UsageError(str(exc)) from None
+        data = result.to_dict()
+        if not args.memory_dir:  # the other agents' memory files of the same projects (agent_render)
+            from .agent_render import render_agents
+            from .sleep import sleep_lock
+
+            with sleep_lock(store.config):
+                data["agents"] = render_agents(store, now).to_dict()
+            data["changed"] = data["changed"] or data["agents"]["changed"]
         if args.json:
-            _emit_json(result.to_dict())
+            _emit_json(data)
         else:
-            if not result.targets:
-                print("Nothing to render: no lessons yet for any project with a Claude Code folder.")
-            _print_render(result.to_dict())
+            if not result.targets and not (data.get("agents") or {}).get("targets"):
+                print("Nothing to render: no lessons yet for any project with a Claude Code folder, "
+                      "a Codex AGENTS.md or a Gemini CLI GEMINI.md.")
+            _print_render(data)
         return EXIT_OK
 
 

@@ -223,6 +223,9 @@ class Config:
     #: owner's text included, is kept within both.
     memory_index_max_lines: int = 200
     memory_index_max_bytes: int = 25_000
+    #: The most Open Memory's section of a Codex ``AGENTS.md`` or a Gemini CLI ``GEMINI.md`` may take
+    #: (:mod:`openmemory_local.agent_render`; Codex's 32 KiB for all its files applies too).
+    agent_section_max_bytes: int = 8_000
 
     # --- the commons node (openmemory_local.node_link) ---------------------------------
     #: The node's data folder, where the engine reads its API address (``api.addr``) and
