@@ -12,6 +12,7 @@ is Codex's, ``chats/session-*`` Gemini's), else by its first line, else Claude C
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 from .claude_code import ClaudeCodeAdapter
@@ -33,11 +34,13 @@ def adapter_for(path: Path, *, sniff: bool = False):
         if ADAPTERS[name].claims(path):
             return ADAPTERS[name]
     if sniff:
+        head = b""
         try:
-            with open(path, "rb") as handle:
-                head = handle.read(_SNIFF)
+            if stat.S_ISREG(os.stat(path).st_mode):  # never open a FIFO or a device to look at it
+                with open(path, "rb") as handle:
+                    head = handle.read(_SNIFF)
         except OSError:
-            head = b""
+            pass
         first = head.split(b"\n", 1)[0]
         if b'"session_meta"' in first and b'"payload"' in first:
             return ADAPTERS["codex"]

@@ -22,7 +22,8 @@ Every line is ``{"timestamp", "type", "payload"}``:
                    message is counted once, whichever comes first); ``exec_command_end``
                    (``exit_code``: a structured field, preferred when present),
                    ``patch_apply_end`` (``success``: a status), ``turn_aborted``
-                   (an interrupt); others ignored
+                   (an interrupt), ``hook_completed`` of a Stop hook whose run is
+                   ``blocked`` (a hook-blocked stop: a surprise); others ignored
 ``compacted``      a compaction
 other types        counted ("unknown codex record type 'x' (ignored)"), never fatal
 =================  ==================================================================
@@ -271,9 +272,23 @@ class CodexParser(JsonLinesParser):
             call_id = p.get("call_id")
             if isinstance(call_id, str) and p.get("success") is False:
                 self._end(call_id, [None, "status"])
+        elif etype == "hook_completed":
+            self._hook(p, n, ts, out)
         elif etype == "turn_aborted":
             if p.get("reason") in (None, "interrupted"):
                 out.append(Interrupted(n, ts))
+
+    def _hook(self, p: dict, n: int, ts, out: list) -> None:
+        """A Stop hook that blocked the end of a turn (``hook_completed`` with a run whose status
+        is ``blocked``, its feedback the reason): a surprise, counted as a hook failure."""
+        run = p.get("run") if isinstance(p.get("run"), dict) else p
+        event = str(run.get("event_name") or run.get("hook_event_name") or "").lower()
+        if str(run.get("status") or "").lower() != "blocked" or "stop" not in event:
+            return
+        entries = run.get("entries") if isinstance(run.get("entries"), list) else []
+        text = "\n".join(e["text"] for e in entries if isinstance(e, dict) and isinstance(e.get("text"), str))
+        key = f"{run.get('id') or n}:{p.get('turn_id') or n}:stop-blocked"
+        out.append(HookFailed(n, ts, key, "Stop", f"Stop hook feedback: {text}" if text else "Stop hook blocked"))
 
     def _end(self, call_id: str, value: list) -> None:
         ends = self.s["ends"]
