@@ -549,7 +549,8 @@ def _parse(config: Config, ad, path: Path, stream, plan: _Plan, state: dict,
     if plan.mode != "append" and stream.seekable():
         stream.seek(0)
     if ad.whole_file(path):
-        return _parse_whole(config, ad, path, stream, state, member)
+        # read whole, from no earlier state (a hint for the parser at most: a rebuild's)
+        return _parse_whole(config, ad, path, stream, {} if "builder" in state else state, member)
     sink = Consumed(head=plan.head, tail=plan.tail, member=member)
     reader = LineReader(stream, sink, offset=plan.start, line=plan.start_line,
                         max_line_bytes=config.max_line_bytes)
@@ -619,7 +620,7 @@ def _parse_whole(config: Config, ad, path: Path, stream, state: dict, member: Me
         raise _Skip("unsupported", f"{ad.label} transcript larger than {WHOLE_FILE_LIMIT >> 20} MiB: not read")
     sink.feed(raw)
     sink.finish()
-    parser = ad.parser(path, None, None)
+    parser = ad.parser(path, state.get("parser"), None)
     builder = EpisodeBuilder(None)
     data = raw
     skip = None
@@ -999,7 +1000,11 @@ def _rebuild_one(store: Store, ad, rel: str, now: datetime) -> FileResult:
             try:
                 stream = io.BufferedReader(reader, buffer_size=_READ_BUFFER)
                 plan = _Plan("rewrite", "rebuilt from the archive", 0, 0)
-                parsed = _parse(store.config, ad, path, stream, plan, {}, None)
+                # a format without the session's folder in it (Gemini CLI's) was told it by a file
+                # beside the original, maybe gone now: the folder found then is kept
+                hint = ({"parser": {"cwd_hint": row0["project"]}}
+                        if getattr(ad, "needs_cwd_hint", False) and row0 and row0.get("project") else {})
+                parsed = _parse(store.config, ad, path, stream, plan, hint, None)
                 damaged = reader.damaged
             finally:
                 reader.close()

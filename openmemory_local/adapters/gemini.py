@@ -188,7 +188,12 @@ class GeminiParser(JsonLinesParser):
                         version="gemini"))
 
     def _cwd(self, project_hash) -> str | None:
-        """The project's folder: ``<project id>/.project_root``, else ``projects.json``."""
+        """The project's folder: ``<project id>/.project_root``, else ``projects.json``, else the
+        folder found when the file was first read (``cwd_hint``: a rebuild from the archive)."""
+        found = self._find_cwd(project_hash)
+        return found or self.s.get("cwd_hint")
+
+    def _find_cwd(self, project_hash) -> str | None:
         chats = self.path.parent if self.path.parent.name == "chats" else self.path.parent.parent
         project = chats.parent
         try:
@@ -277,6 +282,7 @@ class GeminiAdapter:
 
     name = NAME
     label = "Gemini CLI"
+    needs_cwd_hint = True  # its files do not hold the session's folder (see _cwd)
 
     def default_roots(self, environ=None) -> list[Path]:
         return [gemini_dir(environ) / "tmp"]
