@@ -195,3 +195,14 @@ def test_the_default_sources_include_codex_and_gemini_folders(tmp_path, now):
         summary = ingest(store, None, now=now)
         assert sorted(f.agent for f in summary.files) == ["codex", "gemini"]
         assert summary.missing_sources == [str(tmp_path / "user" / ".claude" / "projects")]
+
+
+def test_a_zst_rollout_without_zstandard_is_a_named_skip(tmp_path, store, now, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "zstandard", None)  # as if it were not installed
+    path = tmp_path / CODEX_ROLLOUT.name.replace(".jsonl", ".jsonl.zst")
+    path.write_bytes(b"(\xb5/\xfd synthetic")
+    [result] = ingest(store, [path], now=now).files
+    assert result.status == "unsupported"
+    assert "needs the zstandard module" in result.reason
