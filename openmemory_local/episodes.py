@@ -31,6 +31,8 @@ Episodes (``Episode.kind``):
     person, ``cancelled`` because a parallel call failed, ``hook``), ``exit_code``,
     ``first_line`` (the failure's reason line: the line a person would quote, see
     :mod:`openmemory_local.reason`), ``output`` (its start), ``call_id``, ``call_line``,
+    ``exit_source`` (only from agents that record no success flag, Codex and Gemini CLI: where
+    the exit code came from, ``field``, ``metadata``, ``output`` or ``status``),
     ``resolution`` (what made it go away later in the same session, or None: see
     :mod:`openmemory_local.resolutions`; the episode's text then ends with it).
 
