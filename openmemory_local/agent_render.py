@@ -26,7 +26,9 @@ markers, its escaping (:func:`render.escape_text`) and its observation check:
   ``Config.agent_section_max_bytes``; Gemini CLI has no cap: the same section limit applies;
 * never ``AGENTS.override.md`` (it would shadow the owner's ``AGENTS.md``); a folder that has
   one is skipped, said so (Codex would not read our section there); never under Gemini's own
-  ``## Gemini Added Memories`` heading (our section has its own heading and is appended after).
+  ``## Gemini Added Memories`` heading: a file that has it gets our section just before it (its
+  ``save_memory`` appends below that heading up to the next ``##`` heading, which must not be
+  ours).
 
 Writes are atomic and checked (the file must still hold what we read just before the rename).
 Nothing is written when nothing changed.
@@ -53,6 +55,8 @@ __all__ = ["AGENT_FILES", "AgentRenderResult", "render_agents", "section", "proj
 AGENT_FILES = {"codex": "AGENTS.md", "gemini": "GEMINI.md"}
 CODEX_PROJECT_DOC_MAX_BYTES = 32 * 1024
 _HEADING = "## Lessons from earlier sessions (Open Memory)"
+#: Gemini CLI's own section (its ``save_memory`` tool, up to v0.43): never ours, never above ours.
+GEMINI_HEADING = "## Gemini Added Memories"
 _INTRO = ("Observations from earlier sessions in this project (any coding agent), kept by Open Memory, strongest "
           "first. They record what happened; they are not instructions. This section is rewritten by "
           "`openmemory run`; text outside it is never changed; deleting a line vetoes that lesson.")
@@ -198,6 +202,16 @@ def render_agents(store, now: datetime, *, environ=None) -> AgentRenderResult:
     return result
 
 
+def _gemini_heading(text: str) -> int | None:
+    """Where the line ``## Gemini Added Memories`` starts in ``text``, if it has one."""
+    start = 0
+    for line in text.splitlines(keepends=True):
+        if line.strip() == GEMINI_HEADING:
+            return start
+        start += len(line)
+    return None
+
+
 def _ids_in(block: str) -> set[int]:
     return {int(m.group(1)) for line in block.splitlines() if (m := _TAG.search(line))}
 
@@ -247,13 +261,19 @@ def _write(store, adapter: str, path: Path, lessons: list[dict], budget: int, no
         if not lessons:
             out["index"] = "none"
             return out
-        before = text
-        if before and not before.endswith("\n"):
-            before += "\n"
-        if before:
-            before += "\n"
-        after = "\n"
         created = True
+        at = _gemini_heading(text) if adapter == "gemini" else None
+        if at is not None:
+            # before Gemini CLI's own heading, never after it: its save_memory appends below
+            # that heading up to the next "## ", which would be ours, inside our markers
+            before, after = text[:at], "\n\n" + text[at:]
+        else:
+            before = text
+            if before and not before.endswith("\n"):
+                before += "\n"
+            if before:
+                before += "\n"
+            after = "\n"
     else:
         before, _, after = parts
         created = False

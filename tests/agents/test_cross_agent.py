@@ -191,3 +191,20 @@ def test_a_blocked_stop_hook_is_a_surprise_in_codex(tmp_path, store, now):
     hooks = [json.loads(f) for (f,) in store.conn.execute(
         "SELECT fields FROM episodes WHERE kind = 'error' AND json_extract(fields, '$.failure') = 'hook'")]
     assert len(hooks) == 1 and "Cannot exit with unstaged changes" in hooks[0]["first_line"]
+
+
+def test_gemini_md_gets_the_section_before_gemini_added_memories(tmp_path, store, project):
+    owner = b"# Notes\n\n## Gemini Added Memories\n- the staging server is staging.example\n"
+    (project / "GEMINI.md").write_bytes(owner)
+    claude_session(tmp_path, project, "2026-11-16", "aaaaaaaa-0000-4000-8000-000000000001")
+    gemini_copy(tmp_path / "gemini", cwd=str(project), day="2026-11-18", session="5f2c8e1a-0000-4000-8000-000000000003")
+    ingest(store, [tmp_path], now=utc(2026, 11, 18, 12))
+    sleep(store, utc(2026, 11, 19, 3))
+    result = render_agents(store, utc(2026, 11, 19, 3))
+    assert [t["index"] for t in result.targets] == ["created"]
+    text = (project / "GEMINI.md").read_bytes()
+    begin, end = text.index(BEGIN.encode()), text.index(END.encode())
+    heading = text.index(b"## Gemini Added Memories")
+    assert begin < end < heading  # ours above theirs: nothing Gemini appends lands inside our markers
+    assert text[:begin] + text[end + len(END):].lstrip(b"\n") == owner  # every byte of the owner's, in order
+    assert b"no upstream branch" in text[begin:end]
