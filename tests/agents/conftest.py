@@ -4,6 +4,7 @@ change them, with the project folder they name moved to a real folder of the tes
 
 from __future__ import annotations
 
+import re
 import shutil
 from datetime import datetime, timezone
 from pathlib import Path
@@ -42,6 +43,7 @@ def codex_copy(root: Path, *, cwd: str = FIXTURE_CWD, day: str = "2026-11-20",
     session id changed."""
     text = (CODEX_ROLLOUT.read_text().replace(FIXTURE_CWD, cwd).replace("2026-11-20", day)
             .replace("0199a1b2-7c3d-7e4f-9a0b-1c2d3e4f5a6b", session))
+    text = re.sub(r'"call_(?!id")', f'"call_{session[-6:]}_', text)  # call ids unique per session, as Codex's are
     target = root / "sessions" / day.replace("-", "/") / f"rollout-{day}T10-00-00-{session}.jsonl"
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(text)
