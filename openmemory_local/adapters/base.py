@@ -16,7 +16,8 @@ is the reference):
 
 Exit codes (:func:`exit_code_in`): agents that record no success flag put the code in the
 output's text (Codex ``Exit code: N`` as the first line; Gemini CLI ``Exit Code: N`` as a line of
-its shell tool's report) or in a JSON envelope (Codex ``{"output": ..., "metadata":
+its shell tool's report; Codex's unified ``exec_command`` says ``Process exited with code N``
+in its header) or in a JSON envelope (Codex ``{"output": ..., "metadata":
 {"exit_code": N}}``). Each result says where its code came from (``exit_source``): ``field`` (a
 structured field of the record), ``metadata`` (the JSON envelope), ``output`` (parsed from the
 text), ``status`` (the tool call's status).
@@ -43,6 +44,7 @@ __all__ = ["JsonLinesParser", "exit_code_in", "shell_text", "text_of", "is_injec
 STOP_HOOK_FEEDBACK = ("Stop hook feedback", "Stop hook blocked", "Stop hook error")
 
 _CODEX_EXIT = re.compile(r"\AExit code: (-?\d+)[ \t]*\r?\n?")
+_HEADER_CODE = re.compile(r"^(?:Exit code: (-?\d+)|Process exited with code (-?\d+))\s*$")
 _GEMINI_EXIT = re.compile(r"(?m)^Exit Code: (-?\d+)[ \t]*\r?$")
 _OUTPUT_AFTER = re.compile(r"(?m)^Output:[ \t]?")
 _WRAPPED = re.compile(r"^\s*<([a-zA-Z][\w-]*)(?:\s[^>]*)?>")
@@ -100,15 +102,28 @@ def exit_code_in(output) -> tuple[int | None, str | None, str]:
         code = meta.get("exit_code") if isinstance(meta, dict) else None
         if isinstance(code, int) and not isinstance(code, bool):
             return code, "metadata", text
-    match = _CODEX_EXIT.match(text)
-    if match:
-        rest = text[match.end():]
-        after = _OUTPUT_AFTER.search(rest)
-        return int(match.group(1)), "output", rest[after.end():] if after else rest
+    code = _header_code(text)
+    if code is not None:
+        after = _OUTPUT_AFTER.search(text)
+        body = text[after.end():] if after else _CODEX_EXIT.sub("", text, count=1)
+        return code, "output", body[1:] if body.startswith("\n") else body
     found = _GEMINI_EXIT.findall(text)
     if found:
         return int(found[-1]), "output", shell_text(text)
     return None, None, text
+
+
+def _header_code(text: str) -> int | None:
+    """The exit code in the header of a Codex shell output: the lines before ``Output:``
+    (``Exit code: N`` of ``shell``/``shell_command``; ``Process exited with code N`` of the
+    unified ``exec_command``, after ``Chunk ID:`` and ``Wall time:`` lines), at most 8 lines."""
+    for number, line in enumerate(text[:2048].splitlines()):
+        if number >= 8 or line.startswith("Output:"):
+            return None
+        match = _HEADER_CODE.match(line)
+        if match:
+            return int(match.group(1) or match.group(2))
+    return None
 
 
 def shell_text(report: str) -> str:

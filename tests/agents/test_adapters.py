@@ -206,3 +206,21 @@ def test_a_zst_rollout_without_zstandard_is_a_named_skip(tmp_path, store, now, m
     [result] = ingest(store, [path], now=now).files
     assert result.status == "unsupported"
     assert "needs the zstandard module" in result.reason
+
+
+def test_exit_codes_are_read_from_every_shape_the_agents_write():
+    from openmemory_local.adapters.base import exit_code_in
+
+    cases = [
+        ("Exit code: 128\nWall time: 0.4 seconds\nOutput:\nfatal: x\n", (128, "output", "fatal: x\n")),
+        ("Chunk ID: 3f2a\nWall time: 0.05 seconds\nProcess exited with code 2\nOriginal token count: 5\nOutput:\nboom\n",
+         (2, "output", "boom\n")),
+        ('{"output":"x","metadata":{"exit_code":3,"duration_seconds":1}}', (3, "metadata", "x")),
+        ({"output": "y", "metadata": {"exit_code": 0}}, (0, "metadata", "y")),
+        ("Command: ls\nDirectory: (root)\nOutput: nope\nError: (none)\nExit Code: 2\nSignal: (none)", (2, "output", "nope")),
+        ("Process running with session ID 73\n\nOutput:\nstill", (None, None, "Process running with session ID 73\n\nOutput:\nstill")),
+        ("the program printed Exit code: 5 in its output", (None, None, "the program printed Exit code: 5 in its output")),
+        ('{"output": "not an envelope"', (None, None, '{"output": "not an envelope"')),
+    ]
+    for output, expected in cases:
+        assert exit_code_in(output) == expected, output
