@@ -841,9 +841,11 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     sub = real if only is None else _OneCommand(real, only)
 
     p = sub.add_parser("run", parents=[common], help="the nightly job: ingest, sleep, render, report",
-                       description="Ingest ~/.claude/projects, replay a history brought in (one sleep at the end "
+                       description="Ingest ~/.claude/projects (and Codex's ~/.codex/sessions, Gemini CLI's "
+                       "~/.gemini/tmp), replay a history brought in (one sleep at the end "
                        "of each past day), sleep (decay, lessons, verify, predict), render the lessons into each "
-                       "project's memory folder, and print the morning report.")
+                       "project's memory folder (and its AGENTS.md / GEMINI.md where Codex / Gemini CLI worked), and "
+                       "print the morning report.")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("sleep", parents=[common], help="consolidate: decay, lessons, verify, predict",
@@ -854,7 +856,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
     p = sub.add_parser("render", parents=[common], help="write the lessons into the agent's memory folders",
                        description="Write each project's lessons into its Claude Code memory folder "
-                       "(~/.claude/projects/<project>/memory/), or into --memory-dir.")
+                       "(~/.claude/projects/<project>/memory/), or into --memory-dir; and into the managed section "
+                       "of its AGENTS.md (Codex) and GEMINI.md (Gemini CLI) where those agents worked.")
     p.add_argument("--memory-dir", metavar="DIR", help="render into this folder instead")
     p.add_argument("--project", help="only this project (its working directory)")
     p.set_defaults(func=cmd_render)
@@ -878,8 +881,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("ingest", parents=[common], help="read transcripts into episodes",
-                       description="Archive and ingest transcripts (files or folders; default "
-                       "~/.claude/projects). Incremental: only new bytes are read. Then the past days brought "
+                       description="Archive and ingest transcripts of Claude Code, Codex CLI and Gemini CLI "
+                       "(files or folders; default ~/.claude/projects, ~/.codex/sessions, ~/.gemini/tmp). Incremental: only new bytes are read. Then the past days brought "
                        "in are slept on as they happened (one sleep at the end of each; --no-replay: not).")
     p.add_argument("paths", nargs="*", metavar="PATH", help="transcript files or folders")
     p.add_argument("--from-archive", action="store_true",
