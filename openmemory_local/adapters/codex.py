@@ -16,7 +16,9 @@ Every line is ``{"timestamp", "type", "payload"}``:
                    ``arguments`` as a JSON *string*, ``call_id``), ``custom_tool_call``
                    (``input``, ``call_id``: ``apply_patch``), ``local_shell_call``,
                    ``function_call_output`` / ``custom_tool_call_output`` (``call_id``,
-                   ``output``: no success flag; see :func:`.base.exit_code_in`); others
+                   ``output``: no success flag; see :func:`.base.exit_code_in`; "exec
+                   command rejected by user" is the person's rejection, a sandbox denial or
+                   arguments that do not parse an error); others
                    (``reasoning``, ``ghost_snapshot``, ``web_search_call``, ...) ignored
 ``event_msg``      ``user_message`` / ``agent_message`` duplicate the messages above (a
                    message is counted once, whichever comes first); ``exec_command_end``
@@ -64,6 +66,11 @@ _IGNORED_ITEMS = frozenset({"reasoning", "ghost_snapshot", "web_search_call", "c
                             "image_generation_call", "other"})
 _SHELL_TOOLS = frozenset({"shell", "shell_command", "exec_command", "local_shell", "container.exec", "unified_exec"})
 _RECENT = 16
+#: How Codex words a call the person declined (normalised so by Codex), and calls that failed
+#: before any exit code (a sandbox denial, arguments that do not parse, the guardian's refusal).
+_REJECTED = ("exec command rejected by user", "patch rejected by user")
+_TOOL_ERRORS = ("failed to parse function arguments", "unsupported call", "sandbox denied exec error",
+                "failed in sandbox", "This action was rejected due to unacceptable risk", "execution error:")
 
 
 def codex_home(environ=None) -> Path:
@@ -250,8 +257,13 @@ class CodexParser(JsonLinesParser):
         if known is not None:
             if known[1] == "field" or code is None:
                 code, source = known[0], known[1]
-        if isinstance(output, str) and code is None and output.startswith("aborted"):
-            return ToolReturned(n, ts, call_id, "interrupted", output, None)
+        head = text.lstrip()[:200]
+        if code is None and head.startswith(_REJECTED):
+            return ToolReturned(n, ts, call_id, "rejected", text, None)  # the person said no
+        if code is None and head.startswith("aborted"):
+            return ToolReturned(n, ts, call_id, "interrupted", text, None)
+        if code is None and head.startswith(_TOOL_ERRORS):
+            return ToolReturned(n, ts, call_id, "error", text, None)
         if code is not None and code != 0:
             return _with_source(ToolReturned(n, ts, call_id, "exit_code", text, code), source)
         if known is not None and known[0] is None and known[1] == "status":  # a patch that failed

@@ -84,6 +84,8 @@ def _result_text(call: dict) -> tuple[str, bool]:
     """(the text a tool call returned, whether it is an error response)."""
     texts, error = [], False
     result = call.get("result")
+    if isinstance(result, str):  # a PartListUnion may be a bare string
+        return result, False
     for part in result if isinstance(result, list) else [result] if isinstance(result, dict) else []:
         response = part.get("functionResponse", {}).get("response") if isinstance(part, dict) else None
         if isinstance(response, dict):

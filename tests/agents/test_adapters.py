@@ -224,3 +224,22 @@ def test_exit_codes_are_read_from_every_shape_the_agents_write():
     ]
     for output, expected in cases:
         assert exit_code_in(output) == expected, output
+
+
+def test_codex_rejections_and_tool_errors_without_an_exit_code(tmp_path, store, now):
+    path = codex_copy(tmp_path / "codex")
+    extra = [
+        {"type": "function_call", "name": "shell", "arguments": json.dumps({"command": ["bash", "-lc", "rm -rf build"]}),
+         "call_id": "call_rej"},
+        {"type": "function_call_output", "call_id": "call_rej", "output": "exec command rejected by user"},
+        {"type": "function_call", "name": "shell", "arguments": "{not json", "call_id": "call_bad"},
+        {"type": "function_call_output", "call_id": "call_bad",
+         "output": "failed to parse function arguments: key must be a string at line 1 column 2"},
+    ]
+    with open(path, "a") as f:
+        for payload in extra:
+            f.write(json.dumps({"timestamp": "2026-11-20T10:06:00.000Z", "type": "response_item",
+                                "payload": payload}) + "\n")
+    ingest(store, [path], now=now)
+    failures = {e["fields"]["call_id"]: e["fields"]["failure"] for e in episodes(store, "error")}
+    assert failures["call_rej"] == "rejected" and failures["call_bad"] == "error"
