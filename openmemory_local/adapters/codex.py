@@ -25,7 +25,9 @@ Every line is ``{"timestamp", "type", "payload"}``:
                    (``exit_code``: a structured field, preferred when present),
                    ``patch_apply_end`` (``success``: a status), ``turn_aborted``
                    (an interrupt), ``hook_completed`` of a Stop hook whose run is
-                   ``blocked`` (a hook-blocked stop: a surprise); others ignored
+                   ``blocked`` (a hook-blocked stop: a surprise, also seen as the user-role
+                   ``<hook_prompt hook_run_id=...>`` continuation it adds: counted once);
+                   others ignored
 ``compacted``      a compaction
 other types        counted ("unknown codex record type 'x' (ignored)"), never fatal
 =================  ==================================================================
@@ -41,7 +43,9 @@ A file whose first record has no ``{timestamp, type, payload}`` envelope (the ro
 from __future__ import annotations
 
 import hashlib
+import html
 import json
+import re
 import os
 import shlex
 from pathlib import Path
@@ -66,6 +70,7 @@ _IGNORED_ITEMS = frozenset({"reasoning", "ghost_snapshot", "web_search_call", "c
                             "image_generation_call", "other"})
 _SHELL_TOOLS = frozenset({"shell", "shell_command", "exec_command", "local_shell", "container.exec", "unified_exec"})
 _RECENT = 16
+_HOOK_PROMPT = re.compile(r'<hook_prompt\s+hook_run_id="([^"]*)"\s*>(.*?)</hook_prompt>', re.DOTALL)
 #: How Codex words a call the person declined (normalised so by Codex), and calls that failed
 #: before any exit code (a sandbox denial, arguments that do not parse, the guardian's refusal).
 _REJECTED = ("exec command rejected by user", "patch rejected by user")
@@ -178,6 +183,7 @@ class CodexParser(JsonLinesParser):
         git = meta.get("git") if isinstance(meta.get("git"), dict) else (p.get("git") if isinstance(p.get("git"), dict) else {})
         version = meta.get("cli_version") if isinstance(meta.get("cli_version"), str) else None
         self.s["version"] = version
+        self.s["session"] = sid
         parent = _parent_thread(meta.get("source"))
         if parent and self.s["records"] <= 2:
             self.s["role"], self.s["agent_id"] = "subagent", sid
@@ -204,6 +210,11 @@ class CodexParser(JsonLinesParser):
             return
         if role == "user":
             stripped = text.lstrip()
+            if stripped.startswith("<hook_prompt"):
+                # a Stop hook's continuation: the turn's end was blocked (a surprise)
+                for run_id, reason in _HOOK_PROMPT.findall(stripped):
+                    self._blocked(html.unescape(run_id), html.unescape(reason).strip(), n, ts, out)
+                return
             if stripped.startswith(STOP_HOOK_FEEDBACK):
                 if not self._seen(role, text):
                     out.append(HookFailed(n, ts, f"{n}:stop-hook", "Stop", stripped))
@@ -299,8 +310,18 @@ class CodexParser(JsonLinesParser):
             return
         entries = run.get("entries") if isinstance(run.get("entries"), list) else []
         text = "\n".join(e["text"] for e in entries if isinstance(e, dict) and isinstance(e.get("text"), str))
-        key = f"{run.get('id') or n}:{p.get('turn_id') or n}:stop-blocked"
-        out.append(HookFailed(n, ts, key, "Stop", f"Stop hook feedback: {text}" if text else "Stop hook blocked"))
+        self._blocked(str(run.get("id") or f"line-{n}"), text, n, ts, out)
+
+    def _blocked(self, run_id: str, reason: str, n: int, ts, out: list) -> None:
+        """One blocked stop, counted once whether Codex wrote its run (``hook_completed``), its
+        continuation prompt (``<hook_prompt hook_run_id=...>``) or both."""
+        seen = self.s.setdefault("blocked", [])
+        if run_id in seen:
+            return
+        seen.append(run_id)
+        del seen[:-64]
+        out.append(HookFailed(n, ts, f"{self.s.get('session') or ''}:{run_id}:stop-blocked", "Stop",
+                              f"Stop hook feedback: {reason}" if reason else "Stop hook blocked"))
 
     def _end(self, call_id: str, value: list) -> None:
         ends = self.s["ends"]

@@ -187,10 +187,19 @@ def test_a_blocked_stop_hook_is_a_surprise_in_codex(tmp_path, store, now):
             "type": "hook_completed", "turn_id": "t1", "run": {
                 "id": "stop-0", "event_name": "stop", "status": "blocked",
                 "entries": [{"kind": "feedback", "text": "Cannot exit with unstaged changes"}]}}}) + "\n")
+        # the continuation prompt Codex adds for the same blocked run: the same surprise, counted once
+        f.write(json.dumps({"timestamp": "2026-11-20T10:05:00.100Z", "type": "response_item", "payload": {
+            "type": "message", "role": "user", "content": [{"type": "input_text", "text":
+                '<hook_prompt hook_run_id="stop-0">Cannot exit with unstaged changes</hook_prompt>'}]}}) + "\n")
+        f.write(json.dumps({"timestamp": "2026-11-20T10:07:00.000Z", "type": "response_item", "payload": {
+            "type": "message", "role": "user", "content": [{"type": "input_text", "text":
+                '<hook_prompt hook_run_id="stop-1">Cannot exit with unstaged changes</hook_prompt>'}]}}) + "\n")
     ingest(store, [path], now=now)
     hooks = [json.loads(f) for (f,) in store.conn.execute(
         "SELECT fields FROM episodes WHERE kind = 'error' AND json_extract(fields, '$.failure') = 'hook'")]
-    assert len(hooks) == 1 and "Cannot exit with unstaged changes" in hooks[0]["first_line"]
+    assert len(hooks) == 2 and all("Cannot exit with unstaged changes" in h["first_line"] for h in hooks)
+    [session] = [json.loads(f) for (f,) in store.conn.execute("SELECT fields FROM episodes WHERE kind = 'session'")]
+    assert session["person_messages"] == 2  # a hook prompt is not the person
 
 
 def test_gemini_md_gets_the_section_before_gemini_added_memories(tmp_path, store, project):
