@@ -126,20 +126,25 @@ def _header_code(text: str) -> int | None:
     return None
 
 
+_REPORT_HEADS = frozenset({"Command", "Directory", "Output", "Stdout", "Stderr", "Error", "Exit Code", "Signal",
+                           "Background PIDs", "Process Group PGID"})
+_PRINTED = frozenset({"Output", "Stdout", "Stderr", "Error"})
+
+
 def shell_text(report: str) -> str:
-    """What a shell report (``Command: ...\\nOutput: ...\\nError: ...\\nExit Code: N``) printed:
-    its Output and Error parts, without the report's own lines."""
+    """What a shell report (``Command: ...\\nOutput: ...\\nError: ...\\nExit Code: N``; older
+    Gemini CLI versions: ``Stdout:``/``Stderr:``) printed: its output and error parts, without
+    the report's own lines."""
     keep = []
     section = None
     for line in report.splitlines():
         head, sep, rest = line.partition(": ")
-        if sep and head in ("Command", "Directory", "Output", "Error", "Exit Code", "Signal", "Background PIDs",
-                            "Process Group PGID"):
+        if sep and head in _REPORT_HEADS:
             section = head
-            if head in ("Output", "Error") and rest.strip() not in ("", "(empty)", "(none)"):
+            if head in _PRINTED and rest.strip() not in ("", "(empty)", "(none)"):
                 keep.append(rest)
             continue
-        if section in ("Output", "Error"):
+        if section in _PRINTED:
             keep.append(line)
     return "\n".join(keep) if keep else report
 

@@ -291,9 +291,12 @@ class GeminiAdapter:
 
     @staticmethod
     def claims(path: Path) -> bool:
+        """A ``.jsonl`` under a ``chats`` folder, or a ``session-*.json``/``.jsonl`` anywhere (the
+        names Gemini CLI gives its sessions; Claude Code's are session ids, Codex's ``rollout-*``)."""
         name = path.name
-        in_chats = "chats" in path.parts[-3:-1]
-        return in_chats and (name.endswith(".jsonl") or (name.startswith("session-") and name.endswith(".json")))
+        if name.startswith("session-") and (name.endswith(".json") or name.endswith(".jsonl")):
+            return True
+        return "chats" in path.parts[-3:-1] and name.endswith(".jsonl")
 
     def discover(self, root: Path) -> list[Path]:
         found = []

@@ -243,3 +243,19 @@ def test_codex_rejections_and_tool_errors_without_an_exit_code(tmp_path, store, 
     ingest(store, [path], now=now)
     failures = {e["fields"]["call_id"]: e["fields"]["failure"] for e in episodes(store, "error")}
     assert failures["call_rej"] == "rejected" and failures["call_bad"] == "error"
+
+
+def test_a_gemini_session_outside_its_layout_is_still_found_and_read(tmp_path, store, now):
+    loose = tmp_path / "held-out"
+    loose.mkdir()
+    shutil.copy(GEMINI_JSON, loose)  # a .json session in a folder of no particular name
+    report = GEMINI_JSON.read_text().replace("Output: \\nError: sh: 1: vite: not found",
+                                             "Stdout: (empty)\\nStderr: sh: 1: vite: not found")
+    assert report != GEMINI_JSON.read_text()
+    (loose / "session-2026-10-21T14-00-0e9d8c7c.json").write_text(
+        report.replace("0e9d8c7b-6a5f-4e3d-2c1b-0a9f8e7d6c5b", "0e9d8c7c-6a5f-4e3d-2c1b-0a9f8e7d6c5b")
+        .replace("ffee01", "ffee02"))
+    summary = ingest(store, [loose], now=now)
+    assert [f.agent for f in summary.files] == ["gemini", "gemini"]
+    lines = sorted(e["fields"]["first_line"] for e in episodes(store, "error"))
+    assert lines == ["sh: 1: vite: not found", "sh: 1: vite: not found"]  # older Stdout/Stderr reports too
