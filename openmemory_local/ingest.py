@@ -408,6 +408,9 @@ class _Job:
     config: Config
     relpath: str
     row: dict | None
+    #: What the adapter cannot read in the file and is told (adapters with ``needs_cwd_hint``:
+    #: the working folders already known, to match a project hash against).
+    hints: dict | None = None
 
 
 _ROW_FIELDS = ("status", "size", "mtime", "consumed_bytes", "consumed_lines", "head_hash", "tail_hash",
@@ -416,7 +419,11 @@ _ROW_FIELDS = ("status", "size", "mtime", "consumed_bytes", "consumed_lines", "h
 
 def _job(store: Store, ad, path: Path, row: dict | None) -> _Job:
     subset = {k: row[k] for k in _ROW_FIELDS} if row else None
-    return _Job(str(path), ad.name, store.config, archive_relpath(ad.name, path), subset)
+    hints = None
+    if getattr(ad, "needs_cwd_hint", False):
+        hints = {"known_cwds": [cwd for (cwd,) in store.conn.execute(
+            "SELECT DISTINCT project FROM transcripts WHERE project IS NOT NULL ORDER BY project")]}
+    return _Job(str(path), ad.name, store.config, archive_relpath(ad.name, path), subset, hints)
 
 
 def _ingest_path(store: Store, ad, path: Path, now: datetime) -> FileResult:
@@ -505,6 +512,8 @@ def _read_transcript(job: _Job) -> _Read:
         if plan.mode == "unchanged":
             return _Read("stat", st.st_size, st.st_mtime, plan=plan)
         state = loads(row["state"], {}) if (row and plan.mode == "append") else {}
+        if job.hints and plan.mode != "append":
+            state = {"parser": dict(job.hints)}
         member = MemberWriter(config.tmp_dir, config.archive_level)
         try:
             parsed = _parse(config, ad, path, f, plan, state, member)

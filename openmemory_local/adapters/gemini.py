@@ -20,8 +20,9 @@ status is a failure (source ``status``), ``cancelled`` a rejection by the person
 failed with that code (source ``output``): Gemini CLI keeps ``success`` for a command that ran.
 
 The files hold no working folder and no branch, only a hash of the project's root: the folder
-is read from ``<project id>/.project_root`` or ``~/.gemini/projects.json`` when they exist
-(the SessionEnd hook passes ``cwd`` too). Gemini CLI deletes sessions after 30 days by
+is read from ``<project id>/.project_root`` or ``~/.gemini/projects.json`` when they exist, else
+found by that hash (SHA-256 of the path: the older versions' folder name too) among the
+registry's paths and the working folders of the other agents' transcripts. Gemini CLI deletes sessions after 30 days by
 default: ingest them from its hooks (``openmemory install gemini``).
 """
 
@@ -108,6 +109,12 @@ class GeminiParser(JsonLinesParser):
     """Parses one Gemini CLI session (``.jsonl`` line by line, resumably; ``.json`` whole)."""
 
     KIND = "gemini"
+
+    def __init__(self, path: Path, state: dict | None = None, has_subagent=None):
+        state = dict(state) if state else None
+        # the working folders other transcripts named (ingest's hint): used once, never stored
+        self._known_cwds = state.pop("known_cwds", None) if state else None
+        super().__init__(path, state, has_subagent)
 
     def _initial(self) -> dict:
         folder = self.path.parent
@@ -208,7 +215,7 @@ class GeminiParser(JsonLinesParser):
         try:
             data = json.loads(registry.read_text("utf-8"))
         except (OSError, ValueError):
-            return None
+            data = {}
         mapping = data.get("projects", data) if isinstance(data, dict) else {}
         if isinstance(mapping, dict):
             for key, value in mapping.items():
@@ -216,10 +223,16 @@ class GeminiParser(JsonLinesParser):
                     return key
                 if key == project.name and isinstance(value, str) and value.startswith("/"):
                     return value
-        if isinstance(project_hash, str):
-            for key in mapping if isinstance(mapping, dict) else ():
-                if isinstance(key, str) and hashlib.sha256(key.encode()).hexdigest() == project_hash:
-                    return key
+        return self._by_hash(project_hash, mapping if isinstance(mapping, dict) else {})
+
+    def _by_hash(self, project_hash, mapping: dict) -> str | None:
+        """Older versions name the project folder by the SHA-256 of its path: matched against the
+        registry's paths and the working folders of the other agents' transcripts."""
+        if not isinstance(project_hash, str):
+            return None
+        for candidate in [*mapping, *(self._known_cwds or ())]:
+            if isinstance(candidate, str) and hashlib.sha256(candidate.encode()).hexdigest() == project_hash:
+                return candidate
         return None
 
     def _message(self, m: dict, n: int, out: list) -> None:

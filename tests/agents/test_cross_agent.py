@@ -217,3 +217,22 @@ def test_gemini_md_gets_the_section_before_gemini_added_memories(tmp_path, store
     assert begin < end < heading  # ours above theirs: nothing Gemini appends lands inside our markers
     assert text[:begin] + text[end + len(END):].lstrip(b"\n") == owner  # every byte of the owner's, in order
     assert b"no upstream branch" in text[begin:end]
+
+
+def test_an_older_gemini_session_finds_its_folder_by_hash_among_the_other_agents(tmp_path, store, project):
+    import hashlib
+
+    from .conftest import FIXTURE_CWD, GEMINI_JSON
+
+    codex_copy(tmp_path / "codex", cwd=str(project), day="2026-11-18", session="0199a1b2-0000-7000-9000-000000000002")
+    ingest(store, [tmp_path / "codex"], now=utc(2026, 11, 18, 12))
+    digest = hashlib.sha256(str(project).encode()).hexdigest()
+    chats = tmp_path / "gemini" / "tmp" / digest / "chats"  # the older layout: no .project_root, no registry
+    chats.mkdir(parents=True)
+    old = GEMINI_JSON.read_text().replace(hashlib.sha256(FIXTURE_CWD.encode()).hexdigest(), digest)
+    (chats / GEMINI_JSON.name).write_text(old)
+    [result] = ingest(store, [tmp_path / "gemini"], now=utc(2026, 11, 18, 13)).files
+    assert result.agent == "gemini"
+    projects = {p for (p,) in store.conn.execute("SELECT project FROM episodes WHERE session_id = ?",
+                                                 (result.session_id,))}
+    assert projects == {str(project)}
