@@ -128,7 +128,7 @@ def section(lessons: list[dict], room: int) -> tuple[str, int]:
 def codex_budget(root: Path, cwd: str, environ=None) -> int:
     """Bytes Codex leaves for ``root/AGENTS.md``: 32 KiB less the global file and every other
     folder's file from ``root`` down to ``cwd`` (one per folder: the override if present)."""
-    from .adapters.codex import codex_home
+    from .config import codex_home
 
     used = 0
     home = codex_home(environ)

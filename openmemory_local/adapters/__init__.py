@@ -51,7 +51,7 @@ def adapter_for(path: Path, *, sniff: bool = False):
 
 def agent_roots(environ=None) -> tuple[Path, ...]:
     """The transcript folders of the agents other than Claude Code (whose folder is
-    ``Config.sources``): Codex's ``sessions`` and ``archived_sessions`` under ``$CODEX_HOME`` (or
-    ``~/.codex``), Gemini CLI's ``tmp`` under ``$GEMINI_CLI_HOME/.gemini`` (or ``~/.gemini``)."""
-    env = os.environ if environ is None else environ
-    return tuple(root for name in ("codex", "gemini") for root in ADAPTERS[name].default_roots(env))
+    ``Config.sources``): :func:`openmemory_local.config.agent_sources`."""
+    from ..config import agent_sources
+
+    return agent_sources(environ)

@@ -50,6 +50,7 @@ import os
 import shlex
 from pathlib import Path
 
+from ..config import codex_home
 from ..episodes import (
     AgentSaid,
     Compacted,
@@ -76,14 +77,6 @@ _HOOK_PROMPT = re.compile(r'<hook_prompt\s+hook_run_id="([^"]*)"\s*>(.*?)</hook_
 _REJECTED = ("exec command rejected by user", "patch rejected by user")
 _TOOL_ERRORS = ("failed to parse function arguments", "unsupported call", "sandbox denied exec error",
                 "failed in sandbox", "This action was rejected due to unacceptable risk", "execution error:")
-
-
-def codex_home(environ=None) -> Path:
-    """Codex's folder: ``$CODEX_HOME``, else ``~/.codex``."""
-    env = os.environ if environ is None else environ
-    if env.get("CODEX_HOME"):
-        return Path(env["CODEX_HOME"]).expanduser()
-    return Path(env.get("HOME") or Path.home()) / ".codex"
 
 
 def _command_line(argv) -> str:
@@ -360,7 +353,7 @@ class CodexAdapter:
 
     def default_roots(self, environ=None) -> list[Path]:
         home = codex_home(environ)
-        return [home / "sessions", home / "archived_sessions"]
+        return [home / "sessions", home / "archived_sessions"]  # as config.agent_sources
 
     @staticmethod
     def claims(path: Path) -> bool:

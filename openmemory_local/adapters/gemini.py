@@ -33,6 +33,7 @@ import json
 import os
 from pathlib import Path
 
+from ..config import gemini_dir
 from ..episodes import AgentSaid, CommandRun, Meta, PersonSaid, Titled, ToolCalled, ToolReturned
 from ..jsonio import loads
 from .base import JsonLinesParser, exit_code_in, is_injected, shell_text, text_of
@@ -42,13 +43,6 @@ __all__ = ["GeminiAdapter", "GeminiParser", "gemini_dir"]
 NAME = "gemini"
 _FINAL = frozenset({"success", "error", "cancelled"})
 _MAX_DONE = 4096
-
-
-def gemini_dir(environ=None) -> Path:
-    """Gemini CLI's folder: ``$GEMINI_CLI_HOME/.gemini``, else ``~/.gemini``."""
-    env = os.environ if environ is None else environ
-    base = env.get("GEMINI_CLI_HOME") or env.get("HOME") or str(Path.home())
-    return Path(base).expanduser() / ".gemini"
 
 
 def summarise_call(name: str, args) -> dict:

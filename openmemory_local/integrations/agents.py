@@ -72,10 +72,10 @@ class AgentContext(Context):
     @property
     def agent_dir(self) -> Path:
         if self.agent == "codex":
-            from ..adapters.codex import codex_home
+            from ..config import codex_home
 
             return codex_home(self.env)
-        from ..adapters.gemini import gemini_dir
+        from ..config import gemini_dir
 
         return gemini_dir(self.env)
 
