@@ -49,7 +49,7 @@ from typing import Callable, Iterable
 
 import numpy as np
 
-from .adapters import ADAPTERS, DEFAULT_ADAPTER, adapter_for, agent_roots
+from .adapters import ADAPTERS, DEFAULT_ADAPTER, adapter_for
 from .archive import ArchiveFile, ArchiveReader, MemberWriter, archive_relpath, iter_archives, original_path
 from .clock import ClockError, iso, parse_time
 from .embedders import store_embedder
