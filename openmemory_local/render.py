@@ -440,8 +440,9 @@ def _targets(store, lessons: list[dict], memory_dir: Path | None, project: str |
 
 def nothing_rendered(result: dict) -> str | None:
     """Why a render wrote into no memory folder (``result``: :meth:`RenderResult.to_dict`), in one
-    sentence; None when it rendered into at least one."""
-    if result.get("targets"):
+    sentence; None when it rendered into at least one (or into another agent's memory file:
+    ``result["agents"]``, :mod:`openmemory_local.agent_render`)."""
+    if result.get("targets") or (result.get("agents") or {}).get("targets"):
         return None
     skipped = result.get("skipped") or []
     missing = [line for line in skipped if ": no Claude Code folder " in line]
