@@ -39,10 +39,10 @@ FAMILY = "/home/USER/projects/spotter-worktrees/*"
 WORKTREE = "/home/USER/projects/spotter-worktrees/spotter-gqc"
 OTHER_FAMILY = "/home/marco/projects/spotter"
 PULLED = "2026-02-13T07:00:00Z"  # the engine's run after the lessons arrived (the page's "now" is 08:00)
-L1 = ('`mix test` failed in 3 sessions: "** (DBConnection.ConnectionError) connection refused: the database is not '
-      'running"')
-L2 = ('`mix test` failed in 2 sessions: "** (DBConnection.ConnectionError) connection refused"; `mix ecto.create` '
-      "succeeded after it")
+L1 = ('`mix test` failed: "** (DBConnection.ConnectionError) connection refused: the database is not '
+      'running".')  # claims (version 2): their sentences parse
+L2 = ('`mix test` failed: "** (DBConnection.ConnectionError) connection refused"; the same call succeeded after '
+      "`mix ecto.create`.")
 HELD_WORD = "xterm"  # this machine's git user name, and a word of lesson 6's text: held back
 
 
