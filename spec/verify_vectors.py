@@ -534,9 +534,7 @@ def command_key(c: str) -> str:
     for w in words + [None]:
         if w is None or w in OPERATORS:
             if current:
-                head = current[:2] if len(current) > 1 and not current[1].startswith("-") and "/" not in current[1] \
-                    else current[:1]
-                segments.append(" ".join(head + sorted(set(current[len(head):]))))
+                segments.append(" ".join(current[:1] + sorted(set(current[1:]))))
             current = []
             if w is not None:
                 segments.append(w)

@@ -1273,9 +1273,9 @@ function commandKey(c) {
   let current = [];
   const flush = () => {
     if (!current.length) return;
-    const head = current.length > 1 && !current[1].startsWith("-") && !current[1].includes("/") ? current.slice(0, 2) : current.slice(0, 1);
-    const rest = [...new Set(current.slice(head.length))].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
-    out.push([...head, ...rest].join(" "));
+    // the program, then its other words (subcommand, options, arguments) as a sorted set
+    const rest = [...new Set(current.slice(1))].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+    out.push([current[0], ...rest].join(" "));
     current = [];
   };
   for (const w of words) {
