@@ -80,7 +80,8 @@ def world(spotter, tmp_path_factory, nodes):
     world.l1 = other.publish(L1, kind="error")["id"]
     world.l2 = other.publish(L2, kind="error", derived_from=[world.l1])["id"]
     world.stranger = nacl.signing.SigningKey.generate()
-    vote = wire.new_attestation(world.stranger, lesson_id=world.l1, verdict="confirmed", met_before=False,
+    vote = wire.new_attestation(world.stranger, lesson_id=world.l1, failure="confirmed", fix="untested",
+                                exposed=False, met_before=False,  # a claim's failure part, per part (v2)
                                 evidence={"sessions": 4, "matched": 2, "window": 7 * 86400}, created=int(time.time()))
     world.vote = other.post("/v1/records", {"cbor": wire.encode(vote).hex()})["id"]
     wait_until(lambda: all(mine.has(r) for r in (world.l1, world.l2, world.vote)), 60, 0.1,
