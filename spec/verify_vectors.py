@@ -408,6 +408,7 @@ HOWS = {"changed": "; `{}` succeeded.", "instead": "; `{}` succeeded on the same
         "retried": "; the same call succeeded when tried again."}
 TOOL = re.compile(r"(?:[A-Z][A-Za-z0-9_]{0,63}|mcp__[A-Za-z0-9_-]{1,120})")
 HEAD_WORD = re.compile(r"[A-Za-z0-9._][A-Za-z0-9._+:@=/-]{0,63}")
+LATER_WORD = re.compile(r"[A-Za-z0-9._-][A-Za-z0-9._+:@=/-]{0,63}")  # a head's second and third words
 NOT_IN_PARTS = {*range(0x00, 0x20), *range(0x7F, 0xA0), 0xAD, 0x61C, 0x180E, *range(0x200B, 0x2010),
                 *range(0x2028, 0x202F), *range(0x2060, 0x2070), 0xFEFF, 0xFFF9, 0xFFFA, 0xFFFB, 0x60, 0x22}
 PART_NAMES = ("situation", "path", "failure", "fix", "fix_how")
@@ -490,8 +491,8 @@ def claim_error(c: dict) -> tuple[str, str] | None:
         return "claim", "situation"
     if not TOOL.fullmatch(s):
         heads = s.split(" && ")
-        if len(heads) > 3 or not all(1 <= len(h.split(" ")) <= 3 and all(HEAD_WORD.fullmatch(w) for w in h.split(" "))
-                                     for h in heads):
+        if len(heads) > 3 or not all(1 <= len(h.split(" ")) <= 3 and HEAD_WORD.fullmatch(h.split(" ")[0])
+                                     and all(LATER_WORD.fullmatch(w) for w in h.split(" ")[1:]) for h in heads):
             return "claim", "situation"
     if c.get("path") is not None and not relative_path(c["path"]):
         return "claim", "path"

@@ -1150,6 +1150,7 @@ function claimTables() {
 
 const TOOL_RE = /^(?:[A-Z][A-Za-z0-9_]{0,63}|mcp__[A-Za-z0-9_-]{1,120})$/;
 const HEAD_WORD_RE = /^[A-Za-z0-9._][A-Za-z0-9._+:@=\/-]{0,63}$/;
+const LATER_WORD_RE = /^[A-Za-z0-9._-][A-Za-z0-9._+:@=\/-]{0,63}$/; // a head's second and third words
 const FIX_TAILS = {
   changed: ["; `", "` succeeded."],
   instead: ["; `", "` succeeded on the same target."],
@@ -1240,7 +1241,7 @@ function claimError(c) {
     const heads = s.split(" && ");
     const ok = heads.length <= 3 && heads.every((h) => {
       const words = h.split(" ");
-      return words.length >= 1 && words.length <= 3 && words.every((w) => HEAD_WORD_RE.test(w));
+      return words.length >= 1 && words.length <= 3 && HEAD_WORD_RE.test(words[0]) && words.slice(1).every((w) => LATER_WORD_RE.test(w));
     });
     if (!ok) return ["claim", "situation"];
   }
