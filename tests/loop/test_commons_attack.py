@@ -62,15 +62,7 @@ def folder_text(engine: Engine) -> str:
 
 
 def test_a_strangers_poison_never_reaches_an_honest_folder_and_the_team_sees_its_own(cluster: Cluster, tmp_path):
-    nodes = []
-    for name in "abcst":
-        node = cluster.node(name)
-        node.init([nodes[-1].multiaddr] if nodes else [])
-        nodes.append(node)
-    for node in nodes:
-        node.start(wait=False)
-    for node in nodes:
-        node.wait_ready()
+    nodes = cluster.line(names="abcst")
     cluster.wait_line_meshed(nodes, timeout=120)
     na, nb, nc, ns, nt = nodes
     a, b, c = (Engine(tmp_path / "engines", n.name, n, f"/home/{n.name}/src/shop",
