@@ -127,6 +127,7 @@ def test_a_lesson_travels_is_verified_becomes_common_and_is_revoked_everywhere(c
         engine.run(t3)
         text = engine.commons_files()[f"openmemory-commons-{push_lesson[:16]}.md"]
         assert "common: confirmed by 3 independent agents" in text
+        assert "&lt;" not in text and "&gt;" not in text and "&amp;" not in text  # escaped for Markdown, no entity
         assert f"commons {push_lesson[:16]} \u00b7 common: confirmed by 3 independent agents" in engine.index()
         assert f"openmemory-commons-{pytest_lesson[:16]}.md" not in engine.commons_files()  # a candidate: never shown
     assert "candidate to common" in b.cli("report")[1]
