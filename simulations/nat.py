@@ -54,7 +54,14 @@ PREFIX = "omnat-"
 LOG_LEVEL = "info"
 PORT = 4771
 PUBLIC_IP = "10.99.0.1"
-LESSON = "The user corrected the agent for using pip; this project uses uv."
+LESSONS = [
+    "The user corrected the agent for using pip; this project uses uv.",
+    "The agent ran pip install twice; the project has a uv.lock file.",
+    "npm install failed with ERESOLVE; the project pins its peer dependencies.",
+    "git push was rejected as non-fast-forward; the branch had new commits upstream.",
+    "pytest found no tests; the project's tests run with python -m pytest from its root.",
+    "The user corrected the agent for editing a generated file; the source is the schema.",
+]
 
 
 class SetupError(Exception):
@@ -372,20 +379,26 @@ def scenario(root: Path, topo: Topology, timeout: float, log: Callable[[str], No
 
         wait_for("a and b in each other's lesson mesh", lambda: in_mesh(a, b) and in_mesh(b, a), deadline)
         summary["connection_at_publish"] = b.reach().get("connections", {}).get(a.peer_id)
-        published = a.call("POST", "/v1/lessons", {"text": LESSON, "kind": "correction"})
-        rid = published["id"]
-        t0 = time.monotonic()
-        view = wait_for("lesson on b", lambda: b.call("GET", f"/v1/records/{rid}"), deadline, 0.05)
-        summary["lesson_reached_s"] = round(time.monotonic() - t0, 3)
-        kind_at = b.reach().get("connections", {}).get(a.peer_id)
-        sender = {a.peer_id: "a", relay.peer_id: "relay node"}.get(view.get("from_peer"), view.get("from_peer"))
-        summary["lesson_from"] = sender
-        summary["lesson_via"] = view.get("via")
-        summary["connection_at_delivery"] = kind_at
-        summary["delivered_via_relay"] = bool(summary["connection_at_publish"] == "relayed"
-                                              and view.get("from_peer") == a.peer_id)
-        log(f"lesson on b in {summary['lesson_reached_s']} s, from {sender} over a {kind} connection "
-            f"(now {kind_at})")
+        # Several lessons: b holds two paths from a, the relayed connection and the relay
+        # node's own gossip (it is a full node); ``from_peer`` says which one delivered each.
+        rids, from_a, times = [], 0, []
+        for text in LESSONS:
+            if b.reach().get("connections", {}).get(a.peer_id) != "relayed":
+                break  # already upgraded: later lessons would not travel the circuit
+            rid = a.call("POST", "/v1/lessons", {"text": text, "kind": "correction"})["id"]
+            t0 = time.monotonic()
+            view = wait_for("lesson on b", lambda: b.call("GET", f"/v1/records/{rid}"), deadline, 0.05)
+            times.append(time.monotonic() - t0)
+            rids.append(rid)
+            from_a += view.get("from_peer") == a.peer_id
+        rid = rids[0]
+        summary["lessons_published_while_relayed"] = len(rids)
+        summary["lessons_from_a_over_relayed_connection"] = from_a
+        summary["lesson_reached_s_max"] = round(max(times), 3)
+        summary["delivered_via_relay"] = from_a > 0
+        log(f"{len(rids)} lessons published while a and b were connected through the relay; "
+            f"{from_a} reached b from a over that connection, the others through the relay node's "
+            f"gossip (slowest {summary['lesson_reached_s_max']} s)")
         t1 = time.monotonic()
         direct_deadline = min(deadline - 15, time.monotonic() + 40)
         try:
@@ -403,6 +416,9 @@ def scenario(root: Path, topo: Topology, timeout: float, log: Callable[[str], No
         try:
             wait_for("revocation on b", lambda: b.status_of(rid) == "revoked", deadline, 0.05)
             summary["revocation_reached_s"] = round(time.monotonic() - t2, 3)
+            revocation = next((r for r in b.call("GET", "/v1/records?type=revocation")["records"]), {})
+            summary["revocation_from"] = {a.peer_id: "a", relay.peer_id: "relay node"}.get(
+                revocation.get("from_peer"), revocation.get("from_peer"))
             log(f"revocation on b in {summary['revocation_reached_s']} s")
         except TimeoutError:
             log("the revocation did not reach b in time")
