@@ -464,6 +464,7 @@ def main(argv: list[str] | None = None) -> int:
         raise KeyboardInterrupt(signal.Signals(signum).name)
 
     previous = signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # even when started with it ignored
     summary: dict[str, Any] = {}
     code = 0
     try:
@@ -477,8 +478,14 @@ def main(argv: list[str] | None = None) -> int:
         summary["error"] = str(exc)
         code = 1
     finally:
-        summary["namespaces_left"] = topo.close()
-        signal.signal(signal.SIGTERM, previous)
+        # A second Ctrl-C must not cut the clean-up short: it runs with both signals ignored.
+        previous_int = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        try:
+            summary["namespaces_left"] = topo.close()
+        finally:
+            signal.signal(signal.SIGINT, previous_int)
+            signal.signal(signal.SIGTERM, previous)
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)
     if args.json:
