@@ -94,6 +94,13 @@ def relayed_addr(relay_addr: str, relay_peer: str) -> str:
     return f"{relay_addr}/p2p/{relay_peer}/p2p-circuit"
 
 
+def _quiet_clean_close(record: logging.LogRecord) -> bool:
+    """py-libp2p 0.8.1's rendezvous point logs an ERROR, with an empty reason, each time a
+    client closes its stream after an answer (the point waits for a next message): dropped."""
+    message = record.getMessage()
+    return not (message.startswith("Error handling stream from ") and message.endswith(": "))
+
+
 class Reach:
     def __init__(self, host: Any, config: Config, home: Path, *,
                  found: Callable[[str, list[str], str], None],
@@ -131,6 +138,7 @@ class Reach:
             from libp2p.discovery.rendezvous.service import RendezvousService
 
             self.rendezvous_service = RendezvousService(host)
+            logging.getLogger("libp2p.discovery.rendezvous.service").addFilter(_quiet_clean_close)
         self.relays = [peer_info(a) for a in config.reachability.relays]
         self.rendezvous_points = [peer_info(a) for a in config.discovery.rendezvous]
         self.reservations: dict[str, float] = {}  # relay peer id -> expiry (unix time)
