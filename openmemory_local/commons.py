@@ -65,6 +65,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from openmemory_protocol import claims as claim_rules
+
 from .clock import DAY, epoch, iso
 from .commons_state import eligible_sql, stale_folders
 from .embed import embed, feature_cosine, features
@@ -74,7 +76,7 @@ from .lesson_text import clip, prediction_text
 from .lessons import project_families
 from .normalize import family, normalise
 from .observation import is_observation
-from .situations import facets, probe_matches, probes
+from .situations import facets, probe_matches, probes, subject
 
 __all__ = [
     "STATUSES",
@@ -180,6 +182,41 @@ def read_text(text: str, kind: str) -> dict:
             "quote": quote, "languages": languages, "signature": signature}
 
 
+def claim_of(kind: str, text: str, parts=None) -> "claim_rules.Claim | None":
+    """A received lesson as a claim: its record's parts (version 2), else the claim its text is
+    the exact rendering of (a version 1 record of the commons form), else None (free prose,
+    which only the owner's own and team layers may hold)."""
+    if isinstance(parts, dict) and parts:
+        try:
+            return claim_rules.Claim.from_parts(parts, kind)
+        except claim_rules.ClaimError:
+            return None
+    return claim_rules.parse(text, kind)
+
+
+def same_claim_key(kind: str, text: str, claim) -> str:
+    """What a veto or revocation covers (C6 of :mod:`openmemory_protocol.claims`): the claim,
+    or for free prose its text with case, punctuation, spacing and quoting ignored."""
+    if claim is not None:
+        return claim_rules.claim_key(claim)
+    return f"text\x00{kind}\x00{claim_rules.text_key(text)}"
+
+
+def receipt_refusal(text: str, claim) -> str | None:
+    """Why this engine refuses a received lesson whatever its status or attestations: a claim
+    that breaks the claim rules (an unsafe command: C5; a failure carrying a prompt: C4), or a
+    free text holding an unsafe command. Defence in depth: the node refused these already."""
+    if claim is not None:
+        violation = claim_rules.claim_violation(claim)
+        return f"{violation.code}: {violation}" if violation is not None else None
+    for code in [text, *_CODE.findall(text or "")]:
+        unsafe = claim_rules.unsafe_command(code)
+        if unsafe is not None:
+            return f"unsafe: it {unsafe[1]} ({unsafe[0]})"
+    marker = claim_rules.failure_marker(text or "")
+    return f"claim: the text carries {marker}" if marker is not None else None
+
+
 def _details(kind: str, terms: dict) -> dict:
     """The ``details`` of an own lesson with the same subject (what probes and texts read)."""
     heads, tools = terms.get("heads") or [], terms.get("tools") or []
@@ -196,11 +233,14 @@ def lesson_probes(kind: str, terms: dict, programs=()) -> list[dict]:
     return probes(_details(kind, terms), terms.get("signature") or "", programs)
 
 
-def status_text(status: str, confirmers: int, threshold: int | None) -> str:
-    """``common: confirmed by 4 independent agents`` / ``candidate: not yet verified``."""
+def status_text(status: str, confirmers: int, threshold: int | None, layer: str = "commons") -> str:
+    """``common: confirmed by 4 independent agents`` / ``candidate: not yet verified`` /
+    ``team: not yet verified`` (a lesson of the owner's team, shown before it is verified)."""
     agents = f"{confirmers} independent agent{'s' if confirmers != 1 else ''}"
     if status == "common":
         return f"common: confirmed by {agents}"
+    if layer == "team" and status == "candidate":
+        return "team: not yet verified by independent agents"
     if status == "candidate":
         if confirmers and threshold:
             return (f"candidate: not yet verified (confirmed by {confirmers} of the {threshold} "
@@ -294,18 +334,20 @@ def _merged(profiles: dict[str, Profile], families: set[str]) -> Profile | None:
 
 _COLUMNS = ("id", "record_id", "kind", "text", "author", "created", "strength", "derived_from", "status",
             "group_head", "authors", "confirmers", "threshold", "policy", "votes", "counted", "mine", "observation",
-            "received", "status_changed", "change", "vetoed_at", "file_name", "probes", "terms", "updated")
+            "received", "status_changed", "change", "vetoed_at", "file_name", "probes", "terms", "updated",
+            "version", "claim", "claim_key", "layer", "refused", "parts")
 
 
 def _row(row) -> dict:
     out = dict(zip(_COLUMNS, row))
-    for name, default in (("derived_from", []), ("authors", []), ("probes", []), ("terms", {})):
+    for name, default in (("derived_from", []), ("authors", []), ("probes", []), ("terms", {}), ("claim", None),
+                          ("parts", {})):
         out[name] = loads(out[name], default)
     out["mine"] = bool(out["mine"])
     out["observation"] = bool(out["observation"])
     out["vetoed"] = out["vetoed_at"] is not None
     out["short"] = short_id(out["record_id"])
-    out["status_text"] = status_text(out["status"], out["confirmers"], out["threshold"])
+    out["status_text"] = status_text(out["status"], out["confirmers"], out["threshold"], out["layer"])
     return out
 
 
@@ -315,8 +357,9 @@ def _rows(store, where: str = "1", params=()) -> list[dict]:
 
 
 def _eligible(config, table: str = "") -> tuple[str, list]:
-    """The SQL condition of a received lesson that may be rendered (``table``: a prefix)."""
-    return eligible_sql(config.commons_candidates, table)
+    """The SQL condition of a received lesson that may be rendered (``table``: a prefix): the
+    trust boundary (:mod:`openmemory_local.commons_state`)."""
+    return eligible_sql(config.commons_candidates, table, config.commons_team_candidates)
 
 
 def _one_per_group(rows: list[dict]) -> list[dict]:
@@ -434,9 +477,11 @@ def _lesson_fields(entry: dict) -> dict | None:
     derived = record.get("derived_from")
     derived = [d for d in derived if isinstance(d, str)] if isinstance(derived, list) else []
     strength = record.get("strength")
+    claim = record.get("claim")
     return {"record_id": rid, "text": " ".join(text.split()), "kind": kind, "author": signer,
             "created": _int(record.get("created")), "strength": _int(strength) / 1000 if _int(strength, -1) >= 0
-            else None, "derived_from": derived, "status": status, "change": _int(entry.get("change"), None)}
+            else None, "derived_from": derived, "status": status, "change": _int(entry.get("change"), None),
+            "version": _int(record.get("version"), 1), "claim": claim if isinstance(claim, dict) else None}
 
 
 def _group_fields(summary: dict | None) -> dict:
@@ -447,7 +492,8 @@ def _group_fields(summary: dict | None) -> dict:
             "authors": [a for a in authors if isinstance(a, str)] if isinstance(authors, list) else [],
             "confirmers": _int(summary.get("confirmers")), "threshold": _int(summary.get("threshold"), None),
             "policy": summary.get("policy") if isinstance(summary.get("policy"), str) else None,
-            "votes": _int(summary.get("votes")), "counted": _int(summary.get("counted"))}
+            "votes": _int(summary.get("votes")), "counted": _int(summary.get("counted")),
+            "parts": summary.get("parts") if isinstance(summary.get("parts"), dict) else None}
 
 
 def _rendered_in(store, commons_id: int) -> list[str]:
@@ -456,10 +502,12 @@ def _rendered_in(store, commons_id: int) -> list[str]:
         (commons_id,))]
 
 
-def apply_changes(store, entries: list, node_key: str, now: datetime) -> dict:
+def apply_changes(store, entries: list, node_key: str, now: datetime, team=None) -> dict:
     """Take one page of ``GET /v1/changes`` into the store (inside the caller's transaction
-    or one of its own). Malformed entries are counted and skipped, never stored."""
+    or one of its own). Malformed entries are counted and skipped, never stored. ``team``: the
+    hex keys of the owner's team (default: as last pulled, :func:`team_keys`)."""
     now_iso = iso(now)
+    team = frozenset(team_keys(store) if team is None else team)
     out = {"received": 0, "updated": 0, "status_changed": 0, "revoked": 0, "mine": 0, "bad": 0,
            "attestations": 0}
     conn = store.conn
@@ -474,7 +522,7 @@ def apply_changes(store, entries: list, node_key: str, now: datetime) -> dict:
                 if fields is None:
                     out["bad"] += 1
                     continue
-                _apply_lesson(store, fields, _group_fields(_summary(entry)), node_key, now_iso, out)
+                _apply_lesson(store, fields, _group_fields(_summary(entry)), node_key, now_iso, out, team)
             elif kind == "attestation":
                 summary = _summary(entry)
                 record = entry.get("record") if isinstance(entry.get("record"), dict) else {}
@@ -494,7 +542,8 @@ def apply_changes(store, entries: list, node_key: str, now: datetime) -> dict:
     return out
 
 
-def _apply_lesson(store, fields: dict, group: dict, node_key: str, now_iso: str, out: dict) -> None:
+def _apply_lesson(store, fields: dict, group: dict, node_key: str, now_iso: str, out: dict,
+                  team: frozenset[str] = frozenset()) -> None:
     conn = store.conn
     authors = group.get("authors") or [fields["author"]]
     mine = fields["author"] == node_key or node_key in authors
@@ -505,13 +554,22 @@ def _apply_lesson(store, fields: dict, group: dict, node_key: str, now_iso: str,
     for name in ("group_head", "confirmers", "threshold", "policy", "votes", "counted"):
         if group.get(name) is not None or (name in group and name != "group_head"):
             sets[name] = group[name]
+    if group.get("parts") is not None:
+        sets["parts"] = dumps(group["parts"])
     if row is None:
         terms = read_text(fields["text"], fields["kind"])
+        claim = claim_of(fields["kind"], fields["text"], fields.get("claim"))
+        # a claim's text is its rendering, never prose: the observation rule is for free text
+        observation = claim is not None or is_observation(fields["text"])
         sets.update(record_id=fields["record_id"], kind=fields["kind"], text=fields["text"], author=fields["author"],
                     created=fields["created"], strength=fields["strength"],
-                    derived_from=dumps(fields["derived_from"]), observation=int(is_observation(fields["text"])),
+                    derived_from=dumps(fields["derived_from"]), observation=int(observation),
                     received=now_iso, status_changed=now_iso, file_name=file_name_for(fields["record_id"]),
-                    probes=dumps(lesson_probes(fields["kind"], terms)), terms=dumps(terms))
+                    probes=dumps(lesson_probes(fields["kind"], terms)), terms=dumps(terms),
+                    version=fields.get("version") or 1, claim=dumps(claim.parts()) if claim else None,
+                    claim_key=same_claim_key(fields["kind"], fields["text"], claim),
+                    refused=receipt_refusal(fields["text"], claim),
+                    layer="team" if fields["author"] in team else "commons")
         sets["group_head"] = sets.get("group_head") or fields["record_id"]
         names = ", ".join(sets)
         cid = conn.execute(f"INSERT INTO commons_lessons ({names}) VALUES ({', '.join('?' * len(sets))})",
@@ -546,6 +604,52 @@ def _apply_lesson(store, fields: dict, group: dict, node_key: str, now_iso: str,
     conn.execute(f"UPDATE commons_lessons SET {assignments} WHERE id = ?", [*sets.values(), cid])
 
 
+def team_keys(store) -> list[str]:
+    """The owner's team (hex keys) as last pulled from the node (``openmemory team add``)."""
+    return loads(store.get_meta("commons_team") or "[]", []) or []
+
+
+def blocked_keys(store) -> list[str]:
+    """The blocked authors (hex keys) as last pulled from the node (``openmemory commons block``)."""
+    return loads(store.get_meta("commons_blocked") or "[]", []) or []
+
+
+_BLOCKED = "blocked: its author's key is blocked on this node"
+
+
+def apply_lists(store, team: list[str] | None = None, blocked: list[str] | None = None) -> None:
+    """Take the node's team and blocked lists: each received lesson's layer (``team`` when its
+    author is in the team), and a blocked author's lessons refused here at once (the node
+    revokes them too: R11), whatever the node says later; unblocking lifts it."""
+    with store.write():
+        if team is not None:
+            store.set_meta("commons_team", dumps(sorted(set(team))))
+            store.conn.execute("UPDATE commons_lessons SET layer = CASE WHEN author IN (SELECT value FROM "
+                               "json_each(?)) THEN 'team' ELSE 'commons' END", (dumps(sorted(set(team))),))
+        if blocked is not None:
+            store.set_meta("commons_blocked", dumps(sorted(set(blocked))))
+            store.conn.execute("UPDATE commons_lessons SET refused = NULL WHERE refused = ?", (_BLOCKED,))
+            store.conn.execute("UPDATE commons_lessons SET refused = ? WHERE refused IS NULL AND author IN "
+                               "(SELECT value FROM json_each(?))", (_BLOCKED, dumps(sorted(set(blocked)))))
+
+
+def _node_lists(link) -> dict[str, list[str]]:
+    """The node's team and blocked lists (an older node without them: left out)."""
+    from .node_link import NodeError
+
+    out = {}
+    for name in ("team", "blocked"):
+        try:
+            data = link.get(f"/v1/{name}")
+        except NodeError:
+            continue
+        rows = data.get(name) if isinstance(data, dict) else None
+        if isinstance(rows, list):
+            out[name] = sorted({r["key"] for r in rows if isinstance(r, dict) and isinstance(r.get("key"), str)
+                                and re.fullmatch(r"[0-9a-f]{64}", r["key"])})
+    return out
+
+
 def pull(store, link, now: datetime, *, max_pages: int = 1000) -> dict:
     """Pull what the node has that this store has not seen (see the module docstring).
 
@@ -564,6 +668,9 @@ def pull(store, link, now: datetime, *, max_pages: int = 1000) -> dict:
             store.set_meta("commons_cursor", "0")
             store.conn.execute("UPDATE commons_lessons SET mine = 1 WHERE author = ?", (node_key,))
         totals["reset"] = previous is not None
+    lists = _node_lists(link)
+    apply_lists(store, lists.get("team"), lists.get("blocked"))
+    totals["team"] = len(team_keys(store))
     cursor = int(store.get_meta("commons_cursor") or 0)
     for _ in range(max_pages):
         page = link.get("/v1/changes", after=cursor, limit=store.config.commons_page)
@@ -605,38 +712,66 @@ def _memory_folders(store) -> dict[str, str]:
     return {os.path.realpath(memory_dir_for(claude_dir, cwd)): cwd for cwd in project_families(store)}
 
 
+def _rendered_families(store) -> dict[int, set[str]]:
+    """Received lesson -> the project families whose memory folders hold its file now."""
+    folders = _memory_folders(store)
+    if not folders:
+        return {}
+    families = project_families(store)
+    out: dict[int, set[str]] = defaultdict(set)
+    for lesson_id, memory_dir in store.conn.execute(
+            "SELECT lesson_id, memory_dir FROM rendered_files WHERE role = 'commons' AND state IN ('ours', 'edited')"):
+        cwd = folders.get(memory_dir)
+        out[lesson_id].update(families.get(cwd, ()) if cwd else ())
+    return dict(out)
+
+
+#: Received lessons that are tested (in shadow unless rendered): a claim, not this agent's own,
+#: not refused, revoked or vetoed.
+_TESTABLE = ("status IN ('candidate', 'common', 'faded') AND mine = 0 AND vetoed_at IS NULL AND refused IS NULL "
+             "AND claim IS NOT NULL")
+
+
 def predict_commons(store, now: datetime) -> dict:
-    """Every commons lesson rendered in a project family, without an open prediction there,
-    makes one (what its text names will come back in a coming session of that family)."""
+    """Every received claim makes a prediction in each project family whose sessions run what
+    it names, rendered there or not (*shadow testing*: a stranger's candidate is tested by
+    this agent's sessions without ever being shown to it); and an open prediction whose lesson
+    is now rendered in its family's memory folder is *exposed* from now on (evidence after
+    that could have been caused by the lesson: it never counts for it)."""
     from .sleep import _recent_heads
 
     now_iso = iso(now)
-    out = {"made": []}
-    folders = _memory_folders(store)
-    if not folders:
-        return out
+    out = {"made": [], "exposed": []}
+    chooser = Chooser(store)
+    profiles = chooser.profiles
+    rendered = _rendered_families(store)
     families = project_families(store)
+    cwds_of: dict[str, list[str]] = defaultdict(list)
+    for cwd, fams in families.items():
+        for fam in fams:
+            cwds_of[fam].append(cwd)
     with store.write():
-        pairs: dict[tuple[int, str], set[str]] = {}
-        for lesson_id, memory_dir in store.conn.execute(
-            "SELECT f.lesson_id, f.memory_dir FROM rendered_files f JOIN commons_lessons c ON c.id = f.lesson_id "
-            "WHERE f.role = 'commons' AND f.state IN ('ours', 'edited') AND c.status IN ('common', 'candidate') "
-            "AND c.mine = 0 AND c.vetoed_at IS NULL ORDER BY f.lesson_id, f.memory_dir"
-        ).fetchall():
-            cwd = folders.get(memory_dir)
-            for fam in families.get(cwd, ()) if cwd else ():
-                pairs.setdefault((lesson_id, fam), set()).add(cwd)
-        for (cid, fam), cwds in sorted(pairs.items()):
-            if store.conn.execute("SELECT 1 FROM commons_predictions WHERE commons_id = ? AND family = ? "
-                                  "AND state = 'open'", (cid, fam)).fetchone():
-                continue
-            lesson = _rows(store, "id = ?", (cid,))[0]
-            expected = lesson_probes(lesson["kind"], lesson["terms"], _recent_heads(store, sorted(cwds)))
-            text = prediction_text(_details(lesson["kind"], lesson["terms"]), fam, lesson["short"])
-            pid = store.conn.execute(
-                "INSERT INTO commons_predictions (commons_id, family, made, text, probes) VALUES (?, ?, ?, ?, ?)",
-                (cid, fam, now_iso, text, dumps(expected))).lastrowid
-            out["made"].append(pid)
+        open_preds = {(cid, fam): (pid, exposed) for pid, cid, fam, exposed in store.conn.execute(
+            "SELECT id, commons_id, family, exposed_at FROM commons_predictions WHERE state = 'open'")}
+        for lesson in _rows(store, _TESTABLE):
+            for fam, profile in sorted(profiles.items()):
+                held = open_preds.get((lesson["id"], fam))
+                shown = fam in rendered.get(lesson["id"], ())
+                if held is not None:
+                    if shown and held[1] is None:
+                        store.conn.execute("UPDATE commons_predictions SET exposed_at = ? WHERE id = ?",
+                                           (now_iso, held[0]))
+                        out["exposed"].append(held[0])
+                    continue
+                if relevance(lesson["terms"], profile)[0] < store.config.commons_min_relevance:
+                    continue
+                expected = lesson_probes(lesson["kind"], lesson["terms"], _recent_heads(store, sorted(cwds_of[fam])))
+                text = prediction_text(_details(lesson["kind"], lesson["terms"]), fam, lesson["short"])
+                pid = store.conn.execute(
+                    "INSERT INTO commons_predictions (commons_id, family, made, text, probes, exposed_at) "
+                    "VALUES (?, ?, ?, ?, ?, ?)",
+                    (lesson["id"], fam, now_iso, text, dumps(expected), now_iso if shown else None)).lastrowid
+                out["made"].append(pid)
     return out
 
 
@@ -686,59 +821,156 @@ def _scan(config, preds: list[tuple], episodes) -> list[dict]:
     return found
 
 
+def _claim(lesson: dict):
+    return claim_of(lesson["kind"], lesson["text"], lesson.get("claim"))
+
+
+def _program_met(claim, ep: dict) -> bool:
+    """The episode's failed call ran what the claim's situation names (the program head, or
+    the tool)."""
+    sub = subject(ep)
+    if claim.tool is not None:
+        return sub["tool"] == claim.tool
+    heads = set(sub["heads"])
+    return any(head in heads for head in claim.heads)
+
+
+def failure_met(claim, ep: dict) -> bool:
+    """Whether an error episode is this agent meeting the failure a claim quotes: the same
+    program failing with the same failure line (normalised; placeholders stand for what either
+    side redacted), never the program failing with something else."""
+    fields = ep.get("fields") or {}
+    if ep.get("kind") != "error" or fields.get("failure") in ("rejected", "interrupted"):
+        return False
+    if not _program_met(claim, ep):
+        return False
+    cwd, branch = ep.get("project") or fields.get("cwd"), fields.get("branch")
+    line = normalise(fields.get("first_line") or "", cwd=cwd, branch=branch)
+    return bool(line) and claim_rules.failure_matches(claim.failure, line)
+
+
+def fix_met(claim, ep: dict) -> bool:
+    """Whether this agent's own session made the failure go away the way the claim says: the
+    same ``fix_how`` and the same command (or step, or edited path)."""
+    res = (ep.get("fields") or {}).get("resolution")
+    if claim.fix_how is None or not isinstance(res, dict):
+        return False
+    kind = res.get("kind")
+    if claim.fix_how in ("changed", "instead"):
+        return kind == claim.fix_how and claim_rules.command_matches(claim.fix, str(res.get("norm") or
+                                                                                   res.get("command") or ""))
+    if kind != "retry":
+        return False
+    after = [str(a) for a in res.get("after") or []]
+    steps = [a for a in after if not a.startswith("edited ")]
+    if claim.fix_how == "after":
+        return bool(steps) and claim_rules.command_matches(claim.fix, steps[0])
+    if claim.fix_how == "edited":
+        edits = [a[len("edited "):] for a in after if a.startswith("edited ")]
+        return bool(edits) and not steps and any(
+            claim_rules.failure_matches(claim.fix, normalise(e)) for e in edits)
+    return claim.fix_how == "retried" and not after
+
+
 def verify_commons(store, now: datetime) -> dict:
-    """Resolve the open commons predictions, then decide the attestations (module docstring)."""
+    """Resolve the open predictions of received claims, part by part, then decide the
+    attestations (see the module docstring):
+
+    * the *failure* part is confirmed by an error episode of the family, after the prediction
+      was made, that meets the claim's failure (:func:`failure_met`); it fails when the window
+      passed with sessions of the family running the claim's situation and none meeting it;
+    * the *fix* part is confirmed only by such an episode whose own resolution is the claim's
+      fix (:func:`fix_met`), else it is untested;
+    * evidence dated at or after the prediction's ``exposed_at`` (the lesson was rendered in
+      that family's memory folder) is *exposed*: it is reported as such and never counts for
+      the lesson's promotion; unexposed evidence is preferred."""
     config = store.config
     now_iso = iso(now)
     out = {"open": 0, "confirmed": [], "failed": [], "attestations": []}
     window = config.commons_window_days * DAY
     with store.write():
-        preds = [(pid, fam, made, loads(probes_json, [])) for pid, fam, made, probes_json in store.conn.execute(
-            "SELECT id, family, made, probes FROM commons_predictions WHERE state = 'open' ORDER BY id")]
+        preds = [(pid, cid, fam, made, loads(probes_json, []), exposed_at)
+                 for pid, cid, fam, made, probes_json, exposed_at in store.conn.execute(
+                     "SELECT id, commons_id, family, made, probes, exposed_at FROM commons_predictions "
+                     "WHERE state = 'open' ORDER BY id")]
         out["open"] = len(preds)
         if preds:
+            lessons = {row["id"]: row for row in _rows(store, f"id IN ({','.join(str(p[1]) for p in preds)})")}
+            claims = {cid: _claim(row) for cid, row in lessons.items()}
             episodes = store.conn.execute(
                 "SELECT id, kind, session_id, project, created, fields FROM episodes WHERE created > ? "
-                "AND created <= ? ORDER BY created, id", (min(p[2] for p in preds), now_iso))
-            for (pid, _fam, made, _), seen in zip(preds, _scan(config, preds, episodes)):
-                sessions, matched = len(seen["sessions"]), len(seen["matched"])
-                if matched:
-                    eid, facet, sim = min(seen["matched"].values())
+                "AND created <= ? ORDER BY created, id", (min(p[3] for p in preds), now_iso)).fetchall()
+            situations = _scan(config, [(pid, fam, made, [p for p in probes if p.get("role") == "situation"])
+                                        for pid, _cid, fam, made, probes, _e in preds], episodes)
+            by_family: dict[str, list[int]] = defaultdict(list)
+            for i, pred in enumerate(preds):
+                by_family[pred[2]].append(i)
+            hits: dict[int, list[tuple]] = defaultdict(list)  # prediction index -> (exposed, no fix, created, ep id)
+            for eid, kind, session_id, project, created, fields_json in episodes:
+                if kind != "error":
+                    continue
+                fields = loads(fields_json, {})
+                waiting = [i for i in by_family.get(_ep_family(project, fields), ()) if created > preds[i][3]]
+                if not waiting:
+                    continue
+                ep = {"id": eid, "kind": kind, "project": project, "fields": fields}
+                for i in waiting:
+                    claim = claims.get(preds[i][1])
+                    if claim is None or not failure_met(claim, ep):
+                        continue
+                    exposed = preds[i][5] is not None and created >= preds[i][5]
+                    hits[i].append((exposed, not fix_met(claim, ep), created, eid, session_id))
+            for i, (pid, cid, fam, made, _probes, _exposed) in enumerate(preds):
+                claim = claims.get(cid)
+                seen = situations[i]
+                sessions = len(seen["sessions"])
+                if hits.get(i):
+                    exposed, no_fix, _created, eid, _session = min(hits[i])
+                    fix = "untested" if claim is None or claim.fix_how is None or no_fix else "confirmed"
+                    matched = len({h[4] or h[3] for h in hits[i] if h[0] == exposed})
                     store.conn.execute(
                         "UPDATE commons_predictions SET state = 'confirmed', resolved = ?, sessions = ?, matched = ?, "
-                        "episode_id = ?, facet = ?, similarity = ? WHERE id = ?",
-                        (now_iso, sessions, matched, eid, facet, round(sim, 6), pid))
+                        "episode_id = ?, failure = 'confirmed', fix = ?, facet = NULL, similarity = NULL WHERE id = ?",
+                        (now_iso, max(sessions, matched), matched, eid, fix, pid))
+                    if exposed:
+                        store.conn.execute("UPDATE commons_predictions SET exposed_at = COALESCE(exposed_at, ?) "
+                                           "WHERE id = ?", (now_iso, pid))
                     out["confirmed"].append(pid)
-                elif sessions and epoch(now) - epoch(made) >= window:
+                elif seen["matched"] and epoch(now) - epoch(made) >= window:
                     store.conn.execute("UPDATE commons_predictions SET state = 'failed', resolved = ?, sessions = ?, "
-                                       "matched = 0 WHERE id = ?", (now_iso, sessions, pid))
+                                       "matched = 0, failure = 'failed', fix = 'untested' WHERE id = ?",
+                                       (now_iso, len(seen["matched"]), pid))
                     out["failed"].append(pid)
         out["attestations"] = _decide(store, now)
     return out
 
 
 def met_before(store, lesson: dict) -> bool:
-    """Whether this agent's own episodes held a surprise matching the lesson (the failure
-    itself, or the correction) before it received the lesson."""
-    config = store.config
-    signature = (lesson.get("terms") or {}).get("signature") or ""
-    wanted = features(signature)
-    if not wanted:
+    """Whether this agent's own episodes met the claim's failure (the same program failing the
+    same way) before it received the lesson: then its vote does not count, by design."""
+    claim = _claim(lesson)
+    if claim is None:
         return False
-    kinds = list(config.surprise_failures)
-    if lesson["kind"] == "correction":
-        sql, params = "kind = 'correction'", []
-    else:
-        sql = f"kind = 'error' AND json_extract(fields, '$.failure') IN ({','.join('?' * len(kinds))})"
-        params = kinds
     for eid, kind, project, fields_json in store.conn.execute(
-        f"SELECT id, kind, project, fields FROM episodes WHERE {sql} AND created < ? ORDER BY created DESC",
-        [*params, lesson["received"]]):
-        ep = {"id": eid, "kind": kind, "project": project, "fields": loads(fields_json, {})}
-        for facet in facets(ep):
-            if feature_cosine(wanted, features(facet)) >= config.verify_cosine:
-                return True
+            "SELECT id, kind, project, fields FROM episodes WHERE kind = 'error' AND created < ? "
+            "ORDER BY created DESC", (lesson["received"],)):
+        if failure_met(claim, {"id": eid, "kind": kind, "project": project, "fields": loads(fields_json, {})}):
+            return True
     return False
+
+
+def _verdicts(preds: list[tuple]) -> tuple[str, str, bool, int, int]:
+    """Resolved predictions of one lesson -> (failure, fix, exposed, sessions, matched) of one
+    attestation. Unexposed evidence decides when there is any: an exposed fix confirmation
+    never stands beside an unexposed failure confirmation."""
+    unexposed = [p for p in preds if not p[5]]
+    chosen, exposed = (unexposed, False) if unexposed else (preds, True)
+    confirmed = [p for p in chosen if p[1] == "confirmed"]
+    failure = "confirmed" if confirmed else "failed"
+    fix = "confirmed" if any(p[6] == "confirmed" for p in confirmed) else "untested"
+    sessions = min(_MAX_SESSIONS, sum(p[2] or 0 for p in chosen))
+    matched = min(sessions, sum(p[3] or 0 for p in confirmed)) if confirmed else 0
+    return failure, fix, exposed, max(sessions, matched), matched
 
 
 def _decide(store, now: datetime) -> list[int]:
@@ -748,35 +980,53 @@ def _decide(store, now: datetime) -> list[int]:
     made_ids = []
     by_lesson: dict[int, list[tuple]] = defaultdict(list)
     for row in store.conn.execute(
-        "SELECT commons_id, id, state, sessions, matched, made FROM commons_predictions "
+        "SELECT commons_id, id, state, sessions, matched, made, exposed_at IS NOT NULL, fix FROM commons_predictions "
         "WHERE state IN ('confirmed', 'failed') AND attestation_id IS NULL ORDER BY id"):
         by_lesson[row[0]].append(row[1:])
     for cid, preds in sorted(by_lesson.items()):
         ids = [p[0] for p in preds]
         marks = ",".join("?" * len(ids))
         lesson = _rows(store, "id = ?", (cid,))[0]
-        if lesson["mine"] or lesson["status"] == "revoked" or lesson["vetoed"]:
+        if lesson["mine"] or lesson["status"] == "revoked" or lesson["vetoed"] or lesson["refused"]:
             store.conn.execute(f"UPDATE commons_predictions SET attestation_id = 0 WHERE id IN ({marks})", ids)
             continue
-        verdict = "confirmed" if any(p[1] == "confirmed" for p in preds) else "failed"
-        sessions = min(_MAX_SESSIONS, sum(p[2] or 0 for p in preds))
-        matched = min(sessions, sum(p[3] or 0 for p in preds)) if verdict == "confirmed" else 0
+        failure, fix, exposed, sessions, matched = _verdicts(preds)
+        verdict = "confirmed" if failure == "confirmed" else "failed"
         window = int(min(_MAX_WINDOW, max(1, max(epoch(now) - epoch(p[4]) for p in preds))))
         last = store.conn.execute(
-            "SELECT id, verdict, made FROM commons_attestations WHERE commons_id = ? AND state IN ('pending', 'sent') "
-            "ORDER BY id DESC LIMIT 1", (cid,)).fetchone()
-        if last and last[1] == verdict and epoch(now) - epoch(last[2]) < config.commons_window_days * DAY:
+            "SELECT id, failure, fix, exposed, made, verdict FROM commons_attestations WHERE commons_id = ? "
+            "AND state IN ('pending', 'sent') ORDER BY id DESC LIMIT 1", (cid,)).fetchone()
+        if last and (last[1] or last[5], last[2] or "untested", bool(last[3])) == (failure, fix, exposed) \
+                and epoch(now) - epoch(last[4]) < config.commons_window_days * DAY:
             store.conn.execute(f"UPDATE commons_predictions SET attestation_id = ? WHERE id IN ({marks})",
                                [last[0], *ids])
             continue
         aid = store.conn.execute(
             "INSERT INTO commons_attestations (commons_id, lesson_record, verdict, met_before, sessions, matched, "
-            "window, made) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (cid, lesson["record_id"], verdict, int(met_before(store, lesson)), max(sessions, matched), matched,
-             window, now_iso)).lastrowid
+            "window, made, failure, fix, exposed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (cid, lesson["record_id"], verdict, int(met_before(store, lesson)), sessions, matched, window, now_iso,
+             failure, fix, int(exposed))).lastrowid
         store.conn.execute(f"UPDATE commons_predictions SET attestation_id = ? WHERE id IN ({marks})", [aid, *ids])
         made_ids.append(aid)
     return made_ids
+
+
+def attestation_body(lesson: dict, row: dict) -> dict | None:
+    """What ``POST /v1/attest`` is sent for one attestation: per part for a claim record
+    (version 2); for a version 1 record, whose attestation cannot say it was exposed, a single
+    verdict, and nothing for exposed evidence or a stated fix not confirmed."""
+    evidence = {"sessions": row["sessions"], "matched": row["matched"], "window": row["window"]}
+    if (lesson.get("version") or 1) >= 2:
+        return {"id": lesson["record_id"], "failure": row["failure"] or row["verdict"], "fix": row["fix"] or "untested",
+                "exposed": bool(row["exposed"]), "met_before": bool(row["met_before"]), "evidence": evidence}
+    if row["exposed"]:
+        return None
+    claim = _claim(lesson)
+    verdict = row["verdict"]
+    if verdict == "confirmed" and claim is not None and claim.fix_how is not None and row["fix"] != "confirmed":
+        return None  # (a version 1 vote cannot say "the failure, not the fix": it says nothing)
+    return {"id": lesson["record_id"], "verdict": verdict, "met_before": bool(row["met_before"]),
+            "evidence": evidence if verdict == "confirmed" else {**evidence, "matched": 0}}
 
 
 def attest(store, link, now: datetime) -> dict:
@@ -786,21 +1036,24 @@ def attest(store, link, now: datetime) -> dict:
     now_iso = iso(now)
     out = {"sent": [], "refused": [], "dropped": [], "waiting": 0}
     pending = store.conn.execute(
-        "SELECT a.id, a.commons_id, a.lesson_record, a.verdict, a.met_before, a.sessions, a.matched, a.window "
-        "FROM commons_attestations a WHERE a.state = 'pending' ORDER BY a.id").fetchall()
+        "SELECT a.id, a.commons_id, a.lesson_record, a.verdict, a.met_before, a.sessions, a.matched, a.window, "
+        "a.failure, a.fix, a.exposed FROM commons_attestations a WHERE a.state = 'pending' ORDER BY a.id").fetchall()
     if not pending:
         return out
     node_key = str(link.node().get("public_key") or "")
-    for aid, cid, record, verdict, met, sessions, matched, window in pending:
+    names = ("id", "commons_id", "lesson_record", "verdict", "met_before", "sessions", "matched", "window", "failure",
+             "fix", "exposed")
+    for values in pending:
+        row = dict(zip(names, values))
+        aid, cid, record = row["id"], row["commons_id"], row["lesson_record"]
         lesson = _rows(store, "id = ?", (cid,))[0]
+        body = attestation_body(lesson, row)
         if lesson["author"] == node_key or node_key in lesson["authors"] or lesson["mine"] \
-                or lesson["status"] == "revoked" or lesson["vetoed"]:
+                or lesson["status"] == "revoked" or lesson["vetoed"] or lesson["refused"] or body is None:
             with store.write():
                 store.conn.execute("UPDATE commons_attestations SET state = 'dropped' WHERE id = ?", (aid,))
             out["dropped"].append(aid)
             continue
-        body = {"id": record, "verdict": verdict, "met_before": bool(met),
-                "evidence": {"sessions": sessions, "matched": matched, "window": window}}
         try:
             answer = link.post("/v1/attest", body)
         except NodeUnavailable:
@@ -816,9 +1069,11 @@ def attest(store, link, now: datetime) -> dict:
         with store.write():
             store.conn.execute("UPDATE commons_attestations SET state = 'sent', sent = ?, record_id = ?, "
                                "node_status = ? WHERE id = ?", (now_iso, answer.get("id"), answer.get("status"), aid))
-            _record_event(store, now_iso, "commons_attested", commons=cid, record=record, verdict=verdict,
-                          met_before=bool(met), sessions=sessions, matched=matched, window=window,
-                          attestation=answer.get("id"), node_status=answer.get("status"), text=lesson["text"])
+            _record_event(store, now_iso, "commons_attested", commons=cid, record=record, verdict=row["verdict"],
+                          failure=row["failure"], fix=row["fix"], exposed=bool(row["exposed"]),
+                          met_before=bool(row["met_before"]), sessions=row["sessions"], matched=row["matched"],
+                          window=row["window"], attestation=answer.get("id"), node_status=answer.get("status"),
+                          text=lesson["text"])
         out["sent"].append(aid)
     return out
 
@@ -853,12 +1108,15 @@ def attestations_of(store, ids: list[int]) -> dict[int, list[dict]]:
     out: dict[int, list[dict]] = defaultdict(list)
     for start in range(0, len(ids), 500):
         chunk = ids[start:start + 500]
-        for cid, verdict, met, sessions, matched, window, made, state, record_id, node_status in store.conn.execute(
-            "SELECT commons_id, verdict, met_before, sessions, matched, window, made, state, record_id, node_status "
-            f"FROM commons_attestations WHERE commons_id IN ({','.join('?' * len(chunk))}) ORDER BY id", chunk):
-            out[cid].append({"verdict": verdict, "met_before": bool(met), "evidence": {
-                "sessions": sessions, "matched": matched, "window": window}, "made": made, "state": state,
-                "record": record_id, "node_status": node_status})
+        for (cid, verdict, met, sessions, matched, window, made, state, record_id, node_status, failure, fix,
+             exposed) in store.conn.execute(
+            "SELECT commons_id, verdict, met_before, sessions, matched, window, made, state, record_id, node_status, "
+            f"failure, fix, exposed FROM commons_attestations WHERE commons_id IN ({','.join('?' * len(chunk))}) "
+            "ORDER BY id", chunk):
+            out[cid].append({"verdict": verdict, "failure": failure, "fix": fix, "exposed": bool(exposed),
+                             "met_before": bool(met), "evidence": {
+                                 "sessions": sessions, "matched": matched, "window": window}, "made": made,
+                             "state": state, "record": record_id, "node_status": node_status})
     return dict(out)
 
 
@@ -963,7 +1221,7 @@ def recall_commons(store, query: str, k: int = 3, threshold: float = 0.35) -> li
 def stale_rendered(store) -> list[str]:
     """Memory folders holding a commons file of a lesson that may no longer be there
     (revoked, vetoed, faded, or, without ``Config.commons_candidates``, a candidate)."""
-    return stale_folders(store.conn, store.config.commons_candidates)
+    return stale_folders(store.conn, store.config.commons_candidates, store.config.commons_team_candidates)
 
 
 def refresh_folders(store, now: datetime, *, pull_first: bool = True, link=None, max_pages: int = 20) -> dict:

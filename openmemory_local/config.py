@@ -239,10 +239,14 @@ class Config:
     #: ``openmemory run`` pulls what the node received (lessons, statuses, revocations);
     #: False turns the commons layer off (what it rendered leaves at the next render).
     commons_receive: bool = True
-    #: Candidates (not yet verified by independent agents) are rendered beside common
-    #: lessons, marked as such: this agent's sessions can only test what it renders, so
-    #: without candidates nothing it receives is ever verified by it.
-    commons_candidates: bool = True
+    #: Strangers' candidates (lessons by keys outside the owner's team, not yet common) are
+    #: rendered too, marked as such. Off by default: every received lesson is tested in shadow
+    #: (predicted and verified against this agent's sessions without being shown), and a lesson
+    #: shown before it is verified is one whose use confirms itself (issue 28).
+    commons_candidates: bool = False
+    #: The team's candidates (lessons by keys the owner added with ``openmemory team add``)
+    #: are rendered before they are verified, marked as the team's.
+    commons_team_candidates: bool = True
     #: At most this many commons lessons per project, after the personal layer and within
     #: what it leaves of MEMORY.md's budget (the personal layer is never cut for them).
     commons_max_lessons: int = 10
@@ -339,6 +343,7 @@ FILE_SETTINGS: dict[tuple[str, str], tuple[str, type]] = {
     ("publish", "min_strength"): ("publish_min_strength", float),
     ("commons", "receive"): ("commons_receive", bool),
     ("commons", "candidates"): ("commons_candidates", bool),
+    ("commons", "team_candidates"): ("commons_team_candidates", bool),
     ("commons", "max_lessons"): ("commons_max_lessons", int),
     ("commons", "min_relevance"): ("commons_min_relevance", float),
     ("commons", "hook_timeout"): ("commons_hook_timeout", float),

@@ -166,6 +166,15 @@ of a group, never surprises, never published as its own.
     ``refused``, ``dropped``), ``sent``, ``record_id`` (the attestation's id on the node),
     ``node_status`` (``counted``, ``not-counted``), ``error``.
 
+Schema version 7 (claims and trust, issues 27 and 28): ``commons_lessons`` gains ``version``
+(the record's), ``claim`` (JSON parts: the record's, or parsed from a version 1 text that is
+the rendering of one), ``claim_key`` (the same claim: a veto or revocation covers its near-copies),
+``layer`` (``team``: authored by a key of the owner's team; else ``commons``), ``refused`` (why
+this engine refuses it at receipt, whatever its status: an unsafe command, a failure that
+carries a prompt) and ``parts`` (the node's per-part tallies, JSON). Commons predictions and
+attestations gain ``failure``, ``fix`` (``confirmed``, ``failed``, ``untested``) and
+``exposed`` (the lesson was rendered in the family's memory folder before the evidence).
+
 ``meta`` gains ``commons_cursor`` (the node's change number pulled up to) and
 ``commons_node`` (the public key of the node it was pulled from: another node starts over).
 ``rendered_files.role`` gains ``commons`` (``lesson_id`` is then a ``commons_lessons.id``).
@@ -597,6 +606,23 @@ END;
 """
 
 
+_V7_CLAIMS = """
+ALTER TABLE commons_lessons ADD COLUMN version INTEGER NOT NULL DEFAULT 1;
+ALTER TABLE commons_lessons ADD COLUMN claim TEXT;
+ALTER TABLE commons_lessons ADD COLUMN claim_key TEXT;
+ALTER TABLE commons_lessons ADD COLUMN layer TEXT NOT NULL DEFAULT 'commons';
+ALTER TABLE commons_lessons ADD COLUMN refused TEXT;
+ALTER TABLE commons_lessons ADD COLUMN parts TEXT;
+CREATE INDEX commons_lessons_claim ON commons_lessons (claim_key);
+ALTER TABLE commons_predictions ADD COLUMN failure TEXT;
+ALTER TABLE commons_predictions ADD COLUMN fix TEXT;
+ALTER TABLE commons_predictions ADD COLUMN exposed_at TEXT;
+ALTER TABLE commons_attestations ADD COLUMN failure TEXT;
+ALTER TABLE commons_attestations ADD COLUMN fix TEXT;
+ALTER TABLE commons_attestations ADD COLUMN exposed INTEGER NOT NULL DEFAULT 0;
+"""
+
+
 #: Forward migrations, in order; never edit a released one.
 MIGRATIONS: list[Migration] = [
     Migration(1, "transcripts, episodes, counters, meta", _sql(_V1)),
@@ -607,6 +633,9 @@ MIGRATIONS: list[Migration] = [
               "episodes.embedder added", _v5_embedding_once, with_store=True, vacuum=True),
     Migration(6, "episodes_seq_update skips a row whose update sets its seq itself (decay's bulk rewrite)",
               _sql(_V6_TRIGGER)),
+    Migration(7, "received lessons as claims: commons_lessons.version, claim, claim_key, layer (team or "
+              "commons), refused, parts; per-part verdicts and exposure of commons predictions and attestations",
+              _sql(_V7_CLAIMS)),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1].version
 

@@ -52,6 +52,8 @@ def lesson_summary(machine: "Commons", lid: str) -> dict[str, Any] | None:
         "policy": machine.policy.name,
         "votes": len(votes),
         "counted": len(votes) - len(group.refused),
+        # R10: each part's counted confirmers (a claim is common once each part has N)
+        "parts": {p.part: p.confirmers for p in tally._each()} if tally else {},
     }
 
 

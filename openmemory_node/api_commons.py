@@ -34,7 +34,7 @@ from .reconnect import transport_addr
 from .store import Store
 
 DEFAULT_EVIDENCE_WINDOW = 14 * 86400
-ROLES = {"trust": "trust", "revokers": "revoker"}
+ROLES = {"trust": "trust", "revokers": "revoker", "team": "team", "blocked": "blocked"}
 
 
 def _key(value: Any) -> bytes:
@@ -220,6 +220,8 @@ def install_commons(api: HttpServer, daemon: NodeInterface) -> None:
 
     install_key_list("trust")
     install_key_list("revokers")
+    install_key_list("team")  # the owner's team: lessons shown before verification, votes counted
+    install_key_list("blocked")  # authors blocked: records dropped at receipt, lessons revoked here
 
     @api.route("POST", "/v1/vouch")
     async def vouch(req: Request) -> tuple[int, Any]:

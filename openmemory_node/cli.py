@@ -11,7 +11,7 @@
     openmemory-node [--home DIR] attest ID (--confirmed | --failed) [--met-before] [--sessions N]
                     [--matched M] [--window-days D] [--json]
     openmemory-node [--home DIR] revoke ID [--reason TEXT] [--code CODE] [--local | --undo] [--json]
-    openmemory-node [--home DIR] trust | revokers  [list | add KEY [--note T] | remove KEY] [--json]
+    openmemory-node [--home DIR] trust | revokers | team | blocked  [list | add KEY [--note T] | remove KEY] [--json]
     openmemory-node [--home DIR] vouch KEY [--json]
     openmemory-node [--home DIR] sync [--peer PEER_ID] [--json]
     openmemory-node [--home DIR] peers [list | add MULTIADDR | block PEER_ID | unblock PEER_ID] [--json]
@@ -581,7 +581,7 @@ def cmd_revoke(args: argparse.Namespace) -> int:
 
 
 def cmd_keys(args: argparse.Namespace) -> int:
-    name = args.command  # "trust" or "revokers"
+    name = args.command  # "trust", "revokers", "team" or "blocked"
     action = args.action or "list"
     client = _client(args)
     if action == "list":
@@ -746,7 +746,9 @@ def build_parser() -> argparse.ArgumentParser:
     scope.add_argument("--local", action="store_true", help="revoke here only: nothing is signed or published")
     scope.add_argument("--undo", action="store_true", help="lift a local revocation")
     for name, what in (("trust", "keys whose attestations the trusted policy counts"),
-                       ("revokers", "keys whose revocations apply on this node")):
+                       ("revokers", "keys whose revocations apply on this node"),
+                       ("team", "the owner's team: keys whose lessons an agent sees before they are verified"),
+                       ("blocked", "blocked authors: their records are dropped, their lessons removed")):
         p = command(name, f"list, add or remove {what}", cmd_keys)
         p.add_argument("action", nargs="?", choices=["list", "add", "remove"])
         p.add_argument("key", nargs="?", help="64 hex digits or a peer id")

@@ -37,7 +37,9 @@ R2  Votes. Each attestation names a lesson id and is a vote on that lesson's gro
 
 R3  Independence. The node's independence policy decides which votes count (see POLICIES):
     ``open`` counts a vote unless it is a corroboration, its key authored a member of the
-    group, or ``met_before`` is true; ``trusted`` (the default) applies the same rules and
+    group, ``met_before`` is true, the attester saw the lesson rendered where its evidence
+    came from (``exposed``: evidence the lesson could have caused), its key is blocked, or it
+    tests none of the group's parts (R10); ``trusted`` (the default) applies the same rules and
     also requires the key to be trusted (R8). Votes that do not count have no effect at all.
 
 R4  One key, one voice. A vote's *time* is its ``created``, raised to the head's ``created``
@@ -54,7 +56,9 @@ R4  One key, one voice. A vote's *time* is its ``created``, raised to the head's
 R5  Transitions (TRANSITIONS): candidate -> common when confirmers >= N; common -> faded
     when F_w > C_w; faded -> common when C_w > F_w and confirmers >= N again. A failed vote
     never demotes a candidate (it was never common; it stays a candidate). Nothing else
-    moves a group.
+    moves a group. For a claim (R10) each count is kept per part, and a guard holds when it
+    holds for every part the claim has (common: each part confirmed by N keys), except
+    fading, which one part's failures outweighing its confirmations is enough for.
 
 R6  Revocation. A revocation is *effective* when its signer signed its target (the author
     of a lesson, the attester of an attestation, the voucher of a vouch) or is in this
@@ -75,9 +79,11 @@ R7  Closure. A lesson is revoked when an effective revocation (or a local one) t
     other records): the group's attestations still count for the members that remain; the
     revoked member's corroboration (R2) is withdrawn.
 
-R8  Trust. The trusted keys are the trust list plus every key vouched for by a key *in the
-    trust list* (one hop: a vouched key cannot vouch further), unless the vouch is revoked
-    (R6: by its voucher or a revoker). Trust is evaluated as of now over the whole history:
+R8  Trust. The trusted keys are the trust list, the team list (the owner's other machines
+    and colleagues: their votes count, their lessons are shown before they are verified, an
+    engine's business) plus every key vouched for by a key *in the trust list* (one hop: a
+    vouched key cannot vouch further), unless the vouch is revoked (R6: by its voucher or a
+    revoker), less the blocked keys. Trust is evaluated as of now over the whole history:
     removing a key removes the weight of everything it ever attested.
 
 R9  Statuses of other records: an attestation is ``counted``, ``not-counted`` (the policy
@@ -86,6 +92,24 @@ R9  Statuses of other records: an attestation is ``counted``, ``not-counted`` (t
     ``effective``, ``no-effect`` or ``pending``; a vouch is ``effective`` (its voucher is in
     the trust list: its subject is trusted, under either policy; ``open`` just ignores
     trust), ``no-effect`` or ``revoked``.
+
+R10 Claims (lesson version 2). A lesson whose record is a claim has *parts*: ``failure``, and
+    ``fix`` when the claim states one; a version 1 lesson has one part, ``claim``. A version 2
+    attestation votes per part (confirmed, failed, untested: no voice on that part); a version
+    1 attestation votes on the part ``claim``. A vote on a group tests the parts it names that
+    the group has; a vote testing none of them does not count (``parts``). Each part keeps its
+    own voices (R4: a key's latest vote that tested the part), and R5 reads them per part. So
+    a claim becomes common only when independent, unexposed, trusted agents met its failure
+    (N of them) and, if it states a fix, fixed that failure its way (N of them).
+
+R11 Blocked keys (the operator's ``block`` list, like local revocations: never a record). A
+    lesson signed by a blocked key is revoked (R7's closure included: what derives from it
+    too); a blocked key's votes and vouches do not count. Unblocking undoes it.
+
+R12 The same claim. An effective revocation by a revoker, or a local revocation, of a
+    version 2 lesson revokes every member of its group (the same claim, whatever its bytes:
+    a copy with a full stop or a capital letter added is the same claim), and any member that
+    arrives later. An author withdrawing its own record withdraws only that record (R7).
 """
 
 from __future__ import annotations
@@ -125,28 +149,48 @@ DEFAULT_FADE_WINDOW = 30 * 86400
 # -- the transition table (R5) ---------------------------------------------------------------
 
 @dataclass(frozen=True)
-class Tally:
-    """What a guard sees after a step of the replay (R4)."""
+class PartTally:
+    """One part's counts (R4, R10)."""
 
-    confirmers: int  # keys whose current voice is "confirmed"
+    part: str
+    confirmers: int  # keys whose current voice on the part is "confirmed"
     confirmed_in_window: int  # C_w
     failed_in_window: int  # F_w
+
+
+@dataclass(frozen=True)
+class Tally:
+    """What a guard sees after a step of the replay (R4, R10): each part's counts. The
+    top-level numbers are the weakest part's (the fewest confirmers), for people."""
+
+    confirmers: int
+    confirmed_in_window: int
+    failed_in_window: int
     threshold: int  # N
+    parts: tuple[PartTally, ...] = ()
+
+    @classmethod
+    def of(cls, parts: tuple[PartTally, ...], threshold: int) -> "Tally":
+        weakest = min(parts, key=lambda p: (p.confirmers, p.confirmed_in_window - p.failed_in_window))
+        return cls(weakest.confirmers, weakest.confirmed_in_window, weakest.failed_in_window, threshold, parts)
+
+    def _each(self) -> tuple[PartTally, ...]:
+        return self.parts or (PartTally("claim", self.confirmers, self.confirmed_in_window, self.failed_in_window),)
 
 
 Guard = Callable[[Tally], bool]
 
 
 def _enough(t: Tally) -> bool:
-    return t.confirmers >= t.threshold
+    return all(p.confirmers >= t.threshold for p in t._each())
 
 
 def _failures_outweigh(t: Tally) -> bool:
-    return t.failed_in_window > t.confirmed_in_window
+    return any(p.failed_in_window > p.confirmed_in_window for p in t._each())
 
 
 def _confirmations_outweigh_and_enough(t: Tally) -> bool:
-    return t.confirmed_in_window > t.failed_in_window and t.confirmers >= t.threshold
+    return all(p.confirmed_in_window > p.failed_in_window for p in t._each()) and _enough(t)
 
 
 #: (from status, verdict of the step, guard, to status). The first matching row applies; no
@@ -173,16 +217,24 @@ class Vote:
 
     id: str  # the attestation's id, or the corroborating lesson's id
     signer: bytes
-    verdict: str
+    verdict: str  # the step's verdict (R5): "failed" if any part failed, else "confirmed"
     met_before: bool
     created: int
     corroboration: bool = False
+    #: (part, verdict) for each part the vote tested (R10); version 1: (("claim", verdict),)
+    parts: tuple[tuple[str, str], ...] = ()
+    exposed: bool = False  # the attester saw the lesson rendered where its evidence came from
+
+    def tested(self) -> tuple[tuple[str, str], ...]:
+        return self.parts or (("claim", self.verdict),)
 
 
 @dataclass(frozen=True)
 class GroupView:
     authors: frozenset[bytes]  # signers of every member
     head_author: bytes
+    parts: tuple[str, ...] = ("claim",)  # R10: the parts the group's claim has
+    blocked: frozenset[bytes] = frozenset()  # R11
 
 
 class IndependencePolicy(Protocol):
@@ -203,8 +255,14 @@ class OpenPolicy:
             return "corroboration"  # its author met the surprise itself
         if vote.signer in group.authors:
             return "author"
+        if vote.signer in group.blocked:
+            return "blocked"  # R11
         if vote.met_before:
             return "met-before"
+        if vote.exposed:
+            return "exposed"  # evidence the lesson could have caused never counts for it
+        if not any(part in group.parts for part, _ in vote.tested()):
+            return "parts"  # R10: it tests nothing this claim states
         return None
 
 
@@ -233,6 +291,8 @@ class CommonsConfig:
     trust: frozenset[bytes] = frozenset()  # public keys
     revokers: frozenset[bytes] = frozenset()  # public keys
     local_revocations: frozenset[str] = frozenset()  # record ids (text)
+    team: frozenset[bytes] = frozenset()  # R8: the owner's team (trusted to vote)
+    blocked: frozenset[bytes] = frozenset()  # R11: the operator's blocked authors
 
     def __post_init__(self) -> None:
         if self.policy not in POLICIES:
@@ -252,6 +312,25 @@ class _Lesson:
     created: int
     key: str  # dedup key
     parents: tuple[str, ...]
+    parts: tuple[str, ...] = ("claim",)  # R10
+    version: int = 1
+
+
+def lesson_parts(record: Any) -> tuple[str, ...]:
+    """R10: the parts a lesson record's claim has (``claim`` for a version 1 lesson)."""
+    claim = getattr(record, "claim", None)
+    if claim is None:
+        return ("claim",)
+    return ("failure", "fix") if getattr(claim, "fix_how", None) is not None else ("failure",)
+
+
+def vote_of(record: Any) -> Vote:
+    """An attestation record as a vote (R2, R10), whatever its version."""
+    parts = getattr(record, "parts", None)
+    tested = tuple((p, v) for p, v in (parts or {}).items() if v in (CONFIRMED, FAILED))
+    return Vote(record.id, record.signer, record.verdict, record.met_before, record.created,
+                parts=tested,
+                exposed=bool(getattr(record, "exposed", False)))
 
 
 @dataclass
@@ -311,49 +390,70 @@ def _replay_key(at: int, vote: "Vote") -> tuple[int, int, str]:
     return (at, vote.created, vote.id)
 
 
-class _Replay:
-    """R4 and R5 over counted votes pushed in replay order (:func:`_replay_key`), O(1)
-    amortised per vote.
+class _Voices:
+    """One part's voices (R4): each key's latest vote on the part, the confirmers, and the
+    counts within the fade window, which slides forward with the replay (voices leave it
+    from the left of a deque; entries superseded by a later voice of the same key are
+    skipped lazily). O(1) amortised per vote."""
 
-    The fade window slides forward with the replay: voices leave it from the left of a
-    deque (entries superseded by a later voice of the same key are skipped lazily)."""
-
-    def __init__(self, start: int, head: str, threshold: int, window: int):
-        self.threshold = threshold
+    def __init__(self, part: str, window: int):
+        self.part = part
         self.window = window
-        self.status = CANDIDATE
-        self.history = [Transition(start, "", CANDIDATE, head)]
-        self.last: tuple[int, int, str] | None = None
         self.voice: dict[bytes, tuple[int, str, int]] = {}  # key -> (time, verdict, serial)
         self.recent: deque[tuple[int, bytes, int]] = deque()  # (time, key, serial) in window
         self.serial = 0
         self.confirmers = 0
         self.in_window = {CONFIRMED: 0, FAILED: 0}
-        self.tally = Tally(0, 0, 0, threshold)
+
+    def slide(self, at: int) -> None:
+        """Voices dated at or before ``at - window`` leave the window (t - W < time <= t)."""
+        horizon = at - self.window
+        while self.recent and self.recent[0][0] <= horizon:
+            _time, key, serial = self.recent.popleft()
+            if self.voice.get(key, (0, "", -1))[2] == serial:
+                self.in_window[self.voice[key][1]] -= 1
+
+    def push(self, at: int, key: bytes, verdict: str) -> None:
+        previous = self.voice.get(key)
+        if previous is not None:
+            ptime, pverdict, _pserial = previous
+            self.confirmers -= pverdict == CONFIRMED
+            if ptime > at - self.window:
+                self.in_window[pverdict] -= 1
+        self.serial += 1
+        self.voice[key] = (at, verdict, self.serial)
+        self.recent.append((at, key, self.serial))
+        self.confirmers += verdict == CONFIRMED
+        self.in_window[verdict] += 1
+
+    def tally(self) -> PartTally:
+        return PartTally(self.part, self.confirmers, self.in_window[CONFIRMED], self.in_window[FAILED])
+
+
+class _Replay:
+    """R4, R5 and R10 over counted votes pushed in replay order (:func:`_replay_key`): one
+    :class:`_Voices` per part of the claim."""
+
+    def __init__(self, start: int, head: str, threshold: int, window: int, parts: tuple[str, ...] = ("claim",)):
+        self.threshold = threshold
+        self.window = window
+        self.status = CANDIDATE
+        self.history = [Transition(start, "", CANDIDATE, head)]
+        self.last: tuple[int, int, str] | None = None
+        self.parts = {part: _Voices(part, window) for part in parts}
+        self.tally = Tally.of(tuple(v.tally() for v in self.parts.values()), threshold)
 
     def push(self, at: int, vid: str, vote: Vote) -> None:
         order = _replay_key(at, vote)
         assert self.last is None or order > self.last
         self.last = order
-        # Voices dated at or before `at - window` leave the window (t - W < time <= t).
-        horizon = at - self.window
-        while self.recent and self.recent[0][0] <= horizon:
-            time_, key, serial = self.recent.popleft()
-            if self.voice.get(key, (0, "", -1))[2] == serial:
-                self.in_window[self.voice[key][1]] -= 1
-        previous = self.voice.get(vote.signer)
-        if previous is not None:
-            ptime, pverdict, pserial = previous
-            self.confirmers -= pverdict == CONFIRMED
-            if ptime > horizon:
-                self.in_window[pverdict] -= 1
-        self.serial += 1
-        self.voice[vote.signer] = (at, vote.verdict, self.serial)
-        self.recent.append((at, vote.signer, self.serial))
-        self.confirmers += vote.verdict == CONFIRMED
-        self.in_window[vote.verdict] += 1
-        self.tally = Tally(self.confirmers, self.in_window[CONFIRMED], self.in_window[FAILED],
-                           self.threshold)
+        for voices in self.parts.values():
+            voices.slide(at)
+        for part, verdict in vote.tested():
+            voices = self.parts.get(part)
+            if voices is not None:
+                voices.push(at, vote.signer, verdict)
+        self.tally = Tally.of(tuple(v.tally() for v in self.parts.values()), self.threshold)
         new = step(self.status, vote.verdict, self.tally)
         if new != self.status:
             self.history.append(Transition(at, self.status, new, vid))
@@ -385,7 +485,7 @@ class Commons:
         self.children: defaultdict[str, set[str]] = defaultdict(set)  # parent id -> lesson ids
         self.voted_by: defaultdict[bytes, set[str]] = defaultdict(set)  # key -> lesson ids attested
         self.vouches_by: defaultdict[bytes, set[str]] = defaultdict(set)  # voucher -> vouch ids
-        self.trusted: frozenset[bytes] = frozenset(self.config.trust)
+        self.trusted: frozenset[bytes] = (frozenset(self.config.trust) | self.config.team) - self.config.blocked
         self.revoked: set[str] = set()  # ids revoked by R6/R7 (lessons, vouches, and unheld ids)
         self._status: dict[str, str] = {}
 
@@ -416,15 +516,17 @@ class Commons:
         new_vote: _Attestation | None = None
         if kind == "lesson":
             lesson = _Lesson(rid, record.signer, record.created, record.dedup_key,
-                             tuple(p.hex() for p in record.derived_from))
+                             tuple(p.hex() for p in record.derived_from), lesson_parts(record),
+                             getattr(record, "version", 1))
             self.lessons[rid] = lesson
             self.groups.setdefault(lesson.key, _Group(lesson.key)).members.add(rid)
             for parent in lesson.parents:
                 self.children[parent].add(rid)
             groups.add(lesson.key)  # new member: new authors, maybe a new head
+            if lesson.version >= 2:  # R12: a member may be revoked through another of its claim
+                roots |= self.groups[lesson.key].members
         elif kind == "attestation":
-            new_vote = _Attestation(rid, record.lesson_id.hex(),
-                                    Vote(rid, record.signer, record.verdict, record.met_before, record.created))
+            new_vote = _Attestation(rid, record.lesson_id.hex(), vote_of(record))
             self.attestations[rid] = new_vote
             self.votes_on[new_vote.lesson].add(rid)
             self.voted_by[record.signer].add(new_vote.lesson)
@@ -434,6 +536,8 @@ class Commons:
                                                 record.created)
             self.revocations_of[target].add(rid)
             roots.add(target)
+            if target in self.lessons:  # R12: a revoker's revocation covers the claim
+                roots |= self.groups[self.lessons[target].key].members
         elif kind == "vouch":
             self.vouches[rid] = _Vouch(rid, record.signer, record.subject, record.created)
             self.vouches_by[record.signer].add(rid)
@@ -444,7 +548,8 @@ class Commons:
             touched |= votes_on  # attestations naming this id: not pending now
         if (not self.shortcuts or kind == "revocation" or rid in self.children or rid in self.revocations_of
                 or rid in self.revoked or rid in self.config.local_revocations
-                or (kind == "lesson" and self.lessons[rid].parents)):
+                or (kind == "lesson" and (self.lessons[rid].parents or record.signer in self.config.blocked
+                                          or len(self.groups[self.lessons[rid].key].members) > 1))):
             flipped, revocations = self._close(roots)
             touched |= flipped | revocations
         else:  # (what _close would find: nothing derives from it, names it as revoked, nor revokes it)
@@ -454,7 +559,8 @@ class Commons:
             if len(group.members) == 1:  # a group of its own, no vote: what _tally would make of it
                 lesson = self.lessons[rid]
                 group.head, group.refused = rid, {}
-                group.replay = _Replay(lesson.created, rid, self.config.threshold, self.config.fade_window)
+                group.replay = _Replay(lesson.created, rid, self.config.threshold, self.config.fade_window,
+                                       lesson.parts)
                 return self._diff(touched)
         for fid in flipped:  # a withdrawn member or vote changes its group's tally
             lesson_id = self.attestations[fid].lesson if fid in self.attestations else fid
@@ -546,8 +652,26 @@ class Commons:
             return False
         if target in self.config.local_revocations:
             return True
-        return any(self.revocation_effect(self.revocations[r]) == EFFECTIVE
-                   for r in self.revocations_of.get(target, ()))
+        lesson = self.lessons.get(target)
+        if lesson is not None and lesson.signer in self.config.blocked:
+            return True  # R11
+        if any(self.revocation_effect(self.revocations[r]) == EFFECTIVE
+               for r in self.revocations_of.get(target, ())):
+            return True
+        if lesson is not None and lesson.version >= 2:  # R12: the same claim, revoked by a revoker or locally
+            for member in self.groups[lesson.key].members:
+                if member != target and self._claim_revoked_by(member):
+                    return True
+        return False
+
+    def _claim_revoked_by(self, member: str) -> bool:
+        """R12: ``member`` is revoked locally, or by a revoker who is not its author."""
+        if member in self.config.local_revocations:
+            return True
+        signer = self.lessons[member].signer
+        return any(rev.signer in self.config.revokers and rev.signer != signer
+                   and self.revocation_effect(rev) == EFFECTIVE
+                   for rev in (self.revocations[r] for r in self.revocations_of.get(member, ())))
 
     def _close(self, roots: set[str]) -> tuple[set[str], set[str]]:
         """Recompute R7 for the roots and everything derived from them. Returns the ids whose
@@ -600,9 +724,10 @@ class Commons:
     def _retrust(self) -> set[str]:
         """Recompute the trusted keys; returns the groups whose tallies that may change."""
         base = self.config.trust
-        vouched = {self.vouches[vid].subject for key in base for vid in self.vouches_by.get(key, ())
+        vouched = {self.vouches[vid].subject for key in base if key not in self.config.blocked
+                   for vid in self.vouches_by.get(key, ())
                    if vid not in self.revoked}  # (the vouches of keys in the trust list)
-        trusted = frozenset(base) | frozenset(vouched)
+        trusted = (frozenset(base) | frozenset(vouched) | self.config.team) - self.config.blocked
         if trusted == self.trusted:
             return set()
         moved = trusted ^ self.trusted
@@ -620,7 +745,8 @@ class Commons:
         if cached is not None and cached[0] == group.head and cached[1] == len(group.members):
             return cached[2]
         view = GroupView(frozenset(self.lessons[m].signer for m in group.members),
-                         self.lessons[group.head].signer)  # type: ignore[index]
+                         self.lessons[group.head].signer,  # type: ignore[index]
+                         self.lessons[group.head].parts, self.config.blocked)  # type: ignore[index]
         group.view = (group.head, len(group.members), view)
         return view
 
@@ -639,7 +765,8 @@ class Commons:
                 if aid not in self.revoked:  # withdrawn by its attester or a revoker
                     votes.append(self.attestations[aid].vote)
         for member in corroborators.values():
-            votes.append(Vote(member.id, member.signer, CONFIRMED, True, member.created, corroboration=True))
+            votes.append(Vote(member.id, member.signer, CONFIRMED, True, member.created, corroboration=True,
+                              parts=tuple((part, CONFIRMED) for part in member.parts)))
         return votes
 
     def _tally(self, key: str) -> set[str]:
@@ -657,7 +784,8 @@ class Commons:
             else:
                 group.refused[vote.id] = reason
         counted.sort(key=lambda item: _replay_key(*item))
-        group.replay = _Replay(start, group.head, self.config.threshold, self.config.fade_window)
+        group.replay = _Replay(start, group.head, self.config.threshold, self.config.fade_window,
+                               self.lessons[group.head].parts)
         for at, vote in counted:
             group.replay.push(at, vote.id, vote)
         touched = set(group.members)
@@ -782,12 +910,15 @@ class Commons:
             "policy": self.policy.name,
             "threshold": self.config.threshold,
             "tally": {"confirmers": tally.confirmers, "confirmed_in_window": tally.confirmed_in_window,
-                      "failed_in_window": tally.failed_in_window, "fade_window": self.config.fade_window},
+                      "failed_in_window": tally.failed_in_window, "fade_window": self.config.fade_window,
+                      "parts": {p.part: {"confirmers": p.confirmers, "confirmed_in_window": p.confirmed_in_window,
+                                         "failed_in_window": p.failed_in_window} for p in tally._each()}},
             "votes": {
                 "total": len(votes), "counted": len(votes) - len(group.refused), "refused": refused,
                 "shown": [{
                     "id": v.id, "signer": v.signer.hex(), "verdict": v.verdict,
-                    "met_before": v.met_before, "created": v.created,
+                    "met_before": v.met_before, "created": v.created, "exposed": v.exposed,
+                    "parts": dict(v.tested()),
                     "corroboration": v.corroboration, "counted": v.id not in group.refused,
                     "reason": group.refused.get(v.id),
                 } for v in votes[-max_votes:]],

@@ -101,6 +101,8 @@ class CommonsSection:
     trust: list[str] = field(default_factory=list)  # keys (hex or peer id) whose votes count
     revokers: list[str] = field(default_factory=list)  # keys whose revocations apply here
     trust_self: bool = True  # this node's own key is in its trust list
+    team: list[str] = field(default_factory=list)  # the owner's team: their lessons shown unverified, votes count
+    blocked: list[str] = field(default_factory=list)  # authors whose records are dropped, lessons removed
 
 
 @dataclass
@@ -277,7 +279,7 @@ def validate(config: Config) -> None:
         raise ConfigError("[commons] threshold and fade_window must be at least 1")
     from .identity import parse_public_key
 
-    for name in ("trust", "revokers"):
+    for name in ("trust", "revokers", "team", "blocked"):
         for text in getattr(c, name):
             try:
                 parse_public_key(text)
@@ -358,8 +360,8 @@ _COMMENTS = {
     "reconnect": "re-dialling known and bootstrap peers with exponential backoff (seconds)",
     "fetch": "the /openmemory/fetch/1.0.0 stream protocol",
     "commons": "the commons state machine: independence policy, threshold N, fade window (s), "
-               "trusted keys and revokers (hex public keys or peer ids; `trust` and `revokers` "
-               "commands add more at run time)",
+               "trusted keys, revokers, the team and blocked authors (hex public keys or peer ids; "
+               "the `trust`, `revokers`, `team` and `block` commands add more at run time)",
     "sync": "the /openmemory/sync/1.0.0 anti-entropy protocol (seconds, counts, bytes)",
     "limits": "admission policy: sizes, clock skew, rate limits (per second), scoring penalties",
     "relay": "offer circuit relay v2 to nodes behind NAT, within these limits (docs/node.md)",

@@ -38,6 +38,7 @@ from typing import Any, Callable
 from . import wire
 from .log import event
 from .policy import DUPLICATE, WRONG_TOPIC, Action, NodePolicy, Verdict, evictions
+from .sync_plan import ends_session
 from .status import ArrivalStatus, StatusRules
 from .store import Store
 
@@ -231,15 +232,22 @@ class Ingest:
             self.stats["duplicate"] += 1
             return Outcome(DUPLICATE, None)
         try:
-            if checked is not None:  # (solicited: no fresh-key budget to check in between)
+            if checked is not None:  # (the costly checks were made ahead: the budget is charged after them)
                 record = checked.result()
+                if peer is not None and self.is_fresh(record.signer):
+                    verdict = self.policy.admit_fresh_key(peer, True, now)
+                    if not verdict.accepted:
+                        return self._refuse(verdict, peer, None)
             else:
                 record = wire.decode(data)
                 record.__dict__["id_bytes"] = idb  # (the id of these bytes, hashed above: not again)
-                # The fresh-key budget is checked on the decoded signer, before the costly checks
-                # (the observation rule, the signature): a flood past it costs no more than this.
-                if peer is not None and not solicited and self.is_fresh(record.signer):
-                    verdict = self.policy.admit_fresh_key(peer, originated, now)
+                # One admission for every way in (PROTOCOL.md, "Admission of new authors"): the
+                # fresh-key budget of the peer that brought the record, by gossip, sync or fetch
+                # alike (a peer that serves a flood of fresh keys is charged as their origin).
+                # Checked on the decoded signer, before the costly checks (the observation rule,
+                # the signature): a flood past it costs no more than this.
+                if peer is not None and self.is_fresh(record.signer):
+                    verdict = self.policy.admit_fresh_key(peer, originated or solicited, now)
                     if not verdict.accepted:
                         return self._refuse(verdict, peer, None)
                 wire.verify(record, now=int(now), max_skew=self.policy.limits.max_clock_skew)
@@ -248,6 +256,8 @@ class Ingest:
         if expect_type is not None and record.record_type != expect_type:
             return self._refuse(self.policy.bad_input(
                 WRONG_TOPIC, f"a {record.record_type} on the {expect_type} topic"), peer, record)
+        if peer is not None and record.signer in self.blocked_keys():
+            return self._refuse(self.policy.blocked_author(), peer, record)
         if peer is not None and not solicited:
             verdict = self.policy.admit_author(record.signer, now)
             if not verdict.accepted:
@@ -289,7 +299,7 @@ class Ingest:
                     outcome = self._accept(data, peer, False, via, expect_type, solicited,
                                            ahead[i] if ahead is not None else None)
                     outcomes.append(outcome)
-                    if stop_on_reject and outcome.verdict.action is Action.REJECT:
+                    if stop_on_reject and ends_session(outcome.verdict):
                         break
         except BaseException:
             if ahead is not None:
@@ -357,6 +367,10 @@ class Ingest:
     # -- standing (PROTOCOL.md, "Admission of new authors") ---------------------------------
     def standing_keys(self) -> frozenset[bytes]:
         keys = getattr(self.status_rules, "standing_keys", None)
+        return keys() if keys is not None else frozenset()
+
+    def blocked_keys(self) -> frozenset[bytes]:
+        keys = getattr(self.status_rules, "blocked_keys", None)
         return keys() if keys is not None else frozenset()
 
     def is_fresh(self, signer: bytes) -> bool:

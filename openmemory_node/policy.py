@@ -91,6 +91,7 @@ FETCH_RATE = "fetch-rate-limited"
 FETCH_STREAMS = "fetch-too-many-streams"  # more fetch streams at once than the per-peer cap
 BLOCKED = "blocked"  # the operator blocked the peer (openmemory-node peers block)
 FRESH_KEY = "fresh-key-budget"  # past the peer's budget of records from never-seen keys
+BLOCKED_KEY = "blocked-key"  # signed by an author the operator blocked (openmemory-node blocked add)
 
 #: How a wire validation error (openmemory_node.wire.ERROR_CODES) is treated. Codes not
 #: listed (size, encoding, type, schema, id, observation, signature) are REJECTed.
@@ -389,6 +390,11 @@ class NodePolicy:
         if originated:
             return Verdict(Action.REJECT, FRESH_KEY, detail, self.limits.rate_penalty)
         return Verdict(Action.IGNORE, FRESH_KEY, detail + " (relayed)")
+
+    def blocked_author(self) -> Verdict:
+        """A record signed by a key the operator blocked: dropped, counted, nobody penalised
+        (the relay did nothing wrong: the block is this node's own choice)."""
+        return Verdict(Action.IGNORE, BLOCKED_KEY, "signed by a key this node's operator blocked")
 
     def author_wait(self, author: Hashable, now: float) -> float:
         """For local pacing: seconds until this author may publish one more record."""

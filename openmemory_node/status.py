@@ -86,6 +86,7 @@ class CommonsStatus:
             policy=s.policy, threshold=s.threshold, fade_window=s.fade_window,
             trust=trust, revokers=keys(s.revokers, "revoker"),
             local_revocations=frozenset(self.store.local_revocations()),
+            team=keys(getattr(s, "team", []), "team"), blocked=keys(getattr(s, "blocked", []), "blocked"),
         )
 
     def initial(self, record: Any) -> str:
@@ -101,12 +102,17 @@ class CommonsStatus:
         machine = self.machine
         cached = getattr(self, "_standing", None)
         if cached is None or cached[0] is not machine.trusted or cached[1] is not machine:
-            keys = set(machine.trusted) | set(machine.config.revokers)
+            keys = (set(machine.trusted) | set(machine.config.revokers) | set(machine.config.team)) \
+                - set(machine.config.blocked)
             if self.own_key is not None:
                 keys.add(self.own_key)
             cached = (machine.trusted, machine, frozenset(keys))
             self._standing = cached
         return cached[2]
+
+    def blocked_keys(self) -> frozenset[bytes]:
+        """Authors the operator blocked: their records are dropped at receipt (R11)."""
+        return self.machine.config.blocked
 
     def inert(self, rid: str) -> bool:
         return self.machine.inert(rid)

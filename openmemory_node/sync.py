@@ -56,6 +56,7 @@ from .log import event
 from .policy import FETCH_MISMATCH, Action, RateLimiter, Verdict
 from .reconcile import ID_BYTES, IdSet, Params, Reconciler, SyncError, decode_varint, encode_varint
 from .streams import FrameError, FrameReader, close_quietly, frame
+from .sync_plan import MAX_WANT, REFUSED_TTL, after_answer, wanted as plan_wanted
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +64,6 @@ PROTOCOL_ID = "/openmemory/sync/1.0.0"
 TYPE_ORDER = ("revocation", "vouch", "lesson", "attestation")  # the order of a session
 TYPE_CODES = {t: i for i, t in enumerate(TYPE_ORDER)}
 RECONCILE, WANT, RECORD, NOT_FOUND, BUSY, ERROR = 1, 2, 3, 4, 5, 6
-MAX_WANT = 64
 _RECORD_KIND = bytes([RECORD])
 _NOT_FOUND_FRAME = frame(bytes([NOT_FOUND]))
 #: WANT frames a client keeps in flight (pipelined: the server answers them in order).
@@ -77,9 +77,6 @@ SYNC_LIE = "sync-lie"
 SYNC_RATE = "sync-rate-limited"
 SYNC_ROUNDS = "sync-too-many-rounds"
 
-#: How long a record refused on arrival (other than for clock skew), or dropped by the store's
-#: bound on records without standing, is not asked for again.
-REFUSED_TTL = 3600.0
 REFUSED_MAX = 10_000
 #: A dropped record is still served this long (a session that saw it announced may want it:
 #: answering NOT_FOUND would read as a lie), at most this many of them.
@@ -324,7 +321,7 @@ class Sync:
                 self._bad(peer, f"{type_}: {exc}")
         report.rounds[type_] = reconciler.rounds
         now = self.clock()
-        wanted = [i for i in reconciler.need if not self._recently_refused(i, now)]
+        wanted = plan_wanted(reconciler.need, self._refused, now)
         report.need[type_] = len(wanted)
         # WANTs of MAX_WANT ids, up to WANTS_AHEAD of them in flight: the server answers the
         # next while this side validates and stores the last (a server answers its frames in
@@ -420,19 +417,19 @@ class Sync:
             for _batch, _answers, (_good, _ids, checks) in pending:  # (the checks of what was not stored: dropped)
                 self.ingest.drop_checks(checks)
         for data, outcome in zip(good, outcomes):
-            action = outcome.verdict.action
-            if action is Action.ACCEPT:
+            answer = after_answer(outcome.verdict)  # (sync_plan: the pure decision)
+            if answer.counted == "received":
                 report.received += 1
-            elif action is Action.DUPLICATE:
+            elif answer.counted == "duplicate":
                 report.duplicates += 1
             else:
                 report.refused += 1
-                if outcome.verdict.code != "clock-skew":
-                    self._refused[wire.record_id(data)] = self.clock()
-                    while len(self._refused) > REFUSED_MAX:
-                        self._refused.popitem(last=False)
-                if action is Action.REJECT:
-                    raise SyncAbort(f"the peer sent an invalid record ({outcome.verdict.code})")
+            if answer.remember:
+                self._refused[wire.record_id(data)] = self.clock()
+                while len(self._refused) > REFUSED_MAX:
+                    self._refused.popitem(last=False)
+            if answer.ends_session:
+                raise SyncAbort(f"the peer sent an invalid record ({outcome.verdict.code})")
         if broken != b"ok":
             self._check_frame(peer, broken)  # (raises)
         if problem is None:
@@ -467,15 +464,6 @@ class Sync:
         if kept is not None and self.clock() - kept[0] <= self.settings.session_timeout:
             return kept[1]
         return None
-
-    def _recently_refused(self, idb: bytes, now: float) -> bool:
-        at = self._refused.get(idb)
-        if at is None:
-            return False
-        if now - at > REFUSED_TTL:
-            del self._refused[idb]
-            return False
-        return True
 
     async def _read(self, stream: FrameReader, peer: str) -> bytes:
         return self._check_frame(peer, await stream.read(self.settings.frame_timeout))

@@ -79,6 +79,8 @@ __all__ = [
     "failure_key",
     "command_key",
     "text_key",
+    "failure_matches",
+    "command_matches",
     "dedup_key",
     "DEDUP_DOMAIN",
     "UNSAFE_COMMANDS",
@@ -502,6 +504,38 @@ def command_key(command: str) -> str:
         head = seg[:2] if len(seg) > 1 and not seg[1].startswith("-") and "/" not in seg[1] else seg[:1]
         out.append(" ".join(head + sorted(set(seg[len(head):]))))
     return " ".join(out)
+
+
+def _wild(claimed: list[str], seen: list[str]) -> bool:
+    """Whether ``seen`` tokens are ``claimed`` with each placeholder ``<>`` standing for one to
+    six tokens (what an agent redacted, another may have kept, and the other way round)."""
+    if not claimed:
+        return not seen
+    head, rest = claimed[0], claimed[1:]
+    if head == "<>":
+        return any(_wild(rest, seen[n:]) for n in range(1, min(6, len(seen)) + 1)) or (
+            bool(seen) and seen[0] == "<>" and _wild(rest, seen[1:]))
+    return bool(seen) and (seen[0] == head or seen[0] == "<>") and _wild(rest, seen[1:])
+
+
+def failure_matches(claimed: str, seen: str) -> bool:
+    """Whether a failure line an agent met (normalised its own way: ``{branch}``, ``<path>``) is
+    the failure a claim quotes: the same words in the same order, a placeholder on either side
+    standing for what the other names. The program failing with something else never matches."""
+    a, b = failure_key(claimed).split(), failure_key(seen).split()
+    if len(a) > 80 or len(b) > 80:  # (long lines: exact keys only)
+        return a == b
+    return _wild(a, b)
+
+
+def command_matches(claimed: str, seen: str) -> bool:
+    """Whether a command an agent ran is the command a claim states: the same programs in the
+    same order with the same arguments as sets, a placeholder standing for any one argument."""
+    a, b = command_key(claimed).split(" "), command_key(seen).split(" ")
+    if len(a) != len(b):
+        return False
+    return all(x == y or x == "<>" or y == "<>" for x, y in zip(a, b)) or sorted(
+        t for t in a if t != "<>") == sorted(t for t in b if t != "<>") and a.count("<>") == b.count("<>")
 
 
 def claim_key(claim: Claim) -> str:

@@ -60,7 +60,7 @@ def _fast_check(config) -> tuple[bool, bool, list[str], str]:
         return False, False, [], f"store not readable ({exc})"
     try:
         after, _node = cursor(conn)
-        stale = stale_folders(conn, config.commons_candidates)
+        stale = stale_folders(conn, config.commons_candidates, config.commons_team_candidates)
     except sqlite3.Error as exc:  # an older store, without the commons tables
         return False, False, [], f"no commons layer in the store ({exc})"
     finally:

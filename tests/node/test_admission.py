@@ -14,6 +14,7 @@ from openmemory_node.policy import Action, Limits, NodePolicy, evictions
 from openmemory_node.status import CommonsStatus
 from openmemory_node.store import Store
 from openmemory_node.sync import SyncIndex
+from openmemory_node.sync_plan import wanted as plan_wanted
 
 from .test_ingest_store import NOW, Clock
 
@@ -86,7 +87,7 @@ def test_relayed_records_past_the_budget_are_ignored_not_penalised(node):
     assert node.stats["ignore:fresh-key-budget"] == 5
 
 
-def test_known_keys_standing_and_solicited_records_cost_no_budget(node):
+def test_known_keys_and_standing_cost_no_budget(node):
     author = fresh()
     assert node.accept(lesson(author, 0), peer="p", originated=True).accepted  # one token
     for i in range(1, 20):  # the key is known now: its records cost no fresh-key token
@@ -95,10 +96,22 @@ def test_known_keys_standing_and_solicited_records_cost_no_budget(node):
     for i in range(20):  # a trusted key has standing, this node's own key too
         node.clock.t += 0.01
         assert node.accept(lesson(TRUSTED if i % 2 else OWN, 100 + i), peer="p", originated=True).accepted
-    for i in range(30):  # answers to our own sync or fetch requests: we chose to ask
-        assert node.accept(lesson(fresh(), 200 + i), peer="p", via="sync", solicited=True).accepted
-    assert node.policy.fresh_keys.bucket("p").tokens == pytest.approx(9, abs=0.3)
+    assert node.policy.fresh_keys.bucket("p").tokens == pytest.approx(9, abs=0.3)  # (burst 10, one spent)
     assert node.stats.get("reject:fresh-key-budget", 0) == 0
+
+
+@pytest.mark.parametrize("via", ["sync", "fetch"])
+def test_solicited_records_pass_the_same_fresh_key_budget(node, via):
+    """One admission for every way in: records a peer serves to our sync or fetch requests
+    cost that peer's fresh-key budget as gossip does, and the excess is charged to it as if it
+    had authored them (a node put 2,000 fresh keys in its store through its own API)."""
+    burst = int(node.policy.limits.fresh_key_burst)
+    outcomes = [node.accept(lesson(fresh(), 200 + i), peer="p", via=via, solicited=True) for i in range(burst + 5)]
+    assert sum(o.accepted for o in outcomes) == burst
+    refused = [o.verdict for o in outcomes if not o.accepted]
+    assert {(v.action, v.code) for v in refused} == {(Action.REJECT, "fresh-key-budget")}
+    assert node.policy.ledger.penalty("p", NOW) == pytest.approx(5, abs=0.01)
+    assert node.stats["reject:fresh-key-budget"] == 5
 
 
 def test_the_store_keeps_at_most_the_bound_dropping_the_oldest_inert_records(tmp_path):
@@ -168,6 +181,6 @@ def test_sync_stops_announcing_a_dropped_record_but_serves_it_to_sessions_that_s
     for idb in dropped:
         assert idb not in sync.index.sets["lesson"]  # no longer announced
         assert sync._served_data(idb) is not None  # but a session that saw it may still pull it
-        assert sync._recently_refused(idb, node.clock())  # and it is not pulled back for an hour
+        assert plan_wanted([idb], sync._refused, node.clock()) == []  # and it is not pulled back for an hour
     node.clock.t += 121
     assert all(sync._served_data(idb) is None for idb in dropped)
