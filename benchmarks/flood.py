@@ -17,7 +17,12 @@ every 0.5 s, and y runs a sync session with x every 4 s. Four phases:
 * ``bounded store``: x admits every fresh key (a budget of 100,000) but keeps at most 500
   records from keys without standing: the store's bound, not the budget, is what holds (z,
   the honest author, is trusted there: a key without standing would see its own records
-  dropped with the flood's, oldest first).
+  dropped with the flood's, oldest first);
+* ``by sync``: a fourth node w, the attacker's own, holds records of ``--records`` fresh keys,
+  put there through its local API (no admission: it is its operator's store), connects to x
+  and is synced with every 2 s: sync passes the same fresh-key budget as gossip (one admission
+  for every way in), so x stores at most the budget's bound of them and w, which served the
+  excess, is charged for it as their origin.
 
 For each phase: what x received, stored, refused (by code) and dropped before validation,
 and whether that adds up (``unaccounted`` 0); what y and z stored of the flood; the penalty
@@ -26,6 +31,8 @@ to their arrival at the last of x and y: median, p90, max); the sync sessions (d
 longest). PROTOCOL.md ("Admission of new authors") documents the bounds: at most
 ``fresh_key_burst + fresh_key_rate * t`` records of never-seen keys from one peer in t seconds,
 and at most ``max_without_standing`` records from keys without standing in the store.
+Every phase reports ``honest_evicted``: the honest lessons (z's) missing from x or y at the end
+(delivered, then dropped), which must be 0.
 
 The machine is shared and busy: figures are indicative; compare the phases of one run.
 """
@@ -74,8 +81,8 @@ class Honest:
 
     def _publish(self) -> None:
         while not self.stop.is_set():
-            self.ids.append(self.z.publish(f"The release job {self.tag} {len(self.ids)} needed the signing key.",
-                                           kind="error")["id"])
+            self.ids.append(self.z.publish(f'`make release` failed: "the signing key {self.tag} {len(self.ids)} '
+                                           'was missing".', kind="error")["id"])  # (a claim's sentence)
             self.stop.wait(1.5)
 
     def _sync(self) -> None:
@@ -114,16 +121,38 @@ class Honest:
         return {"sessions": len(self.syncs), "done": len(done), "longest_s": max(seconds) if seconds else None}
 
 
-async def phase(name: str, nodes: list[Node], records: list[bytes], seconds: float, mode: str | None) -> dict:
+def _sync_from(x: Node, w: Node, seconds: float) -> int:
+    """x syncs with w every 2 s for ``seconds``: how many sessions ran."""
+    x.post("/v1/peers", {"addr": w.multiaddr})
+    deadline, sessions = time.monotonic() + seconds, 0
+    while time.monotonic() < deadline:
+        try:
+            sessions += len(x.post("/v1/sync", {"peer": w.peer_id}).get("sessions") or [])
+        except Exception:  # not connected yet, or a session refused: the next try
+            pass
+        time.sleep(2.0)
+    return sessions
+
+
+async def phase(name: str, nodes: list[Node], records: list[bytes], seconds: float, mode: str | None,
+                flooder: Node | None = None) -> dict:
     x, y, z = nodes
     before = x.status()["gossip"]["inbound"]
     ids = {wire.record_id(d).hex() for d in records}
+    if mode == "sync":  # the attacker's own node holds the flood, put there through its local API
+        for data in records:
+            flooder.post("/v1/records", {"cbor": data.hex()})
     honest = Honest(x, y, z, name)
     rogue_id = None
     started = time.monotonic()
     with honest:
         if mode is None:
             await trio.sleep(seconds)
+        elif mode == "sync":
+            await trio.to_thread.run_sync(_sync_from, x, flooder, seconds)
+            rogue_id = flooder.peer_id
+            elapsed = time.monotonic() - started
+            await trio.sleep(1.0)
         else:
             async with rogue_peer(x.multiaddr) as rogue:
                 rogue_id = rogue.peer_id
@@ -155,8 +184,10 @@ async def phase(name: str, nodes: list[Node], records: list[bytes], seconds: flo
                for k in set(inbound["dropped"]) | set(before["dropped"])}
     peer = next((p for p in x.get("/v1/peers")["peers"] if p["peer_id"] == rogue_id), None) if rogue_id else None
     limits = status["admission"]
+    final = [n.records() for n in (x, y)]
     return {
         "phase": name, "sent": len(records) if mode else 0, "seconds": round(elapsed, 1),
+        "honest_evicted": sum(1 for r in honest.ids if r not in final[0] or r not in final[1]),
         "x_received": inbound["received"] - before["received"],
         "outcomes": {k: v for k, v in sorted(diff.items()) if v},
         "dropped": {k: v for k, v in sorted(dropped.items()) if v},
@@ -196,6 +227,17 @@ async def run(args: argparse.Namespace) -> list[dict]:
             results.append(result)
         finally:
             cluster.close()
+        cluster = Cluster(Path(tmp) / "sync")
+        try:
+            nodes = await trio.to_thread.run_sync(lambda: cluster.line(3, extra_config=QUIET))
+            await trio.to_thread.run_sync(cluster.wait_line_meshed, nodes, 60)
+            flooder = cluster.node("w")
+            await trio.to_thread.run_sync(lambda: flooder.init().start())
+            result = await phase("by sync", nodes, flood_records(count), seconds, "sync", flooder)
+            print(f"  {json.dumps(result)}", file=sys.stderr)
+            results.append(result)
+        finally:
+            cluster.close()
     return results
 
 
@@ -215,6 +257,7 @@ def main() -> None:
     for r in results:
         d, s = r["honest_delivery"], r["sync"]
         bound = r["budget_bound"] if r["phase"] != "bounded store" else r["without_standing"]["bound"]
+        print(f"{r['phase']}: honest_evicted {r['honest_evicted']}", file=sys.stderr)
         rogue = (f"penalty {r['rogue']['penalty']:.0f}{', graylisted' if r['rogue']['graylisted'] else ''}"
                  if r["rogue"] else "-")
         refused = {k: v for k, v in r["outcomes"].items() if k not in ("accept", "duplicate")}

@@ -783,7 +783,7 @@ _IGNORED = _Ignored()
 #: its own (a command missing here is still parsed, by the whole parser; tests/local/test_cli_parser.py
 #: holds the map complete).
 _REGISTERING = ("commons_cli", "evaluate", "mcp_server", "ui", "integrations.register")
-_REGISTERED_BY = {"commons": "commons_cli", "eval": "evaluate", "mcp": "mcp_server", "ui": "ui",
+_REGISTERED_BY = {"commons": "commons_cli", "team": "commons_cli", "eval": "evaluate", "mcp": "mcp_server", "ui": "ui",
                   "install": "integrations.register", "uninstall": "integrations.register",
                   "hook": "integrations.register"}
 

@@ -109,6 +109,13 @@ __all__ = [
     "recall_commons",
     "stale_rendered",
     "refresh_folders",
+    "change_key_list",
+    "team_keys",
+    "blocked_keys",
+    "apply_lists",
+    "claim_of",
+    "failure_met",
+    "fix_met",
 ]
 
 STATUSES = ("candidate", "common", "faded", "revoked")
@@ -1195,6 +1202,44 @@ def set_commons_veto(store, ident: str, now: datetime, *, vetoed: bool = True) -
                       f"{folders}." if vetoed else
                       f"Received lesson {lesson['short']} unvetoed: written again into {folders} (those it is "
                       "chosen for).")
+    return out
+
+
+#: The node's key lists this engine edits: the owner's team, and the blocked authors.
+KEY_LISTS = {"team": "the team", "blocked": "the blocked authors"}
+
+
+def change_key_list(store, name: str, action: str, key: str | None, now: datetime, *, note: str = "",
+                    link=None) -> dict:
+    """``openmemory team add|remove KEY`` and ``openmemory commons block|unblock KEY`` (the
+    page's buttons too, one code path): the node's list changes (it holds them: a blocked
+    key's records are dropped at receipt there, its lessons revoked, its votes not counted),
+    then this engine pulls and renders at once, so that a blocked author's lessons (and their
+    near-copies) leave every memory folder now, and a team member's arrive. Raises
+    :class:`openmemory_local.node_link.NodeUnavailable` when no node runs (the lists live in
+    the node) and NodeError for a key the node refuses."""
+    from .node_link import open_link
+    from .render import RenderError, render
+    from .sleep import SleepBusy
+
+    if name not in KEY_LISTS:
+        raise ValueError(f"no key list {name!r}")
+    link = link or open_link(store.config)
+    if action == "add":
+        data = link.add_key(name, str(key), note)
+    elif action == "remove":
+        data = link.remove_key(name, str(key))
+    else:
+        data = link.keys(name)
+    out: dict = {"list": name, "action": action, "keys": data.get(name, []), "changed": data.get("changed", 0),
+                 "added": data.get("added"), "key": data.get("key")}
+    if action in ("add", "remove"):
+        out["pull"] = pull(store, link, now)
+        try:
+            out["render"] = render(store, now).to_dict()
+        except (SleepBusy, RenderError) as exc:
+            out["render"] = None
+            out["pending"] = str(exc)
     return out
 
 

@@ -5,6 +5,12 @@ it is rendered; and the veto of a received lesson (``openmemory veto <record id>
     openmemory commons --all            also revoked ones and this agent's own publications
     openmemory commons --pull           ask the node first (what ``openmemory run`` does)
     openmemory commons --json           the same as data
+    openmemory commons block KEY        never again this author: its lessons leave every memory folder now,
+                                        its records are dropped at receipt, its votes do not count
+    openmemory commons unblock KEY      undo it
+    openmemory team [list]              the owner's team: keys whose lessons are shown before they are verified
+    openmemory team add KEY [--note T]  (your other machines, your colleagues: `openmemory-node id` shows a key)
+    openmemory team remove KEY
 
 Exit codes as every command (0 done, 2 usage, 4 store unusable); with ``--pull`` and no node
 answering, the list is printed from the store and the exit code is 3.
@@ -15,7 +21,48 @@ from __future__ import annotations
 import argparse
 import sys
 
-__all__ = ["register", "cmd_commons", "veto_command", "print_commons_step"]
+__all__ = ["register", "cmd_commons", "cmd_team", "veto_command", "print_commons_step"]
+
+
+def _key_list(args, name: str, action: str) -> int:
+    """``openmemory team ...`` and ``openmemory commons block|unblock KEY``."""
+    from .cli import EXIT_ERROR, EXIT_OK, EXIT_PARTIAL, UsageError, _emit_json, _now, _open
+    from .commons import change_key_list
+    from .node_link import NodeError, NodeUnavailable
+
+    if action in ("add", "remove") and not args.key:
+        raise UsageError(f"{'openmemory team' if name == 'team' else 'openmemory commons'} {action} needs a KEY "
+                         "(64 hex digits or a peer id: `openmemory-node id` prints a node's)")
+    with _open(args) as store:
+        try:
+            out = change_key_list(store, name, action, args.key, _now(args), note=getattr(args, "note", "") or "")
+        except NodeUnavailable as exc:
+            print(f"openmemory: the node did not answer ({exc}); the team and blocked lists live in the node: "
+                  "start it (`openmemory-node start`)", file=sys.stderr)
+            return EXIT_PARTIAL
+        except NodeError as exc:
+            print(f"openmemory: the node refused it: {exc}", file=sys.stderr)
+            return EXIT_ERROR
+    if args.json:
+        _emit_json(out)
+        return EXIT_OK
+    what = {"team": "team", "blocked": "blocked authors"}[name]
+    if action == "add":
+        done = "blocked: its lessons left the memory folders, its records are dropped" if name == "blocked" else \
+            "added to the team: its lessons are shown before they are verified, marked as the team's"
+        print(f"{out['key']}  {done}" if out.get("added") else f"{out['key']}  already in the {what} list")
+    elif action == "remove":
+        print(f"{out['key']}  " + ("unblocked" if name == "blocked" else "removed from the team"))
+    for row in out["keys"]:
+        note = f"  {row.get('note')}" if row.get("note") else ""
+        print(f"{row.get('key')}  {row.get('peer_id', '')}  ({row.get('source', '')}){note}")
+    if not out["keys"]:
+        print(f"no keys in the {what} list", file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_team(args) -> int:
+    return _key_list(args, "team", args.action or "list")
 
 
 def cmd_commons(args) -> int:
@@ -23,6 +70,8 @@ def cmd_commons(args) -> int:
     from .commons import commons_rows, pull
     from .node_link import NodeError, NodeUnavailable, open_link
 
+    if getattr(args, "action", None):
+        return _key_list(args, "blocked", {"block": "add", "unblock": "remove"}[args.action])
     code = EXIT_OK
     with _open(args) as store:
         pulled, problem = None, None
@@ -47,15 +96,18 @@ def cmd_commons(args) -> int:
             return code
         width = _width()
         for r in rows:
-            flags = [f for f, on in (("vetoed", r["vetoed"]), ("yours", r["mine"]),
-                                     ("refused by the observation check", not r["observation"])) if on]
+            flags = [f for f, on in (("vetoed", r["vetoed"]), ("yours", r["mine"]), ("team", r["layer"] == "team"),
+                                     ("refused by the observation check", not r["observation"]),
+                                     (f"refused: {r['refused']}", bool(r["refused"]))) if on]
             p = r["predictions"]
             print(f"{r['short']}  {r['kind']:<10} {r['status_text']}" + (f"  [{', '.join(flags)}]" if flags else ""))
             print("      " + _clip(r["text"], 2 * (width - 8)))
             where = [f["path"] + ("" if f["state"] == "ours" else f" ({f['state']})") for f in r["rendered"]]
             print("      rendered in: " + (", ".join(where) if where else "none"))
-            verdicts = ", ".join(f"{a['verdict']}{' (met before)' if a['met_before'] else ''} {a['state']}"
-                                 for a in r["attestations"]) or "none"
+            verdicts = ", ".join(
+                (f"failure {a['failure']}, fix {a['fix']}" if a.get("failure") else a["verdict"])
+                + (" (exposed)" if a.get("exposed") else "") + (" (met before)" if a["met_before"] else "")
+                + f" {a['state']}" for a in r["attestations"]) or "none"
             print(f"      predictions {p['open']} open, {p['confirmed']} confirmed, {p['failed']} failed; "
                   f"attested: {verdicts}")
         return code
@@ -101,6 +153,19 @@ def register(subparsers, common: argparse.ArgumentParser) -> None:
         description="The lessons other agents published that this agent's node received: their status "
         "(candidate, common, faded, revoked), the memory folders they are rendered in, this agent's predictions "
         "and attestations. Veto one with `openmemory veto RECORD_ID` (or delete its file).")
+    p.add_argument("action", nargs="?", choices=["block", "unblock"],
+                   help="block an author's key (its lessons leave every memory folder, its records are dropped), "
+                   "or unblock it")
+    p.add_argument("key", nargs="?", help="the author's key: 64 hex digits or a peer id")
     p.add_argument("--all", action="store_true", help="also revoked lessons and this agent's own publications")
     p.add_argument("--pull", action="store_true", help="ask the node for what is new first")
     p.set_defaults(func=cmd_commons)
+    p = subparsers.add_parser(
+        "team", parents=[common], help="the owner's team: keys whose lessons are shown before they are verified",
+        description="Your other machines and your colleagues: lessons their nodes publish are shown in your "
+        "memory folders as the team's (not yet verified); everyone else's only once independent agents "
+        "verified them. Their votes count too. The list lives in the node (`openmemory-node team`).")
+    p.add_argument("action", nargs="?", choices=["list", "add", "remove"])
+    p.add_argument("key", nargs="?", help="64 hex digits or a peer id (`openmemory-node id` prints a node's)")
+    p.add_argument("--note", help="a note kept beside the key (who it is)")
+    p.set_defaults(func=cmd_team)

@@ -1,130 +1,162 @@
-"""The commons form of a lesson: the text every agent that met the same surprise publishes.
+"""The commons form of a lesson: the claim every agent that met the same surprise publishes.
 
-The dedup key of a lesson record is a hash of its normalised text (PROTOCOL.md, "Content
-identity"), so two agents group only if they publish the same text. The local text of a
-lesson (:mod:`openmemory_local.lesson_text`) names this machine's branches and counts this
-agent's sessions; its commons form is built from the same ``details`` with everything that
-differs from one machine to the next replaced (:func:`openmemory_local.redact.scrub`) or
-left out:
+A lesson leaves the machine only as a *claim* (:mod:`openmemory_protocol.claims`): typed parts,
+each redacted on its own, whose text is their one canonical rendering. Two agents that met the
+same failure, and fixed it the same way, publish the same claim (its dedup key is the claim's,
+whatever the bytes). From an error lesson's ``details``:
 
-* a failed command: ```git push` failed: "fatal: The current branch <branch> has no
-  upstream branch."; `git push --set-upstream origin <branch>` succeeded.`` (the lesson's most
-  common failure message, scrubbed, and what made it go away when the sessions show it: the
-  top resolution, scrubbed, without how often or how soon, which differ between agents);
-* a rejection or interrupt: ```mix phx.server` was rejected by the person.``;
-* a correction: ``The person corrected the agent, saying "no, this project uses uv",
-  after it ran `pip install`.``
+* *situation*: the programs of the failed call (``git push``; at most three heads), or the tool
+  (``Read``), redacted as a situation;
+* *path* (a file tool's lesson): the folder the failures share, when one survives redaction;
+* *failure*: the lesson's most common failure line (``messages[0].text``), redacted, then
+  shortened (whole, first sentence, first clause) until the claim passes its checks; a quote of
+  fewer than two words is no failure: the lesson is then not published;
+* *fix*: what made the failure go away when the sessions show it (the top of
+  ``details["resolutions"]``): ``changed`` (the same program called differently), ``instead``
+  (another program on the same target), ``after`` (the same call worked after another program
+  ran), ``edited`` (after an edit of a path), ``retried``; redacted; a fix that is a command
+  never taken from the commons (:data:`openmemory_protocol.claims.UNSAFE_COMMANDS`: ``sudo``,
+  ``curl | sh``, ``--no-verify``, ...) is left out and the lesson is published without a fix.
 
-Left out on purpose: the number of sessions and of messages (every agent has its own), the
-branch and path lists, the lesson id. The quote is shortened as the local text's is (whole,
-first sentence, first clause, none; a failure's quote of one word is no quote) until the
-text passes the observation rule.
+    `git push` failed: "fatal: The current branch <branch> has no upstream branch."; `git push --set-upstream origin <branch>` succeeded.
 
-Only these ``details`` keys are read: ``kind``, ``subject`` (``tool``, ``heads``),
-``failure``, ``messages[0].text``, ``resolutions[0]`` (``kind``, ``command``, ``after``,
-``went_away``), ``said``, ``action_label``. Any other key (later issues
-add some) is left out until this module handles it: nothing reaches the commons by
-accident. A lesson with nothing specific left to say (no quote, no program, no action)
-has no commons form: it is not published.
+A correction, a rejection or an interrupt by the person has no commons form: a person's
+preference is not a fact about the world, so it stays in the personal layer. Left out on
+purpose: the number of sessions and messages, branch and path lists, the lesson id.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .lesson_text import _label, quote_steps
-from .observation import is_observation
+from openmemory_protocol import claims as claim_rules
+
+from .lesson_text import quote_steps
 from .redact import Identity, scrub
 
-__all__ = ["CommonsText", "commons_text", "KINDS", "MAX_TEXT_BYTES"]
+__all__ = ["CommonsText", "commons_text", "commons_claim", "KINDS", "MAX_TEXT_BYTES"]
 
 #: The lesson kinds that have a commons form.
-KINDS = ("error", "correction")
+KINDS = ("error",)
 #: The wire's limit for a lesson text (PROTOCOL.md, "Lesson").
-MAX_TEXT_BYTES = 512
+MAX_TEXT_BYTES = claim_rules.MAX_TEXT_BYTES
 
 
 @dataclass(frozen=True)
 class CommonsText:
-    """A lesson's commons text, or None and why there is none."""
+    """A lesson's commons form (its claim and the claim's text), or None and why there is none.
+    ``notes``: what was left out on the way (a fix never published), for the report."""
 
     text: str | None
     why: str | None = None
+    claim: claim_rules.Claim | None = None
+    notes: tuple[str, ...] = ()
 
 
-def _pick(candidates: list[str]) -> str | None:
-    for text in candidates:
-        if text and len(text.encode("utf-8")) <= MAX_TEXT_BYTES and is_observation(text):
-            return text
-    return None
+def _redact(text: str, ident: Identity, part: str) -> str:
+    """One part, redacted: :func:`openmemory_local.redact.commons_scrub` (the allow-list) when
+    this build has it, else the identity scrub."""
+    from . import redact
+
+    allow = getattr(redact, "commons_scrub", None)
+    if allow is not None:
+        return " ".join(allow(text, ident, part)[0].split())
+    return " ".join(scrub(text, ident).split())
 
 
 def commons_text(details: dict, ident: Identity) -> CommonsText:
     """The commons form of a lesson (see the module docstring)."""
     kind = details.get("kind")
-    if kind == "error":
-        return _error_text(details, ident)
     if kind == "correction":
-        return _correction_text(details, ident)
-    return CommonsText(None, f"lessons of kind {kind!r} have no commons form")
+        return CommonsText(None, "a correction is the person's preference: it stays in the personal layer")
+    if kind != "error":
+        return CommonsText(None, f"lessons of kind {kind!r} have no commons form")
+    if details.get("failure") in ("rejected", "interrupted"):
+        return CommonsText(None, "a call the person rejected or interrupted is a preference: it stays personal")
+    return commons_claim(details, ident)
 
 
-def _subject(details: dict, ident: Identity) -> dict:
+def _situation(details: dict, ident: Identity) -> tuple[str | None, str | None]:
     raw = details.get("subject") or {}
-    heads = [h for h in (scrub(str(h), ident) for h in raw.get("heads") or []) if h]
-    tool = scrub(str(raw.get("tool") or ""), ident) or None
-    return {"heads": heads, "tool": tool}
+    heads = []
+    for head in raw.get("heads") or []:
+        cleaned = _redact(str(head), ident, "situation")
+        if cleaned and cleaned not in heads:
+            heads.append(cleaned)
+    if heads:
+        return " && ".join(heads[:3]), None
+    tool = str(raw.get("tool") or "")
+    if not tool or tool.startswith("hook:"):
+        return None, None
+    path = None
+    paths = [p for p in details.get("paths") or [] if p and p != "."]
+    if paths:
+        common = _common_prefix(paths)
+        path = _redact(common, ident, "path") if common else None
+    return tool, path or None
 
 
-def _error_text(details: dict, ident: Identity) -> CommonsText:
-    subject = _subject(details, ident)
-    if not subject["heads"] and not subject["tool"]:
-        return CommonsText(None, "no program or tool to name")
-    label = _label(subject)
-    failure = details.get("failure")
-    if failure in ("rejected", "interrupted"):
-        verb = "was rejected by the person" if failure == "rejected" else "was interrupted by the person"
-        text = _pick([f"{label} {verb}."])
-    else:
-        messages = details.get("messages") or []
-        message = scrub(str(messages[0].get("text") or ""), ident) if messages else ""
-        quoted = [f'{label} failed: "{q}"' for q in quote_steps(message) if len(q.split()) >= 2]
-        fixed = _resolution(details, ident)
-        # the quote with the resolution, the quote alone, the resolution alone, the bare fact
-        candidates = [f"{q}; {fixed}." for q in quoted] if fixed else []
-        candidates += quoted
-        if fixed:
-            candidates.append(f"{label} failed; {fixed}.")
-        candidates.append(f"{label} failed.")
-        text = _pick(candidates)
-    return CommonsText(text, None if text else "no form of the text passes the observation rule")
+def _common_prefix(paths: list[str]) -> str:
+    parts = [str(p).split("/") for p in paths]
+    common = []
+    for level in zip(*parts):
+        if len(set(level)) != 1:
+            break
+        common.append(level[0])
+    return "/".join(common)
 
 
-def _resolution(details: dict, ident: Identity) -> str:
-    """What made the failure go away (the top of ``details["resolutions"]``), scrubbed, without
-    how often or how soon; empty when none was seen or nothing of it survives the scrub."""
-    from .resolutions import phrase
-
+def _fix(details: dict, ident: Identity) -> tuple[str | None, str | None]:
+    """(fix_how, fix) of the top resolution, redacted; (None, None) when none was seen."""
     found = details.get("resolutions") or []
-    if not found or not isinstance(found[0], dict) or not found[0].get("kind"):
-        return ""
+    if not found or not isinstance(found[0], dict):
+        return None, None
     top = found[0]
-    command = scrub(str(top.get("command") or ""), ident)
-    after = [a for a in (scrub(str(step), ident) for step in (top.get("after") or [])[:3]) if a]
-    if top["kind"] != "retry" and not command:
-        return ""
-    return phrase({"kind": top["kind"], "command": command, "after": after, "went_away": top.get("went_away")},
-                  timing=False)
+    kind = top.get("kind")
+    if kind in ("changed", "instead"):
+        command = _redact(str(top.get("command") or ""), ident, "command")
+        return (kind, command) if command else (None, None)
+    if kind != "retry":
+        return None, None
+    after = [str(a) for a in top.get("after") or []]
+    steps = [a for a in after if not a.startswith("edited ")]
+    if steps:
+        step = _redact(steps[0], ident, "command")
+        return ("after", step) if step else (None, None)
+    if after:
+        path = _redact(after[0][len("edited "):], ident, "path")
+        return ("edited", path) if path else (None, None)
+    return "retried", None
 
 
-def _correction_text(details: dict, ident: Identity) -> CommonsText:
-    said = scrub(str(details.get("said") or ""), ident)
-    action = scrub(str(details.get("action_label") or ""), ident)
-    after = f", after it ran {action}" if action else ""
-    candidates = [f'The person corrected the agent, saying "{q}"{after}.' for q in quote_steps(said) if q.strip()]
-    if action:
-        candidates.append(f"The person corrected the agent after it ran {action}.")
-    if not candidates:
-        return CommonsText(None, "nothing specific to share: no words of the person, no action")
-    text = _pick(candidates)
-    return CommonsText(text, None if text else "no form of the text passes the observation rule")
+def commons_claim(details: dict, ident: Identity) -> CommonsText:
+    """The claim of an error lesson (see the module docstring)."""
+    situation, path = _situation(details, ident)
+    if situation is None:
+        return CommonsText(None, "no program or tool to name")
+    messages = details.get("messages") or []
+    message = _redact(str(messages[0].get("text") or ""), ident, "failure") if messages else ""
+    how, fix = _fix(details, ident)
+    notes: list[str] = []
+    if fix is not None:
+        unsafe = claim_rules.unsafe_command(fix)
+        if unsafe is not None:
+            notes.append(f"its fix `{fix[:80]}` {unsafe[1]} ({unsafe[0]}): never published, the claim goes without it")
+            how, fix = None, None
+    fixes = [(how, fix), (None, None)] if how is not None else [(None, None)]
+    last: claim_rules.ClaimError | None = None
+    fix_error: claim_rules.ClaimError | None = None
+    for fix_how, fix_text in fixes:
+        for quote in quote_steps(message):
+            if len(quote.split()) < 2:
+                continue
+            claim = claim_rules.Claim(situation=situation, path=path, failure=quote, fix=fix_text, fix_how=fix_how)
+            last = claim_rules.claim_violation(claim)
+            if last is None:
+                if fix_how is None and fix_error is not None:
+                    notes.append(f"its fix did not pass the claim's checks ({fix_error}): published without it")
+                return CommonsText(claim_rules.render(claim), None, claim, tuple(notes))
+            if fix_how is not None and last.part in ("fix", "fix_how"):
+                fix_error = last
+    why = f"no form of the claim passes its checks ({last})" if last else "no failure line of two words or more to quote"
+    return CommonsText(None, why, None, tuple(notes))

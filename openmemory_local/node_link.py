@@ -215,12 +215,12 @@ class NodeLink:
 
 #: The node's key lists: ``trust`` (whose attestations count) and ``revokers`` (whose
 #: revocations take effect here).
-KEY_LISTS = ("trust", "revokers")
+KEY_LISTS = ("trust", "revokers", "team", "blocked")
 
 
 def _key_list(name: str) -> str:
     if name not in KEY_LISTS:
-        raise ValueError(f"unknown key list {name!r} (trust or revokers)")
+        raise ValueError(f"unknown key list {name!r} ({', '.join(KEY_LISTS)})")
     return name
 
 

@@ -9,10 +9,12 @@ Nothing is ever published by default. A project family is opted in with :func:`e
    ``Config.publish_min_strength`` (1.5 by default: one step above a new lesson, so a
    failure met in a third session, or a lesson whose prediction came true once; a single
    correction, 1.0, stays local until it is confirmed) gets its commons form
-   (:mod:`openmemory_local.commons_form`). That text must pass the observation rule
-   (:func:`openmemory_local.observation.check_observation`) and the redaction gate
-   (:func:`openmemory_local.redact.gate`, with this machine's :class:`Identity`); a text that
-   fails either is *held back*: never sent, listed in the morning report with the reason.
+   (:mod:`openmemory_local.commons_form`): a claim (situation, failure, fix; corrections have
+   none: they stay personal), each part redacted, rendered to its one text. The claim must pass
+   the claim rules (:func:`openmemory_protocol.claims.claim_violation`, as every receiver
+   checks it) and the redaction gate (:func:`openmemory_local.redact.gate`, with this machine's
+   :class:`Identity`); one that fails either is *held back*: never sent, listed in the morning
+   report with the reason.
    A lesson whose text is what it last published needs nothing; one whose text changed
    publishes a new record with ``derived_from`` naming the previous one; a text another of
    this engine's lessons already publishes is not sent twice.
@@ -56,6 +58,8 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Callable
+
+from openmemory_protocol.claims import claim_violation
 
 from .clock import epoch, iso
 from .commons_form import commons_text
@@ -471,12 +475,12 @@ def plan(store, now: datetime, context: _Context | None = None, *, families: lis
             out.append(c)
             continue
         c.text = form.text
-        try:
-            check_observation(form.text)
-        except NotAnObservation as exc:
-            c.action, c.reasons = "held", [f"not an observation: {exc}"]
+        violation = claim_violation(form.claim) if form.claim is not None else None
+        if violation is not None:  # (commons_text made it pass: a second look, as the node will)
+            c.action, c.reasons = "held", [f"not a claim: {violation}"]
             out.append(c)
             continue
+        c.reasons = list(form.notes)
         findings = gate(form.text, context.identity(fam, details))
         if findings:
             c.action, c.reasons = "held", [str(f) for f in findings]

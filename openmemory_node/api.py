@@ -5,8 +5,10 @@
     GET  /v1/peers                connected and known peers, with score and graylist state
     GET  /v1/records              ?type= &kind= &status= &author= &limit= &before=
     GET  /v1/records/{id}         one record with its status and arrival
-    POST /v1/lessons              {text, kind, strength?, provenance?, derived_from?, created?}: sign, store,
-                                  publish (``created`` fixed by the caller makes a retry the same record)
+    POST /v1/lessons              {claim | text, kind, strength?, provenance?, derived_from?, created?}: sign,
+                                  store, publish (``created`` fixed by the caller makes a retry the same
+                                  record). A lesson of kind error is a claim (a version 2 record): its
+                                  parts (``claim``) or the sentence that renders them (``text``, parsed)
     POST /v1/records              {cbor: hex}: a record signed elsewhere: validate, store, publish
     POST /v1/fetch                {id, peer?}: ask peers (or one, by peer id or multiaddr) for a record
 
@@ -24,6 +26,8 @@ from __future__ import annotations
 import hashlib
 import re
 from typing import Any
+
+from openmemory_protocol import claims
 
 from . import __version__, wire
 from .host import peer_info
@@ -74,6 +78,42 @@ def resolve_id(store: Any, value: Any, name: str = "id", extra: Any = ()) -> byt
         raise bad_request(f"{name} {text} is ambiguous: {len(found)}{'+' if len(found) > MAX_CANDIDATES else ''} "
                           f"records start with it; give more digits", "ambiguous-id", candidates=shown)
     return bytes.fromhex(found[0])
+
+
+#: What a claim's sentence looks like (claims.render), for a text that is not one.
+CLAIM_FORMS = (
+    '`PROGRAM` failed: "FAILURE LINE".',
+    '`PROGRAM` failed: "FAILURE LINE"; `FIX COMMAND` succeeded.',
+    '`PROGRAM` on `PATH` failed: "FAILURE LINE"; `OTHER COMMAND` succeeded on the same target.',
+    '`PROGRAM` failed: "FAILURE LINE"; the same call succeeded after `COMMAND`.',
+    '`PROGRAM` failed: "FAILURE LINE"; the same call succeeded after an edit of `PATH`.',
+    '`PROGRAM` failed: "FAILURE LINE"; the same call succeeded when tried again.',
+)
+
+
+def claim_from_text(text: str, kind: str) -> claims.Claim:
+    """The claim a lesson text renders (claims.parse), or 422 ``claim`` saying the expected form."""
+    claim = claims.parse(text, kind)
+    if claim is None:
+        raise HttpError(
+            422, "claim",
+            f"the text is not the rendering of a claim: a lesson of kind {kind} is published as a claim, "
+            f"and its text must be exactly one of these forms (backticks and double quotes included, "
+            f"one space after each colon and semicolon): {' | '.join(CLAIM_FORMS)}; or give its parts as "
+            f"claim {{situation, path?, failure, fix?, fix_how?}}",
+            expected=list(CLAIM_FORMS))
+    return claim
+
+
+def claim_from_body(parts: Any, kind: str) -> claims.Claim:
+    """The claim of a body's ``claim`` object, or 422 ``schema`` naming what is wrong with it."""
+    if not isinstance(parts, dict):
+        raise bad_request("claim must be an object of the claim's parts (situation, path?, failure, fix?, "
+                          "fix_how?)")
+    try:
+        return wire.claim_of({name: value for name, value in parts.items()})
+    except wire.WireError as exc:
+        raise HttpError(422, exc.code, exc.message) from None
 
 
 def ingest_response(node: NodeInterface, outcome: Any, data: bytes) -> tuple[int, Any]:
@@ -223,9 +263,9 @@ def install_v1(api: HttpServer, daemon: NodeInterface) -> None:
 
     @api.route("POST", "/v1/lessons")
     async def publish_lesson(req: Request) -> tuple[int, Any]:
-        body = req.fields({"text", "kind", "strength", "provenance", "derived_from", "created"})
-        text = body.string("text", required=True)
+        body = req.fields({"text", "claim", "kind", "strength", "provenance", "derived_from", "created"})
         kind = body.string("kind", required=True)
+        text = body.string("text", required="claim" not in body)
         strength = body.number("strength", 1.0, low=0, high=wire.MAX_STRENGTH / 1000)
         provenance = body.string("provenance")
         if provenance is not None and not re.fullmatch(r"[0-9a-fA-F]{64}", provenance):
@@ -234,14 +274,26 @@ def install_v1(api: HttpServer, daemon: NodeInterface) -> None:
         # retry (Ed25519 is deterministic): a retry after a crash is a duplicate (200), not a
         # second record. A time ahead of the clock is refused by validation (clock-skew).
         created = body.integer("created", int(daemon.clock()), low=wire.MIN_CREATED, high=wire.MAX_CREATED)
-        if provenance is None:
-            # No source episodes given (a lesson typed by a person): commit to the text.
-            provenance = hashlib.sha256(b"openmemory/manual/v1\x00" + text.encode("utf-8", "replace")).hexdigest()
         parents = [resolve_id(daemon.store, p, "derived_from")
                    for p in body.array("derived_from", max_items=wire.MAX_DERIVED_FROM)]
+        claim = None
+        if "claim" in body:
+            if kind not in wire.CLAIM_KINDS:
+                raise HttpError(422, "schema", f"a claim's kind is {' or '.join(wire.CLAIM_KINDS)}, not {kind[:40]!r}")
+            claim = claim_from_body(body.obj["claim"], kind)
+        elif kind in wire.CLAIM_KINDS:
+            # A lesson of a claim kind is a version 2 record: published by its sentence, parsed
+            claim = claim_from_text(text, kind)
+        if provenance is None:
+            # No source episodes given (a lesson typed by a person): commit to the text (a claim's
+            # rendering; new_lesson refuses a claim that is not one, and a text that is not its rendering).
+            shown = text
+            if claim is not None and claims.claim_violation(claim) is None:
+                shown = claims.render(claim)
+            provenance = hashlib.sha256(b"openmemory/manual/v1\x00" + (shown or "").encode("utf-8", "replace")).hexdigest()
         try:
             lesson = wire.new_lesson(
-                daemon.identity.signing_key, text=text, kind=kind,
+                daemon.identity.signing_key, text=text, kind=kind, claim=claim,
                 strength=wire.strength_milli(strength), provenance=provenance,
                 derived_from=sorted(set(parents)), created=created,
             )

@@ -1,6 +1,8 @@
 """The local API, version 1, part 2: the commons (attest, revoke, trust, vouch), sync, peers.
 
-    POST   /v1/attest                {id, verdict, met_before?, evidence?}: sign, store, publish
+    POST   /v1/attest                {id, failure?, fix?, exposed?, met_before?, evidence?}: sign a
+                                     version 2 attestation, store, publish; or {id, verdict, ...}:
+                                     version 1 for a version 1 lesson, else mapped to the parts
     POST   /v1/revoke                {id, reason_code?, reason?, local?}: sign and publish, or
                                      (local) revoke here only
     DELETE /v1/revoke/{id}           lift a local revocation
@@ -27,7 +29,7 @@ from . import wire
 from .api import ingest_response, record_view, resolve_id
 from .commons import CONFIRMED, FAILED, Commons
 from .host import peer_info
-from .httpserver import HttpError, HttpServer, Request
+from .httpserver import HttpError, HttpServer, Request, bad_request
 from .identity import parse_public_key, peer_id_of
 from .interface import NodeInterface
 from .reconnect import transport_addr
@@ -87,30 +89,49 @@ def install_commons(api: HttpServer, daemon: NodeInterface) -> None:
     # -- attest ------------------------------------------------------------------------------
     @api.route("POST", "/v1/attest")
     async def attest(req: Request) -> tuple[int, Any]:
-        body = req.fields({"id", "verdict", "met_before", "evidence"})
+        body = req.fields({"id", "verdict", "failure", "fix", "exposed", "met_before", "evidence"})
         idb = resolve_id(daemon.store, body.string("id", required=True))
-        verdict = body.choice("verdict", (CONFIRMED, FAILED), required=True)
-        met_before = body.boolean("met_before", False)
-        given = body.object("evidence", {"sessions", "matched", "window"})
-        if given is None:
-            evidence = {"sessions": 1, "matched": 1 if verdict == CONFIRMED else 0,
-                        "window": DEFAULT_EVIDENCE_WINDOW}
+        by_parts = "failure" in body or "fix" in body or "exposed" in body
+        if by_parts and "verdict" in body:
+            raise bad_request("give either verdict (version 1) or failure and fix (version 2), not both")
+        if by_parts:
+            failure = body.choice("failure", wire.PART_VERDICTS, "untested")
+            fix = body.choice("fix", wire.PART_VERDICTS, "untested")
+            exposed = body.boolean("exposed", False)
         else:
-            sessions = given.integer("sessions", required=True, low=0, high=wire.MAX_EVIDENCE_COUNT)
-            evidence = {
-                "sessions": sessions,
-                "matched": given.integer("matched", required=True, low=1 if verdict == CONFIRMED else 0,
-                                         high=sessions),
-                "window": given.integer("window", required=True, low=1, high=wire.MAX_EVIDENCE_WINDOW),
-            }
+            verdict = body.choice("verdict", (CONFIRMED, FAILED), required=True)
+        met_before = body.boolean("met_before", False)
         row = daemon.store.get_by_idb(idb)
         if row is None:
             raise HttpError(404, "not-found", f"no lesson {idb.hex()} here (fetch it first)")
         if row.type != "lesson":
             raise HttpError(422, "not-a-lesson", f"{idb.hex()} is a {row.type}; attest lessons")
+        version = wire.decode(row.data).version
+        if version == 1 and by_parts:
+            raise HttpError(422, "lesson-version", f"{idb.hex()} is a version 1 lesson, which has no parts: "
+                            "attest it with verdict (confirmed or failed)")
+        if version != 1 and not by_parts:
+            # a version 2 lesson gets a version 2 attestation: the verdict is about its failure
+            failure, fix, exposed = verdict, "untested", False
+        confirms = (verdict == CONFIRMED) if version == 1 else CONFIRMED in (failure, fix)
+        given = body.object("evidence", {"sessions", "matched", "window"})
+        if given is None:
+            evidence = {"sessions": 1, "matched": 1 if confirms else 0, "window": DEFAULT_EVIDENCE_WINDOW}
+        else:
+            sessions = given.integer("sessions", required=True, low=0, high=wire.MAX_EVIDENCE_COUNT)
+            evidence = {
+                "sessions": sessions,
+                "matched": given.integer("matched", required=True, low=1 if confirms else 0, high=sessions),
+                "window": given.integer("window", required=True, low=1, high=wire.MAX_EVIDENCE_WINDOW),
+            }
         try:
-            record = wire.new_attestation(daemon.identity.signing_key, lesson_id=idb, verdict=verdict,
-                                          met_before=met_before, evidence=evidence, created=now())
+            if version == 1:
+                record = wire.new_attestation(daemon.identity.signing_key, lesson_id=idb, verdict=verdict,
+                                              met_before=met_before, evidence=evidence, created=now())
+            else:
+                record = wire.new_attestation(daemon.identity.signing_key, lesson_id=idb, failure=failure, fix=fix,
+                                              exposed=exposed, met_before=met_before, evidence=evidence,
+                                              created=now())
         except wire.WireError as exc:
             raise HttpError(422, exc.code, exc.message) from None
         status, view = sign_and_ingest(record)

@@ -32,7 +32,7 @@ from typing import Any, NoReturn
 from . import config as config_mod
 from .client import ApiError, ApiUnavailable, Client
 from .status import ALL_STATUSES
-from .wire.limits import KIND_PATTERN, KNOWN_KINDS, REASON_CODES, RECORD_TYPES
+from .wire.limits import KIND_PATTERN, KNOWN_KINDS, PART_VERDICTS, REASON_CODES, RECORD_TYPES
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_NO_DAEMON, EXIT_NOT_FOUND, EXIT_REFUSED = 0, 1, 2, 3, 4, 5
 
@@ -510,11 +510,23 @@ def _print_record(v: dict[str, Any]) -> None:
     for key, value in record.items():
         if key in ("id", "type", "kind"):
             continue
+        if key == "claim" and isinstance(value, dict):  # a version 2 lesson: its parts, one a line
+            for part, text in value.items():
+                print(f"  {'claim.' + part:<12} {text}")
+            continue
         print(f"  {key:<12} {value}")
 
 
 def cmd_publish(args: argparse.Namespace) -> int:
-    body: dict[str, Any] = {"text": args.text, "kind": args.kind, "strength": args.strength}
+    body: dict[str, Any] = {"kind": args.kind, "strength": args.strength}
+    if args.claim is not None:
+        try:
+            body["claim"] = json.loads(args.claim)
+        except ValueError as exc:
+            print(f"--claim is not JSON: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+    else:
+        body["text"] = args.text
     if args.provenance:
         body["provenance"] = args.provenance
     if args.derived_from:
@@ -538,11 +550,21 @@ def cmd_fetch(args: argparse.Namespace) -> int:
 
 
 def cmd_attest(args: argparse.Namespace) -> int:
-    body: dict[str, Any] = {"id": args.id, "verdict": "confirmed" if args.confirmed else "failed",
-                            "met_before": args.met_before}
+    body: dict[str, Any] = {"id": args.id, "met_before": args.met_before}
+    by_parts = args.failure is not None or args.fix is not None or args.exposed
+    if by_parts == (args.confirmed or args.failed):
+        print("give --confirmed or --failed (the lesson's prediction), or the parts: --failure and/or --fix "
+              "(confirmed, failed or untested) and --exposed", file=sys.stderr)
+        return EXIT_USAGE
+    if by_parts:
+        body.update(failure=args.failure or "untested", fix=args.fix or "untested", exposed=args.exposed)
+        confirms = "confirmed" in (body["failure"], body["fix"])
+    else:
+        body["verdict"] = "confirmed" if args.confirmed else "failed"
+        confirms = args.confirmed
     if args.sessions is not None or args.matched is not None or args.window_days is not None:
         sessions = args.sessions if args.sessions is not None else 1
-        matched = args.matched if args.matched is not None else (1 if args.confirmed else 0)
+        matched = args.matched if args.matched is not None else (1 if confirms else 0)
         window = round((args.window_days if args.window_days is not None else 14) * 86400)
         body["evidence"] = {"sessions": sessions, "matched": matched, "window": window}
     data = _call(_client(args), "POST", "/v1/attest", body)
@@ -717,7 +739,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("show", "show one record by id (or an unambiguous prefix of it)", cmd_show)
     p.add_argument("id")
     p = command("publish", "sign a lesson with the node's key, store it and gossip it", cmd_publish)
-    p.add_argument("--text", required=True, help="an observation, never an instruction")
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument("--text", help="an observation, never an instruction; of kind error, the sentence of a "
+                      "claim: `PROGRAM` failed: \"FAILURE LINE\"; `FIX` succeeded.")
+    what.add_argument("--claim", metavar="JSON", help="a claim's parts: {\"situation\", \"path\"?, \"failure\", "
+                      "\"fix\"?, \"fix_how\"?} (kind error)")
     p.add_argument("--kind", required=True, type=_kind, help=f"e.g. {', '.join(KNOWN_KINDS)}")
     p.add_argument("--strength", type=float, default=1.0, help="0 to 1000 (default 1)")
     p.add_argument("--provenance", help="64 hex digits committing to the source episodes")
@@ -727,9 +753,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--peer", help="ask only this peer id")
     p = command("attest", "sign an attestation: did the lesson predict what your sessions met?", cmd_attest)
     p.add_argument("id", help="the lesson's id")
-    verdict = p.add_mutually_exclusive_group(required=True)
+    verdict = p.add_mutually_exclusive_group()
     verdict.add_argument("--confirmed", action="store_true", help="its prediction held")
     verdict.add_argument("--failed", action="store_true", help="its prediction failed")
+    p.add_argument("--failure", choices=PART_VERDICTS,
+                   help="a claim's failure part: met in your own session (confirmed), not (failed), or untested")
+    p.add_argument("--fix", choices=PART_VERDICTS,
+                   help="a claim's fix part: your own session resolved the failure that way (confirmed)...")
+    p.add_argument("--exposed", action="store_true",
+                   help="the lesson was shown (rendered) where the evidence came from")
     p.add_argument("--met-before", action="store_true",
                    help="you had met the surprise before you received the lesson (then your vote "
                    "is not independent, and the built-in policies do not count it)")

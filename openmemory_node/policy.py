@@ -98,6 +98,11 @@ BLOCKED_KEY = "blocked-key"  # signed by an author the operator blocked (openmem
 WIRE_ERROR_ACTIONS: dict[str, Action] = {
     "clock-skew": Action.IGNORE,  # created too far ahead: maybe our clock, maybe theirs
     "version": Action.IGNORE,  # a version we do not know: a newer peer, not a bad one
+    # A version 2 lesson whose claim is malformed or whose text is not its rendering (claim), or
+    # whose parts hold a command that never arrives from strangers (unsafe): refused with the
+    # invalid penalty, like a bad signature (every implementation renders and checks the same).
+    "claim": Action.REJECT,
+    "unsafe": Action.REJECT,
 }
 
 

@@ -231,7 +231,12 @@ _WORD = re.compile(r"[A-Za-z0-9._][A-Za-z0-9._+:@=/-]{0,63}\Z")
 # printable, one line: no C0/C1 control, no format character, no line or paragraph separator
 _BAD_CHAR = re.compile("[\x00-\x1f\x7f-\x9f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff"
                        "\ufff9-\ufffb`\"]")
-_LETTER = re.compile(r"[^\W\d_]")
+
+
+def _has_letter(text: str) -> bool:
+    """A code point of general category L (Lu, Ll, Lt, Lm, Lo): the same answer in every
+    language's Unicode tables, unlike a regex's idea of a word character."""
+    return any(unicodedata.category(c)[0] == "L" for c in text)
 
 
 def _is_tool(situation: str) -> bool:
@@ -293,7 +298,7 @@ def check_claim(claim: Claim) -> Claim:
     if claim.path is not None:
         _path(claim.path)
     _line("failure", claim.failure, 2, MAX_FAILURE_BYTES)
-    if _LETTER.search(claim.failure) is None:
+    if not _has_letter(claim.failure):
         raise ClaimError("claim", "failure", "a failure holds at least one letter")
     if claim.fix_how is None:
         if claim.fix is not None:
@@ -356,7 +361,9 @@ FAILURE_MARKERS: tuple[tuple[str, str], ...] = (
      r"|\b(?:the|an?|this|any) (?:ai|agent|assistant|model|llm|claude|codex|gemini) (?:must|should|shall|will|needs? to)\b"),
     ("a base64 run", r"[a-z0-9+/]{60,}={0,2}"),
 )
-_MARKERS = tuple((what, re.compile(pattern)) for what, pattern in FAILURE_MARKERS)
+# ASCII: \b, \d, \s, \S and \w mean what they mean in a JavaScript regex without the u flag
+# (spec/js/verify.mjs runs these patterns as they are), whatever the text holds.
+_MARKERS = tuple((what, re.compile(pattern, re.ASCII)) for what, pattern in FAILURE_MARKERS)
 _ASCII_LOWER = str.maketrans({c: c.lower() for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZ"})
 
 
@@ -441,7 +448,7 @@ UNSAFE_COMMANDS: tuple[tuple[str, str, str], ...] = (
      r"|/dev/(?:tcp|udp)/|(?:^| )(?:scp|rsync|sftp)\b[^;&|]* [a-z0-9._-]*@?[a-z0-9.<>_-]+:\S*(?: |$)"
      r"|(?:^| )(?:sendmail|mail|mutt)\b"),
 )
-_UNSAFE = tuple((code, why, re.compile(pattern)) for code, why, pattern in UNSAFE_COMMANDS)
+_UNSAFE = tuple((code, why, re.compile(pattern, re.ASCII)) for code, why, pattern in UNSAFE_COMMANDS)
 _OPERATORS = re.compile(r"\s*(\|\||&&|\||;|&|\(|\))\s*")
 
 
@@ -483,7 +490,8 @@ def failure_key(failure: str) -> str:
 
 
 def command_key(command: str) -> str:
-    """A command's programs in order, each with its arguments as a sorted set (C6)."""
+    """A command's programs in order, each with its words (subcommand, options, arguments) as a
+    sorted set (C6): ``npm ci --force`` and ``npm --force ci`` are one command."""
     form = _PLACEHOLDER.sub("<>", _command_form(command))
     segments, current = [], []
     for word in form.split(" "):
@@ -501,8 +509,7 @@ def command_key(command: str) -> str:
         if len(seg) == 1 and seg[0] in ("|", "||", "&&", ";", "&", "(", ")"):
             out.append(seg[0])
             continue
-        head = seg[:2] if len(seg) > 1 and not seg[1].startswith("-") and "/" not in seg[1] else seg[:1]
-        out.append(" ".join(head + sorted(set(seg[len(head):]))))
+        out.append(" ".join(seg[:1] + sorted(set(seg[1:]))))  # the program, then its words as a set
     return " ".join(out)
 
 

@@ -1,7 +1,8 @@
 """Decoding, verification and validation of records: the checks, in the protocol's order.
 
 Validation order (PROTOCOL.md, "Validation"): size, encoding, version, type, schema, id (when
-one is expected), clock skew, observation rule, signature. Cheap checks first, so that the
+one is expected), clock skew, observation rule (for a version 2 lesson: the claim rules, codes
+``claim`` and ``unsafe``), signature. Cheap checks first, so that the
 one expensive step, the Ed25519 verification, only runs on records that pass everything else.
 """
 
@@ -21,7 +22,7 @@ from . import cbor, limits
 from .errors import WireError
 from .ids import parse_id
 from .limits import DEFAULT_MAX_SKEW, MAX_RECORD_BYTES
-from .records import RECORD_CLASSES, Evidence, Record, _RecordBase, observation_error, record_from_map, signing_message
+from .records import RECORD_CLASSES, Evidence, Record, _RecordBase, record_from_map, signing_message, text_error
 
 __all__ = ["decode", "validate", "verify", "verify_unsigned", "verify_signature", "verify_signatures", "check_size"]
 
@@ -97,7 +98,8 @@ def _verify(record: Record, now: int, max_skew: int, spans: dict | None) -> Reco
 
 
 def _check_unsigned(record: Record, now: int, max_skew: int, spans: dict | None) -> bytes:
-    """Clock skew and the observation rule; returns the signed message."""
+    """Clock skew and step 8 (the observation rule; a version 2 lesson's claim rules); returns
+    the signed message."""
     if type(now) is not int or type(max_skew) is not int or max_skew < 0:
         raise TypeError("now and max_skew are integer seconds (max_skew >= 0)")
     if record.created > now + max_skew:
@@ -106,7 +108,7 @@ def _check_unsigned(record: Record, now: int, max_skew: int, spans: dict | None)
             f"created {record.created - now} s in the future (tolerance {max_skew} s)",
             field="created",
         )
-    error = observation_error(record)
+    error = text_error(record)
     if error is not None:
         raise error
     return signing_message(record, spans)

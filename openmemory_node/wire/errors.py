@@ -17,12 +17,18 @@ ERROR_CODES: dict[str, str] = {
     "encoding": "not well-formed, deterministic CBOR in the v1 data model (tags, floats, null, "
     "indefinite lengths, non-shortest heads, unsorted or duplicate map keys, trailing bytes, "
     "invalid UTF-8, nesting deeper than 2), or not valid JSON for the JSON form",
-    "version": "the record's version is not one this implementation knows (only 1)",
+    "version": "the record's version is not one this implementation knows for its type (lessons and "
+    "attestations: 1 and 2; revocations and vouches: 1)",
     "type": "the record's type is not lesson, attestation, revocation or vouch",
     "schema": "a field is missing, unknown, of the wrong type or outside its limits",
     "id": "the record's id is not the id that was claimed or asked for",
     "clock-skew": "the record was created too far in the future",
     "observation": "a text field instructs instead of observing (the observation rule)",
+    "claim": "a version 2 lesson's claim is malformed (a part's shape, a quoted failure that carries what "
+    "only a prompt carries) or its text is not the rendering of its parts",
+    "unsafe": "a part of a version 2 lesson's claim is a command that never arrives from strangers "
+    "(runs downloaded code, disables verification, escalates privileges, force-pushes a default branch, "
+    "deletes outside the project, sends data out)",
     "signature": "the signature does not verify under the signer's key and the record type's domain",
 }
 

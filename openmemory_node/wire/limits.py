@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
-#: The only version this implementation reads and writes.
+#: Version 1: every record type. The strict C decoder (``_cbor_c``) reads this version's shapes;
+#: every other version takes the general Python path.
 VERSION = 1
+#: Version 2: a lesson is a typed claim, an attestation says which parts it confirms
+#: (PROTOCOL.md, "Claims" and "Versions"). Version 1 records stay valid, unchanged, forever.
+VERSION_2 = 2
+#: The versions each record type has. A version another type has (a version 2 revocation) is
+#: ``version``, like a version nobody has.
+VERSIONS: dict[str, tuple[int, ...]] = {"lesson": (1, 2), "attestation": (1, 2), "revocation": (1,), "vouch": (1,)}
+KNOWN_VERSIONS = (1, 2)
 
 #: Longest encoded record, in bytes. The largest lesson the field limits below allow encodes
 #: to 1,356 bytes (tests/wire check it), so this leaves room, and bounds what a peer can send.
@@ -47,5 +55,10 @@ ID_BYTES = 34
 ID_TEXT_LENGTH = 68
 
 VERDICTS = ("confirmed", "failed")
+#: A version 2 attestation's answer per part of the claim (its ``failure`` and its ``fix``).
+PART_VERDICTS = ("confirmed", "failed", "untested")
+#: The kinds of a version 2 lesson: only errors are claims about the world (a correction is a
+#: person's preference and stays personal).
+CLAIM_KINDS = ("error",)
 REASON_CODES = ("incorrect", "harmful", "instruction", "private", "spam", "withdrawn", "other")
 RECORD_TYPES = ("lesson", "attestation", "revocation", "vouch")

@@ -21,7 +21,7 @@ from openmemory_local.config import Config
 from openmemory_local.episodes import project_dir
 from openmemory_local.render import memory_dir_for, render
 from openmemory_local.store import Store
-from tests.local.test_commons import NODE, entry, rid
+from tests.local.test_commons import NODE, PYTEST, TEAM, entry, rid, take
 from tests.local.test_sleep import add, at, session
 
 HOOK = [sys.executable, "-P", "-m", "openmemory_local.integrations.session_start"]
@@ -66,10 +66,10 @@ def _engine(tmp_path: Path, node_home: Path, extra: str = "") -> tuple[Path, dic
     (data / "config.toml").write_text(f'[node]\nhome = "{node_home}"\n{extra}')
     with Store.open(Config(home=data, claude_dir=claude)) as store:
         add(store, session("s1", 0, ["git push", "pytest"], cwd=APP))
-        apply_changes(store, [entry(1), entry(2, '`pytest` failed: "E   ImportError"')], NODE, at(1))
+        take(store, [entry(1, author=TEAM), entry(2, PYTEST, author=TEAM)])  # the team's: shown unverified
         render(store, at(1))
         # the store learns that lesson 1 was revoked, but no render ran since
-        apply_changes(store, [dict(entry(1, status="revoked"), change=5)], NODE, at(2))
+        apply_changes(store, [dict(entry(1, status="revoked", author=TEAM), change=5)], NODE, at(2))
     env = dict(os.environ, HOME=str(tmp_path / "user"), CLAUDE_CONFIG_DIR=str(claude))
     env.pop("OPENMEMORY_HOME", None)
     return data, env, memory_dir_for(claude, APP)

@@ -96,7 +96,8 @@ def test_two_machines_one_group_two_authors(cluster, low_homes, tmp_path):
         assert om("publish", "enable", worktree, "--home", home)[0] == 0
         results.append(om_json("publish", "--home", home, "--node-home", node.home, "--now", NOW))
     sent = [sorted(r["record"] for r in result["sent"]) for result in results]
-    assert len(sent[0]) == len(sent[1]) >= 5 and not set(sent[0]) & set(sent[1])
+    # (error lessons only: a correction or a rejected call is a preference and stays personal)
+    assert len(sent[0]) == len(sent[1]) >= 3 and not set(sent[0]) & set(sent[1])
     with open_store(homes[0]) as sa, open_store(homes[1]) as sb:
         mine = {t for (t,) in sa.conn.execute("SELECT text FROM published")}
         theirs = {t for (t,) in sb.conn.execute("SELECT text FROM published")}
@@ -122,7 +123,7 @@ def test_changed_text_derives_revoke_veto_disable_and_provenance(cluster, low_ho
     home = copy_home(low_homes[0], tmp_path / "home")
     args = ("--home", home, "--node-home", node.home, "--now", NOW)
     assert om("publish", "enable", WORKTREE, "--home", home)[0] == 0
-    assert len(om_json("publish", *args)["sent"]) >= 5
+    assert len(om_json("publish", *args)["sent"]) >= 3  # (error lessons: corrections stay personal)
     with open_store(home, node.home) as store:
         rows = {lid: (rid, text) for rid, lid, text in store.conn.execute(
             "SELECT record_id, lesson_id, text FROM published")}

@@ -58,7 +58,7 @@ def test_no_node_nothing_fails_and_the_owner_is_told(low_home, tmp_path):
     absent = tmp_path / "no-node"
     assert om("publish", "enable", WORKTREE, "--home", home)[0] == 0
     result = om_json("publish", "--home", home, "--node-home", absent, "--now", NOW)
-    assert result["sent"] == [] and result["waiting"] == len(result["queued"]) >= 5 and result["unavailable"]
+    assert result["sent"] == [] and result["waiting"] == len(result["queued"]) >= 3 and result["unavailable"]
     assert "openmemory-node init" in result["error"]
     # a second try does not queue again: the rows wait with their fields fixed
     with open_store(home) as store:
@@ -85,7 +85,7 @@ def test_opting_out_mid_send_asks_the_node_what_landed(cluster, low_home, tmp_pa
         queue(store, now(), plan(store, now()))
         rows = store.conn.execute("SELECT id, text, kind, strength, provenance, derived_from, created, lesson_id "
                                   "FROM publish_queue ORDER BY id").fetchall()
-        assert len(rows) >= 5
+        assert len(rows) >= 3
         # The first row was sent and landed, the second was tried and did not; then the
         # process died before recording either.
         landed = rows[0]

@@ -55,7 +55,8 @@ def test_wire_imports_without_the_node_extra():
 
 def test_error_codes_are_stable_and_documented():
     assert list(wire.ERROR_CODES) == [
-        "size", "encoding", "version", "type", "schema", "id", "clock-skew", "observation", "signature",
+        "size", "encoding", "version", "type", "schema", "id", "clock-skew", "observation", "claim", "unsafe",
+        "signature",
     ]
     error = wire.WireError("schema", "kind must match", field="kind")
     assert error.code == "schema" and error.field == "kind" and "kind must match" in str(error)
@@ -196,8 +197,11 @@ def test_direct_construction_checks_fields(records):
     with pytest.raises(wire.WireError):
         dataclasses.replace(lesson, kind="NOT A KIND")
     with pytest.raises(wire.WireError) as exc:
-        dataclasses.replace(lesson, version=2)
+        dataclasses.replace(lesson, version=3)
     assert exc.value.code == "version"
+    with pytest.raises(wire.WireError) as exc:  # version 2 exists: a lesson without its claim
+        dataclasses.replace(lesson, version=2)
+    assert exc.value.code == "schema"
     # A replace that keeps the fields valid but changes content needs a new signature.
     changed = dataclasses.replace(lesson, strength=9000)
     assert codes(lambda: wire.verify(changed, now=NOW)) == "signature"
@@ -333,7 +337,7 @@ def test_json_without_id_is_accepted_and_wrong_id_is_refused(records):
         (lambda o: o.update(derived_from="1220"), "schema"),
         (lambda o: o.update(extra=1), "schema"),
         (lambda o: o.pop("kind"), "schema"),
-        (lambda o: o.update(version=2), "version"),
+        (lambda o: o.update(version=3), "version"),
         (lambda o: o.update(type="note"), "type"),
     ],
 )
