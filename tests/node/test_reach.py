@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import tomllib
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import AsyncIterator
@@ -59,6 +60,21 @@ def test_reach_sections_are_checked():
                 {"discovery": {"mdns": "yes"}}, {"relay": {"unknown": 1}}):
         with pytest.raises(ConfigError):
             from_dict(bad)
+
+
+def test_init_public_node_fills_bootstrap_relays_and_rendezvous(tmp_path):
+    from .harness import cli
+
+    home = tmp_path / "n"
+    addr = f"/ip4/203.0.113.7/tcp/4771/p2p/{RELAY}"  # documentation range: never dialled here
+    cli(home, "init", "--api", "127.0.0.1:0", "--public-node", addr)
+    cfg = tomllib.loads((home / "config.toml").read_text())
+    assert cfg["node"]["bootstrap"] == [addr]
+    assert cfg["reachability"]["relays"] == [addr]
+    assert cfg["discovery"]["rendezvous"] == [addr]
+    assert cfg["discovery"]["mdns"] is False
+    bad = cli(home, "init", "--public-node", "/ip4/203.0.113.7/tcp/4771", check=False)
+    assert bad.returncode != 0 and "/p2p/" in bad.stderr
 
 
 # -- rendezvous on loopback: one well-known address is enough -----------------------------------
