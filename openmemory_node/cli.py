@@ -337,7 +337,31 @@ def cmd_status(args: argparse.Namespace) -> int:
     if sy:
         print(f"sync       every {sy['interval']:g} s; {sy['initiated']} sessions run, {sy['served']} served, "
               f"{sy['received']} records received, {sy['bytes_sent'] + sy['bytes_received']} bytes")
+    for line in _reach_lines(_home(args)):
+        print(line)
     return EXIT_OK
+
+
+def _reach_lines(home: Path) -> list[str]:
+    """Reachability, relays and discovery, from the running daemon's ``node.reach``."""
+    from .reach import REACH_FILE
+
+    try:
+        view = json.loads((home / REACH_FILE).read_text())
+    except (OSError, ValueError):
+        return []
+    kinds = list(view.get("connections", {}).values())
+    lines = [f"reach      {view.get('state')} (mode {view.get('mode')}); "
+             f"{kinds.count('direct')} direct, {kinds.count('relayed')} relayed connections"]
+    for addr in view.get("relayed_addrs", []):
+        lines.append(f"relayed    {addr}")
+    if view.get("relay_offered"):
+        served = view.get("relay_served", {})
+        lines.append(f"relay      serving {served.get('reservations', 0)} reservations, "
+                     f"{served.get('circuits', 0)} circuits")
+    if view.get("discovered"):
+        lines.append(f"discovery  {len(view['discovered'])} peers found")
+    return lines
 
 
 def _records_offline(args: argparse.Namespace) -> Any:

@@ -105,6 +105,11 @@ def test_nodes_given_only_the_rendezvous_point_find_each_other(cluster):
     # what a node found is remembered with its source
     peers = {p["peer_id"]: p for p in nodes[0].get("/v1/peers")["peers"]}
     assert {peers[p]["source"] for p in ids - {nodes[0].peer_id}} <= {"rendezvous", "seen"}, peers
+    from .harness import cli
+
+    shown = cli(nodes[0].home, "status").stdout
+    assert "reach      public (mode public); 3 direct, 0 relayed connections" in shown, shown
+    assert "discovery  2 peers found" in shown, shown
 
 
 # -- relay limits under abuse (real relay process, real libp2p hosts on loopback) ---------------
