@@ -145,6 +145,7 @@ class DiscoverySection:
     rendezvous: list[str] = field(default_factory=list)  # rendezvous points (full multiaddrs)
     rendezvous_server: bool = False  # serve as a rendezvous point for others
     namespace: str = "openmemory/1"  # the rendezvous namespace (one per commons)
+    domains: list[str] = field(default_factory=list)  # also register and look up <namespace>/<domain>
     interval: float = 30.0  # seconds between registrations and look-ups
 
 
@@ -324,6 +325,11 @@ def validate_reach(config: Config) -> None:
     ns = config.discovery.namespace
     if not ns or len(ns) > 255:
         raise ConfigError("[discovery] namespace must be 1 to 255 characters")
+    from openmemory_protocol.domains import DOMAINS
+
+    unknown = sorted(set(config.discovery.domains) - set(DOMAINS))
+    if unknown:
+        raise ConfigError(f"[discovery] domains: unknown {', '.join(unknown)} (known: {', '.join(DOMAINS)})")
 
 
 def load(home: Path) -> Config:

@@ -19,7 +19,9 @@ py-libp2p 0.8.1 ships the pieces; this module composes them for the node:
 * **Discovery**: rendezvous (``/rendezvous/1.0.0``): with ``[discovery] rendezvous_server``
   the node is a rendezvous point; a node given rendezvous points registers its addresses
   (relayed ones included) under ``[discovery] namespace`` and looks the others up every
-  ``interval`` seconds; what it finds goes to the reconnect plan. mDNS (``[discovery] mdns``)
+  ``interval`` seconds, and under ``<namespace>/<domain>`` for each of ``[discovery] domains``
+  (the peers of a small domain are rarely among random connections: docs/simulations.md,
+  "Domains at scale"); what it finds goes to the reconnect plan. mDNS (``[discovery] mdns``)
   feeds the plan the same way.
 
 The node's view of all this is written to ``node.reach`` (JSON) in its data folder every
@@ -145,7 +147,8 @@ class Reach:
         self.inbound_direct = False
         self.state = "unknown"
         self.local_ips = local_ipv4s()
-        self.registered: tuple[str, ...] = ()
+        self.registered_at: dict[str, tuple[str, ...]] = {}  # rendezvous point -> addrs registered
+        self.by_namespace: dict[str, set[str]] = {}  # namespace -> peers found there
         self.last_lookup = 0.0
         self.discovered: dict[str, list[str]] = {}
         self.counters = {"reservations_made": 0, "reservation_failures": 0,
@@ -213,6 +216,7 @@ class Reach:
             "connections": self.connections(),
             "relay_served": self.relay_served(),
             "discovered": sorted(self.discovered), "counters": dict(self.counters),
+            "namespaces": {ns: sorted(self.by_namespace.get(ns, ())) for ns in self.namespaces()},
         }
 
     def relay_served(self) -> dict[str, int]:
@@ -296,6 +300,11 @@ class Reach:
                 self.counters["reservation_failures"] += 1
                 self.reservations.pop(pid, None)
 
+    def namespaces(self) -> list[str]:
+        """The commons' namespace, and one per followed domain (``<namespace>/<domain>``)."""
+        ns = self.config.discovery.namespace
+        return [ns] + [f"{ns}/{d}" for d in self.config.discovery.domains]
+
     async def _rendezvous(self, now: float) -> None:
         if not self.rendezvous_points:
             return
@@ -303,48 +312,52 @@ class Reach:
         from libp2p.discovery.rendezvous.pb.rendezvous_pb2 import Message
 
         connected = set(self.host.get_network().connections)
-        ns = self.config.discovery.namespace
         advertised = tuple(self.advertised())
         due = now - self.last_lookup >= self.config.discovery.interval
-        if advertised == self.registered and not due:
+        points = [i for i in self.rendezvous_points if i.peer_id in connected]
+        if not due and all(self.registered_at.get(i.peer_id.to_base58()) == advertised for i in points):
             return
         self_id = self.host.get_id().to_base58()
-        for info in self.rendezvous_points:
-            if info.peer_id not in connected:
-                continue
+        for info in points:
+            point = info.peer_id.to_base58()
             client = RendezvousClient(self.host, info.peer_id)
+            register = bool(advertised) and (due or self.registered_at.get(point) != advertised)
+            found: list[tuple[str, Any]] = []
             try:
-                with trio.fail_after(15):
-                    if advertised and (advertised != self.registered or due):
-                        # Built here, not by py-libp2p's helper: it strips the last /p2p/
-                        # component, which in a relayed address is the relay's.
-                        msg = Message()
-                        msg.type = Message.REGISTER
-                        msg.register.peer.id = self.host.get_id().to_bytes()
-                        msg.register.peer.addrs.extend(multiaddr.Multiaddr(a).to_bytes() for a in advertised)
-                        msg.register.ns = ns
-                        msg.register.ttl = RENDEZVOUS_TTL
-                        resp = await client._send_message(msg)
-                        if resp is not None and resp.registerResponse.status == Message.ResponseStatus.OK:
-                            self.registered = advertised
-                            self.counters["registrations"] += 1
-                    peers, _ = await client.discover(ns, limit=1000)
-                self.counters["lookups"] += 1
+                with trio.fail_after(15 * len(self.namespaces())):
+                    for ns in self.namespaces():
+                        if register:
+                            # Built here, not by py-libp2p's helper: it strips the last /p2p/
+                            # component, which in a relayed address is the relay's.
+                            msg = Message()
+                            msg.type = Message.REGISTER
+                            msg.register.peer.id = self.host.get_id().to_bytes()
+                            msg.register.peer.addrs.extend(multiaddr.Multiaddr(a).to_bytes() for a in advertised)
+                            msg.register.ns = ns
+                            msg.register.ttl = RENDEZVOUS_TTL
+                            resp = await client._send_message(msg)
+                            if resp is not None and resp.registerResponse.status == Message.ResponseStatus.OK:
+                                self.counters["registrations"] += 1
+                        peers, _ = await client.discover(ns, limit=1000)
+                        found.extend((ns, p) for p in peers)
+                        self.counters["lookups"] += 1
+                if register:
+                    self.registered_at[point] = advertised
                 self.last_lookup = now
             except Exception as exc:
                 self.counters["lookup_failures"] += 1
-                event(log, logging.DEBUG, "rendezvous failed", point=info.peer_id.to_base58(),
+                event(log, logging.DEBUG, "rendezvous failed", point=point,
                       error=f"{type(exc).__name__}: {exc}"[:160])
-                continue
-            for peer in peers:
+            for ns, peer in found:
                 pid = peer.peer_id.to_base58()
                 addrs = [str(a) for a in peer.addrs]
                 if pid == self_id or not addrs:
                     continue
+                self.by_namespace.setdefault(ns, set()).add(pid)
                 if self.discovered.get(pid) != addrs:
                     self.discovered[pid] = addrs
                     event(log, logging.INFO, "peer discovered", peer=pid, via="rendezvous",
-                          addrs=",".join(addrs))
+                          namespace=ns, addrs=",".join(addrs))
                     self.found(pid, addrs, "rendezvous")
 
     def _mdns_found(self, info: Any) -> None:

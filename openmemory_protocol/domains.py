@@ -10,9 +10,10 @@ The same table gives the domains of a project, from the programs its sessions ru
 (:func:`domains_of_programs`): a node follows the domains its agent's projects touch, plus
 ``general``. The gossip topic of a record in a domain is :func:`domain_topic`.
 
-Status (issue 33, item 3): this module, its tests and the scale figures
-(``simulations/domains_des.py``) exist; the node does not yet subscribe by domain nor filter
-sync by domain: every node still takes every topic.
+Status (issue 33, item 3): this module, its tests, the scale figures
+(``simulations/domains_des.py``) and per-domain rendezvous namespaces on the node
+(``[discovery] domains``) exist; the node does not yet subscribe by domain nor filter sync by
+domain (every node still takes every topic), and the engine does not yet pass its domains.
 """
 
 from __future__ import annotations

@@ -57,7 +57,8 @@ def test_reach_sections_are_checked():
     assert from_dict({"relay": {"enabled": True, "max_reservations": 2}}).relay.max_reservations == 2
     for bad in ({"relay": {"max_circuit_bytes": 0}}, {"reachability": {"mode": "sometimes"}},
                 {"discovery": {"interval": 0}}, {"discovery": {"namespace": ""}},
-                {"discovery": {"mdns": "yes"}}, {"relay": {"unknown": 1}}):
+                {"discovery": {"mdns": "yes"}}, {"relay": {"unknown": 1}},
+                {"discovery": {"domains": ["cobol"]}}):
         with pytest.raises(ConfigError):
             from_dict(bad)
 
@@ -84,9 +85,9 @@ def test_nodes_given_only_the_rendezvous_point_find_each_other(cluster):
                                                 "[reachability]\nmode = \"public\"\n")
     point.init().start()
     nodes = []
-    for name in ("x", "y", "z"):
+    for name, domains in (("x", '["rust"]'), ("y", '["rust", "go"]'), ("z", "[]")):
         node = cluster.node(name, extra_config=(
-            f'[discovery]\nrendezvous = ["{point.multiaddr}"]\ninterval = 1.0\n'
+            f'[discovery]\nrendezvous = ["{point.multiaddr}"]\ninterval = 1.0\ndomains = {domains}\n'
             '[reachability]\nmode = "public"\n'))
         node.init()  # no bootstrap list
         nodes.append(node.start(wait=False))
@@ -105,6 +106,14 @@ def test_nodes_given_only_the_rendezvous_point_find_each_other(cluster):
     # what a node found is remembered with its source
     peers = {p["peer_id"]: p for p in nodes[0].get("/v1/peers")["peers"]}
     assert {peers[p]["source"] for p in ids - {nodes[0].peer_id}} <= {"rendezvous", "seen"}, peers
+    # domains: x and y also meet under openmemory/1/rust; z, following none, only in the commons'
+    x, y, z = nodes
+    views = {n.name: json.loads((n.home / "node.reach").read_text()) for n in nodes}
+    assert views["x"]["namespaces"]["openmemory/1/rust"] == [y.peer_id]
+    assert views["y"]["namespaces"]["openmemory/1/rust"] == [x.peer_id]
+    assert views["y"]["namespaces"]["openmemory/1/go"] == []
+    assert set(views["z"]["namespaces"]) == {"openmemory/1"}
+
     from .harness import cli
 
     shown = cli(nodes[0].home, "status").stdout
