@@ -279,9 +279,13 @@ class Reach:
         connected = set(self.host.get_network().connections)
         for info in self.relays:
             pid = info.peer_id.to_base58()
+            if info.peer_id not in connected:
+                # a relay that restarts forgets its slots: reserve again once reconnected
+                if self.reservations.pop(pid, None) is not None:
+                    event(log, logging.INFO, "relay reservation lost", relay=pid)
+                continue
             expires = self.reservations.get(pid, 0)
-            ttl = self.config.relay.reservation_ttl
-            if expires - time.time() > min(ttl / 4, 300) or info.peer_id not in connected:
+            if expires - time.time() > min(self.config.relay.reservation_ttl / 4, 300):
                 continue
             ok = False
             with trio.move_on_after(15):
