@@ -289,11 +289,16 @@ class Reach:
                 continue
             ok = False
             with trio.move_on_after(15):
-                stream = await self.host.new_stream(info.peer_id, [HOP])
                 try:
-                    ok = await self.transport._make_reservation(stream, info.peer_id)
-                finally:
-                    await stream.close()
+                    stream = await self.host.new_stream(info.peer_id, [HOP])
+                except Exception as exc:  # the relay does not offer hop, or went away
+                    event(log, logging.DEBUG, "relay reservation failed", relay=pid,
+                          error=f"{type(exc).__name__}: {exc}"[:160])
+                else:
+                    try:
+                        ok = await self.transport._make_reservation(stream, info.peer_id)
+                    finally:
+                        await stream.close()
             if ok:
                 self.reservations[pid] = float(self.transport._reservations.get(info.peer_id, 0))
                 self.counters["reservations_made"] += 1
