@@ -146,6 +146,20 @@ async def relay_client(relay_addr: str, tmp: Path, name: str) -> AsyncIterator[R
             await host.close()
 
 
+async def test_a_peer_that_offers_no_relay_is_a_counted_failure_not_a_slot(cluster, tmp_path):
+    plain = cluster.node("plain", extra_config='[reachability]\nmode = "public"\n')  # [relay] off
+    plain.init()
+    await trio.to_thread.run_sync(plain.start)
+    async with relay_client(plain.multiaddr, tmp_path, "c") as client:
+        for _ in range(2):
+            with trio.fail_after(30):
+                await client._reserve()
+        assert client.relayed_addrs() == []
+        assert client.counters["reservation_failures"] == 2
+        assert client.counters["reservations_made"] == 0
+    assert plain.proc.poll() is None
+
+
 async def test_relay_keeps_serving_within_its_limits_under_many_reservations_and_a_large_stream(cluster, tmp_path):
     limit = 256 * 1024
     relay = cluster.node("relay", extra_config=(
