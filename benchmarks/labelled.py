@@ -4,7 +4,9 @@
 (rows from ``shared-data:`` are read from the transcripts in ``$OPENMEMORY_TEST_DATA``, default
 ``../shared/data``; the others carry their output). ``data/corrections.json``: person messages
 with what the agent did just before, labelled correction or not (real ones from the shared
-transcripts, and hard cases written for the set, marked ``synthetic``).
+transcripts, and hard cases written for the set, marked ``synthetic``);
+``data/corrections_heldout*.json``: the sets of issue 32, each written before a revision of the
+rule and held out from it (:func:`correction_parts` says which is still held out).
 """
 
 from __future__ import annotations
@@ -59,3 +61,29 @@ def quoted(chosen: str, expected: list[str]) -> bool:
 
 def correction_cases() -> list[dict]:
     return json.loads((DATA / "corrections.json").read_text(encoding="utf-8"))["cases"]
+
+
+def correction_parts() -> list[tuple[str, str, list[dict]]]:
+    """The labelled person messages by where they came from: (title, in-sample or held-out, cases)
+    (see benchmarks/corrections.py for which set was read while writing the rule)."""
+    cases = correction_cases()
+    real = [c for c in cases if c["source"] != "synthetic"]
+    def held(name: str) -> list[dict]:
+        return json.loads((DATA / name).read_text(encoding="utf-8"))["cases"]
+
+    return [
+        ("real, shared data (spotter, public)", "in-sample", real),
+        ("synthetic, issue 14", "in-sample", [c for c in cases if c["source"] == "synthetic"]),
+        ("synthetic A, issue 32", "in-sample (held out for the first rule, read since)",
+         held("corrections_heldout.json")),
+        ("synthetic B, issue 32", "in-sample (held out for the first revision, read since)",
+         held("corrections_heldout_b.json")),
+        ("synthetic C, issue 32", "in-sample (held out for the second revision, read since)",
+         held("corrections_heldout_c.json")),
+        ("synthetic D, issue 32", "in-sample (held out for the third revision, read since)",
+         held("corrections_heldout_d.json")),
+        ("synthetic E, issue 32", "in-sample (held out for the fourth revision, read since)",
+         held("corrections_heldout_e.json")),
+        ("synthetic F, issue 32", "HELD-OUT (written before the current rule, never tuned on)",
+         held("corrections_heldout_f.json")),
+    ]

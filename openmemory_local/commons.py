@@ -838,8 +838,10 @@ def _program_met(claim, ep: dict) -> bool:
     sub = subject(ep)
     if claim.tool is not None:
         return sub["tool"] == claim.tool
-    heads = set(sub["heads"])
-    return any(head in heads for head in claim.heads)
+    # the same head, or the same program where one side names no subcommand (``pytest`` and
+    # ``pytest -q``; never ``git push`` and ``git pull``)
+    return any(h == e or (h.split()[0] == e.split()[0] and (" " not in h or " " not in e))
+               for h in claim.heads for e in sub["heads"] if h and e)
 
 
 def failure_met(claim, ep: dict) -> bool:

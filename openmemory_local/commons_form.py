@@ -9,8 +9,10 @@ whatever the bytes). From an error lesson's ``details``:
   (``Read``), redacted as a situation;
 * *path* (a file tool's lesson): the folder the failures share, when one survives redaction;
 * *failure*: the lesson's most common failure line (``messages[0].text``), redacted, then
-  shortened (whole, first sentence, first clause) until the claim passes its checks; a quote of
-  fewer than two words is no failure: the lesson is then not published;
+  shortened (whole, first sentence, first clause) until the claim passes its checks, a form
+  that reads as an observation first (``the build broke`` before ``the build broke. Always run
+  make clean first``); a quote of fewer than two words is no failure: the lesson is then not
+  published;
 * *fix*: what made the failure go away when the sessions show it (the top of
   ``details["resolutions"]``): ``changed`` (the same program called differently), ``instead``
   (another program on the same target), ``after`` (the same call worked after another program
@@ -32,6 +34,7 @@ from dataclasses import dataclass
 from openmemory_protocol import claims as claim_rules
 
 from .lesson_text import quote_steps
+from .observation import is_observation
 from .redact import Identity, scrub
 
 __all__ = ["CommonsText", "commons_text", "commons_claim", "KINDS", "MAX_TEXT_BYTES"]
@@ -146,10 +149,13 @@ def commons_claim(details: dict, ident: Identity) -> CommonsText:
     fixes = [(how, fix), (None, None)] if how is not None else [(None, None)]
     last: claim_rules.ClaimError | None = None
     fix_error: claim_rules.ClaimError | None = None
+    quotes = [q for q in quote_steps(message) if len(q.split()) >= 2]
+    # a quote that reads as an observation first (``the build broke`` rather than ``the build
+    # broke. Always run make clean first``): quoted output is data, but the shorter clean form
+    # says the same failure; a line that only instructs is quoted whole when nothing else is left
+    quotes = [q for q in quotes if is_observation(q)] + [q for q in quotes if not is_observation(q)]
     for fix_how, fix_text in fixes:
-        for quote in quote_steps(message):
-            if len(quote.split()) < 2:
-                continue
+        for quote in quotes:
             claim = claim_rules.Claim(situation=situation, path=path, failure=quote, fix=fix_text, fix_how=fix_how)
             last = claim_rules.claim_violation(claim)
             if last is None:

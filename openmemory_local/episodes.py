@@ -37,11 +37,15 @@ Episodes (``Episode.kind``):
 ``correction``
     One per correction by the person: a message that corrects what the agent just did
     (:func:`openmemory_local.corrections.correction_cue`, which reads it with the agent's
-    last statement and recent tool calls), or feedback given when rejecting a tool call.
-    ``fields``: ``message``, ``cue`` (what made it one: ``rejected``, ``still``, ``restated``,
-    ``no``, ...) and ``opening`` (the same, kept for older readers), ``agent_statement`` (what
-    the agent said just before, on the same branch of the conversation), ``agent_action``
-    (the agent's last tool call before it). :func:`correction_opening` is the former
+    last statement and recent tool calls *and its calls and statement after it*: the message
+    is decided once the agent made 3 calls after it (reads not counted), at the person's next
+    message, or at the end of a read once the agent answered; a strong cue at once), or
+    feedback given when rejecting a tool call. ``fields``: ``message``, ``cue`` (what made it
+    one: ``rejected``, ``still``, ``restated``, ``no``, ``changed``, ...) and ``opening`` (the
+    same, kept for older readers), ``agent_statement`` (what the agent said just before, on
+    the same branch of the conversation), ``agent_action`` (the agent's last tool call before
+    it), ``course`` (how the agent changed course after it: ``undo``, ``redo``, ``conceded``,
+    ``stopped``, or None; see docs/corrections.md). :func:`correction_opening` is the former
     opening-word test, kept as the benchmark's baseline.
 
 Only :class:`PersonSaid` events ever count as the person: an adapter must never emit one
@@ -58,7 +62,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from . import resolutions as _res
-from .corrections import correction_cue
+from .corrections import AFTER_CALLS, STRONG_CUES, correction_cue, course_change, is_read
 from .embed import _native  # the C accelerator, loaded on first use
 from .reason import reason_line
 
@@ -406,6 +410,8 @@ _MAX_REFS = 512
 _MAX_STATEMENTS = 32
 _MAX_LIST = 40
 _MAX_FAILURES = 20
+#: Cues the calls after a message cannot change: decided at once.
+_DECIDED_NOW = frozenset(STRONG_CUES)
 
 
 def _new_digest() -> dict:
@@ -481,6 +487,7 @@ class _State:
     last_turn: str | None = None
     open_failures: list = field(default_factory=list)  # failures waiting for their resolution
     recent_actions: list = field(default_factory=list)  # the agent's last tool calls (tool, heads, files)
+    open_turn: dict | None = None  # a person message waiting for the agent's next calls (corrections)
 
 
 class EpisodeBuilder:
@@ -523,7 +530,12 @@ class EpisodeBuilder:
 
     def take(self) -> list[Episode]:
         """The episodes made since the last call; an episode re-made (an error whose resolution
-        came later) appears once, in its latest form."""
+        came later) appears once, in its latest form. A person message the agent has answered
+        (a call or a statement after it) is decided here with what followed so far; one it has
+        not answered yet waits in the state for the next read."""
+        turn = self.s.open_turn
+        if turn is not None and (turn["after"] or turn["after_said"] is not None):
+            self._settle_turn()
         out, self._out = self._out, []
         latest: dict[tuple[str, str], Episode] = {}
         for ep in out:
@@ -611,6 +623,8 @@ class EpisodeBuilder:
         if not text:
             self._link(ev.uid, ev.parent)
             return
+        if s.open_turn is not None and s.open_turn["after_said"] is None:
+            s.open_turn["after_said"] = _clip(text, 600)
         index = s.next_statement
         s.next_statement += 1
         said = _clip(text, 600)
@@ -653,29 +667,61 @@ class EpisodeBuilder:
             d["asked"] = {"text": _clip(text, 600), "line": ev.line}
         d["person_last"] = {"text": _clip(text, 400), "line": ev.line}
         d["last_event"] = "person"
+        self._settle_turn()  # the previous message's calls after it end here
         before = self._statement_before(ev.parent)
-        opening = correction_cue(text, via=ev.via, agent_said=before["text"] if before else None,
-                                 actions=self.s.recent_actions)
-        if opening:
-            action = self.s.last_action
-            d["corrections"] += 1
-            key = ev.uid or f"{d['session_id']}:{d['agent_id'] or ''}:{ev.line}"
-            fields = {
-                "message": _clip(text, 1000),
-                "opening": opening,  # the cue that made it one (openmemory_local.corrections.CUES)
-                "cue": opening,
-                "agent_statement": before["text"] if before else None,
-                "agent_statement_line": before["line"] if before else None,
-                "agent_action": action,
-                "via": ev.via,
-            }
-            said = f' after the agent said: "{_clip(before["text"], 300)}"' if before else ""
-            did = ""
-            if action:
-                did = f" (its last action: {action['tool']} {_clip(action['command'], 120)})".rstrip()
-            text_out = f'The person corrected the agent: "{_clip(text, 400)}"{said}{did}.'
-            self._emit("correction", key, text_out, fields, ev)
+        turn = {"text": text, "via": ev.via, "uid": ev.uid, "line": ev.line, "ts": ev.ts,
+                "said": before["text"] if before else None, "said_line": before["line"] if before else None,
+                "before": list(self.s.recent_actions), "action": self.s.last_action, "after": [],
+                "after_said": None}
+        if correction_cue(text, via=ev.via, agent_said=turn["said"], actions=turn["before"]) in _DECIDED_NOW:
+            self._decide_turn(turn, known=False)  # the words alone decide (what follows cannot change it)
+        elif turn["before"] or turn["said"]:
+            self.s.open_turn = turn  # decided with the agent's next calls (_settle_turn)
         self._link(ev.uid, ev.parent)
+
+    # --- corrections: a message decided with the agent's next calls (openmemory_local.corrections)
+
+    def _settle_turn(self) -> None:
+        """Decide the open message, if any, with the calls and statement seen after it."""
+        turn = self.s.open_turn
+        if turn is not None:
+            self.s.open_turn = None
+            self._decide_turn(turn, known=True)
+
+    def _after_call(self, call: dict) -> None:
+        turn = self.s.open_turn
+        if turn is None:
+            return
+        turn["after"].append(call)
+        if sum(1 for a in turn["after"] if not is_read(a)) >= AFTER_CALLS:
+            self._settle_turn()
+
+    def _decide_turn(self, turn: dict, *, known: bool) -> None:
+        cue = correction_cue(turn["text"], via=turn["via"], agent_said=turn["said"], actions=turn["before"],
+                             after=turn["after"] if known else None, after_said=turn["after_said"])
+        if not cue:
+            return
+        d = self.s.digest
+        action = turn["action"]
+        d["corrections"] += 1
+        key = turn["uid"] or f"{d['session_id']}:{d['agent_id'] or ''}:{turn['line']}"
+        text = turn["text"]
+        fields = {
+            "message": _clip(text, 1000),
+            "opening": cue,  # the cue that made it one (openmemory_local.corrections.CUES)
+            "cue": cue,
+            "agent_statement": turn["said"],
+            "agent_statement_line": turn["said_line"],
+            "agent_action": action,
+            "via": turn["via"],
+            "course": course_change(turn["before"], turn["after"], turn["after_said"]) if known else None,
+        }
+        said = f' after the agent said: "{_clip(turn["said"], 300)}"' if turn["said"] else ""
+        did = ""
+        if action:
+            did = f" (its last action: {action['tool']} {_clip(action['command'], 120)})".rstrip()
+        text_out = f'The person corrected the agent: "{_clip(text, 400)}"{said}{did}.'
+        self._emit("correction", key, text_out, fields, PersonSaid(turn["line"], turn["ts"], text))
 
     def _on_call(self, ev: ToolCalled) -> None:
         s = self.s
@@ -726,7 +772,7 @@ class EpisodeBuilder:
         if len(s.pending) > _MAX_PENDING:
             del s.pending[next(iter(s.pending))]
         s.last_action = {"tool": ev.tool, "command": command[:200], "line": ev.line}
-        self._remember_action(summary, ev.agent)
+        self._remember_action(summary, ev.agent, ev.shell)
         d["last_event"] = "tool"
 
     def _on_result(self, ev: ToolReturned) -> None:
@@ -860,12 +906,14 @@ class EpisodeBuilder:
         self._out.append(Episode(stored["kind"], stored["key"], text, fields, stored["session_id"],
                                  stored["agent_id"], stored["project"], stored["created"], stored["source_line"]))
 
-    def _remember_action(self, call: dict, agent: str | None) -> None:
+    def _remember_action(self, call: dict, agent: str | None, shell: bool = False) -> None:
         if agent is not None:
             return
-        heads = command_heads(call["command"]) if call["tool"] == "Bash" else []
+        heads = command_heads(call["command"]) if shell or call["tool"] == "Bash" else []
         recent = self.s.recent_actions
-        recent.append({"tool": call["tool"], "heads": heads[:4], "command": call["command"][:160]})
+        action = {"tool": call["tool"], "heads": heads[:4], "command": call["command"][:160]}
+        self._after_call(action)
+        recent.append(action)
         if len(recent) > 20:
             del recent[0]
 

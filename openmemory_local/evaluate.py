@@ -3,9 +3,11 @@
 Each measure is cheap, local, and computed from the same store the engine keeps, per week (the
 ISO week, Monday 00:00 UTC, of the moment it counts) and overall:
 
-1. *repeat-yourself rate*: of the person's corrections, the share that restate an earlier one
-   of the same project family (the correction joined a lesson, :mod:`openmemory_local.sleep`,
-   that already held an earlier correction);
+1. *repeat-yourself rate*: of the person's corrections, the share that restate one made in an
+   earlier session of the same project family, in the same or other words
+   (:func:`openmemory_local.corrections.same_correction`: the same corrected program and a
+   preferred alternative in common, or their words' cosine; not lesson membership, which groups
+   "use poetry, not pip" with "use uv instead of pip");
 2. *repeated-error rate*: failures (error episodes of ``Config.surprise_failures``) that a
    lesson formed before them already described (the failure joined a lesson learned before it
    happened), per session, and as a share of the failures;
@@ -95,6 +97,33 @@ def _surprises(conn, config, after: str | None) -> list[tuple]:
         [after or "", *kinds]).fetchall()
 
 
+def _corrections_said(conn) -> list[tuple]:
+    """(id, session, created, family, terms) of every correction, oldest first (measure 1)."""
+    from .corrections import correction_terms
+    from .sleep import _ep_family
+    out = []
+    for eid, session_id, created, project, fields in conn.execute(
+            "SELECT id, session_id, created, project, fields FROM episodes WHERE kind = 'correction' "
+            "ORDER BY created, id"):
+        f = json.loads(fields) if fields else {}
+        out.append((eid, session_id, created, _ep_family(project, f),
+                    correction_terms(f.get("message") or "", f.get("agent_action"))))
+    return out
+
+
+def _restated(said: list[tuple], eid: int, session_id: str | None, created: str, until: str | None = None) -> bool:
+    """Whether the correction ``eid`` restates one made before it (and before ``until``, a split's
+    time, when given) in another session of its project family, in the same or other words
+    (:func:`openmemory_local.corrections.same_correction`: the one rule of "the same correction";
+    sharing a lesson is not it, since lessons group by resemblance of the whole text)."""
+    from .corrections import same_correction
+    mine = next((row for row in said if row[0] == eid), None)
+    if mine is None:
+        return False
+    return any(row[2] < created and (until is None or row[2] <= until) and row[1] != session_id
+               and row[3] == mine[3] and same_correction(row[4], mine[4]) for row in said)
+
+
 def _weekly(rows, key, fields) -> list[dict]:
     weeks: dict[str, dict] = {}
     for row in rows:
@@ -104,28 +133,21 @@ def _weekly(rows, key, fields) -> list[dict]:
     return [dict(week=w, **v) for w, v in sorted(weeks.items())]
 
 
-def _measure_counts(conn, config, *, after: str | None, lessons_before: dict[int, str] | None,
-                    members_before: dict[int, list] | None) -> tuple[dict, dict, dict, list]:
+def _measure_counts(conn, config, *, after: str | None,
+                    lessons_before: dict[int, str] | None) -> tuple[dict, dict, dict, list]:
     """Measures 1, 2 and 4 (and the queries of 6). ``lessons_before``: lesson id -> when it was
-    learned; ``members_before``: lesson id -> [(created, session)] of the members that count as
-    earlier (with ``after`` None: every member, compared by time)."""
+    learned; ``after``: a split's time (corrections then restate only ones made before it)."""
     sessions = _sessions(conn, after)
     surprises = _surprises(conn, config, after)
-    members: dict[int, list] = {}
-    if members_before is None:
-        for lesson_id, created, session_id in conn.execute(
-                "SELECT lesson_id, created, session_id FROM lesson_members ORDER BY created"):
-            members.setdefault(lesson_id, []).append((created, session_id))
-    else:
-        members = members_before
     learned = lessons_before if lessons_before is not None else {
         lid: when for lid, when in conn.execute("SELECT id, learned FROM lessons WHERE learned IS NOT NULL")}
     rows1, rows2, rows4, queries = [], [], [], []
+    said = _corrections_said(conn)
     for eid, kind, session_id, created, lesson_id in surprises:
-        earlier = [m for m in members.get(lesson_id, []) if m[0] < created] if lesson_id else []
         rows4.append({"at": created, "surprises": 1})
         if kind == "correction":
-            rows1.append({"at": created, "corrections": 1, "repeats": int(bool(earlier))})
+            repeat = _restated(said, eid, session_id, created, until=after)
+            rows1.append({"at": created, "corrections": 1, "repeats": int(repeat)})
             continue
         when = learned.get(lesson_id) if lesson_id else None
         described = bool(when and when < created)
@@ -277,8 +299,7 @@ def evaluate(store, now: datetime, *, split: datetime | None = None, experiment=
     out = {"now": iso(now), "split": iso(split) if split else None, "home": str(store.config.home)}
     if split is None:
         conn = store.conn
-        m1, m2, m4, queries = _measure_counts(conn, store.config, after=None, lessons_before=None,
-                                              members_before=None)
+        m1, m2, m4, queries = _measure_counts(conn, store.config, after=None, lessons_before=None)
         m3 = _predictions(conn)
         m6 = _retrieval(conn, queries, methods, before=None)
         out["episodes"] = conn.execute("SELECT COUNT(*) FROM episodes").fetchone()[0]
@@ -316,11 +337,8 @@ def _split(store, split: datetime, methods) -> tuple:
             sleep(copy, split, phrase=False)
             lessons_before = {lid: when for lid, when in conn.execute(
                 "SELECT id, learned FROM lessons WHERE learned IS NOT NULL AND state != 'forming'")}
-            members_before: dict[int, list] = {}
             evidence: dict[int, set] = {}
-            for lesson_id, episode_id, created, session_id in conn.execute(
-                    "SELECT lesson_id, episode_id, created, session_id FROM lesson_members"):
-                members_before.setdefault(lesson_id, []).append((created, session_id))
+            for lesson_id, episode_id in conn.execute("SELECT lesson_id, episode_id FROM lesson_members"):
                 evidence.setdefault(lesson_id, set()).add(episode_id)
             open_at_split = [pid for (pid,) in conn.execute("SELECT id FROM predictions WHERE state = 'open'")]
             # what came after: the surprises join the groups they resemble, the sessions decide the
@@ -330,8 +348,7 @@ def _split(store, split: datetime, methods) -> tuple:
             with copy.write():
                 learn(copy, after)
                 verify(copy, after)
-            m1, m2, m4, queries = _measure_counts(conn, copy.config, after=cut, lessons_before=lessons_before,
-                                                  members_before=members_before)
+            m1, m2, m4, queries = _measure_counts(conn, copy.config, after=cut, lessons_before=lessons_before)
             m3 = _predictions(conn, open_at_split)
             m6 = _retrieval(conn, queries, methods, before=cut, evidence=evidence)
             extra = {"learned_before_split": len(lessons_before), "open_at_split": len(open_at_split),

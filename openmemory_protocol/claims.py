@@ -22,8 +22,8 @@ C1  Parts. A claim of kind ``error`` has a *situation* (the programs that ran, a
 
 C2  Shapes. Each part is one line of printable text with single spaces (no leading, trailing or
     double space, no control or format character), without a backtick or a double quote:
-    situation 1 to 3 heads joined by `` && ``, each head 1 to 3 words of ``[A-Za-z0-9._+:@=/-]``
-    starting with a letter, digit or ``.``/``_``, or one tool name (``Read``, ``mcp__x__y``);
+    situation 1 to 3 heads joined by `` && ``, each head 1 to 3 words of ``[A-Za-z0-9._+:@=/-]``,
+    the first starting with a letter, digit or ``.``/``_`` (``python -m pytest``), or one tool name (``Read``, ``mcp__x__y``);
     path up to 200 bytes, one word, not absolute (no ``/``, ``~`` or ``$`` first); failure 2 to 300
     bytes with a letter; fix 1 to 200 bytes. A ``fix`` without ``fix_how`` or the reverse is
     malformed, except ``retried`` (no ``fix``); an ``edited`` fix is a path.
@@ -228,6 +228,7 @@ def parse(text: str, kind: str = "error") -> Claim | None:
 
 _TOOL = re.compile(r"(?:[A-Z][A-Za-z0-9_]{0,63}|mcp__[A-Za-z0-9_-]{1,120})\Z")
 _WORD = re.compile(r"[A-Za-z0-9._][A-Za-z0-9._+:@=/-]{0,63}\Z")
+_LATER_WORD = re.compile(r"[A-Za-z0-9._-][A-Za-z0-9._+:@=/-]{0,63}\Z")  # (an option may follow: python -m x)
 # printable, one line: no C0/C1 control, no format character, no line or paragraph separator
 _BAD_CHAR = re.compile("[\x00-\x1f\x7f-\x9f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff"
                        "\ufff9-\ufffb`\"]")
@@ -267,7 +268,8 @@ def _situation(value: str) -> None:
         raise ClaimError("claim", "situation", "a situation names at most 3 programs")
     for head in heads:
         words = head.split(" ")
-        if not 1 <= len(words) <= 3 or any(_WORD.match(w) is None for w in words):
+        if not 1 <= len(words) <= 3 or _WORD.match(words[0]) is None or any(
+                _LATER_WORD.match(w) is None for w in words[1:]):
             raise ClaimError("claim", "situation",
                              f"{head[:60]!r} is not a program head (1 to 3 words of letters, digits and ._+:@=/-)")
 

@@ -88,6 +88,7 @@ class WorldConfig:
     threshold: int = 3  # the nodes' [commons] threshold N
     policy: str = "trusted"  # the nodes' [commons] policy
     drill: bool = False  # the poisoned-lesson drill after the last day (commons arm)
+    poison: bool = False  # an attacker and its sybils publish on day 1 (commons arm: simulations.commons_arm.Poison)
 
     def __post_init__(self) -> None:
         if self.days < 1:
@@ -465,8 +466,8 @@ def run(config: WorldConfig, out: Path, arms: list[str], *, plots: bool = True, 
     (:class:`LocalHosts` by default, :class:`RemoteHosts` for containers)."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    if config.drill and "commons" not in arms:
-        raise ValueError("--drill runs in the commons arm: add it to --arms")
+    if (config.drill or config.poison) and "commons" not in arms:
+        raise ValueError("--drill and --poison run in the commons arm: add it to --arms")
     for name in arms:
         ARMS[name].check(config)
     hosts = hosts or LocalHosts()
@@ -514,6 +515,9 @@ def run(config: WorldConfig, out: Path, arms: list[str], *, plots: bool = True, 
     }
     if "commons" in outcomes and outcomes["commons"].get("finish"):
         summary["drill"] = outcomes["commons"]["finish"]
+    poison = ((summary["arms"].get("commons") or {}).get("commons") or {}).get("poison")
+    if poison is not None:
+        summary["poison"] = {k: v for k, v in poison.items() if k != "nights"}
     if plots:
         summary["plots"] = plot(out, config, outcomes)
         if summary.get("drill"):
@@ -554,6 +558,11 @@ def _print(summary: dict) -> None:
             print_commons(arm["commons"])
         print("  ingest check (transcripts give the sessions and error episodes meant): "
               + ("ok" if arm["ingest_check_ok"] else "MISMATCH, see summary.json"))
+    if summary.get("poison"):
+        p = summary["poison"]
+        print(f"\npoison: {p['published']} published ({p['refused_at_source']} refused at the attacker's own node), "
+              f"{p['rendered']} honest memory folders ever held any of it, {p['honest_votes_counted']} honest votes "
+              f"counted for it, {p['common_anywhere']} common anywhere")
     if summary.get("drill"):
         from .commons_arm import print_drill
 
@@ -578,6 +587,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="comma-separated: control, commons (default: both, the same world)")
     parser.add_argument("--drill", action="store_true",
                         help="the poisoned-lesson drill after the last day (commons arm)")
+    parser.add_argument("--poison", action="store_true",
+                        help="an attacker and its sybils publish wrong fixes and prose on day 1 (commons arm); "
+                        "the summary's poison part says what reached the honest agents")
     parser.add_argument("--sessions-per-day", type=int, default=WorldConfig.sessions_per_day)
     parser.add_argument("--a-only", type=int, default=WorldConfig.a_only, help="pitfalls only A meets at first")
     parser.add_argument("--shared", type=int, default=WorldConfig.shared)
@@ -620,7 +632,7 @@ def main(argv: list[str] | None = None) -> int:
                              model=AgentModel(p_avoid=args.p_avoid, match_cosine=args.match_cosine),
                              pitfalls=tuple(p.strip() for p in args.pitfalls.split(",") if p.strip()),
                              clock_rate=args.clock_rate, threshold=args.threshold, policy=args.policy,
-                             drill=args.drill)
+                             drill=args.drill, poison=args.poison)
         hosts = RemoteHosts(args.hosts) if args.hosts else None
     except ValueError as exc:
         parser.error(str(exc))

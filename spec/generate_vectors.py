@@ -624,7 +624,7 @@ def invalid_v2(records: dict[str, wire.Record], add: Any, resigned: Any, lm: dic
     claimed("claim-situation-double-space", "claim", "Two spaces in the situation.", {"situation": "git  push"})
     claimed("claim-situation-four-heads", "claim", "Four programs in the situation (at most 3).",
             {"situation": "a && b && c && d"})
-    claimed("claim-situation-bad-word", "claim", "A head word that starts with a dash.", {"situation": "git -C"})
+    claimed("claim-situation-bad-word", "claim", "A program head that starts with a dash.", {"situation": "-C git"})
     claimed("claim-path-absolute", "claim", "An absolute path.", {"path": "/etc/hosts"})
     claimed("claim-path-space", "claim", "A path with a space.", {"path": "my dir"})
     claimed("claim-failure-too-short", "claim", "A 1-byte failure.", {"failure": "x"})

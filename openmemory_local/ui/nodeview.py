@@ -64,6 +64,7 @@ def overview(link) -> dict:
     peers = sorted(link.peers().get("peers") or [], key=lambda p: (not p.get("connected"), p.get("peer_id") or ""))
     trust = link.keys("trust")
     revokers = link.keys("revokers")
+    team, blocked = _optional_list(link, "team"), _optional_list(link, "blocked")
     local = link.local_revocations().get("local_revocations") or []
     revocations = []
     for rec in link.records(type="revocation", limit=_RECENT).get("records") or []:
@@ -79,6 +80,7 @@ def overview(link) -> dict:
             "records": _by_status(status.get("records") or {}), "peers": peers,
             "trust": trust.get("trust") or [], "vouched": trust.get("vouched") or [], "policy": trust.get("policy"),
             "revokers": revokers.get("revokers") or [], "local_revocations": local, "revocations": revocations,
+            "team": team, "blocked": blocked,
             "lessons": lessons, "commons": status.get("commons") or {}, "self_key": self_key}
 
 
@@ -121,8 +123,18 @@ def lift_local(link, record_id: str) -> str:
     return f"{data['id']}  local revocation lifted; now {data['status']}"
 
 
+def _optional_list(link, name: str) -> list:
+    """The node's team or blocked list (an older node without it: empty)."""
+    from ..node_link import NodeError
+
+    try:
+        return link.keys(name).get(name) or []
+    except NodeError:
+        return []
+
+
 def change_key(link, name: str, action: str, key: str, note: str = "") -> str:
-    """``openmemory-node trust|revokers add KEY [--note T]`` or ``remove KEY``."""
+    """``openmemory-node trust|revokers|team|blocked add KEY [--note T]`` or ``remove KEY``."""
     if action == "add":
         data: Any = link.add_key(name, key, note)
         done = "added" if data.get("added") else "already listed"

@@ -75,11 +75,10 @@ def test_text_that_is_not_the_person_never_makes_a_correction(make, tmp_path):
     ("don't use pip here", "dont"),  # names what the agent just ran
     ("Don\u2019t install with pip", "dont"),
     ("stop, the tests are slow", "stop"),
-    ("actually the config lives in config/dev.exs", "actually"),
     ("instead run mix format first", "actually"),
     ("undo that change", "undo"),
     ("wrong branch", "wrong"),
-    ("ok, no, revert it", "no"),
+    ("ok, no, revert it", "undo"),  # the cue after the interjection
     ("that's not what I asked", "restated"),
     ("the install still fails", "still"),
 ])
@@ -90,6 +89,8 @@ def test_corrections_by_the_person(message, opening, tmp_path):
     t.call("Bash", {"command": "pip install -r requirements.txt"}, "toolu_1")
     t.result("toolu_1", "installed", False)
     t.person(message)
+    line = len(t.records)
+    t.says("OK.")  # the agent's answer: a message is decided with what the agent did next
     episodes, digest, _ = run(t, tmp_path / "s.jsonl")
     [c] = kinds(episodes, "correction")
     assert c.fields["opening"] == opening == c.fields["cue"]
@@ -97,7 +98,7 @@ def test_corrections_by_the_person(message, opening, tmp_path):
     assert c.fields["agent_statement"] == "I installed the dependencies with pip."
     assert c.fields["agent_action"]["command"] == "pip install -r requirements.txt"
     assert c.text.startswith("The person corrected the agent")
-    assert c.source_line == len(t.records)
+    assert c.source_line == line
     assert digest["corrections"] == 1
 
 
@@ -112,6 +113,29 @@ def test_words_that_only_start_like_a_correction_are_not_one(message, tmp_path):
     t.person(message)
     episodes, _, _ = run(t, tmp_path / "s.jsonl")
     assert kinds(episodes, "correction") == []
+
+
+def test_actually_is_a_correction_only_about_what_the_agent_did(tmp_path):
+    """Issue 32: "actually ..." corrects when it refers to the agent's last work (a word of its
+    statement or calls) and the agent does not simply carry on with other work."""
+    t = T()
+    t.person("set the log level")
+    t.call("Edit", {"file_path": "/home/me/app/config/config.exs", "old_string": "a", "new_string": "b"}, "t1")
+    t.result("t1", "The file /home/me/app/config/config.exs has been updated.", False)
+    t.says("I changed config/config.exs.")
+    t.person("actually the config lives in config/dev.exs")
+    t.call("Edit", {"file_path": "/home/me/app/config/config.exs", "old_string": "b", "new_string": "a"}, "t2")
+    t.result("t2", "The file /home/me/app/config/config.exs has been updated.", False)
+    [c] = kinds(run(t, tmp_path / "a.jsonl")[0], "correction")
+    assert c.fields["cue"] == "actually" and c.fields["course"] == "redo"
+    t = T()
+    t.person("set up the project")
+    t.bash("pip install -r requirements.txt", "t1", "installed", 0)
+    t.says("I installed the dependencies.")
+    t.person("actually the release notes live in docs/releases, add today's there")
+    t.call("Write", {"file_path": "/home/me/app/docs/releases/2026-12-03.md", "content": "x"}, "t2")
+    t.result("t2", "File created", False)
+    assert kinds(run(t, tmp_path / "b.jsonl")[0], "correction") == []
 
 
 def test_a_no_that_answers_the_agents_question_is_not_a_correction(tmp_path):
@@ -130,6 +154,7 @@ def test_a_complaint_that_it_still_does_not_work_is_a_correction(tmp_path):
     t.result("t1", "The file /home/me/app/term.js has been updated.", False)
     t.says("Scrolling should work now.")
     t.person("scrolling still does not work")
+    t.says("Let me look again.")
     [c] = kinds(run(t, tmp_path / "s.jsonl")[0], "correction")
     assert c.fields["cue"] == "still" and c.fields["agent_action"]["tool"] == "Edit"
 
@@ -176,6 +201,7 @@ def test_queued_messages_are_the_person_and_count_once(tmp_path):
     t.raw({"type": "queue-operation", "operation": "dequeue", "timestamp": "2026-02-10T10:00:02.000Z",
            "sessionId": SESSION})
     t.person("no, only the unit tests")  # the same message delivered as a turn
+    t.says("Running the unit tests only.")
     episodes, digest, _ = run(t, tmp_path / "s.jsonl")
     assert digest["person_messages"] == 2
     [c] = kinds(episodes, "correction")
@@ -269,6 +295,7 @@ def test_a_correction_on_another_branch_quotes_that_branch(tmp_path):
     t.says("I wrote a JSON parser with the json module.")
     # The person rewinds to the plan and corrects it (on the question itself, "no" is an answer).
     t.person("no, YAML", parent=branch_point)
+    t.says("Switching to YAML.")
     episodes, _, _ = run(t, tmp_path / "s.jsonl")
     [c] = kinds(episodes, "correction")
     assert c.fields["agent_statement"] == "I'll write it for the JSON format."

@@ -75,7 +75,7 @@ def test_two_ingests_at_once_neither_corrupt_nor_double_count(spotter_copy, tmp_
     for data in outputs:
         for kind, n in data["totals"]["episodes_added"].items():
             added[kind] = added.get(kind, 0) + n
-    assert added == {"correction": 1, "error": 49, "session": 8}
+    assert added == {"error": 49, "session": 8}
     store = _check_consistent(home)
     assert _snapshot(store) == _reference(spotter_copy, tmp_path)
 

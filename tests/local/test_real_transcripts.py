@@ -136,13 +136,13 @@ def test_error_episodes_say_what_failed(ingested):
     assert {e["fields"]["exit_code"] for e in orphan} == {127, None}
 
 
-def test_the_one_real_correction_and_no_invented_one(ingested):
+def test_no_invented_correction(ingested):
     store, _, _ = ingested
     # "did you push?" is a check (the agent had pushed); "continue until all are done" goes on;
-    # the complaint that scrolling still does not work, after the agent acted, is the correction
-    [c] = store.episodes(kind="correction")
-    assert c["fields"]["message"].startswith("scrolling back in xterm.js still does not work")
-    assert c["fields"]["cue"] == "still"
+    # "scrolling back in xterm.js still does not work ... websearch xterm.js tmux interactions" is
+    # a bug report about the product (issue 32): the agent had started the server, not worked on
+    # scrolling, and goes on to search the web. None of the real messages is a correction.
+    assert store.episodes(kind="correction") == []
     sessions = {e["key"]: e for e in store.episodes(kind="session")}
     got = {sid: sessions[sid]["fields"]["person_messages"] for sid in PERSON_MESSAGES}
     assert got == PERSON_MESSAGES
@@ -173,7 +173,7 @@ def test_session_episodes_carry_what_happened(ingested):
 
 def test_a_second_ingest_adds_nothing(ingested, now):
     store, first, root = ingested
-    assert first.totals()["episodes_added"] == {"correction": 1, "error": 49, "session": 8}
+    assert first.totals()["episodes_added"] == {"error": 49, "session": 8}
     assert first.problems == []
     before = store.episodes()
     second = ingest(store, [root], now=now)

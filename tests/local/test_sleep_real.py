@@ -136,9 +136,10 @@ def test_lessons_from_the_real_transcripts(lived):
         # a failure seen in one session only is not a lesson
         assert not any("command not found: tree" in l["text"] for l in lessons)
     # the story day by day: push learned on the 11th (two sessions), met again on the 12th
-    # on the 10th only the person's correction ("scrolling ... still does not work"): one is a lesson
-    [fix] = results["2026-02-10"].learn["learned"]
-    assert _lesson(lessons, "still does not work")["id"] == fix
+    # on the 10th only the person's bug report ("scrolling ... still does not work"): not a
+    # correction (issue 32), so nothing is learned that day
+    assert results["2026-02-10"].learn["learned"] == []
+    assert not any("still does not work" in l["text"] for l in lessons)
     assert push["id"] in results["2026-02-11"].learn["learned"]
     assert push["id"] in results["2026-02-12"].learn["strengthened"]
     assert results["2026-02-12"].verify["confirmed"]
@@ -221,7 +222,7 @@ def test_openmemory_run_twice_changes_nothing_on_disk(spotter, tmp_path):
     first = _run(config, "2026-02-12T21:00:00Z")
     assert "# Open Memory: morning report" in first.stdout and "## Learned" in first.stdout
     memory = list((claude / "projects").glob("*/memory/MEMORY.md"))
-    assert len(memory) == 6  # the five worktrees of the family, and the main folder (the correction's)
+    assert len(memory) == 5  # the five worktrees of the family (the main folder's one message is a bug report)
     state = digest_tree(config.home, claude)
     # later the same day, nothing new (decay counts whole UTC days: tomorrow would be new)
     second = _run(config, "2026-02-12T23:45:00Z")

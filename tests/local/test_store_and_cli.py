@@ -201,6 +201,7 @@ def cli_home(tmp_path):
     t.says("Pushing now.")
     t.bash("git push 2>&1", "toolu_push", "fatal: The current branch main has no upstream branch.", 128, "Push")
     t.person("no, open a pull request instead")
+    t.says("Opening a pull request.")  # a message is decided with the agent's answer (issue 32)
     t.write(folder / f"{SESSION}.jsonl")
     other = T(session="77777777-0000-0000-0000-000000000000", cwd="/home/me/other")
     other.person("test")

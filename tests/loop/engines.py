@@ -87,11 +87,12 @@ class Engine:
         with environment(**self.env):
             return Store.open(load_config(self.home))
 
-    def session(self, start: datetime, commands: list[tuple[str, str, int]], *, ask: str = "ship it") -> Path:
+    def session(self, start: datetime, commands: list[tuple[str, str, int]], *, ask: str = "ship it",
+                branch: str = "main") -> Path:
         """A Claude Code transcript of one session in the engine's project: ``commands`` are
         (shell command, output, exit code)."""
         sid = f"{next(_ids):08d}-0000-4000-8000-{self.name.encode().hex()[:12]:0>12}"
-        t = T(sid, self.cwd, start=stamp(start))
+        t = T(sid, self.cwd, start=stamp(start), branch=branch)
         t.person(ask)
         for i, (command, output, code) in enumerate(commands):
             t.bash(command, f"toolu_{sid[:8]}_{i}", output=output, exit_code=code)

@@ -18,6 +18,7 @@ from openmemory_local.render import BEGIN, END, memory_dir_for, render
 from openmemory_local.sleep import sleep
 from openmemory_local.store import Store
 from openmemory_node import wire
+from openmemory_protocol import claims
 from tests.local.test_sleep import add, at, error, session
 from tests.node.harness import Cluster
 
@@ -33,14 +34,17 @@ def words(rng: random.Random, n: int) -> list[str]:
 
 
 def publish_many(node, count: int) -> list[str]:
-    """``count`` lessons by five other agents, each naming `git push` and its own failure."""
+    """``count`` claims by five other agents of the owner's team (shown before they are
+    verified), each naming `git push` and its own failure."""
     rng = random.Random(13)
     keys = [nacl.signing.SigningKey.generate() for _ in range(5)]
+    for key in keys:
+        node.post("/v1/team", {"key": key.verify_key.encode().hex()})
     ids = []
     for i in range(count):
         first, second = words(rng, 2)
-        lesson = wire.new_lesson(keys[i % 5], text=f'`git push` failed in 2 sessions: "remote: {first} hook '
-                                 f'declined the {second} ref"', kind="error", strength=1000,
+        claim = claims.Claim(situation="git push", failure=f"remote: {first} hook declined the {second} ref")
+        lesson = wire.new_lesson(keys[i % 5], claim=claim, kind="error", strength=1000,
                                  provenance=bytes(32), created=int(time.time()))
         ids.append(node.post("/v1/records", {"cbor": wire.encode(lesson).hex()})["id"])
     return ids

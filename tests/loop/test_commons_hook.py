@@ -32,6 +32,7 @@ def test_local_revocation_lift_and_revocation_along_the_chain(cluster: Cluster, 
     node.init()
     node.start()
     other = nacl.signing.SigningKey.generate()  # another agent, whose lessons this node received
+    node.post("/v1/team", {"key": other.verify_key.encode().hex(), "note": "a teammate"})  # shown unverified
     now = int(time.time())
 
     def lesson(text: str, derived=()) -> str:

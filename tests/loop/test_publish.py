@@ -202,10 +202,10 @@ def test_the_node_refusing_a_record_holds_it_back(cluster, base_home, tmp_path):
                 (lesson[0], lesson[1], "ab" * 32, "cd" * 32, NOW))
         result = publish(store, now())
         assert result["sent"] == [] and result["refused"][0]["lesson"] == lesson[0]
-        assert "observation" in result["refused"][0]["reason"]
+        assert "claim" in result["refused"][0]["reason"]  # free prose is no claim: the node refuses it
         state, reasons = store.conn.execute("SELECT state, reasons FROM publish_queue WHERE lesson_id = ?",
                                             (lesson[0],)).fetchone()
-        assert state == "held" and "observation" in reasons
+        assert state == "held" and "claim" in reasons
         made = make_report(store, now())
         assert "Held back from the commons" in made["markdown"]
     assert lesson_texts(node) == []
