@@ -27,6 +27,11 @@ local revocations) is the default status rules; :class:`openmemory_node.sync.Syn
 second stream protocol (a session with each peer when it connects, then every
 ``[sync] interval``); :mod:`openmemory_node.api_commons` adds the attest, revoke, trust,
 vouch, sync and peer-management endpoints.
+
+Reachability (issue 33) plugs in the same way: :class:`openmemory_node.reach.Reach` (circuit
+relay v2 offered and used, the reachability verdict, DCUtR hole punching, rendezvous and mDNS
+discovery) has its services entered before the host listens and its loop in the nursery;
+peers it finds go to the reconnect plan.
 """
 
 from __future__ import annotations
