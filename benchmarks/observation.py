@@ -14,6 +14,13 @@ Corpora (benchmarks/data/, their sources and licences in benchmarks/data/README.
   lesson and prediction this engine forms on it now (ingest and sleep in a temporary home): all
   must be accepted.
 
+- structure (issue 27 item 4): observations-structure-dev.jsonl and -held.jsonl, each with
+  instruction-shaped texts of the categories a vocabulary cannot decide (passive obligations,
+  recommendations told as results, habits, conditionals, labels, links, HTML, encoded blobs,
+  script URLs, --no-verify, sudo), real observations (compiler and test-runner messages, lessons,
+  is_error tool-result lines of the transcripts) and orders inside tool output; the rule was
+  changed against the dev half only, the held half is measured.
+
 Printed: refused / passed for each corpus and source, the texts on the wrong side (if any), and
 the rule's throughput (texts/s, one core, best of --repeat rounds) against a bare regular
 expression pass over the same texts (one search of the rule's phrase patterns, joined into one
@@ -81,6 +88,15 @@ def real(data: Path | None) -> list[tuple[str, str]]:
     return out
 
 
+def structure(half: str, kind: str) -> list[tuple[str, str]]:
+    """Rows of observations-structure-<half>.jsonl of one kind (issue 27 item 4: the rule was
+    changed against the dev half; the held half was only measured), grouped by category and source."""
+    rows = [json.loads(line) for line in (DATA / f"observations-structure-{half}.jsonl").read_text(
+        encoding="utf-8").splitlines() if line]
+    return [(row["text"], f"{row['category']} ({row['source'].split(' ')[0]})" + (" [a named gap]" if "gap" in row else ""))
+            for row in rows if row["kind"] == kind]
+
+
 def rate(fn, texts: list[str], seconds: float, repeat: int) -> float:
     n = 1
     while True:
@@ -113,6 +129,11 @@ def main() -> int:
     args = parser.parse_args()
 
     corpora = {"red team (must be refused)": (redteam(), False), "real observations (must pass)": (real(args.data), True)}
+    for half, note in (("dev", "written against"), ("held", "held out")):
+        corpora[f"structure {half}, {note}: instructions (must be refused)"] = (structure(half, "instruction"), False)
+        corpora[f"structure {half}, {note}: real observations (must pass)"] = (structure(half, "observation"), True)
+        corpora[f"structure {half}, {note}: orders inside tool output (refused by design)"] = (
+            structure(half, "tool-instruction"), False)
     report: dict = {"corpora": {}}
     wrong: list[tuple[str, str, str, str | None]] = []
     for name, (rows, should_pass) in corpora.items():
@@ -161,10 +182,16 @@ def main() -> int:
               f"{t['bare_regex_per_s']:,.0f} texts/s (the rule costs {1 / t['rule_vs_bare']:.1f}x the bare pass)")
         for item in report["wrong_side"]:
             print(f"WRONG SIDE ({item['corpus']}, {item['rule'] or 'accepted'}): {item['source']}: {item['text'][:160]!r}")
-        red = report["corpora"]["red team (must be refused)"]
-        ok = report["corpora"]["real observations (must pass)"]
-        print(f"red team refused: {red['refused']}/{red['texts']} ({red['refused'] / red['texts']:.1%}); "
-              f"real observations accepted: {ok['passed']}/{ok['texts']} ({ok['passed'] / ok['texts']:.1%})")
+        for refused_name, passed_name in (
+                ("red team (must be refused)", "real observations (must pass)"),
+                ("structure dev, written against: instructions (must be refused)",
+                 "structure dev, written against: real observations (must pass)"),
+                ("structure held, held out: instructions (must be refused)",
+                 "structure held, held out: real observations (must pass)")):
+            red, ok = report["corpora"][refused_name], report["corpora"][passed_name]
+            print(f"{refused_name.split(':')[0]}: instructions refused {red['refused']}/{red['texts']} "
+                  f"({red['refused'] / red['texts']:.1%}); real observations accepted {ok['passed']}/{ok['texts']} "
+                  f"({ok['passed'] / ok['texts']:.1%})")
     return 0 if not wrong else 1
 
 

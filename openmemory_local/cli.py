@@ -236,7 +236,8 @@ def _print_ingest(summary: dict, out=None) -> None:
     if t["rejected_lines"]:
         print("  lines rejected: " + ", ".join(f"{k} {v}" for k, v in t["rejected_lines"].items()), file=out)
     for f in summary["files"]:
-        if f["status"] in ("unreadable", "vanished", "not_found", "busy", "failed", "not_transcript", "not_a_file"):
+        if f["status"] in ("unreadable", "vanished", "not_found", "busy", "failed", "not_transcript", "not_a_file",
+                           "unsupported"):
             print(f"  {f['status'].replace('_', ' ')}: {f['path']} ({f['reason']})", file=out)
         elif f["rejected"]:
             bad = ", ".join(f"{k} {v}" for k, v in f["rejected"].items())
@@ -335,6 +336,10 @@ def cmd_run(args) -> int:
 def _print_sleep(result: dict, out=None) -> None:
     if not result:
         return
+    if result.get("empty"):
+        print(f"Slept at {result['now']}: nothing to consolidate yet (no episodes); nothing recorded, so "
+              "transcripts ingested later are replayed from their first day", file=out)
+        return
     learn, verify, decay = result.get("learn", {}), result.get("verify", {}), result.get("decay", {})
     print(f"Slept at {result['now']}: {learn.get('surprises', 0)} new surprises, "
           f"{len(learn.get('learned', []))} lessons learned, {len(learn.get('strengthened', []))} strengthened, "
@@ -353,8 +358,13 @@ def _print_publish(result: dict, out=None) -> None:
 
 
 def _print_render(result: dict, out=None) -> None:
+    from .render import nothing_rendered
+
     if not result:
         return
+    why = nothing_rendered(result)
+    if why:
+        print(why, file=out)
     for target in result.get("targets", []):
         changes = []
         if target["written"]:
@@ -378,6 +388,20 @@ def _print_render(result: dict, out=None) -> None:
         print(f"  received lesson {record_id[:16]} vetoed: its file was deleted", file=out)
     for path in result.get("edited", []):
         print(f"  {path}: edited by its owner, left alone from now on", file=out)
+    for line in result.get("problems", []) + [s for s in result.get("skipped", []) if s != "no Claude Code folder"]:
+        print(f"  {line}", file=out)
+    _print_agent_render(result.get("agents") or {}, out)
+
+
+def _print_agent_render(result: dict, out=None) -> None:
+    """What ``render`` did to Codex's ``AGENTS.md`` and Gemini CLI's ``GEMINI.md`` files."""
+    for target in result.get("targets", []):
+        index = target["index"]
+        what = {"created": "Open Memory's section added", "written": "Open Memory's section updated",
+                "unchanged": "unchanged", "none": "no lessons: nothing written"}.get(index, index)
+        print(f"Rendered {target['listed']} lessons into {target['file']} ({target['agent']}): {what}", file=out)
+    for lesson_id in result.get("vetoed", []):
+        print(f"  lesson {lesson_id} vetoed: its line was deleted from an agent's memory file", file=out)
     for line in result.get("problems", []) + result.get("skipped", []):
         print(f"  {line}", file=out)
 
@@ -411,12 +435,18 @@ def cmd_render(args) -> int:
             result = render(store, now, memory_dir=args.memory_dir, project=args.project)
         except RenderError as exc:
             raise UsageError(str(exc)) from None
+        data = result.to_dict()
+        if not args.memory_dir:  # the other agents' memory files of the same projects (agent_render)
+            from .agent_render import render_agents
+            from .sleep import sleep_lock
+
+            with sleep_lock(store.config):
+                data["agents"] = render_agents(store, now).to_dict()
+            data["changed"] = data["changed"] or data["agents"]["changed"]
         if args.json:
-            _emit_json(result.to_dict())
+            _emit_json(data)
         else:
-            if not result.targets:
-                print("Nothing to render: no lessons yet for any project with a Claude Code folder.")
-            _print_render(result.to_dict())
+            _print_render(data)
         return EXIT_OK
 
 
@@ -817,9 +847,11 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     sub = real if only is None else _OneCommand(real, only)
 
     p = sub.add_parser("run", parents=[common], help="the nightly job: ingest, sleep, render, report",
-                       description="Ingest ~/.claude/projects, replay a history brought in (one sleep at the end "
+                       description="Ingest ~/.claude/projects (and Codex's ~/.codex/sessions, Gemini CLI's "
+                       "~/.gemini/tmp), replay a history brought in (one sleep at the end "
                        "of each past day), sleep (decay, lessons, verify, predict), render the lessons into each "
-                       "project's memory folder, and print the morning report.")
+                       "project's memory folder (and its AGENTS.md / GEMINI.md where Codex / Gemini CLI worked), and "
+                       "print the morning report.")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("sleep", parents=[common], help="consolidate: decay, lessons, verify, predict",
@@ -830,7 +862,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
     p = sub.add_parser("render", parents=[common], help="write the lessons into the agent's memory folders",
                        description="Write each project's lessons into its Claude Code memory folder "
-                       "(~/.claude/projects/<project>/memory/), or into --memory-dir.")
+                       "(~/.claude/projects/<project>/memory/), or into --memory-dir; and into the managed section "
+                       "of its AGENTS.md (Codex) and GEMINI.md (Gemini CLI) where those agents worked.")
     p.add_argument("--memory-dir", metavar="DIR", help="render into this folder instead")
     p.add_argument("--project", help="only this project (its working directory)")
     p.set_defaults(func=cmd_render)
@@ -854,8 +887,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("ingest", parents=[common], help="read transcripts into episodes",
-                       description="Archive and ingest transcripts (files or folders; default "
-                       "~/.claude/projects). Incremental: only new bytes are read. Then the past days brought "
+                       description="Archive and ingest transcripts of Claude Code, Codex CLI and Gemini CLI "
+                       "(files or folders; default ~/.claude/projects, ~/.codex/sessions, ~/.gemini/tmp). Incremental: only new bytes are read. Then the past days brought "
                        "in are slept on as they happened (one sleep at the end of each; --no-replay: not).")
     p.add_argument("paths", nargs="*", metavar="PATH", help="transcript files or folders")
     p.add_argument("--from-archive", action="store_true",

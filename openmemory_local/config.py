@@ -71,6 +71,9 @@ __all__ = [
     "read_config_file",
     "claude_config_dir",
     "default_sources",
+    "agent_sources",
+    "codex_home",
+    "gemini_dir",
     "load_config",
 ]
 
@@ -96,6 +99,9 @@ class Config:
     home: Path
     #: Transcript roots ingested when no path is given (``openmemory ingest``, ``run``).
     sources: tuple[Path, ...] = field(default_factory=tuple)
+    #: The other agents' transcript folders (Codex's, Gemini CLI's: :func:`adapters.agent_roots`),
+    #: scanned by ``openmemory ingest`` and ``run`` when they exist.
+    agent_sources: tuple[Path, ...] = field(default_factory=tuple)
 
     # --- ingest -------------------------------------------------------------------
     #: A transcript line longer than this is skipped (counted as "oversized line").
@@ -220,6 +226,9 @@ class Config:
     #: owner's text included, is kept within both.
     memory_index_max_lines: int = 200
     memory_index_max_bytes: int = 25_000
+    #: The most Open Memory's section of a Codex ``AGENTS.md`` or a Gemini CLI ``GEMINI.md`` may take
+    #: (:mod:`openmemory_local.agent_render`; Codex's 32 KiB for all its files applies too).
+    agent_section_max_bytes: int = 8_000
 
     # --- the commons node (openmemory_local.node_link) ---------------------------------
     #: The node's data folder, where the engine reads its API address (``api.addr``) and
@@ -420,6 +429,29 @@ def default_sources(environ=None) -> tuple[Path, ...]:
     return (claude_config_dir(environ) / "projects",)
 
 
+def codex_home(environ=None) -> Path:
+    """Codex CLI's folder: ``$CODEX_HOME``, else ``~/.codex``."""
+    env = os.environ if environ is None else environ
+    if env.get("CODEX_HOME"):
+        return Path(env["CODEX_HOME"]).expanduser()
+    return Path(env.get("HOME") or Path.home()) / ".codex"
+
+
+def gemini_dir(environ=None) -> Path:
+    """Gemini CLI's folder: ``$GEMINI_CLI_HOME/.gemini``, else ``~/.gemini``."""
+    env = os.environ if environ is None else environ
+    base = env.get("GEMINI_CLI_HOME") or env.get("HOME") or str(Path.home())
+    return Path(base).expanduser() / ".gemini"
+
+
+def agent_sources(environ=None) -> tuple[Path, ...]:
+    """The transcript folders of the agents other than Claude Code: Codex's ``sessions`` and
+    ``archived_sessions``, Gemini CLI's ``tmp`` (see :mod:`openmemory_local.adapters`). Path
+    arithmetic only: reading the configuration imports no adapter."""
+    codex = codex_home(environ)
+    return (codex / "sessions", codex / "archived_sessions", gemini_dir(environ) / "tmp")
+
+
 def _env_int(env, name: str, default: int | None, allow_zero: bool = False) -> int | None:
     raw = env.get(name)
     if raw in (None, ""):
@@ -443,6 +475,7 @@ def load_config(home_option: str | os.PathLike | None = None, environ=None, *,
     file_node_home = from_file.pop("node_home", None)
     settings = {
         "sources": default_sources(env),
+        "agent_sources": agent_sources(env),
         "max_line_bytes": _env_int(env, ENV_MAX_LINE_BYTES, Config.max_line_bytes),
         "claude_dir": claude_config_dir(env),
         "lesson_model_url": env.get(ENV_LESSON_MODEL_URL) or None,

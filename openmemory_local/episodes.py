@@ -31,6 +31,8 @@ Episodes (``Episode.kind``):
     person, ``cancelled`` because a parallel call failed, ``hook``), ``exit_code``,
     ``first_line`` (the failure's reason line: the line a person would quote, see
     :mod:`openmemory_local.reason`), ``output`` (its start), ``call_id``, ``call_line``,
+    ``exit_source`` (only from agents that record no success flag, Codex and Gemini CLI: where
+    the exit code came from, ``field``, ``metadata``, ``output`` or ``status``),
     ``resolution`` (what made it go away later in the same session, or None: see
     :mod:`openmemory_local.resolutions`; the episode's text then ends with it).
 
@@ -185,6 +187,10 @@ class ToolReturned:
     uid: str | None = None
     parent: str | None = None
     agent: str | None = None  # a subagent's result seen from its parent's transcript
+    #: Where ``exit_code`` came from when the agent records no success flag: ``field`` (a
+    #: structured field), ``metadata`` (a JSON envelope), ``output`` (parsed from the text),
+    #: ``status`` (the call's status); None: the adapter's own rule (Claude Code's result flag).
+    exit_source: str | None = None
 
 
 @dataclass(slots=True)
@@ -817,6 +823,8 @@ class EpisodeBuilder:
             "call_line": call["line"],
             "resolution": None,
         }
+        if ev.exit_source is not None:
+            fields["exit_source"] = ev.exit_source
         self._count_calls(ev.agent)
         if ev.failure not in ("cancelled", "rejected", "interrupted") and call["tool"] != "unknown":
             self._failed_again(call, ev, first)

@@ -43,6 +43,7 @@ from __future__ import annotations
 import json
 import shutil
 import sqlite3
+import sys
 import tempfile
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -293,8 +294,9 @@ def evaluate(store, now: datetime, *, split: datetime | None = None, experiment=
         from .embedders import EmbedderUnavailable, learned_available
 
         if not learned_available():
-            raise EmbedderUnavailable("--learned needs the `learned` extra: pip install torch==2.13.0, then "
-                                     "pip install 'openmemory[learned]'")
+            from openmemory_protocol.extras import absent, missing_extra
+
+            raise EmbedderUnavailable(missing_extra("learned", "--learned", absent("learned")))
     methods = _methods(learned)
     out = {"now": iso(now), "split": iso(split) if split else None, "home": str(store.config.home)}
     if split is None:
@@ -425,7 +427,7 @@ def table(result: dict) -> str:
                          f"{_fmt((index['prediction_accuracy'].get(w) or {}).get('accuracy')):>9} "
                          f"{_fmt((index['surprises_per_session'].get(w) or {}).get('per_session')):>8} "
                          f"{_fmt(ret.get('recall@3')):>9}")
-    if result.get("plots"):
+    if isinstance(result.get("plots"), list) and result["plots"]:
         lines += ["", "Plots: " + ", ".join(result["plots"])]
     return "\n".join(lines)
 
@@ -459,15 +461,27 @@ def _cmd_eval(args) -> int:
             result = evaluate(store, now, split=split, experiment=args.experiment, learned=args.learned)
         except (EvalError, EmbedderUnavailable) as exc:
             raise UsageError(str(exc)) from None
+    missing = None
     if args.plots:
+        from openmemory_protocol.extras import absent, missing_extra
+
+        module = absent("eval")
         try:
-            from .plots import plot_evaluation
-        except ImportError as exc:  # matplotlib missing
-            raise UsageError(f"--plots needs matplotlib (pip install 'openmemory[eval]'): {exc}") from None
-        result["plots"] = plot_evaluation(result, args.plots)
+            if module is None:
+                from .plots import plot_evaluation
+
+                result["plots"] = plot_evaluation(result, args.plots)
+        except ImportError as exc:  # a part of matplotlib that does not import
+            module = exc
+        if module is not None:  # the measures are still printed; the hint says what to install for the figures
+            missing = missing_extra("eval", "--plots", module)
+            result["plots"] = {"missing": missing}  # --json: where the list of files would be
     if args.json:
         _emit_json(result)
     else:
         print(table(result))
+    if missing:
+        print(f"openmemory eval: no plots written: {missing}", file=sys.stderr)
+        return 2
     return 0
 

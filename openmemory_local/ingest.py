@@ -49,7 +49,7 @@ from typing import Callable, Iterable
 
 import numpy as np
 
-from .adapters import ADAPTERS, DEFAULT_ADAPTER
+from .adapters import ADAPTERS, DEFAULT_ADAPTER, adapter_for
 from .archive import ArchiveFile, ArchiveReader, MemberWriter, archive_relpath, iter_archives, original_path
 from .clock import ClockError, iso, parse_time
 from .embedders import store_embedder
@@ -84,6 +84,7 @@ class FileResult:
     removed: int = 0
     duplicates: int = 0  # episodes already owned by another transcript (a copy)
     rejected: dict = field(default_factory=dict)  # reason -> lines rejected this run
+    agent: str | None = None  # the adapter that read it (claude-code, codex, gemini)
 
     def to_dict(self) -> dict:
         return {k: v for k, v in self.__dict__.items()}
@@ -149,12 +150,17 @@ Progress = Callable[[int, int, int, int, str], None]
 # --- discovery ----------------------------------------------------------------------
 
 
-def discover(paths: Iterable[os.PathLike | str], adapter) -> tuple[list[Path], list[FileResult], list[str]]:
+def discover(paths: Iterable[os.PathLike | str], adapter=None,
+             agents: dict | None = None) -> tuple[list[Path], list[FileResult], list[str]]:
     """Files to ingest under ``paths`` (files, or folders searched recursively).
 
-    Returns (files, problems for paths that do not exist or are not files, missing).
+    With ``adapter`` None, each file's adapter is its own (:func:`adapters.adapter_for`: a
+    folder's files by name and place, a file given by name also by its first line), recorded
+    in ``agents`` (real path -> adapter). Returns (files, problems for paths that do not exist
+    or are not files, missing).
     """
     files: dict[str, Path] = {}
+    agents = {} if agents is None else agents
     problems: list[FileResult] = []
     missing: list[str] = []
     for raw in paths:
@@ -168,14 +174,34 @@ def discover(paths: Iterable[os.PathLike | str], adapter) -> tuple[list[Path], l
         except OSError as exc:
             problems.append(FileResult(str(path), "unreadable", exc.strerror or str(exc)))
             continue
-        if stat.S_ISDIR(st.st_mode):
-            found = adapter.discover(path)
+        if adapter is not None:
+            found = [(p, adapter) for p in (adapter.discover(path) if stat.S_ISDIR(st.st_mode)
+                                            else [path, *adapter.related(path)])]
+        elif stat.S_ISDIR(st.st_mode):
+            found = [(p, adapter_for(p)) for p in _walk(path)]
         else:
-            found = [path, *adapter.related(path)]
-        for item in found:
+            ad = adapter_for(path, sniff=True)
+            found = [(p, ad) for p in (path, *ad.related(path))]
+        for item, ad in found:
             key = os.path.realpath(item)
-            files.setdefault(key, Path(key))
+            if key not in files:
+                files[key] = Path(key)
+                agents[key] = ad
     return sorted(files.values()), problems, missing
+
+
+def _walk(root: Path) -> list[Path]:
+    """Every transcript of any agent under ``root`` (symbolic links to folders not followed):
+    the files an adapter claims by name and place (Claude Code's: every ``*.jsonl``)."""
+    found = []
+    others = [ADAPTERS[name] for name in ADAPTERS if name != DEFAULT_ADAPTER]
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        for name in filenames:
+            path = Path(dirpath) / name
+            if name.endswith(".jsonl") or any(ad.claims(path) for ad in others):
+                found.append(path)
+    return sorted(found)
 
 
 # --- the run ------------------------------------------------------------------------
@@ -186,35 +212,44 @@ def ingest(
     paths: Iterable[os.PathLike | str] | None = None,
     *,
     now: datetime,
-    adapter: str = DEFAULT_ADAPTER,
+    adapter: str | None = None,
     progress: Progress | None = None,
     before_file: Callable[[Path], None] | None = None,
 ) -> IngestSummary:
-    """Ingest transcripts (files or folders; default: ``store.config.sources``).
+    """Ingest transcripts (files or folders; default: ``store.config.sources``, Claude Code's,
+    and ``store.config.agent_sources``, the other agents' folders that exist). Each file is read
+    by its own agent's adapter (``adapter``: one adapter for every file instead).
 
     Never raises for a bad file: each one gets a :class:`FileResult` with its status and
     reason. ``before_file`` is called with each path before it is opened (tests use it to
     pull files away mid-run).
     """
     started = time.perf_counter()
-    ad = ADAPTERS[adapter]
+    ad = ADAPTERS[adapter] if adapter is not None else None
+    agents: dict = {}
     if paths is None:
         paths = list(store.config.sources)
         existing = [p for p in paths if Path(p).exists()]
-        summary = IngestSummary(sources=[str(p) for p in paths],
+        # the other agents' folders: scanned when they exist, not reported missing (an agent
+        # that is not installed is no problem)
+        others = [p for p in store.config.agent_sources if Path(p).is_dir() and p not in paths]
+        summary = IngestSummary(sources=[str(p) for p in paths + others],
                                 missing_sources=[str(p) for p in paths if not Path(p).exists()])
-        files, problems, _ = discover(existing, ad)
+        files, problems, _ = discover(existing + others, ad, agents)
     else:
         paths = list(paths)
         summary = IngestSummary(sources=[str(p) for p in paths])
-        files, problems, missing = discover(paths, ad)
+        files, problems, missing = discover(paths, ad, agents)
         summary.missing_sources = missing
     summary.files.extend(problems)
 
     def one(path: Path) -> FileResult:
         if before_file:
             before_file(path)
-        return _ingest_path(store, ad, path, now)
+        each = agents.get(str(path)) or ad or ADAPTERS[DEFAULT_ADAPTER]
+        result = _ingest_path(store, each, path, now)
+        result.agent = each.name
+        return result
 
     _run(store, summary, files, one, now, progress, started)
     return summary
@@ -225,7 +260,7 @@ def _run(store: Store, summary: IngestSummary, items: list, one, now: datetime, 
     """Process files one by one (reporting progress by bytes), then merge the dirty
     session episodes, compact the matrix and flush the archive."""
     _cleanup(store)
-    sizes = [_size(store.config.home / item) for item in items]
+    sizes = [_size(store.config.home / (item[0] if isinstance(item, tuple) else item)) for item in items]
     total = sum(sizes)
     done = 0
     for index, item in enumerate(items):
@@ -247,7 +282,7 @@ def _sync(store: Store, summary: IngestSummary) -> None:
     if store.config.archive_sync != "run":
         return
     home = store.config.home
-    written = [home / archive_relpath(DEFAULT_ADAPTER, Path(f.path)) for f in summary.files if f.bytes]
+    written = [home / archive_relpath(f.agent or DEFAULT_ADAPTER, Path(f.path)) for f in summary.files if f.bytes]
     if not written:
         return
 
@@ -268,7 +303,7 @@ def _sync(store: Store, summary: IngestSummary) -> None:
 
 
 def rebuild_from_archive(
-    store: Store, *, now: datetime, adapter: str = DEFAULT_ADAPTER, progress: Progress | None = None
+    store: Store, *, now: datetime, adapter: str | None = None, progress: Progress | None = None
 ) -> IngestSummary:
     """Recompute every transcript's episodes from the archive alone (originals unused).
 
@@ -276,13 +311,19 @@ def rebuild_from_archive(
     archived transcripts that no longer derive from the archive are removed.
     """
     started = time.perf_counter()
-    ad = ADAPTERS[adapter]
     home = store.config.home
-    summary = IngestSummary(sources=[str(home / "archive" / ad.name)])
-    archives = list(iter_archives(home, ad.name))
+    chosen = [ADAPTERS[adapter]] if adapter is not None else list(ADAPTERS.values())
+    summary = IngestSummary(sources=[str(home / "archive" / ad.name) for ad in chosen])
+    archives = [(rel, ad) for ad in chosen for rel in iter_archives(home, ad.name)]
+
+    def one(item) -> FileResult:
+        rel, ad = item
+        result = _rebuild_one(store, ad, rel, now)
+        result.agent = ad.name
+        return result
+
     # Nothing is appended to the archive here (a damaged one is rewritten and synced).
-    _run(store, summary, archives, lambda rel: _rebuild_one(store, ad, rel, now), now, progress, started,
-         sync=False)
+    _run(store, summary, archives, one, now, progress, started, sync=False)
     return summary
 
 
@@ -336,6 +377,7 @@ class _Parsed:
     transcript_like: bool
     role: str
     agent_id: str | None
+    skip_reason: str | None  # the adapter knows this file and cannot read it (a named skip)
     rejects: dict  # reason -> lines, all runs
     rejected: dict  # reason -> lines, this run
     state: dict
@@ -366,15 +408,22 @@ class _Job:
     config: Config
     relpath: str
     row: dict | None
+    #: What the adapter cannot read in the file and is told (adapters with ``needs_cwd_hint``:
+    #: the working folders already known, to match a project hash against).
+    hints: dict | None = None
 
 
 _ROW_FIELDS = ("status", "size", "mtime", "consumed_bytes", "consumed_lines", "head_hash", "tail_hash",
-               "archive_bytes", "state")
+               "archive_bytes", "state", "digest")
 
 
 def _job(store: Store, ad, path: Path, row: dict | None) -> _Job:
     subset = {k: row[k] for k in _ROW_FIELDS} if row else None
-    return _Job(str(path), ad.name, store.config, archive_relpath(ad.name, path), subset)
+    hints = None
+    if getattr(ad, "needs_cwd_hint", False):
+        hints = {"known_cwds": [cwd for (cwd,) in store.conn.execute(
+            "SELECT DISTINCT project FROM transcripts WHERE project IS NOT NULL ORDER BY project")]}
+    return _Job(str(path), ad.name, store.config, archive_relpath(ad.name, path), subset, hints)
 
 
 def _ingest_path(store: Store, ad, path: Path, now: datetime) -> FileResult:
@@ -446,8 +495,11 @@ def _read_transcript(job: _Job) -> _Read:
     archive = ArchiveFile(config.home, job.relpath)
     same = row is not None and row["size"] == st.st_size and row["mtime"] == st.st_mtime
     if same and row["status"] == "not_transcript":
+        skip = loads(row.get("digest"), {}).get("skip") if row.get("digest") else None
+        if skip:
+            return _Read("skip", st.st_size, st.st_mtime, "unsupported", f"{skip} (unchanged)")
         return _Read("skip", st.st_size, st.st_mtime, "not_transcript",
-                     "no Claude Code record in its first lines (unchanged)")
+                     f"no {ad.label} record in its first lines (unchanged)")
     if (same and row["status"] == "active" and row["consumed_bytes"] == st.st_size
             and archive.size() >= row["archive_bytes"]):
         return _Read("unchanged", st.st_size, st.st_mtime)
@@ -455,9 +507,13 @@ def _read_transcript(job: _Job) -> _Read:
     # would copy twice (file -> buffer -> block: 0.09 s instead of 0.04 s on 212 MB).
     with open(path, "rb") as f:
         plan = _plan(row, f, st, archive)
+        if plan.mode == "append" and ad.whole_file(path):
+            plan = _Plan("rewrite", "changed (read whole)", 0, 0)  # a whole-file format: never appended to
         if plan.mode == "unchanged":
             return _Read("stat", st.st_size, st.st_mtime, plan=plan)
         state = loads(row["state"], {}) if (row and plan.mode == "append") else {}
+        if job.hints and plan.mode != "append":
+            state = {"parser": dict(job.hints)}
         member = MemberWriter(config.tmp_dir, config.archive_level)
         try:
             parsed = _parse(config, ad, path, f, plan, state, member)
@@ -501,6 +557,9 @@ def _parse(config: Config, ad, path: Path, stream, plan: _Plan, state: dict,
            member: MemberWriter | None) -> _Parsed:
     if plan.mode != "append" and stream.seekable():
         stream.seek(0)
+    if ad.whole_file(path):
+        # read whole, from no earlier state (a hint for the parser at most: a rebuild's)
+        return _parse_whole(config, ad, path, stream, {} if "builder" in state else state, member)
     sink = Consumed(head=plan.head, tail=plan.tail, member=member)
     reader = LineReader(stream, sink, offset=plan.start, line=plan.start_line,
                         max_line_bytes=config.max_line_bytes)
@@ -535,6 +594,10 @@ def _parse(config: Config, ad, path: Path, stream, plan: _Plan, state: dict,
             feed(event)
         if not parser.transcript_like and seen >= probe:
             break  # not a transcript: nothing of it is kept
+        if parser.skip_reason if hasattr(parser, "skip_reason") else False:
+            break  # a format the adapter knows it cannot read: a named skip
+    for event in parser.finish() if hasattr(parser, "finish") else ():
+        feed(event)
     sink.finish()
     rejected = {k: v - rejects_before.get(k, 0) for k, v in parser.rejects.items()
                 if v - rejects_before.get(k, 0) > 0}
@@ -546,7 +609,56 @@ def _parse(config: Config, ad, path: Path, stream, plan: _Plan, state: dict,
         consumed=reader.offset, lines=reader.line, incomplete=reader.incomplete, binary=binary,
         head_hash=sink.head_hash, tail_hash=sink.tail_hash, chunk_digest=sink.digest(),
         chunk_bytes=sink.bytes, transcript_like=parser.transcript_like, role=parser.role,
-        agent_id=parser.agent_id, rejects=dict(parser.rejects), rejected=rejected,
+        agent_id=parser.agent_id, skip_reason=getattr(parser, "skip_reason", None), rejects=dict(parser.rejects),
+        rejected=rejected, state={"parser": parser.state(), "builder": builder.state()}, digest=builder.digest,
+        episodes=builder.take(), member=member.detach() if member is not None else None,
+    )
+
+
+#: The largest whole-file transcript (a Gemini ``.json``, a ``.jsonl.zst`` once decompressed) read.
+WHOLE_FILE_LIMIT = 256 << 20
+
+
+def _parse_whole(config: Config, ad, path: Path, stream, state: dict, member: MemberWriter | None) -> _Parsed:
+    """Read a transcript that is rewritten rather than appended to (a Gemini CLI ``.json``) or
+    compressed (``.jsonl.zst``): all of its bytes are archived as they are, then decoded and
+    parsed at once; every run that finds it changed reads it whole again."""
+    sink = Consumed(member=member)
+    raw = stream.read(WHOLE_FILE_LIMIT + 1)
+    if len(raw) > WHOLE_FILE_LIMIT:
+        raise _Skip("unsupported", f"{ad.label} transcript larger than {WHOLE_FILE_LIMIT >> 20} MiB: not read")
+    sink.feed(raw)
+    sink.finish()
+    parser = ad.parser(path, state.get("parser"), None)
+    builder = EpisodeBuilder(None)
+    data = raw
+    skip = None
+    if path.name.endswith(".zst"):
+        try:
+            import zstandard
+        except ImportError:
+            zstandard = None
+            skip = f"{ad.label} {path.name}: a .zst transcript needs the zstandard module (pip install zstandard)"
+        if zstandard is not None:
+            try:
+                data = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(raw)).read(WHOLE_FILE_LIMIT + 1)
+            except zstandard.ZstdError as exc:
+                skip = f"{ad.label} {path.name}: not a readable zstd file ({exc})"
+    events: list = []
+    if skip is None:
+        if hasattr(parser, "feed_document") and not path.name.endswith(".zst"):
+            events = parser.feed_document(data)
+        else:
+            parser.feed_run(data, 0, len(data), 0, events)  # every line, the last one even without its newline
+    for event in events:
+        builder.feed(event)
+    lines = data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1)
+    return _Parsed(
+        consumed=len(raw), lines=lines, incomplete=False, binary=skip is None and not parser.transcript_like
+        and _looks_binary(data[:4096]), head_hash=sink.head_hash, tail_hash=sink.tail_hash,
+        chunk_digest=sink.digest(), chunk_bytes=sink.bytes, transcript_like=skip is None and parser.transcript_like,
+        role=parser.role, agent_id=parser.agent_id, skip_reason=skip or parser.skip_reason,
+        rejects=dict(parser.rejects), rejected=dict(parser.rejects),
         state={"parser": parser.state(), "builder": builder.state()}, digest=builder.digest,
         episodes=builder.take(), member=member.detach() if member is not None else None,
     )
@@ -586,7 +698,7 @@ def _commit(store: Store, ad, path: Path, outcome: _Read, row0: dict | None, rel
                         bytes=parsed.consumed - plan.start, rejected=parsed.rejected)
     now_iso = iso(now)
     if not parsed.transcript_like:
-        if parsed.lines == 0 and not parsed.binary:
+        if parsed.lines == 0 and not parsed.binary and not parsed.skip_reason:
             result.status, result.reason = "pending", "no complete line yet"
             return result
         with store.write():
@@ -598,11 +710,15 @@ def _commit(store: Store, ad, path: Path, outcome: _Read, row0: dict | None, rel
             _upsert_transcript(store, row, {
                 "path": str(path), "adapter": ad.name, "status": "not_transcript", "size": outcome.size,
                 "mtime": outcome.mtime, "last_ingested": now_iso, "rejects": dumps(parsed.rejects),
+                "digest": dumps({"skip": parsed.skip_reason}) if parsed.skip_reason else None,
             }, now_iso)
-        result.status = "not_transcript"
         result.rejected = {}  # its lines were never meant to be transcript records
+        if parsed.skip_reason:  # a named skip: the adapter knows this file and cannot read it
+            result.status, result.reason = "unsupported", parsed.skip_reason
+            return result
+        result.status = "not_transcript"
         result.reason = ("binary data" if parsed.lines == 0 else
-                         f"no Claude Code record in its first {parsed.lines} lines")
+                         f"no {ad.label} record in its first {parsed.lines} lines")
         return result
     vectors = _embed_all(store, parsed.episodes)
     archive = ArchiveFile(store.config.home, relpath)
@@ -893,7 +1009,11 @@ def _rebuild_one(store: Store, ad, rel: str, now: datetime) -> FileResult:
             try:
                 stream = io.BufferedReader(reader, buffer_size=_READ_BUFFER)
                 plan = _Plan("rewrite", "rebuilt from the archive", 0, 0)
-                parsed = _parse(store.config, ad, path, stream, plan, {}, None)
+                # a format without the session's folder in it (Gemini CLI's) was told it by a file
+                # beside the original, maybe gone now: the folder found then is kept
+                hint = ({"parser": {"cwd_hint": row0["project"]}}
+                        if getattr(ad, "needs_cwd_hint", False) and row0 and row0.get("project") else {})
+                parsed = _parse(store.config, ad, path, stream, plan, hint, None)
                 damaged = reader.damaged
             finally:
                 reader.close()
@@ -913,7 +1033,7 @@ def _commit_rebuild(store: Store, ad, path: Path, rel: str, row0, parsed: _Parse
     result = FileResult(str(path), "rebuilt", "archive damaged: read up to the damage" if damaged else None,
                         lines=parsed.lines, bytes=parsed.consumed, rejected=parsed.rejected)
     if not parsed.transcript_like:
-        result.status, result.reason = "not_transcript", "no Claude Code record in the archive"
+        result.status, result.reason = "not_transcript", f"no {ad.label} record in the archive"
         return result
     home = store.config.home
     archive = ArchiveFile(home, rel)

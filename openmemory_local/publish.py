@@ -191,7 +191,11 @@ def enable(store, project: str | os.PathLike, now: datetime) -> dict:
             changed.append(fam)
     lessons = {fam: store.conn.execute("SELECT COUNT(*) FROM lessons WHERE family = ? AND state = 'active'",
                                        (fam,)).fetchone()[0] for fam in families}
-    return {"families": families, "changed": changed, "lessons": lessons}
+    known = {f for fams in _known_families(store).values() for f in fams}
+    known |= {f for (f,) in store.conn.execute("SELECT DISTINCT family FROM lessons WHERE family IS NOT NULL")}
+    # not known yet (no session ingested): the opt-in will cover the family its sessions form (_folder_opt_ins)
+    return {"families": families, "changed": changed, "lessons": lessons,
+            "unknown": [f for f in families if f not in known]}
 
 
 def disable(store, project: str | os.PathLike, now: datetime, *, revoke_published: bool = False,
@@ -202,11 +206,16 @@ def disable(store, project: str | os.PathLike, now: datetime, *, revoke_publishe
     families = resolve_families(store, project)
     now_iso = iso(now)
     changed, dropped, withdrawn = [], 0, 0
+    through = {f: row for f, row in _covered(store).items() if f in families}  # opted in through a folder
     with store.write():
         for fam in families:
             n = store.conn.execute(
                 "UPDATE publish_projects SET enabled = 0, disabled_at = ? WHERE family = ? AND enabled = 1",
                 (now_iso, fam)).rowcount
+            if fam in through:
+                n += store.conn.execute(
+                    "UPDATE publish_projects SET enabled = 0, disabled_at = ? WHERE family = ? AND enabled = 1",
+                    (now_iso, through[fam][0])).rowcount
             if n:
                 changed.append(fam)
             dropped += store.conn.execute(
@@ -232,8 +241,46 @@ def disable(store, project: str | os.PathLike, now: datetime, *, revoke_publishe
     return out
 
 
+def _folder_opt_ins(store) -> dict[str, list[str]]:
+    """Opt-ins made before their project's sessions were known, now resolved: an opted-in row whose
+    own family the store has no session nor lesson of, and whose folder (``path``, as the person
+    named it: ``openmemory publish enable ~/src/app`` before the first ingest) now belongs to
+    families the store knows (its worktrees' family, ``~/src/app-worktrees/*``) -> those families."""
+    known = {f for fams in _known_families(store).values() for f in fams}
+    known |= {f for (f,) in store.conn.execute("SELECT DISTINCT family FROM lessons WHERE family IS NOT NULL")}
+    out: dict[str, list[str]] = {}
+    for fam, path in store.conn.execute("SELECT family, path FROM publish_projects WHERE enabled = 1 "
+                                        "AND path IS NOT NULL ORDER BY family").fetchall():
+        if fam in known or path.endswith("/*"):
+            continue
+        resolved = [f for f in resolve_families(store, path) if f != fam and f in known]
+        if resolved:
+            out[fam] = resolved
+    return out
+
+
+def _covered(store) -> dict[str, tuple[str, str, str]]:
+    """Families opted in through a folder opt-in (:func:`_folder_opt_ins`) -> (the row's family, its
+    folder, when it was opted in); not those opted out by themselves since that opt-in."""
+    rows = {fam: (enabled, disabled_at) for fam, enabled, disabled_at in store.conn.execute(
+        "SELECT family, enabled, disabled_at FROM publish_projects")}
+    out: dict[str, tuple[str, str, str]] = {}
+    for fam, resolved in _folder_opt_ins(store).items():
+        path, since = store.conn.execute("SELECT path, enabled_at FROM publish_projects WHERE family = ?",
+                                         (fam,)).fetchone()
+        for f in resolved:
+            own = rows.get(f)
+            if own is None or (not own[0] and (own[1] or "") < (since or "")):
+                out.setdefault(f, (fam, path, since))
+    return out
+
+
 def opted_in(store) -> list[str]:
-    return [f for (f,) in store.conn.execute("SELECT family FROM publish_projects WHERE enabled = 1 ORDER BY family")]
+    """The families opted in: by their own row, or through a folder opted in before the project's
+    sessions were known, once they are (:func:`_folder_opt_ins`: the opt-in covers the family the
+    folder's worktrees form)."""
+    own = {f for (f,) in store.conn.execute("SELECT family FROM publish_projects WHERE enabled = 1")}
+    return sorted(own | set(_covered(store)))
 
 
 def status(store, *, known: bool = False) -> dict:
@@ -243,6 +290,10 @@ def status(store, *, known: bool = False) -> dict:
     families = []
     rows = store.conn.execute(
         "SELECT family, enabled, path, enabled_at, disabled_at FROM publish_projects ORDER BY family").fetchall()
+    covered = _covered(store)  # a folder opted in before its sessions were known: listed as its families
+    folders = {row[0] for row in covered.values()}
+    rows = sorted([r for r in rows if r[0] not in folders and r[0] not in covered]
+                  + [(f, 1, path, since, None) for f, (_, path, since) in covered.items()])
     if known:
         listed = {r[0] for r in rows}
         others = {f for fams in _known_families(store).values() for f in fams}
@@ -952,7 +1003,10 @@ def commons_line(rec: dict) -> str:
 def enable_messages(result: dict, threshold: float) -> list[str]:
     """What :func:`enable` did, one sentence per family."""
     return [f"{fam}: {'opted in' if fam in result['changed'] else 'already opted in'}; {result['lessons'][fam]} "
-            f"active lesson(s) so far. Lessons at strength {threshold:g} or more are published by the next "
+            f"active lesson(s) so far"
+            + ("; no session of it is ingested yet: once there are, the opt-in covers the project family they "
+               "form (its git worktrees with it)" if fam in result.get("unknown", ()) else "")
+            + f". Lessons at strength {threshold:g} or more are published by the next "
             "`openmemory run` (or `openmemory publish`); `openmemory publish --dry-run` shows exactly what would "
             "leave." for fam in result["families"]]
 

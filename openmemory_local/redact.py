@@ -59,6 +59,7 @@ import math
 import re
 from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
 
 from .normalize import _family_re, _strip_dir, normalise
 from .unicode14 import UNASSIGNED_RE
@@ -71,6 +72,8 @@ __all__ = [
     "GENERIC_DIRS",
     "GENERIC_USERS",
     "scrub",
+    "commons_scrub",
+    "COMMONS_PARTS",
     "gate",
     "project_names",
     "users_in_path",
@@ -79,7 +82,7 @@ __all__ = [
 
 #: Every placeholder scrub writes.
 PLACEHOLDERS = ("<secret>", "<email>", "<ip>", "<host>", "<url>", "<home>", "<path>", "<branch>", "<project>",
-                "<username>", "<id>", "<time>", "<hash>", "<num>")
+                "<username>", "<id>", "<time>", "<hash>", "<num>", "<name>")
 #: Branch names that say nothing about anyone (not replaced, not looked for).
 GENERIC_BRANCHES = frozenset("main master trunk develop development dev head staging production release".split())
 #: Folder names that say nothing about anyone (a project's path parts that are not looked for).
@@ -161,7 +164,7 @@ _SCP_REMOTE = re.compile(r"(?<![\w/.-])([\w.-]+)@([\w.-]+\.[a-z]{2,}|[\w-]+):([\
 _IPV4 = re.compile(r"(?<![\w.])(?:\d{1,3}\.){3}\d{1,3}(?![\w.]*\w)")
 _IPV6 = re.compile(r"(?<![\w:.])(?=[0-9A-Fa-f.]*:[0-9A-Fa-f.]*:)[0-9A-Fa-f:.]*[0-9A-Fa-f:](?![\w:])")
 _TOKEN = re.compile(r"[A-Za-z0-9+/=_-]{16,}")
-_PLACEHOLDER = re.compile(r"<(?:secret|email|ip|host|url|home|path|branch|project|username|id|time|hash|num)>")
+_PLACEHOLDER = re.compile(r"<(?:secret|email|ip|host|url|home|path|branch|project|username|id|time|hash|num|name)>")
 
 
 def entropy(token: str) -> float:
@@ -645,3 +648,388 @@ def gate(text: str, ident: Identity) -> list[Finding]:
 
 def _mask(secret: str) -> str:
     return secret[:4] + "\u2026" if len(secret) > 4 else "\u2026"
+
+
+# --- the commons form: an allow-list ---------------------------------------------------------------
+
+#: What a part of a claim is, for :func:`commons_scrub`.
+COMMONS_PARTS = ("failure", "command", "path", "situation")
+_ALLOW_DIR = Path(__file__).parent / "data" / "commons-allow"
+#: The lists whose words are allowed in any case (lower, Capitalised, UPPER); the others
+#: (packages, file names, words) are allowed as written, and a word written there in lower case
+#: only in lower case (``acme`` the package is not ``ACME`` the company).
+_ANY_CASE_LISTS = ("programs", "hosts", "errors", "errors-python", "paths")
+
+
+@dataclass(frozen=True)
+class _Allow:
+    exact: frozenset[str]     # as written: TypeError, GitHub, Dockerfile, DATABASE_URL
+    shouted: frozenset[str]   # English verbs and function words, allowed in upper case (STOP, NOT, FORMAT)
+    any_case: frozenset[str]  # lower-cased, allowed in any case: git, github.com, enoent, forbidden, src, json
+    lower: frozenset[str]     # allowed in lower case only: packages (react, acme), lower-case words of the lists
+    extensions: frozenset[str]
+    hosts: frozenset[str]
+    scopes: frozenset[str]    # npm scopes of listed packages (@types, @testing-library)
+
+    def folded(self, word: str) -> bool:
+        """Whether ``word`` (not mixed case) is allowed by the folded lists."""
+        lower = word.lower()
+        return lower in self.any_case or (word == lower and lower in self.lower)
+
+
+def _list_words(path: Path) -> list[str]:
+    return _list_words_text(path.read_text(encoding="utf-8"))
+
+
+@lru_cache(maxsize=1)
+def _allow() -> _Allow:
+    import openmemory_protocol
+
+    exact: set[str] = set()
+    any_case: set[str] = set()
+    lower: set[str] = set()
+    extensions: set[str] = set()
+    for path in sorted(_ALLOW_DIR.glob("*.txt")):
+        name = path.stem
+        text = path.read_text(encoding="utf-8")
+        if name == "files" and "# extensions" in text:
+            extensions.update(w.lower() for w in _list_words_text(text.split("# extensions", 1)[1]))
+        for word in _list_words_text(text):
+            exact.add(word)
+            if name in _ANY_CASE_LISTS:
+                any_case.add(word.lower())
+            elif word.islower() or not any(c.isalpha() for c in word):
+                lower.add(word)
+    # user, branch and folder names that name nobody (scrub does not replace them either)
+    lower.update(GENERIC_USERS | GENERIC_BRANCHES | GENERIC_DIRS | GENERIC_QUOTED)
+    data = Path(openmemory_protocol.__file__).parent / "data"
+    any_case.update(w.lower() for w in _list_words(data / "tech-words.txt"))
+    function_words = {w for w in _list_words(data / "function-words.txt") if not w.startswith("[")}
+    any_case.update(function_words)
+    verbs = {line.split()[0] for line in _list_words_lines(data / "verbs.txt")}
+    hosts = frozenset(w.lower() for w in _list_words(_ALLOW_DIR / "hosts.txt"))
+    scopes = frozenset(w[1:].split("/", 1)[0] for w in lower if w.startswith("@") and "/" in w)
+    return _Allow(frozenset(exact), frozenset(verbs | function_words), frozenset(any_case), frozenset(lower),
+                  frozenset(extensions), hosts, scopes)
+
+
+def _list_words_lines(path: Path) -> list[str]:
+    return [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip() and not line.startswith("#")]
+
+
+def _list_words_text(text: str) -> list[str]:
+    return [w for line in text.splitlines() if not line.startswith("#") for w in line.split()]
+
+
+def _english(word: str) -> bool:
+    from openmemory_protocol.observation import is_english_word
+
+    return word.isascii() and is_english_word(word)
+
+
+#: Top-level domains a host name ends with (a dotted word ending so is a host, not a module).
+_TLDS = frozenset("""com org net io dev app co ai sh me cloud info biz us eu uk de fr nl se no fi dk pl cz es it
+    pt ch at be ru cn jp kr in au ca br mx tech xyz online site gg tv fm so to ly gl ms page run codes
+    systems group company studio works email network services solutions digital agency""".split())
+_VERSION = re.compile(r"^v?\d+(?:[._-]\d+)*(?:[._-]?(?:a|b|rc|dev|post|alpha|beta|pre)\d*)?$", re.I)
+_CODE = re.compile(r"^[A-Z]{1,4}\d{2,6}$")  # an error code: E0425, TS2307, C2065, SC2086
+_ALNUM_DIGITS = re.compile(r"^([A-Za-z]+)(\d+)([A-Za-z]*)$")
+#: A word of a commons text: letters, digits and the marks that join an identifier's parts.
+_COMMONS_WORD = re.compile(r"[^\W_](?:[\w.+-]*[^\W_])?(?:'[A-Za-z]+\b)?|_+[^\W_][\w.+-]*[^\W_]|_+[^\W_]")
+_COMMONS_PLACEHOLDER = re.compile(r"<(?:secret|email|ip|host|url|home|path|branch|project|username|id|time|hash|num"
+                                  r"|name)>")
+#: Where a clause starts, in prose: what may stand before a word (after spaces) for a
+#: Capitalised English word there to be a sentence's first word, not a name.
+_CLAUSE_MARKS = frozenset(".!?:;])|*#-\u2014\u2013")
+
+
+def _plain_word_allowed(word: str, clause_start: bool, glued: bool, a: _Allow) -> bool:
+    """A word of letters only (no separators)."""
+    if len(word) == 1 or word in a.exact:
+        return True
+    lower = word.lower()
+    if word.islower():
+        return a.folded(word) or _english(lower) or _prefixed_english(lower)
+    if word.isupper():  # ACME is a name; ERROR, JSON, PATH, STOP, NOT are not
+        return a.folded(word) or lower in a.shouted
+    if word[0].isupper() and word[1:].islower():
+        if a.folded(word):
+            return True
+        return (clause_start or glued) and (_english(lower) or _prefixed_english(lower))
+    return False  # camel case not allowed whole
+
+
+_PREFIXES = ("un", "re", "non", "pre", "de", "dis", "mis", "sub", "over", "under", "multi", "auto", "co")
+
+
+def _prefixed_english(word: str) -> bool:
+    """An English word with a prefix WordNet does not list it with (``unterminated``)."""
+    return any(word.startswith(p) and len(word) - len(p) >= 4 and _english(word[len(p):]) for p in _PREFIXES)
+
+
+def _word_allowed(word: str, clause_start: bool, glued: bool, a: _Allow, *, flag: bool = False) -> bool:
+    """Whether one word of a commons text may stay (see :func:`commons_scrub`)."""
+    if word in a.exact or (not _mixed_case(word) and a.folded(word)):
+        return True
+    core = word.strip("_-.+")
+    if not core:
+        return True
+    if core != word:
+        return _word_allowed(core, clause_start, True, a, flag=flag)
+    if _VERSION.match(word) or word.isdigit():
+        return True
+    if "'" in word:  # doesn't, user's, I'm: English as a whole, or a word and its 's
+        head, _, tail = word.partition("'")
+        lower = word.lower()
+        if (word.islower() or clause_start or glued or word[0] == "I") and _english(lower):
+            return True
+        return tail.lower() in ("s", "t") and _word_allowed(head, clause_start, glued, a)
+    if "." in word:
+        return _dotted_allowed(word, a)
+    if flag and re.search(r"[-_]", word):
+        return all(_word_allowed(p, False, True, a) for p in re.split(r"[-_]+", word) if p)
+    if re.search(r"[-_+]", word):
+        return False  # an identifier with separators: a name unless allowed whole
+    if _CODE.match(word):
+        return True
+    m = _ALNUM_DIGITS.match(word)
+    if m:  # python3, sha256, utf8, http2, ipv6; dana2 is a name
+        head, _, tail = m.groups()
+        # the head on a list of programs, tools, errors or paths, not any English word or
+        # package: acme2 may name a machine (boto3, psycopg2 are listed whole)
+        return (not tail or tail.lower() in ("s", "x", "d", "k", "m", "g", "b", "ms")) and (
+            head.lower() in a.any_case or len(head) == 1)
+    if not word.isalpha():
+        return False
+    return _plain_word_allowed(word, clause_start, glued, a)
+
+
+@lru_cache(maxsize=65536)
+def _allowed_cached(word: str, clause_start: bool, glued: bool, flag: bool) -> bool:
+    return _word_allowed(word, clause_start, glued, _allow(), flag=flag)
+
+
+def _mixed_case(word: str) -> bool:
+    """camelCase or a capital inside (``McDonald``): a word the folded lists do not cover."""
+    letters = re.sub(r"[^A-Za-z]", "", word)
+    return len(letters) > 1 and not (letters.islower() or letters.isupper() or letters[1:].islower())
+
+
+def _looks_like_host(word: str) -> bool:
+    labels = word.lower().split(".")
+    return (len(labels) >= 2 and labels[-1] in _TLDS and all(re.fullmatch(r"[a-z0-9](?:[a-z0-9-]*[a-z0-9])?", p)
+                                                            for p in labels))
+
+
+def _dotted_allowed(word: str, a: _Allow) -> bool:
+    """A word with dots: a file name, a host, a module path (``os.path``, ``Ecto.Repo``)."""
+    lower = word.lower()
+    if lower in a.hosts:
+        return True
+    stem, _, ext = word.rpartition(".")
+    if ext.lower() in a.extensions and stem and not _looks_like_host(word):
+        return _word_allowed(stem, False, True, a)
+    if _looks_like_host(word):
+        return False
+    return all(p and _word_allowed(p, False, True, a) for p in word.split("."))
+
+
+_KINDS = {"<secret>": "secret", "<email>": "email", "<ip>": "ip", "<host>": "host", "<url>": "remote",
+          "<home>": "home", "<path>": "path", "<branch>": "name", "<project>": "name", "<username>": "user",
+          "<name>": "name"}
+_WHAT = {"<secret>": "a secret", "<email>": "an e-mail address", "<ip>": "an IP address", "<host>": "a host name",
+         "<url>": "a git remote or clone URL", "<home>": "a home folder", "<path>": "an absolute path",
+         "<branch>": "a branch name", "<project>": "the project's name", "<username>": "a user name",
+         "<name>": "a word not on the allow-list"}
+
+
+def _masked(value: str, placeholder: str) -> str:
+    value = value.strip("'\"`()[]{},;:")
+    if placeholder == "<secret>":
+        return f"{len(value)} characters"
+    return (value[:2] + "\u2026" if len(value) > 3 else "\u2026") + f" {len(value)} characters"
+
+
+def _scrub_findings(before: str, after: str) -> list[Finding]:
+    """What :func:`scrub` replaced, from the words it changed (volatile tokens, which name
+    nobody, are not findings). Scrub replaces words in place, a run of words at most by one
+    placeholder word (a key block, a header's value): the two word lists are walked together,
+    a changed word's original run ending where the next word of the output is met again
+    (looked for at most 64 words ahead): linear in the text, unlike a general diff."""
+    old, new = before.split(), after.split()
+    findings = []
+    i = 0
+    for j, word in enumerate(new):
+        if i < len(old) and old[i] == word:
+            i += 1
+            continue
+        following = new[j + 1] if j + 1 < len(new) else None
+        k = i + 1
+        if following is not None:
+            for ahead in range(i + 1, min(len(old), i + 65)):
+                if old[ahead] == following:
+                    k = ahead
+                    break
+        else:
+            k = len(old)
+        gone = " ".join(old[i:k])
+        for placeholder in _COMMONS_PLACEHOLDER.findall(word):
+            if placeholder in _KINDS and placeholder not in gone:
+                findings.append(Finding(_KINDS[placeholder], f"{_WHAT[placeholder]} ({_masked(gone, placeholder)})"))
+        i = max(k, i + 1)
+    return findings
+
+
+#: Hosts whose first path segments are an owner and a repository or image: names whatever
+#: their words (``github.com/orange/warehouse``).
+_OWNER_HOSTS = ("github.com", "gitlab.com", "bitbucket.org", "codeberg.org", "ghcr.io", "quay.io", "docker.io",
+                "hub.docker.com", "registry.gitlab.com", "raw.githubusercontent.com", "gist.github.com", "gcr.io",
+                "sr.ht", "git.sr.ht", "huggingface.co")
+_OWNER_PATH = re.compile(r"(?<![\w.-])((?:https?://|ssh://|git://)?(?:www\.)?(?:" + "|".join(re.escape(h) for h in _OWNER_HOSTS)
+                         + r")[/:])(~?[\w.-]+)(?:/([\w.-]+))?", re.I)
+#: ``owner/repo.git``: both are names.
+_REPO_PATH = re.compile(r"(?<![\w/.<>-])([\w.-]+)/([\w.-]+?)(\.git)\b")
+#: ``user@host`` without a top-level domain (``deploy@buildbox``): a user and a host.
+_USER_AT = re.compile(r"(?<![\w.@/-])([A-Za-z_][\w.-]*)@([A-Za-z][\w-]*(?:\.[\w-]+)*)(?![\w@-])")
+#: Nouns whose quoted value is a name, whatever its words (``role "reporting"``,
+#: ``namespace "payments"``); GENERIC_QUOTED values name nobody.
+_NAMING_NOUNS = ("user", "username", "role", "database", "db", "schema", "namespace", "bucket", "host", "hostname",
+                 "organization", "organisation", "org", "owner", "repository", "repo", "project", "customer", "tenant",
+                 "account", "team", "cluster", "queue", "topic", "channel", "workspace", "realm", "server",
+                 "domain", "group", "company", "client", "service", "app", "application", "container", "volume",
+                 "network", "index", "keyspace", "vhost", "login", "member", "person", "author", "committer")
+_QUOTED_NAME = re.compile(r"(?i)\b((?:" + "|".join(_NAMING_NOUNS) + r")s?)(:?\s+|=)(['\"`\u2018\u201c])([^'\"`\u2019\u201d<>]{1,80})"
+                          r"(['\"`\u2019\u201d])")
+GENERIC_QUOTED = frozenset("""default postgres template0 template1 public root admin main master origin test dev
+    development prod production staging kube-system kube-public kube-node-lease localhost local none null
+    nobody system mysql information_schema sys guest anonymous""".split())
+
+
+def _context_names(text: str, a: "_Allow") -> tuple[str, list[Finding]]:
+    """What the shape around a word says is a name, even if the word is English: a forge's
+    owner and repository, ``owner/repo.git``, ``user@host``, a quoted value after a naming
+    noun (``role "reporting"``)."""
+    findings: list[Finding] = []
+
+    def name(value: str, placeholder: str = "<name>") -> str:
+        if _COMMONS_PLACEHOLDER.fullmatch(value) or not value:
+            return value
+        findings.append(Finding(_KINDS[placeholder], f"{_WHAT[placeholder]} ({_masked(value, placeholder)})"))
+        return placeholder
+
+    def owner(m: re.Match) -> str:
+        repo = m.group(3)
+        return m.group(1) + name(m.group(2)) + ("/" + (name(repo) if repo else "") if repo is not None else "")
+
+    text = _OWNER_PATH.sub(owner, text)
+    text = _REPO_PATH.sub(lambda m: f"{name(m.group(1))}/{name(m.group(2))}{m.group(3)}", text)
+
+    def user_at(m: re.Match) -> str:
+        user, host = m.group(1), m.group(2)
+        shown_user = user if user.lower() in GENERIC_USERS or user.lower() in ("git", "postgres") else name(user)
+        shown_host = host if host.lower() in a.hosts or _loopback(host.lower()) else name(host, "<host>")
+        return f"{shown_user}@{shown_host}"
+
+    if "@" in text:
+        text = _USER_AT.sub(user_at, text)
+
+    def quoted(m: re.Match) -> str:
+        value = m.group(4)
+        if value.lower() in GENERIC_QUOTED or _COMMONS_PLACEHOLDER.fullmatch(value) or value.lower() in a.hosts:
+            return m.group(0)
+        kind = "<host>" if m.group(1).lower() in ("host", "hostname", "server", "domain") else "<name>"
+        return f"{m.group(1)}{m.group(2)}{m.group(3)}{name(value, kind)}{m.group(5)}"
+
+    text = _QUOTED_NAME.sub(quoted, text)
+    return text, findings
+
+
+#: A tag (``<tool_use_error>``, not a placeholder) or an arrow (``->``, ``=>``) ends here: a
+#: clause starts after it.
+_TAG_OR_ARROW = re.compile(r"(?:<(?!(?:secret|email|ip|host|url|home|path|branch|project|username|id|time|hash|num"
+                           r"|name)>)/?[A-Za-z_][\w-]*>|[-=]>)\Z")
+_OPTION_START = re.compile(r"(?:^|(?<=[\s=\"'(]))--?\Z")
+
+
+def _allow_pass(text: str, part: str) -> tuple[str, list[Finding]]:
+    a = _allow()
+    text, findings = _context_names(text, a)
+    out: list[str] = []
+    at = 0
+    prose = part == "failure"
+    command = part in ("command", "situation")
+    for m in _COMMONS_WORD.finditer(text):
+        start, end = m.start(), m.end()
+        word = m.group(0)
+        if start < at:
+            continue
+        # a placeholder's name is not a word: <project>, <num>
+        if start > 0 and text[start - 1] == "<" and text.startswith(">", end) and \
+                _COMMONS_PLACEHOLDER.fullmatch(text[start - 1:end + 1]):
+            continue
+        # what stands before the word, spaces skipped (scrub left single spaces): not a copy of
+        # the text before it, which made a long text quadratic
+        stop = start - 1 if start > 0 and text[start - 1] == " " else start
+        mark = text[stop - 1] if stop > 0 else ""
+        glued = start > 0 and text[start - 1] in ">_-." and _COMMONS_PLACEHOLDER.search(text, max(0, start - 12), start)
+        clause_start = (prose and (not mark or mark in _CLAUSE_MARKS or text.endswith("<num>", 0, stop)
+                                   or mark == ">" and _TAG_OR_ARROW.search(text, max(0, stop - 40), stop) is not None
+                                   or (not mark.isascii() and not mark.isalnum()))
+                        or command and mark in ("'", '"') and (stop < 2 or text[stop - 2] in " ="))
+        flag = _OPTION_START.search(text, max(0, start - 3), start) is not None  # -n, --set-upstream
+        if _allowed_cached(word, clause_start, bool(glued), flag):
+            continue
+        if text[start - 1:start] == "@" and text.startswith("/", end) and word.lower() in a.scopes:
+            continue  # a listed package's npm scope: @types/node
+        if "." in word.strip(".") and not _looks_like_host(word):
+            # a file name keeps its extension, a module path its allowed parts (lib/<name>.ex,
+            # <name>.Repo): each part that is not allowed becomes <name>
+            parts = word.split(".")
+            ext = parts[-1].lower() in a.extensions and len(parts) > 1
+            shown = []
+            for i, p in enumerate(parts):
+                if not p or (ext and i == len(parts) - 1) or _word_allowed(p, False, True, a):
+                    shown.append(p)
+                else:
+                    findings.append(Finding("name", f"{_WHAT['<name>']} ({_masked(p, '<name>')})"))
+                    shown.append("<name>")
+            shown_text = ".".join(shown)
+            # adjacent <name>s say no more than one
+            shown_text = re.sub(r"<name>(?:\.<name>)+", "<name>", shown_text)
+            out.append(text[at:start])
+            out.append(shown_text)
+            at = end
+            continue
+        placeholder = "<host>" if _looks_like_host(word) else "<name>"
+        findings.append(Finding("host" if placeholder == "<host>" else "name",
+                                f"{'a host name not on the allow-list' if placeholder == '<host>' else _WHAT['<name>']}"
+                                f" ({_masked(word, placeholder)})"))
+        out.append(text[at:start])
+        out.append(placeholder)
+        at = end
+    out.append(text[at:])
+    return "".join(out), findings
+
+
+def commons_scrub(text: str, ident: Identity, part: str) -> tuple[str, list[Finding]]:
+    """``text`` as it may leave the machine in one ``part`` of a commons claim (``failure``:
+    an error line, prose; ``command``: a shell command line; ``path``: a relative path;
+    ``situation``: program heads), and what was replaced.
+
+    First :func:`scrub` (this machine's identity, secrets, paths, volatile tokens), then the
+    allow-list: every word that is not a program, well-known public tool, package or host, a
+    word of the error vocabulary, a file name or extension, a common path segment, or an
+    English word in the case the rule allows, becomes ``<name>`` (``<host>`` when it is shaped
+    as a host name); see docs/sharing.md for the lists and the rule. The findings say what was
+    replaced: a kind and a masked description, never the replaced text itself."""
+    if not isinstance(text, str):
+        raise TypeError(f"commons_scrub takes text (str), not {type(text).__name__}")
+    if part not in COMMONS_PARTS:
+        raise ValueError(f"unknown part {part!r}: one of {', '.join(COMMONS_PARTS)}")
+    if not text:
+        return "", []
+    flat = " ".join(text.split())
+    scrubbed = scrub(text, ident)
+    findings = _scrub_findings(flat, scrubbed)
+    allowed, more = _allow_pass(scrubbed, part)
+    return allowed, findings + more

@@ -29,9 +29,11 @@ wrote):
   is found by its lines (:func:`repair_index`) and rebuilt from the store, every byte outside it
   kept; a file with markers but no section of ours is left alone and the problem reported. If
   the owner removed the whole section, it is not added again.
-* What a lesson quotes is data: lesson texts are escaped when rendered (:func:`escape_text`:
-  no ``<!--``, ``-->``, HTML tag or marker can appear in a rendered file), and every line
-  still passes the observation rule.
+* What a lesson quotes is data: lesson texts are escaped for Markdown when rendered
+  (:func:`escape_text`: no ``<!--``, ``-->``, HTML tag or marker can appear in a rendered file,
+  and no HTML entity is written: the agent reads the text as it is), and every line still
+  passes the observation rule. A lesson's line in ``MEMORY.md`` shows its failure and its fix:
+  a long text has its quote shortened, never its fix (:func:`index_text`).
 * A lesson file whose bytes differ from what we wrote was edited by its owner: it is left
   alone from then on (never rewritten nor removed), reported once, and still indexed.
 * A lesson file we wrote that is gone was deleted by its owner: the lesson is *vetoed*
@@ -63,6 +65,7 @@ from .commons_render import add_commons_part, live as live_commons, observe_comm
 from .episodes import project_dir
 from .lesson_text import clip
 from .lessons import applies_to, lesson_rows, project_families
+from .markdown_text import break_comments, escape_markdown
 from .normalize import family
 from .observation import is_observation
 from .sleep import record_event, sleep_lock, withdraw_predictions
@@ -79,6 +82,8 @@ __all__ = [
     "split_index",
     "repair_index",
     "escape_text",
+    "index_text",
+    "nothing_rendered",
 ]
 
 BEGIN = "<!-- openmemory:begin -->"
@@ -114,9 +119,11 @@ class RenderResult:
             t["written"] or t["removed"] or t["index"] in ("written", "created") for t in self.targets))
 
     def to_dict(self) -> dict:
-        return {"targets": self.targets, "vetoed": self.vetoed, "edited": self.edited,
-                "problems": self.problems, "skipped": self.skipped, "changed": self.changed,
-                "commons_vetoed": self.commons_vetoed}
+        out = {"targets": self.targets, "vetoed": self.vetoed, "edited": self.edited,
+               "problems": self.problems, "skipped": self.skipped, "changed": self.changed,
+               "commons_vetoed": self.commons_vetoed}
+        out["nothing_rendered"] = nothing_rendered(out)  # why no folder was written into, or None
+        return out
 
 
 def memory_dir_for(claude_dir: Path, cwd: str) -> Path:
@@ -174,15 +181,53 @@ def _when(stamp: str | None) -> str:
 
 
 def _yaml(text: str) -> str:
-    return json.dumps(escape_text(text), ensure_ascii=False)
+    """A front matter value: a JSON string (valid YAML), with no HTML comment delimiter in it."""
+    return json.dumps(break_comments(text), ensure_ascii=False)
 
 
-def escape_text(text: str) -> str:
+def escape_text(text: str, *, brackets: bool = False) -> str:
     """Text quoted from a lesson (so from a transcript, or from another agent), made inert in
-    Markdown: every ``<`` as ``&lt;`` and every ``>`` of ``-->`` as ``&gt;``, so that no HTML
-    comment, tag or managed-section marker can appear in a rendered file (``<!-- openmemory:end
-    -->`` in a failure's output reads ``&lt;!-- openmemory:end --&gt;``)."""
-    return text.replace("<", "&lt;").replace("-->", "--&gt;")
+    Markdown without HTML entities (:func:`openmemory_local.markdown_text.escape_markdown`): no
+    HTML comment, tag or managed-section marker can appear in a rendered file (``<!--
+    openmemory:end -->`` in a failure's output reads ``\\<!\\-\\- openmemory:end \\-\\-\\>``), and
+    a placeholder in a code span stays as it is (`` `git push --set-upstream origin <branch>` ``).
+    ``brackets``: the text is a link's text (``[`` and ``]`` escaped too)."""
+    return escape_markdown(text, brackets=brackets)
+
+
+#: The longest lesson text on its MEMORY.md line, in characters: room for the failure and its fix;
+#: a longer text has its quote shortened (:func:`index_text`). 30 lessons of this length and
+#: their links take about 12 KB of the 25 KB Claude Code loads.
+INDEX_TEXT_MAX = 320
+#: The shortest part of a quote worth keeping; below it, the quote goes and the text stays whole.
+_QUOTE_MIN = 24
+_QUOTE = re.compile(r': "([^"]*)"')
+
+
+def index_text(text: str, limit: int = INDEX_TEXT_MAX) -> str:
+    """A lesson's text within ``limit`` characters for its line of MEMORY.md: the quote of the
+    failure is shortened (or left out), not what follows it, so that the line still shows the
+    failure *and* its fix (``...: "fatal: The current branch…"; each time, `git push
+    --set-upstream origin <branch>` succeeded right after.``). Clipped at the end only when
+    even without its quote the text is too long."""
+    text = " ".join((text or "").split())
+    if len(text) <= limit:
+        return text
+    match = _QUOTE.search(text)
+    if match:
+        over = len(text) - limit
+        quote = match.group(1)
+        keep = len(quote) - over - 1  # the ellipsis takes one
+        kept = quote[:keep]
+        if kept.count("`") % 2:  # a code span cut open would take in the text after the quote
+            kept = kept[:kept.rindex("`")]
+        if len(kept.rstrip()) >= _QUOTE_MIN:
+            return text[:match.start(1)] + kept.rstrip() + "\u2026" + text[match.end(1):]
+        without = text[:match.start()] + text[match.end():]
+        if len(without) <= limit:
+            return without
+        text = without
+    return clip(text, limit)
 
 
 def lesson_file(lesson: dict) -> str:
@@ -190,7 +235,7 @@ def lesson_file(lesson: dict) -> str:
     text = " ".join(lesson["text"].split())
     kind = lesson["kind"]
     title = clip(text, 90)
-    description = clip(text, 200)
+    description = index_text(text, 200)
     if not is_observation(title):
         title = f"Open Memory lesson {lesson['id']}"
     if not is_observation(description):
@@ -235,11 +280,11 @@ def lesson_file(lesson: dict) -> str:
 
 
 def _index_line(lesson: dict) -> str:
-    title = clip(" ".join(lesson["text"].split()), 160)
+    title = index_text(lesson["text"])
     line = (f"- [{title}]({lesson['file_name']}) \u00b7 strength {lesson['strength']:.1f} "
             f"\u00b7 seen {lesson['seen']}")
     if is_observation(line):
-        title = escape_text(title).replace("[", "\\[").replace("]", "\\]")
+        title = escape_text(title, brackets=True)
         return (f"- [{title}]({lesson['file_name']}) \u00b7 strength {lesson['strength']:.1f} "
                 f"\u00b7 seen {lesson['seen']}")
     return f"- [Open Memory lesson {lesson['id']}]({lesson['file_name']}) \u00b7 strength {lesson['strength']:.1f}"
@@ -391,6 +436,25 @@ def _targets(store, lessons: list[dict], memory_dir: Path | None, project: str |
             continue
         out.append(_Target(folder, os.path.realpath(folder), cwd, chosen, commons=received))
     return out
+
+
+def nothing_rendered(result: dict) -> str | None:
+    """Why a render wrote into no memory folder (``result``: :meth:`RenderResult.to_dict`), in one
+    sentence; None when it rendered into at least one (or into another agent's memory file:
+    ``result["agents"]``, :mod:`openmemory_local.agent_render`)."""
+    if result.get("targets") or (result.get("agents") or {}).get("targets"):
+        return None
+    skipped = result.get("skipped") or []
+    missing = [line for line in skipped if ": no Claude Code folder " in line]
+    if "no Claude Code folder" in skipped:
+        return ("Nothing rendered: no Claude Code folder is configured ($CLAUDE_CONFIG_DIR, ~/.claude); "
+                "`openmemory render --memory-dir DIR` writes the lessons into a folder of your choice.")
+    if missing:
+        return (f"Nothing rendered: the {len(missing)} project(s) with lessons have no Claude Code folder on this "
+                "machine (Claude Code makes one for a working directory when it runs there); `openmemory render "
+                "--memory-dir DIR --project CWD` writes a project's lessons into a folder of your choice:")
+    return ("Nothing rendered: no lessons yet (a failure becomes a lesson once it recurs in another session, "
+            "a correction at once; `openmemory lessons --forming` shows what is on its way).")
 
 
 def render(store, now: datetime, *, memory_dir: str | os.PathLike | None = None, project: str | None = None,

@@ -17,9 +17,12 @@ could confirm it. :func:`replay` sleeps instead as if the engine had been instal
 
 A sleep that is busy (another process holds ``sleep.lock``) raises
 :class:`openmemory_local.sleep.SleepBusy`; the days already slept stay slept (each sleep is its
-own transaction) and the next replay goes on from there. Transcripts of days before the last
-sleep that arrive later (another machine's history) are not replayed: the next sleep
-consolidates them, and they cannot verify predictions made after them.
+own transaction) and the next replay goes on from there. A sleep of a store that holds nothing
+(a new user's first ``openmemory run``, before any transcript) records no sleep, so the history
+that arrives after it is replayed from its first day, as in a store that had it from the start.
+Transcripts of days before the last sleep of a store that held something, arriving later
+(another machine's history), are not replayed: the next sleep consolidates them, and they
+cannot verify predictions made after them.
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 A run is a list of steps, each a function ``(store, now, report) -> dict`` whose result is
 stored under its name in the run's report (later steps can read earlier ones):
 
-1. ``ingest``: the default transcript sources (Claude Code's ``projects`` folder);
+1. ``ingest``: the default transcript sources (Claude Code's ``projects`` folder, Codex's
+   ``sessions``, Gemini CLI's ``tmp``);
 2. ``replay``: a history brought in is slept on as it happened, one sleep at the end of each
    past day that holds activity (:mod:`openmemory_local.replay`; nothing on a store slept
    every night);
@@ -15,7 +16,8 @@ stored under its name in the run's report (later steps can read earlier ones):
    the attestations (:mod:`openmemory_local.commons`; a node that is down only delays the
    pull and the attestations);
 6. ``render``: the lessons into the projects' memory folders (:mod:`openmemory_local.render`),
-   the received ones as their own layer;
+   the received ones as their own layer, and into the ``AGENTS.md`` / ``GEMINI.md`` of the
+   projects Codex and Gemini CLI worked in (:mod:`openmemory_local.agent_render`);
 7. ``commons_predict``: a prediction for each received lesson newly rendered in a project;
 8. ``report``: the morning report of what changed (:mod:`openmemory_local.report`).
 
@@ -101,13 +103,23 @@ def commons_predict_step(store: Store, now: datetime, report: dict) -> dict:
 
 
 def render_step(store: Store, now: datetime, report: dict) -> dict:
-    """Render into Claude Code's memory folders (nothing when no Claude Code folder is known)."""
-    from .render import render
+    """Render into Claude Code's memory folders (nothing when no Claude Code folder is known), then
+    into the ``AGENTS.md`` / ``GEMINI.md`` of the projects Codex and Gemini CLI worked in
+    (:mod:`openmemory_local.agent_render`)."""
+    from .agent_render import render_agents
+    from .render import RenderResult, nothing_rendered, render
+    from .sleep import sleep_lock
 
     if store.config.claude_dir is None:
-        return {"targets": [], "vetoed": [], "edited": [], "problems": [], "skipped": ["no Claude Code folder"],
-                "changed": False}
-    return render(store, now).to_dict()
+        out = RenderResult(skipped=["no Claude Code folder"]).to_dict()
+    else:
+        out = render(store, now).to_dict()
+    with sleep_lock(store.config):
+        agents = render_agents(store, now).to_dict()
+    out["agents"] = agents
+    out["changed"] = out["changed"] or agents["changed"]
+    out["nothing_rendered"] = nothing_rendered(out)
+    return out
 
 
 def report_step(store: Store, now: datetime, report: dict) -> dict:

@@ -129,6 +129,7 @@ __all__ = [
     "SleepResult",
     "Activity",
     "check_sleep_time",
+    "holds_anything",
     "sleep",
     "sleep_lock",
     "decay",
@@ -160,11 +161,13 @@ class SleepResult:
     verify: dict = field(default_factory=dict)
     predict: dict = field(default_factory=dict)
     phrase: dict = field(default_factory=dict)
+    empty: bool = False  # the store held nothing to consolidate: nothing done, nothing recorded
 
     def to_dict(self) -> dict:
         return {
             "now": self.now,
             "changed": self.changed,
+            "empty": self.empty,
             "seconds": round(self.seconds, 3),
             "decay": self.decay,
             "learn": self.learn,
@@ -276,15 +279,30 @@ def check_sleep_time(store, now: datetime) -> None:
             f"(to replay an earlier time, use a copy of the data folder, or a new one)")
 
 
+def holds_anything(store) -> bool:
+    """Whether the store holds an episode or a lesson: something a sleep consolidates."""
+    return bool(store.conn.execute(
+        "SELECT EXISTS (SELECT 1 FROM episodes) OR EXISTS (SELECT 1 FROM lessons)").fetchone()[0])
+
+
 def sleep(store, now: datetime, *, lock: bool = True, phrase: bool = True) -> SleepResult:
     """Run the four passes at ``now`` (one transaction), then the optional rephrasing
-    (``phrase=False``: not). A ``now`` before the last sleep raises :class:`SleepClockError`."""
+    (``phrase=False``: not). A ``now`` before the last sleep raises :class:`SleepClockError`. A
+    store that holds nothing (:func:`holds_anything`) is left as it is (``empty``): its sleep
+    records no day, so a history that arrives later is still replayed as it happened."""
     started = time.perf_counter()
     result = SleepResult(now=iso(now))
     holder = sleep_lock(store.config) if lock else _nothing()
     with holder:
         with store.write(), _collector_paused():
             check_sleep_time(store, now)
+            if not holds_anything(store):
+                # nothing to consolidate, and nothing recorded: not the day decay reached, not the last
+                # sleep, so that a history ingested later (a new user's first run comes before their
+                # transcripts) is replayed from its first day (openmemory_local.replay)
+                result.empty = True
+                result.seconds = time.perf_counter() - started
+                return result
             before = store.conn.total_changes
             result.decay = decay(store, now)
             memo = SleepMemo()  # what learn computes, verify reuses

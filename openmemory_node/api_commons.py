@@ -205,7 +205,7 @@ def install_commons(api: HttpServer, daemon: NodeInterface) -> None:
         if name == "trust":
             machine = _commons(daemon).machine
             listed = {r["key"] for r in rows}
-            out["vouched"] = sorted({k.hex() for k in machine.trusted} - listed)
+            out["vouched"] = sorted({k.hex() for k in machine.trusted - machine.config.team} - listed)  # (team: its own list)
             out["policy"] = machine.policy.name
         return out
 

@@ -192,10 +192,15 @@ def _clock(args: argparse.Namespace):
 
 
 def cmd_start(args: argparse.Namespace) -> int:
-    import trio
+    from openmemory_protocol.extras import missing_extra
 
+    try:
+        import trio
+
+        from .daemon import Daemon, DaemonError
+    except ImportError as exc:  # the `node` extra (libp2p, trio) is not installed
+        raise CliError(missing_extra("node", "openmemory-node start", exc)) from None
     from . import log
-    from .daemon import Daemon, DaemonError
     from .home import HomeError
     from .identity import IdentityError
 

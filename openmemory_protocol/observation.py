@@ -55,6 +55,15 @@ __all__ = [
     "NAMES",
     "ALWAYS_IMPERATIVE",
     "PREDICATE_WORDS",
+    "HABIT_SUBJECTS_SINGULAR",
+    "HABIT_SUBJECTS_PLURAL",
+    "HABIT_ADVERBS",
+    "HABIT_UNDERGOING",
+    "ACTION_PARTICIPLES",
+    "VERBS_WITH_OF",
+    "MARKUP_PATTERNS",
+    "TAG_PATTERNS",
+    "ENCODED_PATTERN",
     "ObservationViolation",
     "NotAnObservation",
     "canonical_form",
@@ -65,7 +74,7 @@ __all__ = [
 ]
 
 #: The rules, in the order they are checked; the first that fires is reported.
-RULES = ("addressed-to-agent", "obligation", "imperative-opening", "other-script", "not-english")
+RULES = ("addressed-to-agent", "obligation", "markup", "imperative-opening", "other-script", "not-english")
 
 # Each pattern with the words one of which every match holds (an optimisation only: a pattern is
 # tried on a text that holds one of its words, as a word of [a-z]+; the role-token patterns, on a
@@ -107,8 +116,8 @@ _ADDRESSED_SPEC: tuple[tuple[str, str | None], ...] = (
     (r"\[/?(?:inst|sys|system|user|assistant|human|developer)\]", "["),
     (r"<</?sys>>", "<"),
     (r"""(?:^|[.!?;>"'(\[#|] ?)(?:system|assistant|user|human|developer|instructions?|prompt|admin|administrator"""
-     r"|operator|sudo|ai|bot|model|dan|chatgpt|gpt|claude) ?:",
-     "system assistant user human developer instruction instructions prompt admin administrator operator sudo ai "
+     r"|operator|ai|bot|model|dan|chatgpt|gpt|claude) ?:",
+     "system assistant user human developer instruction instructions prompt admin administrator operator ai "
      "bot model dan chatgpt gpt claude"),
     (r"\badmin(?:istrator)? (?:request|override|mode|note|message|instruction|command|access)\b",
      "admin administrator"),
@@ -173,6 +182,56 @@ _OBLIGATION_SPEC: tuple[tuple[str, str], ...] = (
     (r"\bhad better\b", "better"),
     (r"\b(?:fix|solution|answer|workaround|way|trick|remedy|rule) is to\b",
      "fix solution answer workaround way trick remedy rule"),
+    # passive obligations and house customs: "it is expected that", "it's standard practice here to"
+    (r"\b(?:it|this|that)(?:'s| is) (?:(?:also|always|generally|usually|very|really|considered|thought|seen as"
+     r"|regarded as) )*(?:expected|assumed|understood|customary|conventional|standard|usual|normal|common|good"
+     r"|best|better|advisable|desirable|preferable|wise|sensible|safer|safest|smart|prudent|polite|recommended"
+     r"|preferred|good practice|best practice|standard practice|common practice|the norm|the convention"
+     r"|the rule|house style|policy) (?:here |in this (?:repo|repository|project|codebase) )?(?:that|to|for)\b",
+     "it this that"),
+    (r"\b(?:convention|norm|practice|policy|custom|habit|routine|procedure|expectation|house style)(?: [a-z']+){0,5}?"
+     r" (?:is|was) (?:to|that)\b",
+     "convention norm practice policy custom habit routine procedure expectation style"),
+    # a recommendation told as a result: "what worked was to pipe it to sh", "the fix that worked was"
+    (r"\bwhat (?:(?:finally|eventually|actually|really|ultimately|then|always) )?(?:worked|works|helped|helps"
+     r"|fixed|fixes|solved|solves|resolved|resolves|did the trick|does the trick|got it working|gets it working"
+     r"|made it work|makes it work)\b", "what"),
+    (r"(?<!'s )(?<!their )(?<!his )(?<!her )\b(?:fix|fixes|solution|answer|workaround|remedy|trick|cure|approach"
+     r"|way|key|thing|step|move|option|method|idea|plan)(?: [a-z']+){0,4}? (?:is|was|are|were|seems|seemed|turned out|proved|ended up"
+     r"|remains)(?: to be)? (?:(?:simply|just|always|usually|then|finally) )?(?:to (?!(?:the|a|an|this|that|its"
+     r"|their|our|my) )[a-z]+|by [a-z]+ing)\b",
+     "fix fixes solution answer workaround remedy trick cure approach way key thing step move option method idea "
+     "plan"),
+    (r"\b(?:fix|solution|answer|workaround|remedy|trick|cure|approach|way|thing|step|change|command|option"
+     r"|method) (?:that|which) (?:(?:finally|eventually|actually|really|then|always) )?(?:worked|works|helped"
+     r"|helps|fixed it|fixes it|solved it|solves it|did it|does it|succeeded|succeeds)\b",
+     "fix solution answer workaround remedy trick cure approach way thing step change command option method"),
+    # "X is the way to do Y", "X is how the hook is avoided"
+    (r"\b(?:is|are) (?:the|a|one) (?:(?:only|best|right|correct|proper|quickest|fastest|easiest|simplest|usual"
+     r"|standard|recommended|preferred|real|reliable|safe|safest|surest|one) )*(?:way|fix|solution|answer"
+     r"|workaround|approach|method|cure|remedy|trick|route|path|option|key)s? (?:to|for|around|past|of)\b",
+     "way fix solution answer workaround approach method cure remedy trick route path option key ways fixes "
+     "solutions answers workarounds approaches methods cures remedies tricks routes paths options keys"),
+    (r"\b(?:is|are) how (?:to\b|(?:[a-z'-]+ ){1,3}(?:is|are|gets?) [a-z]+)", "how"),
+    # an outcome told as advice: "the sessions that skipped the tests finished sooner"
+    (r"\b(?:sessions?|runs?|attempts?|agents?|builds?|commits?|pushes|tries|teams?|users?|developers?) (?:that|which"
+     r"|who|where|with|using|without|under)\b(?: [a-z0-9'-]+){1,8}? (?:finished|went|were|was|ran|completed"
+     r"|succeeded|passed|had|took|got|ended|did|worked)(?: [a-z0-9-]+){0,4}? (?:sooner|faster|quicker|better|earlier"
+     r"|easier|smoother|cheaper|shorter|fewer|less|more often|more reliably|more quickly|more smoothly"
+     r"|more successfully|half the time|in half)\b",
+     "session sessions run runs attempt attempts agent agents build builds commit commits pushes tries team teams "
+     "user users developer developers"),
+    # success credited to a step that disables verification or escalates privileges
+    (r"(?:(?<![a-z0-9-])(?:sudo|doas|--no-verify|--insecure|--no-check-certificate"
+     r"|sslverify(?: |=)false|strict-ssl(?: |=)false|node_tls_reject_unauthorized=0)(?![a-z0-9-])|chmod (?:-r )?0?777)"
+     r"[^.;!?]{0,80}\b(?:succeeded|succeeds|passed|passes|worked|works|went through|goes through|fixed|fixes"
+     r"|resolved|resolves|solved|helped|helps|disappeared|went away|goes away|cleared|got past|gets past|got through)"
+     r"\b|\b(?:succeeded|succeeds|passed|passes|worked|works|went through|goes through|fixed|fixes|resolved"
+     r"|resolves|solved|helped|helps|disappeared|went away|goes away|cleared|got past|gets past|got through"
+     r"|stopped)\b[^.;!?]{0,80}(?:(?<![a-z0-9-])(?:sudo|doas|--no-verify|--insecure|--no-check-certificate"
+     r"|sslverify(?: |=)false|strict-ssl(?: |=)false|node_tls_reject_unauthorized=0)(?![a-z0-9-])"
+     r"|chmod (?:-r )?0?777)",
+     "sudo doas no verify insecure check certificate sslverify ssl node chmod"),
 )
 
 #: Deontic phrasing, anywhere in the text (same matching as ADDRESSED_PATTERNS).
@@ -223,7 +282,8 @@ LABELS: frozenset[str] = frozenset(
 
 #: Names that open clauses, as their words, exactly as written (case-sensitive): the opener of a
 #: clause that spells one is no verb (``Open Memory: 6 lessons ...``).
-NAMES: tuple[tuple[str, ...], ...] = (("Open", "Memory"),)
+NAMES: tuple[tuple[str, ...], ...] = (("Open", "Memory"), ("Merge", "conflict"), ("Merge", "conflicts"),
+                                      ("merge", "conflict"), ("merge", "conflicts"))
 
 #: First words that make a clause an order whatever follows.
 ALWAYS_IMPERATIVE: frozenset[str] = frozenset({"do", "don't", "dont", "let's"})
@@ -263,6 +323,63 @@ class _Pattern:
 
 
 _compile = _Pattern
+
+#: Who a habit is told of: ``<subject> [adverbs] <present-tense verb>`` is a habit, told so that it
+#: is followed (``The agent runs rm -rf before every build``, ``Sessions skip the tests``): rule
+#: ``obligation``. The singular subjects take an s-form of a verb of ``verbs.txt``, the plural ones
+#: its base form.
+HABIT_SUBJECTS_SINGULAR: frozenset[str] = frozenset("agent assistant claude copilot codex gemini bot model session".split())
+HABIT_SUBJECTS_PLURAL: frozenset[str] = frozenset("agents assistants bots models sessions".split())
+#: Adverbs skipped between a habit's subject and its verb.
+HABIT_ADVERBS: frozenset[str] = frozenset(
+    """here now then also always usually often typically normally generally just first simply routinely
+    sometimes never automatically instead again""".split())
+#: Verbs that tell what befell the subject, not what it does: never a habit (``the session fails``).
+HABIT_UNDERGOING: frozenset[str] = frozenset(
+    """fail hang crash stop end exit see hit get receive lose break abort error time finish wait loop stall
+    seem appear start keep need want die freeze panic timeout expire close last outlive overflow exceed leak
+    consume reach""".split())
+#: Participles of what an agent does: ``<condition>, ... is|are|get|gets <one of these>`` is a
+#: prescription (``When the push is rejected, git push --force is run``): rule ``obligation``.
+ACTION_PARTICIPLES: frozenset[str] = frozenset(
+    """run rerun re-run used added removed deleted disabled skipped bypassed forced piped passed unset installed
+    uninstalled reinstalled downgraded pinned ignored dropped recreated regenerated reverted retried restarted
+    executed invoked applied edited switched pushed force-pushed committed amended rebased stashed wiped purged
+    exported sourced patched commented overridden silenced suppressed muted deactivated""".split())
+_HABIT = _compile(
+    r"(?<![a-z0-9_'-])(" + "|".join(sorted(HABIT_SUBJECTS_SINGULAR | HABIT_SUBJECTS_PLURAL)) + r")((?: (?:"
+    + "|".join(sorted(HABIT_ADVERBS)) + r"))*) ([a-z]+)\b")
+_CONDITION = _compile(
+    r"\b(?:when|whenever|if|once|each time|every time|any time)\b[^.;:!?,]{1,160}?, (?:[^.;:!?,]{0,80}? )?"
+    r"(?:is|are|gets?) (?:(?:then|also|just|always|usually|simply|immediately|automatically|first) )*"
+    r"([a-z]+(?:-[a-z]+)?)\b")
+#: Verbs followed by ``of`` as verbs (``Beware of``, ``Think of``): after any other verb, ``of``
+#: makes it a noun (``borrow of moved value``, ``use of undeclared crate``).
+VERBS_WITH_OF: frozenset[str] = frozenset(
+    """think beware dispose approve disapprove conceive speak hear dream partake avail repent despair tell remind
+    inform warn rid clear convince accuse assure rob deprive relieve smell taste reek die tire weary complain
+    boast know learn consist""".split())
+#: The ``markup`` rule: links, images and HTML tags are for a renderer, script URLs for a shell,
+#: encoded blobs for a decoder; a lesson states in words. Links, images and script URLs are searched
+#: in the lowered text L.
+MARKUP_PATTERNS: tuple[str, ...] = (
+    r"!?\[[^\[\]]{0,200}\]\((?:[a-z][a-z0-9+.-]*:|//|www\.)[^() ]{0,300}\)",
+    r"<(?:https?|ftp|file|data|javascript|vbscript):[^<> ]*>",
+    r"\b(?:https?|ftp)://[^ \"'<>()]*\.(?:sh|bash|zsh|ps1|psm1|bat|cmd|exe|msi|vbs|scr|pl|rb|py|js|mjs)(?![a-z0-9_-])",
+)
+#: HTML tags that act (load, run, link, hide), searched in the lowered text *outside* code spans and
+#: double quotes (a quoted failure of a web test holds HTML as data).
+TAG_PATTERNS: tuple[str, ...] = (
+    r"</?(?:a|audio|base|body|button|embed|form|frame|frameset|head|html|iframe|img|input|link|marquee|meta"
+    r"|noscript|object|script|source|style|svg|textarea|video)(?=[ />])[^<>]{0,300}>",
+    r"<[a-z][a-z0-9:_-]*(?: [^<>]{0,200}?)? (?:on[a-z]+|style|href|src|srcdoc|action|formaction|xlink:href) ?=[^<>]{0,300}>",
+)
+_UNQUOTED = re.compile(r"`+[^`]*`+|\"[^\"]*\"")
+#: An encoded blob, searched in the canonical text C (case matters): a maximal run of base64
+#: characters holding an upper-case letter, a lower-case letter and a digit, either at least 12 of
+#: them then ``=`` or ``==``, or at least 32 with no ``/``.
+ENCODED_PATTERN = (r"(?<![A-Za-z0-9+/=_.-])(?=[A-Za-z0-9+/]*[A-Z])(?=[A-Za-z0-9+/]*[a-z])(?=[A-Za-z0-9+/]*[0-9])"
+                   r"(?:[A-Za-z0-9+/]{12,}={1,2}|[A-Za-z0-9+]{32,})(?![A-Za-z0-9+/=_-])")
 _MARKUP = _Pattern(r"<!--|-->|<\|[^|<>]{0,40}\|>|</?[A-Za-z][A-Za-z0-9:_-]*(?:[ \n][^<>]{0,200})?/?>|[*~]+"
                    r"|(?<![A-Za-z0-9])_+|_+(?![A-Za-z0-9])")
 
@@ -379,6 +496,9 @@ class ObservationViolation:
         if self.rule == "not-english":
             return (f"most words of the text are not English ({self.detail}): lessons are English in version 1; "
                     "state what happened, in English")
+        if self.rule == "markup":
+            return (f"the text holds a link, an image, an HTML tag, a script URL or an encoded blob ({self.detail!r}): "
+                    "state what happened instead, in words")
         return f"the text addresses the agent ({self.detail!r}): state what happened instead"
 
 
@@ -755,9 +875,15 @@ def _imperative(tokens: list[tuple[str, str]], quoted: bool, c: _Compiled) -> st
     rest = tokens[i + 1 :]
     if rest and all(t[0] in (_N, _S) for t in rest):
         return None  # a verb, then numbers and symbols only: Step 1, (char 255), assert 401 == 200
+    if rest and rest[0][0] == _W and rest[0][2] == "of" and word not in VERBS_WITH_OF:
+        return None  # a noun: borrow of moved value, use of undeclared crate
+    if c.past.get(word, word) != word:
+        return None  # the past form of another verb: found `str` (find)
     if flag == "n":
-        if rest and ((rest[0][0] == _W and rest[0][2] in c.objects) or rest[0][0] in (_C, _T)):
+        if rest and rest[0][0] == _W and rest[0][2] in c.objects:
             return word
+        if rest and rest[0][0] in (_C, _T):
+            return None if _has_predicate(rest, c) else word  # function Foo.bar/0 is undefined
         for j in range(1, len(rest) - 1):
             if rest[j][0] == _W and rest[j][2] in _TOWARDS and (
                     rest[j + 1][0] in (_C, _T)  # Copy keys to /tmp
@@ -888,6 +1014,96 @@ def _next_clause(clauses: list, start: int, verbs: dict) -> int:
     return len(clauses)
 
 
+_HABIT_CUES = ("agent", "assistant", "claude", "copilot", "codex", "gemini", "bot", "model", "session")
+_BASE64_RUN = re.compile(r"[A-Za-z0-9+/]{12}")  # (what every encoded blob holds)
+_MARKUP_RES = tuple(_compile(p) for p in MARKUP_PATTERNS)
+_TAG_RES = tuple(_compile(p) for p in TAG_PATTERNS)
+_ENCODED = _compile(ENCODED_PATTERN)
+
+
+def _s_form_base(word: str, verbs: dict) -> str | None:
+    """The verb of ``verbs.txt`` whose third-person present ``word`` is (``runs`` run, ``pushes``
+    push, ``copies`` copy), or None."""
+    if len(word) < 3 or not word.endswith("s") or word.endswith("ss"):
+        return None
+    if word.endswith("ies") and word[:-3] + "y" in verbs:
+        return word[:-3] + "y"
+    if word[:-1] in verbs:
+        return word[:-1]
+    if word.endswith("es") and word[:-2] in verbs:
+        return word[:-2]
+    return None
+
+
+def _prescription(lowered: str, c: _Compiled) -> ObservationViolation | None:
+    """A habit told of the agent or the sessions, or an action prescribed under a condition (rule
+    ``obligation``), in the lowered text; None when there is none."""
+    verbs = c.verbs
+    # (quick exits, each a condition every match needs: a subject holds one of these words; a
+    # condition holds ", " and "if", "when", "once" or "time")
+    habit = any(word in lowered for word in _HABIT_CUES)
+    condition = ", " in lowered and ("if" in lowered or "when" in lowered or "once" in lowered or "time" in lowered)
+    if not habit and not condition:
+        return None
+    for match in _HABIT.finditer(lowered) if habit else ():
+        subject, word = match.group(1), match.group(3)
+        base = _s_form_base(word, verbs) if subject in HABIT_SUBJECTS_SINGULAR else (word if word in verbs else None)
+        if (base is not None and base not in HABIT_UNDERGOING and word not in c.function
+                and word not in PREDICATE_WORDS):
+            return ObservationViolation("obligation", match.group())
+    for match in _CONDITION.finditer(lowered) if condition else ():
+        if match.group(1) in ACTION_PARTICIPLES:
+            return ObservationViolation("obligation", match.group())
+    return None
+
+
+def _markup(lowered: str, canonical: str) -> ObservationViolation | None:
+    """A link, an image or a script URL (in the lowered text), an HTML tag that acts (in the lowered
+    text outside code spans and double quotes) or an encoded blob (in the canonical text): rule
+    ``markup``."""
+    if "](" in lowered or "<" in lowered or "://" in lowered:  # (what every markup pattern holds)
+        for regex in _MARKUP_RES:
+            match = regex.search(lowered)
+            if match is not None:
+                return ObservationViolation("markup", match.group())
+    if "<" in canonical:
+        outside = " ".join(_UNQUOTED.sub(" ", canonical).replace("`", " ").split()).translate(_ASCII_LOWER)
+        for regex in _TAG_RES:
+            match = regex.search(outside)
+            if match is not None:
+                return ObservationViolation("markup", match.group())
+    match = _ENCODED.search(canonical) if _BASE64_RUN.search(canonical) else None
+    if match is not None:
+        return ObservationViolation("markup", "an encoded blob: " + match.group()[:40])
+    return None
+
+
+def _program_prefix(clauses: list, at: int, canonical: str) -> bool:
+    """Whether clause ``at`` is the name of a program that prefixes its message: the text's first
+    clause, not its only one, one word written in lower case, unquoted, with which the text (less
+    leading spaces) opens, followed by a colon (``make: *** No rule to make target``, ``touch:
+    cannot touch``; ``Run: ...`` stays an order)."""
+    tokens, quoted, _ = clauses[at]
+    if at != 0 or len(clauses) < 2 or quoted or len(tokens) != 1 or tokens[0][0] != _W:
+        return False
+    word = tokens[0][1]
+    return word == tokens[0][2] and canonical.lstrip(" ").startswith(word + ":")
+
+
+def _named_value(clauses: list, at: int, canonical: str) -> bool:
+    """Whether clause ``at`` is a value named by the clause before it: the text's last clause, one
+    word, unquoted, after a colon that ends the text's one clause before it, which is no label
+    (``declared and not used: err``; ``Fix: revert`` stays an order)."""
+    tokens, quoted, _ = clauses[at]
+    if at != 1 or len(clauses) != 2 or quoted or len(tokens) != 1 or tokens[0][0] != _W:
+        return False
+    before = clauses[0][0]
+    if not before or (before[0][0] == _W and before[0][2] in LABELS):
+        return False
+    end = canonical.rstrip(" .\n")
+    return end.endswith(tokens[0][1]) and end[: -len(tokens[0][1])].rstrip(" ").endswith(":")
+
+
 def observation_violation(text: str) -> ObservationViolation | None:
     """Return the first way ``text`` breaks the observation rule, or None if it is an observation."""
     return _violation(text, False)
@@ -924,6 +1140,12 @@ def _violation(text: str, language_first: bool) -> ObservationViolation | None:
         for match in _REPORTED_RE.finditer(lowered):
             if match.group(1) in c.verbs:
                 return ObservationViolation("obligation", match.group())
+    prescribed = _prescription(lowered, c)
+    if prescribed is not None:
+        return prescribed
+    marked = _markup(lowered, canonical)
+    if marked is not None:
+        return marked
     if accelerated is None:
         clauses = _clauses(canonical)
     else:
@@ -940,7 +1162,8 @@ def _violation(text: str, language_first: bool) -> ObservationViolation | None:
         if asks:  # a lesson states; it does not ask
             return ObservationViolation("addressed-to-agent", "a question: " + " ".join(t[1] for t in tokens[:8]))
         verb = _imperative(tokens, quoted, c)
-        if verb is not None:
+        if (verb is not None and not _named_value(clauses, at, canonical)
+                and not _program_prefix(clauses, at, canonical)):
             return ObservationViolation("imperative-opening", verb)
         at = _next_clause(clauses, at + 1, verbs) if c.native is None else c.native.next_clause(clauses, at + 1)
     return None if language_first else _language(folded, clauses, c)

@@ -83,6 +83,19 @@ PREDICATES = set(protocol_list("predicate-words").split())
 STOPS = set(protocol_list("stop-words").split())
 NAMES = [line.split(" ") for line in protocol_list("names").strip().splitlines()]
 CLAUSE_WORDS = {"then", "so", "but", "otherwise", "else", "whereas"}
+SINGULAR = set(protocol_list("habit-subjects-singular").split())
+PLURAL = set(protocol_list("habit-subjects-plural").split())
+HABIT = re.compile(r"(?<![a-z0-9_'-])(" + "|".join(sorted(SINGULAR | PLURAL)) + r")((?: (?:"
+                   + "|".join(sorted(protocol_list("habit-adverbs").split())) + r"))*) ([a-z]+)\b", re.ASCII)
+UNDERGOING = set(protocol_list("habit-undergoing").split())
+PARTICIPLES = set(protocol_list("action-participles").split())
+CONDITION = re.compile(r"\b(?:when|whenever|if|once|each time|every time|any time)\b[^.;:!?,]{1,160}?, "
+                       r"(?:[^.;:!?,]{0,80}? )?(?:is|are|gets?) (?:(?:then|also|just|always|usually|simply"
+                       r"|immediately|automatically|first) )*([a-z]+(?:-[a-z]+)?)\b", re.ASCII)
+WITH_OF = set(protocol_list("verbs-with-of").split())
+MARKUP_LINKS = [re.compile(p, re.ASCII) for p in protocol_list("markup-patterns").strip().splitlines()]
+TAGS = [re.compile(p, re.ASCII) for p in protocol_list("tag-patterns").strip().splitlines()]
+ENCODED = re.compile(protocol_list("encoded-pattern").strip(), re.ASCII)
 TABLES = SPEC / "observation"
 
 
@@ -100,7 +113,8 @@ def code_points(name: str) -> set[int]:
 IGNORABLE, MARKS, OTHER_SCRIPT = code_points("ignorable.txt"), code_points("marks.txt"), code_points("other-script-letters.txt")
 CONFUSABLES = {int(a, 16): "".join(chr(int(x, 16)) for x in b.split()) for a, b in (x.split(";") for x in table("confusables-ascii.txt"))}
 VERBS = dict(x.split() for x in table("verbs.txt"))
-PAST = {x.split()[0] for x in table("past-forms.txt")}
+PAST_OF = dict(x.split() for x in table("past-forms.txt"))
+PAST = set(PAST_OF)
 ENGLISH = set(table("english-words.txt"))
 SECTIONS: dict[str, set[str]] = {}
 _section = ""
@@ -316,9 +330,15 @@ def imperative(tokens, quoted) -> bool:
     rest = tokens[i + 1 :]
     if rest and all(t[0] in ("number", "symbol") for t in rest):
         return False
+    if rest and rest[0][0] == "word" and rest[0][2] == "of" and w not in WITH_OF:
+        return False
+    if PAST_OF.get(w, w) != w:
+        return False
     if VERBS[w] == "n":
-        if rest and ((rest[0][0] == "word" and rest[0][2] in OBJECTS) or rest[0][0] in ("code", "target")):
+        if rest and rest[0][0] == "word" and rest[0][2] in OBJECTS:
             return True
+        if rest and rest[0][0] in ("code", "target"):
+            return not predicate(rest)
         for j in range(1, len(rest) - 1):
             x, nxt = rest[j], rest[j + 1]
             if x[0] == "word" and x[2] in ("to", "into", "onto", "with") and (
@@ -351,12 +371,41 @@ def observation_rule(text: str) -> str | None:
     if any(p.search(form) for p in OBLIGATIONS for form in forms) or \
             any(m.group(1) in VERBS for m in REPORTED.finditer(lowered)):
         return "obligation"
+    for m in HABIT.finditer(lowered):
+        subject, w = m.group(1), m.group(3)
+        if subject in SINGULAR:
+            if len(w) < 3 or not w.endswith("s") or w.endswith("ss"):
+                continue
+            base = next((b for b, ok in ((w[:-3] + "y", w.endswith("ies")), (w[:-1], True), (w[:-2], w.endswith("es")))
+                         if ok and b in VERBS), None)
+        else:
+            base = w if w in VERBS else None
+        if base and base not in UNDERGOING and w not in FUNCTION and w not in SKIPPED and w not in PREDICATES:
+            return "obligation"
+    if any(m.group(1) in PARTICIPLES for m in CONDITION.finditer(lowered)):
+        return "obligation"
+    if any(p.search(lowered) for p in MARKUP_LINKS):
+        return "markup"
+    if "<" in canonical:
+        outside = " ".join(x for x in "".join(" " if c in SPACE else c for c in re.sub(
+            r'`+[^`]*`+|"[^"]*"', " ", canonical).replace("`", " ")).split(" ") if x).translate(ASCII_LOWER)
+        if any(p.search(outside) for p in TAGS):
+            return "markup"
+    if ENCODED.search(canonical):
+        return "markup"
     clauses = clauses_of(canonical)
-    for tokens, quoted, asks in clauses:
+    for at, (tokens, quoted, asks) in enumerate(clauses):
         if asks:
             return "addressed-to-agent"
         if imperative(tokens, quoted):
-            return "imperative-opening"
+            end = canonical.rstrip(" .\n")
+            named = (at == 1 and len(clauses) == 2 and not quoted and len(tokens) == 1 and tokens[0][0] == "word"
+                     and clauses[0][0] and not (clauses[0][0][0][0] == "word" and clauses[0][0][0][2] in LABELS)
+                     and end.endswith(tokens[0][1]) and end[: -len(tokens[0][1])].rstrip(" ").endswith(":"))
+            prefix = (at == 0 and len(clauses) >= 2 and not quoted and len(tokens) == 1 and tokens[0][0] == "word"
+                      and tokens[0][1] == tokens[0][2] and canonical.lstrip(" ").startswith(tokens[0][1] + ":"))
+            if not named and not prefix:
+                return "imperative-opening"
     bare = re.sub(r"[^ \n]*/[^ \n]*", " ", CODE.sub(" ", spaced(folded)))
     if any(ord(c) in OTHER_SCRIPT for c in bare):
         return "other-script"

@@ -29,6 +29,9 @@ anything else          an unknown (future) type: accepted, kept in the conversat
                        not interpreted, never rejected
 =====================  ==============================================================
 
+A Stop hook that blocked the end of a turn ("Stop hook feedback:" and its reason, such as
+"Cannot exit with unstaged changes") is a hook failure (a surprise), never the person.
+
 Failures of a tool call: ``is_error`` results, ``<tool_use_error>`` text, ``Exit code N``
 (N != 0), the person's rejection of the call ("The user doesn't want to proceed ...", with
 the person's feedback after "the user said:" becoming a correction), an interrupt during
@@ -124,6 +127,7 @@ _NOT_PERSON_PREFIXES = (
     "API Error",
 )
 _INTERRUPT = "[Request interrupted by user"
+_STOP_BLOCKED = "Stop hook feedback"
 
 
 def _role_from_path(path: Path) -> tuple[str, str | None]:
@@ -494,6 +498,11 @@ class ClaudeCodeParser:
                 if self._is_person(r):
                     self._command(stripped, n, ts, out)
                 continue
+            if stripped.startswith(_STOP_BLOCKED) and self.s["role"] == "main":
+                # A Stop hook that blocked the end of the turn ("Cannot exit with unstaged
+                # changes"): a surprise, counted as a hook failure; never the person.
+                out.append(HookFailed(n, ts, f"{uid or n}:stop-blocked", "Stop", stripped))
+                continue
             if _is_machine_text(stripped):
                 continue
             if self._is_person(r):
@@ -653,6 +662,20 @@ class ClaudeCodeAdapter:
     """Finds Claude Code transcripts and makes their parsers."""
 
     name = NAME
+    label = "Claude Code"
+
+    def default_roots(self, environ=None) -> list[Path]:
+        from ..config import default_sources
+
+        return list(default_sources(environ))
+
+    @staticmethod
+    def claims(path: Path) -> bool:
+        return path.name.endswith(".jsonl")
+
+    @staticmethod
+    def whole_file(path: Path) -> bool:
+        return False
 
     def discover(self, root: Path) -> list[Path]:
         """Every ``*.jsonl`` file under ``root`` (symbolic links to folders not followed)."""

@@ -13,6 +13,8 @@ __all__ = ["register", "SCHEDULE_KINDS"]
 
 #: How ``openmemory install`` schedules the nightly run (:mod:`.schedule`).
 SCHEDULE_KINDS = ("auto", "systemd", "cron", "none")
+#: The agents ``openmemory install`` wires in (:mod:`.claude_code`, :mod:`.agents`).
+TARGETS = ["claude-code", "codex", "gemini"]
 
 
 def _hhmm(value: str) -> str:
@@ -35,12 +37,22 @@ def _own_common() -> argparse.ArgumentParser:
 
 
 def _install(args: argparse.Namespace) -> int:
+    if args.target in ("codex", "gemini"):
+        from .agents import run
+
+        return run(args.target, "install", getattr(args, "home", None), dry_run=args.dry_run,
+                   as_json=getattr(args, "json", False))
     from .claude_code import _cmd_install
 
     return _cmd_install(args)
 
 
 def _uninstall(args: argparse.Namespace) -> int:
+    if args.target in ("codex", "gemini"):
+        from .agents import run
+
+        return run(args.target, "uninstall", getattr(args, "home", None), dry_run=args.dry_run,
+                   as_json=getattr(args, "json", False), force=args.force)
     from .claude_code import _cmd_uninstall
 
     return _cmd_uninstall(args)
@@ -62,11 +74,12 @@ def register(subparsers, common: argparse.ArgumentParser | None = None) -> None:
     install = subparsers.add_parser(
         "install",
         parents=parents,
-        help="wire Open Memory into an agent (Claude Code: MCP server, SessionEnd hook, nightly run)",
-        description="Register the MCP server, add the SessionEnd hook and schedule the nightly run. "
-        "Idempotent; `uninstall` undoes exactly what it did.",
+        help="wire Open Memory into an agent (Claude Code, Codex CLI, Gemini CLI: MCP server, hooks; "
+        "claude-code also schedules the nightly run)",
+        description="Register the MCP server and add the hooks that ingest each session as it ends (Claude "
+        "Code: also schedule the nightly run). Idempotent; `uninstall` undoes exactly what it did.",
     )
-    install.add_argument("target", choices=["claude-code"])
+    install.add_argument("target", choices=TARGETS)
     install.add_argument("--dry-run", action="store_true", help="show what would change, change nothing")
     install.add_argument("--schedule", choices=SCHEDULE_KINDS, default="auto",
                          help="how to run `openmemory run` nightly (default: systemd if it runs, else cron, "
@@ -79,7 +92,7 @@ def register(subparsers, common: argparse.ArgumentParser | None = None) -> None:
         parents=parents,
         help="undo `openmemory install` (removes exactly what it added)",
     )
-    uninstall.add_argument("target", choices=["claude-code"])
+    uninstall.add_argument("target", choices=TARGETS)
     uninstall.add_argument("--dry-run", action="store_true", help="show what would change, change nothing")
     uninstall.add_argument("--force", action="store_true",
                            help="also remove our entries that were edited since install")

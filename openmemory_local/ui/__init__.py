@@ -11,10 +11,10 @@ the morning reports; and search (the engine's own recall). Every action (veto an
 opting in and out, publishing, revoking, the node's revoke and trust) calls the same function
 as its command (:mod:`.commons_pages` lists them).
 
-Served on 127.0.0.1 only, behind a one-time token, Host and Origin checks and a CSRF token
+Served on 127.0.0.1 only, behind a token, Host and Origin checks and a CSRF token
 (:mod:`.guard`). Built on Starlette and uvicorn, with Jinja2 templates and a little
 JavaScript (no build step), plots by :mod:`openmemory_local.plots`: the ``ui`` extra
-(``pip install 'openmemory[ui]'``). Nothing of it is imported until ``openmemory ui`` runs,
+(``pip install -e '.[ui]'``). Nothing of it is imported until ``openmemory ui`` runs,
 so the other commands start as fast as before.
 
 Modules: :mod:`.guard` (who may use the page: pure), :mod:`.data` (what it shows: reads the
@@ -28,11 +28,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-__all__ = ["register", "MISSING_EXTRA"]
+__all__ = ["register"]
 
 EXIT_USAGE = 2  # as openmemory_local.cli
-MISSING_EXTRA = ("the page needs the `ui` extra, which is not installed ({missing}): "
-                 "pip install 'openmemory[ui]' (from a clone: pip install -e '.[ui]')")
 
 
 def register(subparsers, common: argparse.ArgumentParser | None = None) -> None:
@@ -45,7 +43,7 @@ def register(subparsers, common: argparse.ArgumentParser | None = None) -> None:
         "layer (own, received from the commons) with their strength over time, predictions, episodes and "
         "transcript lines, provenance graphs, publishing, the commons node, the morning reports and "
         "search; lessons can be vetoed, projects opted in or out of publishing, lessons revoked, keys "
-        "trusted. Prints a link with a one-time token and opens the browser when there is one.",
+        "trusted. Prints a link with a token (good while the page runs) and opens the browser when there is one.",
     )
     parser.add_argument("--port", type=int, default=0, help="the port on 127.0.0.1 (default: a free one)")
     parser.add_argument("--no-browser", action="store_true", help="do not open a browser; just print the link")
@@ -68,7 +66,9 @@ def _cmd_ui(args: argparse.Namespace) -> int:
     try:
         from .server import PortInUse, serve
     except ImportError as exc:
-        return _usage(MISSING_EXTRA.format(missing=exc.name or exc))
+        from openmemory_protocol.extras import missing_extra
+
+        return _usage(missing_extra("ui", "the page", exc))
     try:
         return serve(config, port=args.port, browser=not args.no_browser, now_option=args.now, as_json=args.json)
     except PortInUse as exc:

@@ -10,12 +10,15 @@ The page is served on 127.0.0.1 only, to the person who started it. Every reques
    refused.
 3. An ``Origin``, when a browser sends one, must be this page's: a cross-site ``fetch`` or
    form post is refused.
-4. The request must belong to a session: ``openmemory ui`` prints a URL carrying a one-time
-   token (as Jupyter does); the first visit with it spends the token and gets a session
-   cookie (``HttpOnly``, ``SameSite=Lax``, named after the port) and is redirected to the
-   same URL without the token, so it stays out of the browser's history. A spent, unknown
-   or missing token without a session is refused. A second token, for the browser that
-   ``openmemory ui`` opens itself, is spent the same way.
+4. The request must belong to a session: ``openmemory ui`` prints a URL carrying a token (as
+   Jupyter does), good while the page runs; a visit with it from a browser without a session
+   gets one, a session cookie (``HttpOnly``, ``SameSite=Lax``, named after the port), and is
+   redirected to the same URL without the token, so it stays out of the browser's history. A
+   second tab, a second window or another browser on this machine signs in with the same link;
+   a tab opened at ``localhost:<port>`` without a session there is sent to ``127.0.0.1:<port>``,
+   where the browser keeps its cookie. An unknown or missing token without a session is
+   refused. A second token, for the browser that ``openmemory ui`` opens itself, works the same
+   way.
 5. A request that changes something (any method but GET and HEAD) must come from the page
    (``Origin`` present and ours) and carry the session's CSRF token, in the
    ``X-CSRF-Token`` header or the ``csrf`` form field (:meth:`Guard.check_csrf`).
@@ -79,7 +82,7 @@ class Guard:
     # --- tokens and sessions -------------------------------------------------------------
 
     def new_token(self) -> str:
-        """A one-time token for a URL (spent by its first visit)."""
+        """A token for a URL, good while the page runs (each browser that opens it gets a session)."""
         token = secrets.token_urlsafe(32)
         self._tokens.add(token)
         return token
@@ -87,12 +90,8 @@ class Guard:
     def url(self, token: str, path: str = "/") -> str:
         return f"http://127.0.0.1:{self.port}{path}?{urlencode({'token': token})}"
 
-    def _spend(self, token: str) -> bool:
-        for known in list(self._tokens):
-            if hmac.compare_digest(known, token):
-                self._tokens.discard(known)
-                return True
-        return False
+    def _known(self, token: str) -> bool:
+        return any(hmac.compare_digest(known, token) for known in self._tokens)
 
     def _new_session(self) -> Session:
         session = Session(secrets.token_urlsafe(32), secrets.token_urlsafe(32))
@@ -130,15 +129,19 @@ class Guard:
         if token is not None and method in SAFE_METHODS:
             rest = [(key, value) for key, value in query if key != "token"]
             location = path + (f"?{urlencode(rest)}" if rest else "")
-            if self._spend(token):
+            if session is not None:  # a browser that already has its session (a second tab): the same one
+                return Verdict("exchange", session, location=location)
+            if self._known(token):
                 session = self._new_session()
                 return Verdict("exchange", session, location=location, cookie=self.set_cookie(session))
-            if session is not None:  # a spent token in a browser that already has its session
-                return Verdict("exchange", session, location=location)
-            return Verdict("refuse", reason="this link's token was already used, or is not this page's: "
-                           "start `openmemory ui` again for a new link")
+            return Verdict("refuse", reason="this link's token is not this page's (a page started earlier?): "
+                           "open the link that this `openmemory ui` printed")
+        if session is None and method in SAFE_METHODS and host.startswith("localhost:"):
+            # the browser keeps the session's cookie for 127.0.0.1: a tab opened at localhost goes there
+            return Verdict("exchange", location=f"http://127.0.0.1:{self.port}{path}"
+                           + (f"?{query_string}" if query_string else ""))
         if session is None:
-            return Verdict("refuse", reason="open the link that `openmemory ui` printed (it carries a one-time token)")
+            return Verdict("refuse", reason="open the link that `openmemory ui` printed (it carries the page's token)")
         if method not in SAFE_METHODS and origin is None:
             return Verdict("refuse", reason=f"a {method} must come from the page itself (no Origin)")
         return Verdict("ok", session)

@@ -1,7 +1,7 @@
 """The server of ``openmemory ui``: Starlette on uvicorn, on 127.0.0.1 only.
 
 :func:`build_app` makes the ASGI application over one data folder; :func:`serve` binds a
-loopback socket (a free port, or ``--port``), prints the link with its one-time token, opens
+loopback socket (a free port, or ``--port``), prints the link with its token, opens
 the browser when there is one, and serves until Ctrl-C.
 
 Structure (what a later view adds, and where):
@@ -522,7 +522,7 @@ def serve(config: Config, *, port: int = 0, browser: bool = True, now_option: st
         print(json.dumps({"url": link, "port": port, "home": str(config.home)}), file=out, flush=True)
     else:
         print(f"Open Memory's page for {config.home}, on this machine only (127.0.0.1:{port}):\n\n    {link}\n\n"
-              "The link works once: it signs in the browser that opens it. Ctrl-C stops the page.",
+              "The link signs in any tab or browser of this machine that opens it, until Ctrl-C stops the page.",
               file=out, flush=True)
         if browser and not want_browser:
             print("(no browser to open here: open the link yourself)", file=out, flush=True)

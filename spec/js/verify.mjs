@@ -584,7 +584,8 @@ const CONFUSABLES = new Map(
   }),
 );
 const VERBS = new Map(tableLines("verbs.txt").map((l) => l.trim().split(/\s+/)));
-const PAST_FORMS = new Set(tableLines("past-forms.txt").map((l) => l.trim().split(/\s+/)[0]));
+const PAST_BASES = new Map(tableLines("past-forms.txt").map((l) => l.trim().split(/\s+/)));
+const PAST_FORMS = new Set(PAST_BASES.keys());
 const ENGLISH = new Set(tableLines("english-words.txt").map((l) => l.trim()));
 const FUNCTION_SECTIONS = {};
 {
@@ -615,7 +616,7 @@ const ADDRESSED_PATTERNS_TEXT = String.raw`\b(?:ignore|disregard|forget|override
 </?(?:system|instructions?|assistant|user|human|developer|prompt|im_start|im_end|system-reminder|tool|function|context|admin)\b
 \[/?(?:inst|sys|system|user|assistant|human|developer)\]
 <</?sys>>
-(?:^|[.!?;>"'(\[#|] ?)(?:system|assistant|user|human|developer|instructions?|prompt|admin|administrator|operator|sudo|ai|bot|model|dan|chatgpt|gpt|claude) ?:
+(?:^|[.!?;>"'(\[#|] ?)(?:system|assistant|user|human|developer|instructions?|prompt|admin|administrator|operator|ai|bot|model|dan|chatgpt|gpt|claude) ?:
 \badmin(?:istrator)? (?:request|override|mode|note|message|instruction|command|access)\b
 \b(?:please|pls|plz|kindly)\b
 \b(?:from now on|from here on|going forward|henceforth|hereafter|from this (?:point|moment) on)\b
@@ -646,7 +647,16 @@ const OBLIGATION_PATTERNS_TEXT = String.raw`\b(?:must|mustn't|mustnt|should|shou
 \b(?:is|are) to be\b|\b(?:is|are) (?:not )?to (?:always|never|only)\b
 \b(?:make|be) (?:sure|certain)\b
 \bhad better\b
-\b(?:fix|solution|answer|workaround|way|trick|remedy|rule) is to\b`;
+\b(?:fix|solution|answer|workaround|way|trick|remedy|rule) is to\b
+\b(?:it|this|that)(?:'s| is) (?:(?:also|always|generally|usually|very|really|considered|thought|seen as|regarded as) )*(?:expected|assumed|understood|customary|conventional|standard|usual|normal|common|good|best|better|advisable|desirable|preferable|wise|sensible|safer|safest|smart|prudent|polite|recommended|preferred|good practice|best practice|standard practice|common practice|the norm|the convention|the rule|house style|policy) (?:here |in this (?:repo|repository|project|codebase) )?(?:that|to|for)\b
+\b(?:convention|norm|practice|policy|custom|habit|routine|procedure|expectation|house style)(?: [a-z']+){0,5}? (?:is|was) (?:to|that)\b
+\bwhat (?:(?:finally|eventually|actually|really|ultimately|then|always) )?(?:worked|works|helped|helps|fixed|fixes|solved|solves|resolved|resolves|did the trick|does the trick|got it working|gets it working|made it work|makes it work)\b
+(?<!'s )(?<!their )(?<!his )(?<!her )\b(?:fix|fixes|solution|answer|workaround|remedy|trick|cure|approach|way|key|thing|step|move|option|method|idea|plan)(?: [a-z']+){0,4}? (?:is|was|are|were|seems|seemed|turned out|proved|ended up|remains)(?: to be)? (?:(?:simply|just|always|usually|then|finally) )?(?:to (?!(?:the|a|an|this|that|its|their|our|my) )[a-z]+|by [a-z]+ing)\b
+\b(?:fix|solution|answer|workaround|remedy|trick|cure|approach|way|thing|step|change|command|option|method) (?:that|which) (?:(?:finally|eventually|actually|really|then|always) )?(?:worked|works|helped|helps|fixed it|fixes it|solved it|solves it|did it|does it|succeeded|succeeds)\b
+\b(?:is|are) (?:the|a|one) (?:(?:only|best|right|correct|proper|quickest|fastest|easiest|simplest|usual|standard|recommended|preferred|real|reliable|safe|safest|surest|one) )*(?:way|fix|solution|answer|workaround|approach|method|cure|remedy|trick|route|path|option|key)s? (?:to|for|around|past|of)\b
+\b(?:is|are) how (?:to\b|(?:[a-z'-]+ ){1,3}(?:is|are|gets?) [a-z]+)
+\b(?:sessions?|runs?|attempts?|agents?|builds?|commits?|pushes|tries|teams?|users?|developers?) (?:that|which|who|where|with|using|without|under)\b(?: [a-z0-9'-]+){1,8}? (?:finished|went|were|was|ran|completed|succeeded|passed|had|took|got|ended|did|worked)(?: [a-z0-9-]+){0,4}? (?:sooner|faster|quicker|better|earlier|easier|smoother|cheaper|shorter|fewer|less|more often|more reliably|more quickly|more smoothly|more successfully|half the time|in half)\b
+(?:(?<![a-z0-9-])(?:sudo|doas|--no-verify|--insecure|--no-check-certificate|sslverify(?: |=)false|strict-ssl(?: |=)false|node_tls_reject_unauthorized=0)(?![a-z0-9-])|chmod (?:-r )?0?777)[^.;!?]{0,80}\b(?:succeeded|succeeds|passed|passes|worked|works|went through|goes through|fixed|fixes|resolved|resolves|solved|helped|helps|disappeared|went away|goes away|cleared|got past|gets past|got through)\b|\b(?:succeeded|succeeds|passed|passes|worked|works|went through|goes through|fixed|fixes|resolved|resolves|solved|helped|helps|disappeared|went away|goes away|cleared|got past|gets past|got through|stopped)\b[^.;!?]{0,80}(?:(?<![a-z0-9-])(?:sudo|doas|--no-verify|--insecure|--no-check-certificate|sslverify(?: |=)false|strict-ssl(?: |=)false|node_tls_reject_unauthorized=0)(?![a-z0-9-])|chmod (?:-r )?0?777)`;
 const REPORTING_VERBS_TEXT = `advised advises asked asks begged begs demanded demands insisted insists instructed instructs
 ordered orders reminded reminds said says tells told urged urges warned warns`;
 const SKIPPED_OPENERS_TEXT = `absolutely actually afterwards again agent ai also always and assistant automatically basically
@@ -689,9 +699,34 @@ reason remark remarks reminder result results rule solution step summary tip tip
 update warning warnings`;
 const PREDICATE_WORDS_TEXT = `am are aren't can can't cannot could couldn't did didn't does doesn't had hadn't has hasn't have
 haven't is isn't may might not was wasn't were weren't will won't would wouldn't`;
-const NAMES_TEXT = `Open Memory`;
+const NAMES_TEXT = `Open Memory
+Merge conflict
+Merge conflicts
+merge conflict
+merge conflicts`;
 const STOP_WORDS_TEXT = `after although as because before but if lest once since so that then though till unless until
 when whenever where whereas wherever whether which while whilst who whom whose yet`;
+const HABIT_SUBJECTS_SINGULAR_TEXT = `agent assistant bot claude codex copilot gemini model session`;
+const HABIT_SUBJECTS_PLURAL_TEXT = `agents assistants bots models sessions`;
+const HABIT_ADVERBS_TEXT = `again also always automatically first generally here instead just never normally now often routinely
+simply sometimes then typically usually`;
+const HABIT_UNDERGOING_TEXT = `abort appear break close consume crash die end error exceed exit expire fail finish freeze get hang
+hit keep last leak loop lose need outlive overflow panic reach receive see seem stall start stop
+time timeout wait want`;
+const ACTION_PARTICIPLES_TEXT = `added amended applied bypassed commented committed deactivated deleted disabled downgraded dropped
+edited executed exported force-pushed forced ignored installed invoked muted overridden passed
+patched pinned piped purged pushed re-run rebased recreated regenerated reinstalled removed rerun
+restarted retried reverted run silenced skipped sourced stashed suppressed switched uninstalled
+unset used wiped`;
+const VERBS_WITH_OF_TEXT = `accuse approve assure avail beware boast clear complain conceive consist convince deprive despair
+die disapprove dispose dream hear inform know learn partake reek relieve remind repent rid rob smell
+speak taste tell think tire warn weary`;
+const MARKUP_PATTERNS_TEXT = String.raw`!?\[[^\[\]]{0,200}\]\((?:[a-z][a-z0-9+.-]*:|//|www\.)[^() ]{0,300}\)
+<(?:https?|ftp|file|data|javascript|vbscript):[^<> ]*>
+\b(?:https?|ftp)://[^ \"'<>()]*\.(?:sh|bash|zsh|ps1|psm1|bat|cmd|exe|msi|vbs|scr|pl|rb|py|js|mjs)(?![a-z0-9_-])`;
+const TAG_PATTERNS_TEXT = String.raw`</?(?:a|audio|base|body|button|embed|form|frame|frameset|head|html|iframe|img|input|link|marquee|meta|noscript|object|script|source|style|svg|textarea|video)(?=[ />])[^<>]{0,300}>
+<[a-z][a-z0-9:_-]*(?: [^<>]{0,200}?)? (?:on[a-z]+|style|href|src|srcdoc|action|formaction|xlink:href) ?=[^<>]{0,300}>`;
+const ENCODED_PATTERN_TEXT = String.raw`(?<![A-Za-z0-9+/=_.-])(?=[A-Za-z0-9+/]*[A-Z])(?=[A-Za-z0-9+/]*[a-z])(?=[A-Za-z0-9+/]*[0-9])(?:[A-Za-z0-9+/]{12,}={1,2}|[A-Za-z0-9+]{32,})(?![A-Za-z0-9+/=_-])`;
 const wordSet = (text) => new Set(text.trim().split(/\s+/));
 const ADDRESSED_PATTERNS = ADDRESSED_PATTERNS_TEXT.trim().split("\n");
 const OBLIGATION_PATTERNS = OBLIGATION_PATTERNS_TEXT.trim().split("\n");
@@ -703,7 +738,7 @@ const PREDICATE_WORDS = wordSet(PREDICATE_WORDS_TEXT);
 const STOP_WORDS = wordSet(STOP_WORDS_TEXT);
 const NAMES = NAMES_TEXT.trim().split("\n").map((l) => l.trim().split(" "));
 const CLAUSE_WORDS = new Set(["then", "so", "but", "otherwise", "else", "whereas"]);
-const RULES = ["addressed-to-agent", "obligation", "imperative-opening", "other-script", "not-english"];
+const RULES = ["addressed-to-agent", "obligation", "markup", "imperative-opening", "other-script", "not-english"];
 
 // Patterns are ASCII, over the lowered text; \b is ASCII (JavaScript's own, without the u flag).
 const ADDRESSED_REGEXES = ADDRESSED_PATTERNS.map((p) => new RegExp(p));
@@ -712,6 +747,82 @@ const REPORTED_REGEX = new RegExp(
   String.raw`\b(?:${REPORTING_VERBS.join("|")})(?: [a-z']+){0,3}? to (?:(?:always|never|not|only|just|also|now|first) )*([a-z]+)\b`,
   "g",
 );
+
+// Habits and prescribed actions (obligation), markup
+const HABIT_SUBJECTS_SINGULAR = wordSet(HABIT_SUBJECTS_SINGULAR_TEXT);
+const HABIT_SUBJECTS_PLURAL = wordSet(HABIT_SUBJECTS_PLURAL_TEXT);
+const HABIT_ADVERBS = wordSet(HABIT_ADVERBS_TEXT);
+const HABIT_UNDERGOING = wordSet(HABIT_UNDERGOING_TEXT);
+const ACTION_PARTICIPLES = wordSet(ACTION_PARTICIPLES_TEXT);
+const VERBS_WITH_OF = wordSet(VERBS_WITH_OF_TEXT);
+const HABIT_REGEX = new RegExp(
+  String.raw`(?<![a-z0-9_'-])(${[...HABIT_SUBJECTS_SINGULAR, ...HABIT_SUBJECTS_PLURAL].sort().join("|")})((?: (?:${
+    [...HABIT_ADVERBS].sort().join("|")}))*) ([a-z]+)\b`, "g");
+const CONDITION_REGEX = new RegExp(
+  String.raw`\b(?:when|whenever|if|once|each time|every time|any time)\b[^.;:!?,]{1,160}?, (?:[^.;:!?,]{0,80}? )?` +
+  String.raw`(?:is|are|gets?) (?:(?:then|also|just|always|usually|simply|immediately|automatically|first) )*` +
+  String.raw`([a-z]+(?:-[a-z]+)?)\b`, "g");
+const MARKUP_PATTERNS = MARKUP_PATTERNS_TEXT.trim().split("\n");
+const TAG_PATTERNS = TAG_PATTERNS_TEXT.trim().split("\n");
+const MARKUP_REGEXES = MARKUP_PATTERNS.map((p) => new RegExp(p));
+const TAG_REGEXES = TAG_PATTERNS.map((p) => new RegExp(p));
+const ENCODED_REGEX = new RegExp(ENCODED_PATTERN_TEXT);
+const UNQUOTED = /`+[^`]*`+|"[^"]*"/g;
+
+function sFormBase(w) {
+  if (w.length < 3 || !w.endsWith("s") || w.endsWith("ss")) return null;
+  if (w.endsWith("ies") && VERBS.has(w.slice(0, -3) + "y")) return w.slice(0, -3) + "y";
+  if (VERBS.has(w.slice(0, -1))) return w.slice(0, -1);
+  if (w.endsWith("es") && VERBS.has(w.slice(0, -2))) return w.slice(0, -2);
+  return null;
+}
+
+function prescription(L) {
+  for (const m of L.matchAll(HABIT_REGEX)) {
+    const [, subject, , w] = m;
+    const base = HABIT_SUBJECTS_SINGULAR.has(subject) ? sFormBase(w) : VERBS.has(w) ? w : null;
+    if (base !== null && !HABIT_UNDERGOING.has(base) && !FUNCTION_WORDS.has(w) && !SKIPPED_OPENERS.has(w) &&
+        !PREDICATE_WORDS.has(w))
+      return { rule: "obligation", matched: m[0] };
+  }
+  for (const m of L.matchAll(CONDITION_REGEX)) if (ACTION_PARTICIPLES.has(m[1])) return { rule: "obligation", matched: m[0] };
+  return null;
+}
+
+function markup(L, C) {
+  for (const re of MARKUP_REGEXES) {
+    const m = re.exec(L);
+    if (m) return { rule: "markup", matched: m[0] };
+  }
+  if (C.includes("<")) {
+    const outside = lowered(C.replace(UNQUOTED, " "));
+    for (const re of TAG_REGEXES) {
+      const m = re.exec(outside);
+      if (m) return { rule: "markup", matched: m[0] };
+    }
+  }
+  const m = ENCODED_REGEX.exec(C);
+  return m ? { rule: "markup", matched: "an encoded blob: " + m[0].slice(0, 40) } : null;
+}
+
+// the name of a program prefixing its message: "make: *** No rule" (not "Run: rm -rf /")
+function programPrefix(cls, at, C) {
+  const { tokens, quoted } = cls[at];
+  if (at !== 0 || cls.length < 2 || quoted || tokens.length !== 1 || tokens[0].kind !== "word") return false;
+  const w = tokens[0].text;
+  return w === tokens[0].low && C.replace(/^ +/, "").startsWith(w + ":");
+}
+
+// a value named by the clause before it: "declared and not used: err" (not after a label: "Fix: revert")
+function namedValue(cls, at, C) {
+  const { tokens, quoted } = cls[at];
+  if (at !== 1 || cls.length !== 2 || quoted || tokens.length !== 1 || tokens[0].kind !== "word") return false;
+  const before = cls[0].tokens;
+  if (!before.length || (before[0].kind === "word" && LABELS.has(before[0].low))) return false;
+  const end = C.replace(/[ .\n]+$/, "");
+  const w = tokens[0].text;
+  return end.endsWith(w) && /:$/.test(end.slice(0, -w.length).replace(/ +$/, ""));
+}
 
 // \s of the rule: the 25 White_Space code points and U+001C..U+001F
 const RULE_SPACE = new Set([...WHITE_SPACE, 0x1c, 0x1d, 0x1e, 0x1f]);
@@ -927,8 +1038,11 @@ function imperativeOf({ tokens, quoted }) {
   if (flag === undefined) return null;
   const rest = tokens.slice(i + 1);
   if (rest.length && rest.every((x) => x.kind === "number" || x.kind === "symbol")) return null;
+  if (isWord(rest[0]) && rest[0].low === "of" && !VERBS_WITH_OF.has(w)) return null; // borrow of moved value
+  if (PAST_BASES.has(w) && PAST_BASES.get(w) !== w) return null; // found `str` (find)
   if (flag === "n") {
-    if (isObject(rest[0])) return w;
+    if (isWord(rest[0]) && OBJECT_WORDS.has(rest[0].low)) return w;
+    if (rest.length && (rest[0].kind === "code" || rest[0].kind === "target")) return hasPredicate(rest) ? null : w;
     for (let j = 1; j < rest.length - 1; j++) {
       const x = rest[j];
       const next = rest[j + 1];
@@ -975,11 +1089,16 @@ function observationViolation(text) {
       if (m) return { rule: "obligation", matched: m[0] };
     }
   for (const m of L.matchAll(REPORTED_REGEX)) if (VERBS.has(m[1])) return { rule: "obligation", matched: m[0] };
+  const prescribed = prescription(L);
+  if (prescribed) return prescribed;
+  const marked = markup(L, C);
+  if (marked) return marked;
   const cls = clauses(C);
-  for (const clause of cls) {
+  for (let at = 0; at < cls.length; at++) {
+    const clause = cls[at];
     if (clause.asks) return { rule: "addressed-to-agent", matched: "a question" };
     const w = imperativeOf(clause);
-    if (w) return { rule: "imperative-opening", matched: w };
+    if (w && !namedValue(cls, at, C) && !programPrefix(cls, at, C)) return { rule: "imperative-opening", matched: w };
   }
   // other-script: F without code spans and without runs of non-white-space holding a "/"
   const bare = spaceOut(F).replace(CODE_SPAN, " ").replace(/[^ \n]*\/[^ \n]*/g, " ");
@@ -1639,8 +1758,14 @@ function checkProtocolLists() {
   check(file, "obligation-patterns list", () => same(lines(list("obligation-patterns")), lines(OBLIGATION_PATTERNS_TEXT)));
   check(file, "skipped-phrases list", () => same(lines(list("skipped-phrases")), lines(SKIPPED_PHRASES_TEXT)));
   check(file, "names list", () => same(lines(list("names")), lines(NAMES_TEXT)));
+  check(file, "markup-patterns list", () => same(lines(list("markup-patterns")), lines(MARKUP_PATTERNS_TEXT)));
+  check(file, "tag-patterns list", () => same(lines(list("tag-patterns")), lines(TAG_PATTERNS_TEXT)));
+  check(file, "encoded-pattern list", () => same(lines(list("encoded-pattern")), lines(ENCODED_PATTERN_TEXT)));
   for (const [name, text] of [["reporting-verbs", REPORTING_VERBS_TEXT], ["skipped-openers", SKIPPED_OPENERS_TEXT],
-    ["labels", LABELS_TEXT], ["predicate-words", PREDICATE_WORDS_TEXT], ["stop-words", STOP_WORDS_TEXT]])
+    ["labels", LABELS_TEXT], ["predicate-words", PREDICATE_WORDS_TEXT], ["stop-words", STOP_WORDS_TEXT],
+    ["habit-subjects-singular", HABIT_SUBJECTS_SINGULAR_TEXT], ["habit-subjects-plural", HABIT_SUBJECTS_PLURAL_TEXT],
+    ["habit-adverbs", HABIT_ADVERBS_TEXT], ["habit-undergoing", HABIT_UNDERGOING_TEXT],
+    ["action-participles", ACTION_PARTICIPLES_TEXT], ["verbs-with-of", VERBS_WITH_OF_TEXT]])
     check(file, `${name} list`, () => same(words(list(name)), words(text)));
   check(file, "White_Space has 25 code points", () => same(WHITE_SPACE.size, 25));
   const ex = fs.readFileSync(path.join(VECTORS, "worked-example.txt"), "utf8");
@@ -1756,6 +1881,9 @@ function checkObservation(obs) {
   check(file, "rules", () => same(obs.rules.join(" "), RULES.join(" ")));
   check(file, "addressed patterns are PROTOCOL.md's", () => same(obs.addressed_patterns.join("\n"), ADDRESSED_PATTERNS.join("\n")));
   check(file, "obligation patterns are PROTOCOL.md's", () => same(obs.obligation_patterns.join("\n"), OBLIGATION_PATTERNS.join("\n")));
+  check(file, "markup patterns are PROTOCOL.md's", () => same(obs.markup_patterns.join("\n"), MARKUP_PATTERNS.join("\n")));
+  check(file, "tag patterns are PROTOCOL.md's", () => same(obs.tag_patterns.join("\n"), TAG_PATTERNS.join("\n")));
+  check(file, "encoded pattern is PROTOCOL.md's", () => same(obs.encoded_pattern, ENCODED_PATTERN_TEXT));
   for (const [name, digest] of Object.entries(obs.tables))
     check(file, `table ${name}`, () => same(hex(sha256(fs.readFileSync(path.join(TABLES, name)))), digest));
   obs.vectors.forEach((v, i) => {

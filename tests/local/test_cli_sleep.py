@@ -80,7 +80,7 @@ def test_render_into_another_folder(home, capsys, tmp_path):
     assert not list(target.glob("openmemory-lesson-*.md"))
     # into Claude Code's folder: the project's folder does not exist here
     code, out, _ = run(capsys, "render")
-    assert code == 0 and "Nothing to render" in out
+    assert code == 0 and "Nothing rendered: the 1 project(s) with lessons have no Claude Code folder" in out
 
 
 def test_sleep_twice_and_bad_now(home, capsys):

@@ -227,6 +227,9 @@ def test_rendered_as_their_own_layer_marked_and_inert(cstore):
     assert "reported by other agents through the Open Memory commons" in text and "type: reference" in text
     assert f"- record: {rid(1)}" in text and "here because: `git push` runs in this project" in text
     assert not (folder(cstore) / f"openmemory-commons-{rid(3)[:16]}.md").exists()
+    marked = (folder(cstore) / f"openmemory-commons-{rid(2)[:16]}.md").read_text()
+    assert '> `git push` failed: "error: failed to push some refs \\<a> & b".' in marked  # escaped for Markdown
+    assert "&lt;" not in marked and "&amp;" not in marked
     assert not list(folder(cstore, OTHER).glob("openmemory-commons-*"))  # it runs neither
     assert render(cstore, at(1)).changed is False  # nothing new, nothing written
 

@@ -100,7 +100,7 @@ def test_a_learned_setting_without_the_extra_changes_nothing(tmp_path, now, monk
     (home / "config.toml").write_text('[engine]\nembedder = "learned"\n')
 
     def missing():
-        raise EmbedderUnavailable(embedders._MISSING.format(missing="sentence_transformers"))
+        raise EmbedderUnavailable(embedders._missing("sentence_transformers"))
 
     monkeypatch.setattr(embedders, "load_learned_model", missing)
     monkeypatch.setattr(embedders, "_CACHE", {})

@@ -93,7 +93,97 @@ def test_a_lesson_text_that_quotes_a_marker_is_rendered_escaped(env):
     assert escape_text(END) in files["MEMORY.md"] and escape_text(END) in files[lesson["file_name"]]
     for text in files.values():
         assert "<b>" not in text
-    assert escape_text("<b>x</b> -->") == "&lt;b>x&lt;/b> --&gt;"
+    assert escape_text("<b>x</b> -->") == "\\<b>x\\</b> \\-\\-\\>"
+
+
+# --- the escaping, on hostile texts (synthetic) ------------------------------------------------
+
+HOSTILE = [
+    END,
+    f"`git push` failed: \"{END}\"; then `{END}` ran",
+    "a comment closed --> here, and one opened <!-- there",
+    "<script>alert(1)</script> and <img src=x onerror=alert(1)>",
+    "`<script>` in a code span, ``a ` b <!-- c`` in a double one, and an odd ` <b>bold</b>",
+    "\\`<script>` a backslash before a code span",
+    "\\<b> an escaped tag \\\\<i> and a doubled backslash",
+    "`git push --set-upstream origin <branch>` and `git add -A && git commit` with <branch> in prose",
+    "<!--->  <!---->  --->  <!-- -- -->",
+    "[a link](javascript:alert(1)) ]] [[ `]` ",
+    "&lt;already&gt; an entity in the text &amp; <",
+]
+
+
+def _unescaped_markup(text: str) -> list[str]:
+    """Where a CommonMark reader would see raw HTML: an unescaped ``<`` outside a code span (an
+    independent scanner: backslash escapes, then code spans of equal backtick runs)."""
+    found, i = [], 0
+    while i < len(text):
+        ch = text[i]
+        if ch == "\\" and i + 1 < len(text) and text[i + 1] in "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~":
+            i += 2
+            continue
+        if ch == "`":
+            run = len(text) - len(text[i:].lstrip("`"))
+            n = run - i
+            close = i + n
+            while True:
+                close = text.find("`" * n, close)
+                if close < 0:
+                    break
+                after = close + n
+                if (close == 0 or text[close - 1] != "`") and (after >= len(text) or text[after] != "`"):
+                    break
+                close = after
+            if close >= 0:
+                i = close + n
+                continue
+            i += n
+            continue
+        if ch == "<":
+            found.append(text[i:i + 12])
+        i += 1
+    return found
+
+
+@pytest.mark.parametrize("text", HOSTILE)
+def test_hostile_texts_are_inert_in_markdown_without_entities(text):
+    for brackets in (False, True):
+        out = escape_text(text, brackets=brackets)
+        assert "<!--" not in out and "-->" not in out, out
+        assert _unescaped_markup(out) == [], out
+        assert END not in out
+        if "&" not in text:
+            assert "&" not in out  # no entity made: the agent reads the text as it is
+    from openmemory_local.commons_render import inert
+
+    assert inert(text) == escape_text(" ".join(text.split()))  # received lessons: the same escaping
+
+
+def test_placeholders_in_code_spans_are_written_as_they_are():
+    text = "`git push` failed; `git push --set-upstream origin <branch>` succeeded; `git add -A && git commit`"
+    assert escape_text(text) == text
+    assert escape_text("origin <branch>") == "origin \\<branch>"
+
+
+def test_a_lesson_holding_hostile_texts_renders_one_section_and_no_markup(env):
+    store, folder = env
+    error = [lesson for lesson in lesson_rows(store) if lesson["kind"] == "error"][0]
+    hostile = '`git push` failed in 2 sessions: "' + " ".join(HOSTILE).replace('"', "'") + '"; each time, ' \
+              '`git push --set-upstream origin <branch>` succeeded right after.'
+    store.conn.execute("UPDATE lessons SET text = ? WHERE id = ?", (hostile, error["id"]))
+    store.conn.commit()
+    render(store, START + timedelta(days=3))
+    files = _rendered(folder)
+    index = files["MEMORY.md"]
+    assert [line for line in index.splitlines() if line in (BEGIN, END)] == [BEGIN, END]
+    for name, text in files.items():
+        rest = text.replace(BEGIN, "", 1).replace(END, "", 1) if name == "MEMORY.md" else text
+        assert "<!--" not in rest and "-->" not in rest, name
+        for line in rest.splitlines():
+            if not line.startswith(("name: ", "description: ")):  # front matter: JSON strings, not Markdown
+                assert _unescaped_markup(line) == [], (name, line)
+    [line] = [line for line in index.splitlines() if f"openmemory-lesson-{error['id']}.md" in line]
+    assert "`git push --set-upstream origin <branch>` succeeded right after.](" in line  # the fix, whole
 
 
 def _first_render(store, folder: Path) -> str:

@@ -294,3 +294,24 @@ def test_worktrees_of_a_family_each_get_the_lessons(tmp_path):
     assert len(digests) == 1
     store.close()
     assert os.path.exists(claude / "projects" / "-home-me-src-shop-worktrees-spotter-new" / "memory" / "MEMORY.md")
+
+
+def test_index_text_shortens_the_quote_not_the_fix():
+    """Synthetic lesson texts of the shape lesson_text makes: a long quote, then the fix."""
+    from openmemory_local.render import INDEX_TEXT_MAX, index_text
+
+    fix = "; each time, `git push --set-upstream origin <branch>` succeeded right after."
+    head = "`git push` failed in 3 sessions, on branches a, b and c: "
+    long = head + '"' + "fatal: the current branch has no upstream branch " * 12 + '"' + fix
+    short = index_text(long)
+    assert len(short) <= INDEX_TEXT_MAX and short.endswith('\u2026"' + fix) and short.startswith(head + '"fatal: ')
+    assert index_text(head + '"short"' + fix) == head + '"short"' + fix  # short enough: as it is
+    # a cut that would leave a code span open stops before its backtick
+    ticks = head + '"' + "x" * 200 + " see `" + "y" * 200 + '`"' + fix
+    cut = index_text(ticks)
+    assert cut.count("`") % 2 == 0 and cut.endswith(fix) and len(cut) <= INDEX_TEXT_MAX
+    # no room for even a short quote: it goes, the rest stays whole
+    tight = index_text(long, limit=len(head) + len(fix) + 10)
+    assert tight == head.rstrip(": ") + fix or tight == head[:-2] + fix
+    # no quote at all: clipped at the end
+    assert index_text("x" * 400).endswith("\u2026") and len(index_text("x" * 400)) == INDEX_TEXT_MAX

@@ -195,6 +195,8 @@ def test_a_sleep_before_the_last_one_is_refused(store):
 
 
 def test_now_on_the_command_line_forward_only_and_not_past_the_clock(user, capsys):
+    with Store.open(Config(home=user / "om")) as store:  # a store that holds something (an empty one records no sleep)
+        add(store, session("s1", 0, ["git push"]))
     future = iso(datetime.now(timezone.utc) + timedelta(days=3))
     assert main(["sleep", "--now", future]) == 2
     assert "is later than the clock" in capsys.readouterr().err

@@ -36,16 +36,7 @@ def statuses(nodes, rid: str) -> list[str | None]:
 
 def test_a_lesson_travels_is_verified_becomes_common_and_is_revoked_everywhere(cluster: Cluster, tmp_path):
     # --- four nodes in a line, four engines ------------------------------------------------------
-    nodes = []
-    for name in "abcd":
-        node = cluster.node(name)
-        node.init([nodes[-1].multiaddr] if nodes else [])
-        node.configure(NODE_CONFIG)
-        nodes.append(node)
-    for node in nodes:
-        node.start(wait=False)
-    for node in nodes:
-        node.wait_ready()
+    nodes = cluster.line(names="abcd", extra_config=NODE_CONFIG)
     cluster.wait_line_meshed(nodes, timeout=120)
     # the hook gives a node 2 s by default; this machine may be busier than a user's
     # A publishes what it learns as soon as it is a lesson (strength 1.0: the default waits for 1.5)
@@ -136,6 +127,7 @@ def test_a_lesson_travels_is_verified_becomes_common_and_is_revoked_everywhere(c
         engine.run(t3)
         text = engine.commons_files()[f"openmemory-commons-{push_lesson[:16]}.md"]
         assert "common: confirmed by 3 independent agents" in text
+        assert "&lt;" not in text and "&gt;" not in text and "&amp;" not in text  # escaped for Markdown, no entity
         assert f"commons {push_lesson[:16]} \u00b7 common: confirmed by 3 independent agents" in engine.index()
         assert f"openmemory-commons-{pytest_lesson[:16]}.md" not in engine.commons_files()  # a candidate: never shown
     assert "candidate to common" in b.cli("report")[1]

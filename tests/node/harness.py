@@ -270,11 +270,12 @@ class Cluster:
         self.nodes.append(node)
         return node
 
-    def line(self, count: int, **kwargs: Any) -> list[Node]:
-        """``count`` nodes in a line, each bootstrapping from the one before, all started."""
+    def line(self, count: int | None = None, *, names: str | list[str] | None = None, **kwargs: Any) -> list[Node]:
+        """``count`` nodes in a line (or one per name of ``names``), each bootstrapping from the
+        one before, all started."""
         nodes: list[Node] = []
-        for i in range(count):
-            node = self.node(**kwargs)
+        for name in list(names) if names is not None else [None] * int(count or 0):
+            node = self.node(name, **kwargs)
             node.init([nodes[-1].multiaddr] if nodes else [])
             nodes.append(node)
         for node in nodes:

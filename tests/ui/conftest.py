@@ -172,7 +172,7 @@ def browser():
 
 @pytest.fixture(scope="module")
 def signed_in(browser, served):
-    """A browser context signed in with the printed link (its one-time token spent)."""
+    """A browser context signed in with the printed link."""
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     context.set_default_timeout(60_000)
     page = context.new_page()

@@ -63,13 +63,33 @@ def test_without_the_token_the_page_is_refused(browser, served, signed_in):
     try:
         page = context.new_page()
         response = page.goto(served.base + "/")
-        assert response.status == 403 and "one-time token" in page.content()
+        assert response.status == 403 and "the page's token" in page.content()
         assert page.goto(served.base + "/lessons/1").status == 403
         response = page.goto(served.base + "/?token=not-the-token")
-        assert response.status == 403
-        response = page.goto(served.url)  # the printed link was spent by `signed_in`: it works once
-        assert response.status == 403 and "already used" in page.content()
+        assert response.status == 403 and "not this page's" in page.content()
         shoot(page, "refused")
+    finally:
+        context.close()
+
+
+def test_the_session_survives_a_second_tab_and_a_second_browser(browser, served, signed_in):
+    """The printed link, already used by `signed_in`: a second tab of that browser, and a
+    second browser (a context with no cookie), both get the page."""
+    tab = signed_in.new_page()
+    try:
+        assert tab.goto(served.url).status == 200 and tab.url == served.base + "/"
+        assert tab.goto(served.base + "/reports").status == 200
+    finally:
+        tab.close()
+    context = browser.new_context()
+    try:
+        page = context.new_page()
+        assert page.goto(served.url).status == 200 and page.url == served.base + "/"
+        second = context.new_page()
+        assert second.goto(served.base + "/").status == 200  # its own second tab, no token
+        # typed as localhost, where this browser has no cookie: sent to 127.0.0.1, signed in there
+        assert second.goto(f"http://localhost:{served.port}/reports").status == 200
+        assert second.url == served.base + "/reports"
     finally:
         context.close()
 

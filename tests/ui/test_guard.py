@@ -22,7 +22,7 @@ def signed_in(guard: Guard) -> tuple[dict, object]:
     return {**HOST, "cookie": f"other=1; {cookie}"}, verdict.session
 
 
-def test_the_printed_link_signs_in_once():
+def test_the_printed_link_signs_in_every_tab_that_opens_it():
     guard = Guard(PORT)
     url = urlsplit(guard.url(guard.new_token(), "/search"))
     assert (url.hostname, url.port, url.path) == ("127.0.0.1", PORT, "/search")
@@ -31,11 +31,24 @@ def test_the_printed_link_signs_in_once():
     assert first.action == "exchange" and first.location == "/search?q=git+push"  # the token leaves the URL
     cookie = {**HOST, "cookie": first.cookie.split(";", 1)[0]}
     assert guard.check("GET", "/", "", cookie, "127.0.0.1").action == "ok"
-    # spent: refused to another browser, merely dropped from the URL in the one it signed in
-    again = guard.check("GET", "/", f"token={token}", HOST, "127.0.0.1")
-    assert again.action == "refuse" and "already used" in again.reason
+    # a second tab of the same browser: the same session, the token dropped from the URL
     same = guard.check("GET", "/", f"token={token}", cookie, "127.0.0.1")
     assert same.action == "exchange" and same.cookie == "" and same.session is first.session
+    # a tab without the cookie (another window, another browser): the link still signs it in, its own session
+    again = guard.check("GET", "/", f"token={token}", HOST, "127.0.0.1")
+    assert again.action == "exchange" and again.cookie and again.session is not first.session
+    assert guard.check("GET", "/", "", {**HOST, "cookie": again.cookie.split(";", 1)[0]}, "127.0.0.1").action == "ok"
+    assert guard.check("GET", "/", "", cookie, "127.0.0.1").action == "ok"  # the first one still works
+    # a tab typed as localhost, where the browser has no cookie: sent to 127.0.0.1, where it has one
+    local = {"host": f"localhost:{PORT}"}
+    moved = guard.check("GET", "/lessons/3", "q=1", local, "127.0.0.1")
+    assert moved.action == "exchange" and moved.location == f"http://127.0.0.1:{PORT}/lessons/3?q=1"
+    assert moved.cookie == ""
+    assert guard.check("POST", "/veto/3", "", {**local, "origin": f"http://localhost:{PORT}"},
+                       "127.0.0.1").action == "refuse"  # never a change without a session
+    # a token that is not this page's is refused
+    other = guard.check("GET", "/", "token=not-this-one", HOST, "127.0.0.1")
+    assert other.action == "refuse" and "not this page's" in other.reason
     # a token is good for a GET only, never spent by a POST
     other = guard.new_token()
     assert guard.check("POST", "/", f"token={other}", {**HOST, "origin": ORIGIN}, "127.0.0.1").action == "refuse"
@@ -43,9 +56,9 @@ def test_the_printed_link_signs_in_once():
 
 
 @pytest.mark.parametrize("headers, client, why", [
-    ({}, "127.0.0.1", "one-time token"),
-    ({"cookie": f"openmemory-ui-{PORT}=forged"}, "127.0.0.1", "one-time token"),
-    ({"cookie": "openmemory-ui-1=x"}, "127.0.0.1", "one-time token"),
+    ({}, "127.0.0.1", "the page's token"),
+    ({"cookie": f"openmemory-ui-{PORT}=forged"}, "127.0.0.1", "the page's token"),
+    ({"cookie": "openmemory-ui-1=x"}, "127.0.0.1", "the page's token"),
 ])
 def test_no_session_no_page(headers, client, why):
     verdict = Guard(PORT).check("GET", "/", "", {**HOST, **headers}, client)

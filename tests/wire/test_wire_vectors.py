@@ -232,6 +232,16 @@ def test_protocol_lists_are_the_code_lists():
     assert set(protocol_list("predicate-words").split()) == observation_rule.PREDICATE_WORDS
     assert set(protocol_list("stop-words").split()) == observation_rule._STOPS
     assert [tuple(line.split(" ")) for line in protocol_list("names").splitlines()] == list(observation_rule.NAMES)
+    for name, words in (("habit-subjects-singular", observation_rule.HABIT_SUBJECTS_SINGULAR),
+                        ("habit-subjects-plural", observation_rule.HABIT_SUBJECTS_PLURAL),
+                        ("habit-adverbs", observation_rule.HABIT_ADVERBS),
+                        ("habit-undergoing", observation_rule.HABIT_UNDERGOING),
+                        ("action-participles", observation_rule.ACTION_PARTICIPLES),
+                        ("verbs-with-of", observation_rule.VERBS_WITH_OF)):
+        assert set(protocol_list(name).split()) == words, name
+    assert protocol_list("markup-patterns").splitlines() == list(observation_rule.MARKUP_PATTERNS)
+    assert protocol_list("tag-patterns").splitlines() == list(observation_rule.TAG_PATTERNS)
+    assert protocol_list("encoded-pattern").splitlines() == [observation_rule.ENCODED_PATTERN]
     ranges = []
     for item in protocol_list("forbidden-code-points").split():
         low, _, high = item.partition("..")
