@@ -116,8 +116,14 @@ def test_nodes_given_only_the_rendezvous_point_find_each_other(cluster):
 
     from .harness import cli
 
-    shown = cli(nodes[0].home, "status").stdout
-    assert "reach      public (mode public); 3 direct, 0 relayed connections" in shown, shown
+    # (node.reach is rewritten every second: the status may lag the API by that much)
+    line = "reach      public (mode public); 3 direct, 0 relayed connections"
+
+    def status_with_line() -> str | None:
+        out = cli(nodes[0].home, "status").stdout
+        return out if line in out else None
+
+    shown = wait_until(status_with_line, 30, 0.5, what="status showing three direct connections")
     assert "discovery  2 peers found" in shown, shown
 
 
