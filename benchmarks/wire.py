@@ -34,9 +34,12 @@ TARGET_RATIO = 0.80  # validation at 80 % of a bare verify, on every record type
 
 
 def make_records() -> dict[str, list[wire.Record]]:
-    """64 distinct records of each type, realistic sizes."""
+    """64 distinct records of each type, realistic sizes; version 2 lessons (claims) and
+    attestations (per part) as their own rows (the C decoder reads version 1 only: version 2
+    takes the Python path, and a lesson's claim rules run at step 8)."""
     keys = [SigningKey(bytes([i + 1]) * 32) for i in range(8)]
-    out: dict[str, list[wire.Record]] = {"lesson": [], "attestation": [], "revocation": [], "vouch": []}
+    out: dict[str, list[wire.Record]] = {"lesson": [], "attestation": [], "revocation": [], "vouch": [],
+                                         "lesson-v2": [], "attestation-v2": []}
     for i in range(64):
         key = keys[i % 8]
         lesson = wire.new_lesson(
@@ -56,6 +59,15 @@ def make_records() -> dict[str, list[wire.Record]]:
             reason="The hook sets the upstream branch since the repository moved.", created=NOW - 100 + i,
         ))
         out["vouch"].append(wire.new_vouch(key, subject=keys[(i + 3) % 8].verify_key, created=NOW - 50 + i))
+        claim = {"situation": "git push", "failure": f"fatal: The current branch <branch> has no upstream branch ({i}).",
+                 "fix": "git push --set-upstream origin <branch>", "fix_how": "changed"}
+        claimed = wire.new_lesson(key, claim=claim, kind="error", strength=1500 + i, provenance=bytes([i]) * 32,
+                                  derived_from=[r.id for r in out["lesson-v2"][-2:]], created=NOW - 1000 + i)
+        out["lesson-v2"].append(claimed)
+        out["attestation-v2"].append(wire.new_attestation(
+            keys[(i + 1) % 8], lesson_id=claimed.id, failure="confirmed", fix="untested", exposed=False,
+            met_before=False, evidence={"sessions": 10 + i, "matched": 3, "window": 14 * 86400}, created=NOW - 500 + i,
+        ))
     return out
 
 
@@ -94,11 +106,14 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--cpu", type=int, help="pin the process to this CPU (it is single-threaded anyway)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    parser.add_argument("--v1-only", action="store_true", help="version 1 records only (the figures before version 2)")
     args = parser.parse_args()
     if args.cpu is not None:
         os.sched_setaffinity(0, {args.cpu})
 
     records = make_records()
+    if args.v1_only:
+        records = {k: v for k, v in records.items() if not k.endswith("-v2")}
     keys = {bytes(SigningKey(bytes([i + 1]) * 32).verify_key): SigningKey(bytes([i + 1]) * 32) for i in range(8)}
     rows = []
     for record_type, items in [*records.items(), ("mix", [r for rs in records.values() for r in rs])]:
@@ -138,11 +153,14 @@ def main() -> int:
                   f"{f['validate_vs_nacl']:>14.0%}")
     out = sys.stderr if args.json else sys.stdout
     for name, f in rows:
-        if name != "mix":
+        beyond = f"{1e6 / f['validate'] - 1e6 / f['nacl_verify']:.1f} us beyond it per record"
+        if name.endswith("-v2"):  # the Python decoder, and for a lesson the claim rules: no target set yet
+            print(f"{name}: validation at {f['validate_vs_nacl']:.0%} of a bare PyNaCl verify ({beyond}): "
+                  "version 2 (the Python path; the target is version 1's)", file=out)
+        elif name != "mix":
             verdict = "meets" if f["validate_vs_nacl"] >= TARGET_RATIO else "MISSES"
             print(f"{name}: validation at {f['validate_vs_nacl']:.0%} of a bare PyNaCl verify "
-                  f"({1e6 / f['validate'] - 1e6 / f['nacl_verify']:.1f} us beyond it per record): "
-                  f"{verdict} the {TARGET_RATIO:.0%} target", file=out)
+                  f"({beyond}): {verdict} the {TARGET_RATIO:.0%} target", file=out)
     mix = dict(rows)["mix"]["validate"]
     slowest = min(f["validate"] for _, f in rows)
     verdict = "meets" if slowest >= TARGET_VALIDATE else "MISSES"

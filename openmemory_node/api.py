@@ -105,13 +105,13 @@ def claim_from_text(text: str, kind: str) -> claims.Claim:
     return claim
 
 
-def claim_from_body(parts: Any, kind: str) -> claims.Claim:
+def claim_from_body(parts: Any) -> claims.Claim:
     """The claim of a body's ``claim`` object, or 422 ``schema`` naming what is wrong with it."""
     if not isinstance(parts, dict):
         raise bad_request("claim must be an object of the claim's parts (situation, path?, failure, fix?, "
                           "fix_how?)")
     try:
-        return wire.claim_of({name: value for name, value in parts.items()})
+        return wire.claim_of(parts)
     except wire.WireError as exc:
         raise HttpError(422, exc.code, exc.message) from None
 
@@ -280,7 +280,7 @@ def install_v1(api: HttpServer, daemon: NodeInterface) -> None:
         if "claim" in body:
             if kind not in wire.CLAIM_KINDS:
                 raise HttpError(422, "schema", f"a claim's kind is {' or '.join(wire.CLAIM_KINDS)}, not {kind[:40]!r}")
-            claim = claim_from_body(body.obj["claim"], kind)
+            claim = claim_from_body(body.obj["claim"])
         elif kind in wire.CLAIM_KINDS:
             # A lesson of a claim kind is a version 2 record: published by its sentence, parsed
             claim = claim_from_text(text, kind)

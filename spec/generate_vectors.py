@@ -1271,6 +1271,8 @@ CLAIM_SHAPES: list[dict[str, str]] = [
     {"situation": "a b c d", "failure": "too many words"},
     {"situation": "git push ", "failure": "trailing space"},
     {"situation": "-x", "failure": "a dash first"},
+    {"situation": "python -m pytest", "failure": "an option as a later word"},
+    {"situation": "git push -f && -x y", "failure": "a head that starts with a dash"},
     {"situation": "npm test", "path": "~/src", "failure": "home path"},
     {"situation": "npm test", "path": "C:\\src", "failure": "drive letter"},
     {"situation": "npm test", "path": "$HOME", "failure": "variable"},

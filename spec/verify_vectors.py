@@ -442,6 +442,169 @@ def dedup_key(text: str, kind: str) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+# --- claims (PROTOCOL.md, "Claims") ------------------------------------------------------------
+
+def numbered(name: str) -> list[str]:
+    """A list of 'X1 pattern' lines, in order, without the labels."""
+    return [line.split(" ", 1)[1] for line in protocol_list(name).splitlines() if line.strip()]
+
+
+UNSAFE_PATTERNS = [re.compile(p, re.ASCII) for p in numbered("unsafe-commands")]
+UNSAFE_CODES = re.findall(r"^\| U\d+ \| `([a-z-]+)` \|", PROTOCOL.read_text(encoding="utf-8"), re.M)
+MARKER_PATTERNS = [re.compile(p, re.ASCII) for p in numbered("failure-markers")]
+HOWS = {"changed": "; `{}` succeeded.", "instead": "; `{}` succeeded on the same target.",
+        "after": "; the same call succeeded after `{}`.", "edited": "; the same call succeeded after an edit of `{}`.",
+        "retried": "; the same call succeeded when tried again."}
+TOOL = re.compile(r"(?:[A-Z][A-Za-z0-9_]{0,63}|mcp__[A-Za-z0-9_-]{1,120})")
+HEAD_WORD = re.compile(r"[A-Za-z0-9._][A-Za-z0-9._+:@=/-]{0,63}")
+LATER_WORD = re.compile(r"[A-Za-z0-9._-][A-Za-z0-9._+:@=/-]{0,63}")  # a head's second and third words
+NOT_IN_PARTS = {*range(0x00, 0x20), *range(0x7F, 0xA0), 0xAD, 0x61C, 0x180E, *range(0x200B, 0x2010),
+                *range(0x2028, 0x202F), *range(0x2060, 0x2070), 0xFEFF, 0xFFF9, 0xFFFA, 0xFFFB, 0x60, 0x22}
+PART_NAMES = ("situation", "path", "failure", "fix", "fix_how")
+
+
+def render_claim(c: dict) -> str:
+    s = c["situation"]
+    if TOOL.fullmatch(s):
+        label = f"`{s}`"
+    else:
+        heads = [f"`{h}`" for h in s.split(" && ")]
+        label = heads[0] if len(heads) == 1 else ", ".join(heads[:-1]) + " and " + heads[-1]
+    if c.get("path") is not None:
+        label += f" on `{c['path']}`"
+    tail = "." if c.get("fix_how") is None else HOWS[c["fix_how"]].format(c.get("fix"))
+    return f'{label} failed: "{c["failure"]}"{tail}'
+
+
+def parse_claim(text: str) -> dict | None:
+    """The parts some claim renders to ``text`` with, or None (tried against every form)."""
+    m = re.fullmatch(r'((?:`[^`]+`)(?:(?:, `[^`]+`)* and `[^`]+`)?)(?: on `([^`]+)`)? failed: "([^"]+)"(.*)', text, re.S)
+    if m is None:
+        return None
+    names = re.findall(r"`([^`]+)`", m.group(1))
+    parts = {"situation": names[0] if len(names) == 1 and TOOL.fullmatch(names[0]) else " && ".join(names)}
+    if m.group(2) is not None:
+        parts["path"] = m.group(2)
+    parts["failure"] = m.group(3)
+    tail = m.group(4)
+    if tail != ".":
+        for how, form in HOWS.items():
+            if "{}" in form:
+                before, after = form.split("{}")
+                if tail.startswith(before) and tail.endswith(after) and len(tail) > len(before) + len(after):
+                    fix = tail[len(before):len(tail) - len(after)]
+                    if "`" not in fix:
+                        parts.update(fix=fix, fix_how=how)
+                        break
+            elif tail == form:
+                parts["fix_how"] = how
+                break
+        else:
+            return None
+    return parts if render_claim(parts) == text else None
+
+
+def part_line(value: str, lo: int, hi: int) -> bool:
+    return (lo <= len(value.encode()) <= hi and not any(ord(ch) in NOT_IN_PARTS for ch in value)
+            and value.strip(" ") == value and "  " not in value and not any(ch.isspace() and ch != " " for ch in value))
+
+
+def fold(text: str) -> str:
+    return unicodedata.normalize("NFKC", text).translate(ASCII_LOWER)
+
+
+def command_form(text: str) -> str:
+    t = fold(text).replace('"', "").replace("'", "")
+    t = re.sub(r"\s*(\|\||&&|\||;|&|\(|\))\s*", r" \1 ", t)
+    return " ".join(t.split())
+
+
+def unsafe_row(text: str) -> int | None:
+    form = command_form(text)
+    return next((i for i, p in enumerate(UNSAFE_PATTERNS, 1) if p.search(form)), None)
+
+
+def marker_row(failure: str) -> int | None:
+    folded = fold(failure)
+    return next((i for i, p in enumerate(MARKER_PATTERNS, 1) if p.search(folded)), None)
+
+
+def relative_path(v: str) -> bool:
+    return part_line(v, 1, 200) and " " not in v and v[0] not in "/~$\\" and not re.match(r"[A-Za-z]:\\", v)
+
+
+def claim_error(c: dict) -> tuple[str, str] | None:
+    """(code, part) of the first rule the claim breaks (PROTOCOL.md's order), or None."""
+    s = c["situation"]
+    if not part_line(s, 1, 200):
+        return "claim", "situation"
+    if not TOOL.fullmatch(s):
+        heads = s.split(" && ")
+        if len(heads) > 3 or not all(1 <= len(h.split(" ")) <= 3 and HEAD_WORD.fullmatch(h.split(" ")[0])
+                                     and all(LATER_WORD.fullmatch(w) for w in h.split(" ")[1:]) for h in heads):
+            return "claim", "situation"
+    if c.get("path") is not None and not relative_path(c["path"]):
+        return "claim", "path"
+    f = c["failure"]
+    if not part_line(f, 2, 300) or not any(unicodedata.category(ch)[0] == "L" for ch in f):
+        return "claim", "failure"
+    how, fix = c.get("fix_how"), c.get("fix")
+    if how is None:
+        if fix is not None:
+            return "claim", "fix_how"
+    elif how not in HOWS:
+        return "claim", "fix_how"
+    elif (how == "retried") != (fix is None):
+        return "claim", "fix"
+    elif fix is not None and (not part_line(fix, 1, 200) or (how == "edited" and not relative_path(fix))):
+        return "claim", "fix"
+    if len(render_claim(c).encode()) > 512:
+        return "claim", "failure"
+    if marker_row(f) is not None:
+        return "claim", "failure"
+    for name in ("fix", "failure", "situation", "path"):
+        if c.get(name) is not None and unsafe_row(c[name]) is not None:
+            return "unsafe", name
+    return None
+
+
+PLACEHOLDER = re.compile(r"<[a-z][a-z_-]{0,15}>|\{[a-z]{1,10}\}")
+OPERATORS = {"|", "||", "&&", ";", "&", "(", ")"}
+
+
+def text_key(t: str) -> str:
+    t = PLACEHOLDER.sub(" <> ", unicodedata.normalize("NFKC", t).casefold())
+    tokens = re.findall(r"<>|[^\W_]+", t)
+    return " ".join("<>" if tok.isdigit() else tok for tok in tokens)
+
+
+def command_key(c: str) -> str:
+    words = PLACEHOLDER.sub("<>", command_form(c)).split(" ")
+    segments, current = [], []
+    for w in words + [None]:
+        if w is None or w in OPERATORS:
+            if current:
+                segments.append(" ".join(current[:1] + sorted(set(current[1:]))))
+            current = []
+            if w is not None:
+                segments.append(w)
+        elif w:
+            current.append(w)
+    return " ".join(segments)
+
+
+def claim_key(c: dict) -> str:
+    s = c["situation"]
+    situation = s if TOOL.fullmatch(s) else " && ".join(command_key(h) for h in s.split(" && "))
+    fix = c.get("fix") or ""
+    return "\x00".join(["error", situation, text_key(c.get("path") or ""), text_key(c["failure"]),
+                        c.get("fix_how") or "", text_key(fix) if c.get("fix_how") == "edited" else command_key(fix)])
+
+
+def dedup_key_v2(c: dict) -> str:
+    return hashlib.sha256(b"openmemory/dedup/v2\x00" + claim_key(c).encode()).hexdigest()
+
+
 # --- records --------------------------------------------------------------------------------
 
 MAX_RECORD = 2048
@@ -499,6 +662,32 @@ FIELDS = {
     },
     "vouch": {"subject": lambda v: type(v) is bytes and len(v) == 32},
 }
+PART_VERDICTS = ("confirmed", "failed", "untested")
+
+
+def claim_map_ok(v):
+    return (type(v) is dict and set(v) <= set(PART_NAMES) and {"situation", "failure"} <= set(v)
+            and all(good_text(x, 0, 512) for x in v.values()))
+
+
+FIELDS_V2 = {
+    "lesson": {
+        "text": FIELDS["lesson"]["text"],
+        "kind": lambda v: v == "error" and type(v) is str,
+        "claim": claim_map_ok,
+        "strength": FIELDS["lesson"]["strength"],
+        "provenance": FIELDS["lesson"]["provenance"],
+        "derived_from": ascending_ids,
+    },
+    "attestation": {
+        "lesson_id": is_id,
+        "failure": lambda v: type(v) is str and v in PART_VERDICTS,
+        "fix": lambda v: type(v) is str and v in PART_VERDICTS,
+        "exposed": lambda v: type(v) is bool,
+        "met_before": lambda v: type(v) is bool,
+        "evidence": evidence_ok,
+    },
+}
 COMMON = {
     "signer": lambda v: type(v) is bytes and len(v) == 32,
     "created": lambda v: uint(v, EPOCH, U53),
@@ -527,20 +716,28 @@ def validate(data: bytes, now: int, max_skew: int, expect_id: str | None = None)
         raise Invalid("encoding", "not the deterministic encoding of the v1 data model")
     if type(m) is not dict or type(m.get("version")) is not int:
         raise Invalid("schema", "no map, or no integer version")
-    if m["version"] != 1:
-        raise Invalid("version", str(m["version"]))
+    version = m["version"]
+    if version not in (1, 2):
+        raise Invalid("version", str(version))
     if type(m.get("type")) is not str:
         raise Invalid("schema", "type")
     if m["type"] not in FIELDS:
         raise Invalid("type", m["type"])
-    table = {**FIELDS[m["type"]], **COMMON}
+    if version == 2 and m["type"] not in FIELDS_V2:
+        raise Invalid("version", f"no version 2 {m['type']}")
+    table = {**(FIELDS if version == 1 else FIELDS_V2)[m["type"]], **COMMON}
     if set(m) != set(table) | {"version", "type"}:
         raise Invalid("schema", "field set")
     for name, check in table.items():
         if not check(m[name]):
             raise Invalid("schema", name)
-    if m["type"] == "attestation" and m["verdict"] == "confirmed" and m["evidence"]["matched"] < 1:
+    if m["type"] == "attestation" and version == 1 and m["verdict"] == "confirmed" and m["evidence"]["matched"] < 1:
         raise Invalid("schema", "confirmed without a match")
+    if m["type"] == "attestation" and version == 2:
+        parts = (m["failure"], m["fix"])
+        if parts == ("untested", "untested") or (m["fix"] == "confirmed" and m["failure"] != "confirmed") or (
+                "confirmed" in parts and m["evidence"]["matched"] < 1):
+            raise Invalid("schema", "the parts' cross-field rules")
     if m["type"] == "vouch" and m["subject"] == m["signer"]:
         raise Invalid("schema", "self vouch")
     record_id = "1220" + hashlib.sha256(data).hexdigest()
@@ -548,11 +745,18 @@ def validate(data: bytes, now: int, max_skew: int, expect_id: str | None = None)
         raise Invalid("id", record_id)
     if m["created"] > now + max_skew:
         raise Invalid("clock-skew", str(m["created"] - now))
-    text = m.get("text") if m["type"] == "lesson" else m.get("reason") if m["type"] == "revocation" else ""
-    if text and observation_rule(text):
-        raise Invalid("observation", text)
+    if version == 2 and m["type"] == "lesson":
+        broken = claim_error(m["claim"])
+        if broken is not None:
+            raise Invalid(broken[0], broken[1])
+        if render_claim(m["claim"]) != m["text"]:
+            raise Invalid("claim", "the text is not the rendering of the claim")
+    else:
+        text = m.get("text") if m["type"] == "lesson" else m.get("reason") if m["type"] == "revocation" else ""
+        if text and observation_rule(text):
+            raise Invalid("observation", text)
     body = {k: v for k, v in m.items() if k != "signature"}
-    message = f"openmemory/{m['type']}/v1\x00".encode() + cbor2.dumps(body, canonical=True)
+    message = f"openmemory/{m['type']}/v{version}\x00".encode() + cbor2.dumps(body, canonical=True)
     try:
         crypto_sign_open(m["signature"] + message, m["signer"])  # libsodium: strict RFC 8032
     except (BadSignatureError, NaclValueError):
@@ -590,7 +794,9 @@ def main() -> int:
             "signature": r["map"]["signature"].hex() == v["signature"],
             "public_key": r["map"]["signer"].hex() == v["public_key"],
             "json": json.dumps(to_json(r["map"], r["id"]), sort_keys=True) == json.dumps(v["record"], sort_keys=True),
-            "dedup_key": r["map"]["type"] != "lesson" or dedup_key(r["map"]["text"], r["map"]["kind"]) == v["dedup_key"],
+            "dedup_key": r["map"]["type"] != "lesson" or (
+                dedup_key_v2(r["map"]["claim"]) if r["map"]["version"] == 2
+                else dedup_key(r["map"]["text"], r["map"]["kind"])) == v["dedup_key"],
         }
         failures += [f"valid/{v['name']}: {k} differs" for k, ok in checks.items() if not ok]
     counts["valid"] = len(valid["vectors"])
@@ -622,6 +828,38 @@ def main() -> int:
         if (rule is None) != v["observation"] or (rule is not None and rule != v["rule"]):
             failures.append(f"observation: {v['text']!r}: got {rule}")
     counts["observation"] = len(observation["vectors"])
+
+    cv = load("claims.json")
+    if [p.pattern for p in UNSAFE_PATTERNS] != [r["pattern"] for r in cv["unsafe_commands"]] or \
+            UNSAFE_CODES != [r["code"] for r in cv["unsafe_commands"]] or \
+            [p.pattern for p in MARKER_PATTERNS] != [r["pattern"] for r in cv["failure_markers"]]:
+        failures.append("claims: PROTOCOL.md's tables differ from the vectors' tables")
+    for v in cv["render"]:
+        if render_claim(v["parts"]) != v["text"]:
+            failures.append(f"claims/render: {v['text']!r}")
+    for v in cv["parse"]:
+        if parse_claim(v["text"]) != v["parts"]:
+            failures.append(f"claims/parse: {v['text']!r}: got {parse_claim(v['text'])}")
+    for v in cv["shapes"]:
+        got = claim_error(v["parts"])
+        want = None if v["error"] is None else (v["error"]["code"], v["error"]["part"])
+        if got != want:
+            failures.append(f"claims/shapes: {v['parts']}: got {got}, want {want}")
+    for v in cv["unsafe"]:
+        row = unsafe_row(v["command"])
+        code = UNSAFE_CODES[row - 1] if row else None
+        if command_form(v["command"]) != v["form"] or row != v["row"] or code != v["code"]:
+            failures.append(f"claims/unsafe: {v['command']!r}: got row {row}")
+    for v in cv["markers"]:
+        row = marker_row(v["failure"])
+        if (row is None) != (v["marker"] is None):
+            failures.append(f"claims/markers: {v['failure']!r}: got row {row}")
+    for v in cv["same"]:
+        ka, kb = claim_key(v["a"]), claim_key(v["b"])
+        if (ka, kb, ka == kb, dedup_key_v2(v["a"]), dedup_key_v2(v["b"])) != (
+                v["claim_key_a"], v["claim_key_b"], v["same"], v["dedup_key_a"], v["dedup_key_b"]):
+            failures.append(f"claims/same: {v['a']} / {v['b']}")
+    counts["claims"] = sum(len(cv[k]) for k in ("render", "parse", "shapes", "unsafe", "markers", "same"))
 
     for line in failures:
         print("FAIL", line)

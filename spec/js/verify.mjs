@@ -242,7 +242,9 @@ const MAX_RECORD = 2048;
 const MAX_CREATED = 2n ** 53n - 1n;
 const MIN_CREATED = 1735689600n; // the protocol epoch, 2025-01-01T00:00:00Z (PROTOCOL.md, common fields)
 const TYPES = ["lesson", "attestation", "revocation", "vouch"];
-const DOMAINS = Object.fromEntries(TYPES.map((t) => [t, Buffer.concat([utf8(`openmemory/${t}/v1`), Buffer.from([0])])]));
+const domainOf = (type, version) => Buffer.concat([utf8(`openmemory/${type}/v${version}`), Buffer.from([0])]);
+// Version 2 exists for lessons and attestations only (PROTOCOL.md "Versions").
+const VERSIONS = { lesson: [1n, 2n], attestation: [1n, 2n], revocation: [1n], vouch: [1n] };
 const COMMON_FIELDS = ["version", "type", "signer", "created", "signature"];
 // JSON form order: id, version, type, the type's fields in PROTOCOL.md's table order, then signer,
 // created, signature (what the vectors show; see the JS README).
@@ -252,6 +254,13 @@ const TYPE_FIELDS = {
   revocation: ["target", "reason_code", "reason"],
   vouch: ["subject"],
 };
+const TYPE_FIELDS_V2 = {
+  lesson: ["text", "kind", "claim", "strength", "provenance", "derived_from"],
+  attestation: ["lesson_id", "failure", "fix", "exposed", "met_before", "evidence"],
+};
+const fieldsOf = (type, version) => (version === 2n ? TYPE_FIELDS_V2 : TYPE_FIELDS)[type];
+const CLAIM_PARTS = ["situation", "path", "failure", "fix", "fix_how"];
+const PART_VERDICTS = ["confirmed", "failed", "untested"];
 const EVIDENCE_FIELDS = ["sessions", "matched", "window"];
 const VERDICTS = ["confirmed", "failed"];
 const REASON_CODES = ["incorrect", "harmful", "instruction", "private", "spam", "withdrawn", "other"];
@@ -333,19 +342,21 @@ function checkRecord(rec) {
   if (!(rec instanceof CborMap)) fail("schema", "the record is not a map");
   const version = rec.get("version");
   if (typeof version !== "bigint") fail("schema", "version missing or not an integer");
-  if (version !== 1n) fail("version", `version ${version}`);
-  // 4. type (missing or not text: schema)
+  if (version !== 1n && version !== 2n) fail("version", `version ${version}`);
+  // 4. type (missing or not text: schema); a version the type does not have: version
   const type = rec.get("type");
   if (typeof type !== "string") fail("schema", "type missing or not a text string");
   if (!TYPES.includes(type)) fail("type", `unknown record type ${JSON.stringify(type)}`);
+  if (!VERSIONS[type].includes(version)) fail("version", `a ${type} has no version ${version}`);
   // 5. schema
-  checkFieldSet(rec, [...COMMON_FIELDS, ...TYPE_FIELDS[type]], type);
+  checkFieldSet(rec, [...COMMON_FIELDS, ...fieldsOf(type, version)], type);
   const signer = rec.get("signer");
   if (!isBytes(signer, 32)) fail("schema", "signer is not 32 bytes");
   if (!isUint(rec.get("created"), MAX_CREATED) || rec.get("created") < MIN_CREATED)
     fail("schema", "created is not an integer from the protocol epoch (1735689600) to 2^53-1");
   if (!isBytes(rec.get("signature"), 64)) fail("schema", "signature is not 64 bytes");
-  if (type === "lesson") {
+  if (version === 2n) checkRecordV2(rec, type);
+  else if (type === "lesson") {
     const text = rec.get("text");
     checkText("text", text, 1, 512);
     if (![...text].some((ch) => !WHITE_SPACE.has(ch.codePointAt(0)))) fail("schema", "text is only white space");
@@ -364,15 +375,7 @@ function checkRecord(rec) {
     const verdict = rec.get("verdict");
     if (!VERDICTS.includes(verdict)) fail("schema", "unknown verdict");
     if (typeof rec.get("met_before") !== "boolean") fail("schema", "met_before is not a boolean");
-    const ev = rec.get("evidence");
-    if (!(ev instanceof CborMap)) fail("schema", "evidence is not a map");
-    checkFieldSet(ev, EVIDENCE_FIELDS, "evidence");
-    const sessions = ev.get("sessions");
-    const matched = ev.get("matched");
-    if (!isUint(sessions, 1000000)) fail("schema", "evidence.sessions out of limits");
-    if (!isUint(matched, 1000000) || matched > sessions) fail("schema", "evidence.matched out of limits or over sessions");
-    const window = ev.get("window");
-    if (!isUint(window, 31622400) || window < 1n) fail("schema", "evidence.window out of limits");
+    const matched = checkEvidence(rec.get("evidence"));
     if (verdict === "confirmed" && matched < 1n) fail("schema", "a confirmed attestation with matched 0");
   } else if (type === "revocation") {
     if (!isRecordId(rec.get("target"))) fail("schema", "target is not a record id");
@@ -386,8 +389,54 @@ function checkRecord(rec) {
   return type;
 }
 
+// evidence (both versions): returns matched
+function checkEvidence(ev) {
+  if (!(ev instanceof CborMap)) fail("schema", "evidence is not a map");
+  checkFieldSet(ev, EVIDENCE_FIELDS, "evidence");
+  const sessions = ev.get("sessions");
+  const matched = ev.get("matched");
+  if (!isUint(sessions, 1000000)) fail("schema", "evidence.sessions out of limits");
+  if (!isUint(matched, 1000000) || matched > sessions) fail("schema", "evidence.matched out of limits or over sessions");
+  const window = ev.get("window");
+  if (!isUint(window, 31622400) || window < 1n) fail("schema", "evidence.window out of limits");
+  return matched;
+}
+
+// step 5 for version 2 (PROTOCOL.md "Lesson, version 2" and "Attestation, version 2")
+function checkRecordV2(rec, type) {
+  if (type === "lesson") {
+    checkText("text", rec.get("text"), 1, 512);
+    if (rec.get("kind") !== "error") fail("schema", "a version 2 lesson's kind is error");
+    const claim = rec.get("claim");
+    if (!(claim instanceof CborMap)) fail("schema", "claim is not a map");
+    for (const k of claim.keys()) if (!CLAIM_PARTS.includes(k)) fail("schema", `unknown claim part ${JSON.stringify(k)}`);
+    for (const k of ["situation", "failure"]) if (!claim.has(k)) fail("schema", `a claim has a ${k}`);
+    for (const [k, v] of claim.entries) checkText(`claim.${k}`, v, 0, 512);
+    if (!isUint(rec.get("strength"), 1000000)) fail("schema", "strength is not an integer in 0..1000000");
+    if (!isBytes(rec.get("provenance"), 32)) fail("schema", "provenance is not 32 bytes");
+    const parents = rec.get("derived_from");
+    if (!Array.isArray(parents) || parents.length > 16) fail("schema", "derived_from is not an array of 0 to 16 ids");
+    parents.forEach((p, i) => {
+      if (!isRecordId(p)) fail("schema", "a derived_from entry is not a record id");
+      if (i > 0 && compareBytes(parents[i - 1], p) >= 0) fail("schema", "derived_from is not strictly ascending");
+    });
+  } else {
+    if (!isRecordId(rec.get("lesson_id"))) fail("schema", "lesson_id is not a record id");
+    const failure = rec.get("failure");
+    const fix = rec.get("fix");
+    if (!PART_VERDICTS.includes(failure) || !PART_VERDICTS.includes(fix)) fail("schema", "a part verdict is unknown");
+    if (typeof rec.get("exposed") !== "boolean") fail("schema", "exposed is not a boolean");
+    if (typeof rec.get("met_before") !== "boolean") fail("schema", "met_before is not a boolean");
+    const matched = checkEvidence(rec.get("evidence"));
+    if (failure === "untested" && fix === "untested") fail("schema", "both parts untested");
+    if (fix === "confirmed" && failure !== "confirmed") fail("schema", "a fix confirmed without its failure confirmed");
+    if ((failure === "confirmed" || fix === "confirmed") && matched < 1n) fail("schema", "a part confirmed with matched 0");
+  }
+}
+
 const recordId = (bytes) => Buffer.concat([Buffer.from([0x12, 0x20]), sha256(bytes)]);
-const signingMessage = (rec) => Buffer.concat([DOMAINS[rec.get("type")], cborEncode(rec.without("signature"))]);
+const signingMessage = (rec) =>
+  Buffer.concat([domainOf(rec.get("type"), rec.get("version")), cborEncode(rec.without("signature"))]);
 
 // decode = steps 1 to 5
 function decodeRecord(bytes) {
@@ -407,7 +456,14 @@ function validateRecord(bytes, { now, maxSkew, expectId = null }) {
   const created = rec.get("created");
   if (created > BigInt(now) + BigInt(maxSkew)) fail("clock-skew", `created ${created - BigInt(now)} s after now`);
   const type = rec.get("type");
-  const texts = type === "lesson" ? [rec.get("text")] : type === "revocation" ? [rec.get("reason")] : [];
+  if (type === "lesson" && rec.get("version") === 2n) {
+    // step 8 for a version 2 lesson: the claim rules, then the text is the rendering
+    const claim = claimOf(rec.get("claim"));
+    const broken = claimError(claim);
+    if (broken) fail(broken[0], `claim.${broken[1]}`);
+    if (renderClaim(claim) !== rec.get("text")) fail("claim", "the text is not the rendering of the claim");
+  }
+  const texts = rec.get("version") === 2n ? [] : type === "lesson" ? [rec.get("text")] : type === "revocation" ? [rec.get("reason")] : [];
   for (const t of texts) {
     if (t === "") continue;
     const v = observationViolation(t);
@@ -1163,6 +1219,201 @@ function normalise(text) {
 
 const dedupKey = (text, kind) =>
   hex(sha256(utf8("openmemory/dedup/v1"), Buffer.from([0]), utf8(kind), Buffer.from([0]), utf8(normalise(text))));
+// a lesson record's key: version 1 by its text and kind, version 2 by its claim
+const lessonDedupKey = (rec) =>
+  rec.get("version") === 2n ? dedupKeyV2(claimOf(rec.get("claim"))) : dedupKey(rec.get("text"), rec.get("kind"));
+
+// ----------------------------------------------------------------------------------------
+// Claims (PROTOCOL.md "Claims"): a version 2 lesson's parts, their one rendering, their shapes,
+// the failure markers (C4), the unsafe-command table (C5) and the same claim (C6). The tables'
+// patterns are read from PROTOCOL.md's lists. They are Python re patterns with the ASCII flag:
+// \s, \S, \d and \w are ASCII there, so they are spelled out here; \b is ASCII in JavaScript
+// (without the i flag) as in Python's ASCII mode; the u flag makes every quantifier count code
+// points, as Python does.
+
+const claimOf = (map) => Object.fromEntries(map.entries);
+function asciiRegex(pattern) {
+  let out = "";
+  let inClass = false;
+  for (let i = 0; i < pattern.length; i++) {
+    const c = pattern[i];
+    if (c === "\\") {
+      const e = pattern[++i];
+      const cls = { s: " \\t\\n\\r\\f\\v", d: "0-9", w: "A-Za-z0-9_" }[e];
+      if (cls) out += inClass ? cls : `[${cls}]`;
+      else if (e === "S" && !inClass) out += "[^ \\t\\n\\r\\f\\v]";
+      else if ("SDW".includes(e)) throw new Error(`\\${e} in a class: not translated`);
+      else out += "\\" + e;
+      continue;
+    }
+    if (c === "[" && !inClass) inClass = true;
+    else if (c === "]" && inClass) inClass = false;
+    out += c;
+  }
+  return new RegExp(out, "u");
+}
+const PROTOCOL_TEXT = () => fs.readFileSync(PROTOCOL, "utf8");
+function protocolNumbered(name) {
+  const m = PROTOCOL_TEXT().match(new RegExp(`<!-- list: ${name} -->\\s*\`\`\`text\\n([\\s\\S]*?)\`\`\``));
+  if (!m) throw new Error(`no list ${name} in PROTOCOL.md`);
+  return m[1].trim().split("\n").map((l) => l.slice(l.indexOf(" ") + 1));
+}
+let UNSAFE = null; // [{code, pattern, re}] in the table's order
+let MARKERS = null;
+function claimTables() {
+  if (UNSAFE) return;
+  const codes = [...PROTOCOL_TEXT().matchAll(/^\| U\d+ \| `([a-z-]+)` \|/gm)].map((m) => m[1]);
+  UNSAFE = protocolNumbered("unsafe-commands").map((p, i) => ({ code: codes[i], pattern: p, re: asciiRegex(p) }));
+  MARKERS = protocolNumbered("failure-markers").map((p) => ({ pattern: p, re: asciiRegex(p) }));
+}
+
+const TOOL_RE = /^(?:[A-Z][A-Za-z0-9_]{0,63}|mcp__[A-Za-z0-9_-]{1,120})$/;
+const HEAD_WORD_RE = /^[A-Za-z0-9._][A-Za-z0-9._+:@=\/-]{0,63}$/;
+const LATER_WORD_RE = /^[A-Za-z0-9._-][A-Za-z0-9._+:@=\/-]{0,63}$/; // a head's second and third words
+const FIX_TAILS = {
+  changed: ["; `", "` succeeded."],
+  instead: ["; `", "` succeeded on the same target."],
+  after: ["; the same call succeeded after `", "`."],
+  edited: ["; the same call succeeded after an edit of `", "`."],
+  retried: ["; the same call succeeded when tried again."],
+};
+const isTool = (s) => TOOL_RE.test(s);
+
+function renderClaim(c) {
+  let label;
+  if (isTool(c.situation)) label = `\`${c.situation}\``;
+  else {
+    const heads = c.situation.split(" && ").map((h) => `\`${h}\``);
+    label = heads.length === 1 ? heads[0] : `${heads.slice(0, -1).join(", ")} and ${heads[heads.length - 1]}`;
+  }
+  if (c.path !== undefined && c.path !== null) label += ` on \`${c.path}\``;
+  const how = c.fix_how;
+  const tail = how === undefined || how === null ? "." : FIX_TAILS[how].length === 1 ? FIX_TAILS[how][0] : FIX_TAILS[how][0] + c.fix + FIX_TAILS[how][1];
+  return `${label} failed: "${c.failure}"${tail}`;
+}
+
+// the parts a sentence is the rendering of, or null
+function parseClaim(text) {
+  const m = /^(`[^`]+`(?:(?:, `[^`]+`)* and `[^`]+`)?)(?: on `([^`]+)`)? failed: "([^"]+)"/u.exec(text);
+  if (!m) return null;
+  const names = [...m[1].matchAll(/`([^`]+)`/g)].map((x) => x[1]);
+  const parts = { situation: names.length === 1 && isTool(names[0]) ? names[0] : names.join(" && ") };
+  if (m[2] !== undefined) parts.path = m[2];
+  parts.failure = m[3];
+  const rest = text.slice(m[0].length);
+  if (rest !== ".") {
+    let found = false;
+    for (const [how, t] of Object.entries(FIX_TAILS)) {
+      if (t.length === 1) {
+        if (rest === t[0]) {
+          parts.fix_how = how;
+          found = true;
+          break;
+        }
+      } else if (rest.startsWith(t[0]) && rest.endsWith(t[1]) && rest.length > t[0].length + t[1].length) {
+        const fix = rest.slice(t[0].length, rest.length - t[1].length);
+        if (!fix.includes("`")) {
+          parts.fix = fix;
+          parts.fix_how = how;
+          found = true;
+          break;
+        }
+      }
+    }
+    if (!found) return null;
+  }
+  return renderClaim(parts) === text ? parts : null;
+}
+
+// C2: one line (PROTOCOL.md lists the code points a part must not hold, and Python's isspace)
+const NOT_IN_PARTS = /[\u0000-\u001f\u007f-\u009f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff\ufff9-\ufffb`"]/u;
+const OTHER_SPACE = new RegExp(`[${PY_SPACE.replace(" ", "")}]`, "u");
+function partLine(v, lo, hi) {
+  const n = utf8(v).length;
+  return lo <= n && n <= hi && !NOT_IN_PARTS.test(v) && !/^ | $|  /.test(v) && !OTHER_SPACE.test(v);
+}
+const relativePath = (v) => partLine(v, 1, 200) && !v.includes(" ") && !"/~$\\".includes(v[0]) && !/^[A-Za-z]:\\/.test(v);
+const foldAscii = (t) => t.normalize("NFKC").replace(/[A-Z]/g, (c) => c.toLowerCase());
+const PY_SPLIT = new RegExp(`[${PY_SPACE}]+`, "u");
+function commandForm(text) {
+  const t = foldAscii(text).replace(/["']/g, "").replace(new RegExp(`[${PY_SPACE}]*(\\|\\||&&|\\||;|&|\\(|\\))[${PY_SPACE}]*`, "gu"), " $1 ");
+  return t.split(PY_SPLIT).filter((w) => w !== "").join(" ");
+}
+function unsafeRow(text) {
+  claimTables();
+  const form = commandForm(text);
+  const i = UNSAFE.findIndex((u) => u.re.test(form));
+  return i < 0 ? null : i + 1;
+}
+function markerRow(failure) {
+  claimTables();
+  const folded = foldAscii(failure);
+  const i = MARKERS.findIndex((m) => m.re.test(folded));
+  return i < 0 ? null : i + 1;
+}
+
+// the first rule a claim breaks, as [code, part], or null (PROTOCOL.md's order)
+function claimError(c) {
+  const s = c.situation;
+  if (!partLine(s, 1, 200)) return ["claim", "situation"];
+  if (!isTool(s)) {
+    const heads = s.split(" && ");
+    const ok = heads.length <= 3 && heads.every((h) => {
+      const words = h.split(" ");
+      return words.length >= 1 && words.length <= 3 && HEAD_WORD_RE.test(words[0]) && words.slice(1).every((w) => LATER_WORD_RE.test(w));
+    });
+    if (!ok) return ["claim", "situation"];
+  }
+  if (c.path !== undefined && !relativePath(c.path)) return ["claim", "path"];
+  const f = c.failure;
+  if (!partLine(f, 2, 300) || !/\p{L}/u.test(f)) return ["claim", "failure"];
+  const how = c.fix_how;
+  const fix = c.fix;
+  if (how === undefined) {
+    if (fix !== undefined) return ["claim", "fix_how"];
+  } else if (!(how in FIX_TAILS)) return ["claim", "fix_how"];
+  else if ((how === "retried") !== (fix === undefined)) return ["claim", "fix"];
+  else if (fix !== undefined && (!partLine(fix, 1, 200) || (how === "edited" && !relativePath(fix)))) return ["claim", "fix"];
+  if (utf8(renderClaim(c)).length > 512) return ["claim", "failure"];
+  if (markerRow(f) !== null) return ["claim", "failure"];
+  for (const name of ["fix", "failure", "situation", "path"]) if (c[name] !== undefined && unsafeRow(c[name]) !== null) return ["unsafe", name];
+  return null;
+}
+
+// C6: the same claim
+const PLACEHOLDER_RE = /<[a-z][a-z_-]{0,15}>|\{[a-z]{1,10}\}/gu;
+function textKey(t) {
+  const folded = caseFold(t.normalize("NFKC")).replace(PLACEHOLDER_RE, " <> ");
+  return [...folded.matchAll(/<>|[\p{L}\p{N}]+/gu)].map((m) => (/^\p{Nd}+$/u.test(m[0]) ? "<>" : m[0])).join(" ");
+}
+const OPERATOR_WORDS = new Set(["|", "||", "&&", ";", "&", "(", ")"]);
+function commandKey(c) {
+  const words = commandForm(c).replace(PLACEHOLDER_RE, "<>").split(" ");
+  const out = [];
+  let current = [];
+  const flush = () => {
+    if (!current.length) return;
+    // the program, then its other words (subcommand, options, arguments) as a sorted set
+    const rest = [...new Set(current.slice(1))].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+    out.push([current[0], ...rest].join(" "));
+    current = [];
+  };
+  for (const w of words) {
+    if (OPERATOR_WORDS.has(w)) {
+      flush();
+      out.push(w);
+    } else if (w) current.push(w);
+  }
+  flush();
+  return out.join(" ");
+}
+function claimKey(c) {
+  const situation = isTool(c.situation) ? c.situation : c.situation.split(" && ").map(commandKey).join(" && ");
+  const fix = c.fix ?? "";
+  return ["error", situation, textKey(c.path ?? ""), textKey(c.failure), c.fix_how ?? "",
+    c.fix_how === "edited" ? textKey(fix) : commandKey(fix)].join("\u0000");
+}
+const dedupKeyV2 = (c) => hex(sha256(utf8("openmemory/dedup/v2"), Buffer.from([0]), utf8(claimKey(c))));
 
 // ----------------------------------------------------------------------------------------
 // JSON form (PROTOCOL.md "JSON form")
@@ -1172,9 +1423,10 @@ const BYTES_FIELDS = { signer: 32, signature: 64, provenance: 32, lesson_id: 34,
 function toJson(rec, id) {
   const type = rec.get("type");
   const out = { id: hex(id) };
-  for (const k of ["version", "type", ...TYPE_FIELDS[type], "signer", "created", "signature"]) {
+  for (const k of ["version", "type", ...fieldsOf(type, rec.get("version")), "signer", "created", "signature"]) {
     const v = rec.get(k);
     if (k === "derived_from") out[k] = v.map(hex);
+    else if (k === "claim") out[k] = Object.fromEntries(CLAIM_PARTS.filter((p) => v.has(p)).map((p) => [p, v.get(p)]));
     else if (k === "evidence") out[k] = Object.fromEntries(EVIDENCE_FIELDS.map((e) => [e, Number(v.get(e))]));
     else if (Buffer.isBuffer(v)) out[k] = hex(v);
     else if (typeof v === "bigint") out[k] = Number(v);
@@ -1308,13 +1560,15 @@ function fromJsonTree(tree) {
   };
   // 3. version, then 4. type, before any other field
   if (!tree.has("version")) schema("no version");
-  if (int(tree.get("version")) !== 1n) fail("version", `version ${tree.get("version").raw}`);
+  const version = int(tree.get("version"));
+  if (version !== 1n && version !== 2n) fail("version", `version ${tree.get("version").raw}`);
   const type = tree.get("type");
   if (typeof type !== "string") schema("type missing or not a string");
   if (!TYPES.includes(type)) fail("type", `unknown type ${JSON.stringify(type)}`);
+  if (!VERSIONS[type].includes(version)) fail("version", `a ${type} has no version ${version}`);
   // 5. schema: the JSON types, then the record's rules (decodeRecord)
   if (tree.has("id") && typeof tree.get("id") !== "string") schema("id is not a string");
-  const fields = ["version", "type", ...TYPE_FIELDS[type], "signer", "created", "signature"];
+  const fields = ["version", "type", ...fieldsOf(type, version), "signer", "created", "signature"];
   for (const [k] of tree.entries) if (k !== "id" && !fields.includes(k)) schema(`unknown field ${k}`);
   const hexOf = (v, n) => {
     if (typeof v !== "string" || v.length !== 2 * n || !/^[0-9a-f]*$/.test(v)) schema(`not ${n} bytes of lower-case hex`);
@@ -1337,9 +1591,14 @@ function fromJsonTree(tree) {
       if (!(v instanceof JsonObject)) schema("evidence is not an object");
       return [k, new CborMap(v.entries.map(([ek, ev]) => [ek, cborInt(ev)]))];
     }
+    if (k === "claim") {
+      if (!(v instanceof JsonObject)) schema("claim is not an object");
+      for (const [, part] of v.entries) if (typeof part !== "string") schema("a claim part is not a string");
+      return [k, new CborMap(v.entries)];
+    }
     if (["version", "created", "strength"].includes(k)) return [k, cborInt(v)];
-    if (k === "met_before" && typeof v !== "boolean") schema("met_before is not a boolean");
-    if (k !== "met_before" && typeof v !== "string") schema(`${k} is not a string`);
+    if ((k === "met_before" || k === "exposed") && typeof v !== "boolean") schema(`${k} is not a boolean`);
+    if (k !== "met_before" && k !== "exposed" && typeof v !== "string") schema(`${k} is not a string`);
     return [k, v];
   });
   const bytes = cborEncode(new CborMap(entries));
@@ -1630,7 +1889,7 @@ function commonsStatuses(config, recordBytes) {
   // Groups by dedup key; head = smallest created, then smallest id bytes
   const groups = new Map();
   for (const l of ofType("lesson")) {
-    const key = dedupKey(l.rec.get("text"), l.rec.get("kind"));
+    const key = lessonDedupKey(l.rec);
     if (!groups.has(key)) groups.set(key, []);
     groups.get(key).push(l);
     l.group = key;
@@ -1822,7 +2081,7 @@ function checkValid(valid) {
     check(file, `${v.name}: JSON line`, () => same(JSON.stringify(toJson(res.rec, res.id)) + "\n", v.json_line));
     check(file, `${v.name}: JSON line back to CBOR`, () => same(hex(fromJsonLine(utf8(v.json_line)).bytes), v.cbor));
     if (res.rec.get("type") === "lesson") {
-      check(file, `${v.name}: dedup key`, () => same(dedupKey(res.rec.get("text"), res.rec.get("kind")), v.dedup_key));
+      check(file, `${v.name}: dedup key`, () => same(lessonDedupKey(res.rec), v.dedup_key));
     }
   }
 }
@@ -1866,6 +2125,34 @@ function checkJson(json) {
   for (const f of json.files) {
     check(file, `file ${f.name}`, () => same(JSON.stringify(readJsonLines(unhex(f.hex))), JSON.stringify(f.results)));
   }
+}
+
+function checkClaims(cv) {
+  const file = "claims.json";
+  claimTables();
+  check(file, "PROTOCOL.md's unsafe-command table is the vectors'", () =>
+    same(JSON.stringify(UNSAFE.map((u) => [u.code, u.pattern])), JSON.stringify(cv.unsafe_commands.map((r) => [r.code, r.pattern]))));
+  check(file, "PROTOCOL.md's failure markers are the vectors'", () =>
+    same(JSON.stringify(MARKERS.map((m) => m.pattern)), JSON.stringify(cv.failure_markers.map((r) => r.pattern))));
+  const canon = (parts) => (parts === null ? "null" : JSON.stringify(Object.fromEntries(CLAIM_PARTS.filter((p) => p in parts).map((p) => [p, parts[p]]))));
+  cv.render.forEach((v, i) => check(file, `render #${i}`, () => same(renderClaim(v.parts), v.text)));
+  cv.parse.forEach((v, i) => check(file, `parse #${i} ${JSON.stringify(v.text).slice(0, 40)}`, () => same(canon(parseClaim(v.text)), canon(v.parts))));
+  cv.shapes.forEach((v, i) =>
+    check(file, `shapes #${i}`, () => same(JSON.stringify(claimError(v.parts)), JSON.stringify(v.error && [v.error.code, v.error.part]))));
+  cv.unsafe.forEach((v) =>
+    check(file, `unsafe ${JSON.stringify(v.command)}`, () => {
+      const row = unsafeRow(v.command);
+      const got = [commandForm(v.command), row, row ? UNSAFE[row - 1].code : null];
+      return same(JSON.stringify(got), JSON.stringify([v.form, v.row, v.code]));
+    }));
+  cv.markers.forEach((v, i) => check(file, `marker #${i}`, () => same(markerRow(v.failure) === null, v.marker === null)));
+  cv.same.forEach((v, i) =>
+    check(file, `same #${i}`, () => {
+      const ka = claimKey(v.a);
+      const kb = claimKey(v.b);
+      const got = [ka, kb, ka === kb, dedupKeyV2(v.a), dedupKeyV2(v.b)];
+      return same(JSON.stringify(got), JSON.stringify([v.claim_key_a, v.claim_key_b, v.same, v.dedup_key_a, v.dedup_key_b]));
+    }));
 }
 
 function checkDedup(dedup) {
@@ -2043,7 +2330,7 @@ function checkTranscript(file, name, rec, maxBytes) {
 // ----------------------------------------------------------------------------------------
 
 function main() {
-  const FILES = ["valid.json", "invalid.json", "json.json", "dedup.json", "observation.json", "commons.json", "sync.json", "worked-example.txt", "PROTOCOL.md"];
+  const FILES = ["valid.json", "invalid.json", "json.json", "claims.json", "dedup.json", "observation.json", "commons.json", "sync.json", "worked-example.txt", "PROTOCOL.md"];
   let missing = 0;
   try {
     const ex = checkProtocolLists();
@@ -2052,6 +2339,7 @@ function main() {
     checkValid(valid);
     checkInvalid(load("invalid.json"));
     checkJson(load("json.json"));
+    checkClaims(load("claims.json"));
     checkDedup(load("dedup.json"));
     checkObservation(load("observation.json"));
     checkCommons(load("commons.json"));
@@ -2078,5 +2366,15 @@ function main() {
   process.exitCode = failed === 0 && missing === 0 ? 0 : 1;
 }
 
+// --claims-eval FILE: for each string of a JSON array, what the claim rules say of it, as one
+// JSON array per line: [command form, unsafe row, marker row, text key, command key, parse]
+// (tests/wire/test_js_verifier.py compares it with the reference implementation).
+function claimsEval(file) {
+  const items = JSON.parse(fs.readFileSync(file, "utf8"));
+  const lines = items.map((t) => JSON.stringify([commandForm(t), unsafeRow(t), markerRow(t), textKey(t), commandKey(t), parseClaim(t)]));
+  process.stdout.write(lines.join("\n") + "\n");
+}
+
 if (args.includes("--unicode-dump")) unicodeDump();
+else if (args.includes("--claims-eval")) claimsEval(argValue("--claims-eval", null));
 else main();

@@ -9,7 +9,7 @@ import pytest
 
 from openmemory_node.client import ApiError
 
-TEXT = "`git push` failed: \"fatal: The current branch <branch> has no upstream branch.\""
+TEXT = "`git push` failed: \"fatal: The current branch <branch> has no upstream branch.\"."  # a claim (v2)
 PROVENANCE = "ab" * 32
 
 

@@ -118,7 +118,7 @@ async def test_misbehaving_peer_is_refused_every_time_never_relayed_and_graylist
     assert [r["id"] for r in y.get("/v1/records")["records"]] == [good_id]
     assert good_view["via"] == "gossip" and good_view["from_peer"] == rogue.peer_id
     # x's own records are intact and it still gossips with y.
-    lesson = y.publish("The linter rejected the generated protobuf files.", kind="error")["id"]
+    lesson = y.publish('`make lint` failed: "The linter rejected the generated protobuf files.".', kind="error")["id"]
     wait_until(lambda: x.has(lesson), 20, what="y's lesson on x after the attack")
 
 
@@ -132,7 +132,7 @@ async def test_flood_of_1000_records_does_not_stop_other_nodes(cluster):
 
         def publish_during_flood():
             time.sleep(0.3)  # the flood is under way
-            result["lesson"] = z.publish("The release job needs the signing key on the runner.",
+            result["lesson"] = z.publish('`make release` failed: "The release job needs the signing key on the runner.".',
                                          kind="error")["id"]
             result["published_at"] = time.monotonic()
 
@@ -328,7 +328,7 @@ async def test_a_flood_of_records_from_fresh_keys_is_bounded_counted_and_stops_n
 
     def honest_publisher(stop: threading.Event) -> None:
         while not stop.is_set() and len(honest) < 12:
-            honest.append(z.publish(f"The release job {len(honest)} needed the signing key.", kind="error")["id"])
+            honest.append(z.publish(f'`make release` failed: "The release job {len(honest)} needed the signing key.".', kind="error")["id"])
             stop.wait(0.4)
 
     def sync_during_flood() -> None:

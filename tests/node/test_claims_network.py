@@ -61,6 +61,11 @@ def test_a_claim_published_on_one_node_reaches_the_other_with_its_parts(cluster)
     old = b.post("/v1/attest", {"id": by_text["id"], "verdict": "failed"})
     assert (old["record"]["version"], old["record"]["failure"], old["record"]["fix"]) == (2, "failed", "untested")
     wait_until(lambda: a.has(vote["id"]) and a.has(old["id"]), 30.0, what="b's attestations on a")
+    # the CLI: per part, and neither a verdict nor a part is a usage error
+    out = cli(a.home, "attest", from_cli, "--failure", "confirmed", "--fix", "failed", "--exposed", "--json")
+    signed = json.loads(out.stdout)["record"]
+    assert (signed["version"], signed["failure"], signed["fix"], signed["exposed"]) == (2, "confirmed", "failed", True)
+    assert cli(a.home, "attest", from_cli, check=False).returncode == 2
 
 
 def test_a_text_that_is_not_a_claim_is_refused_with_the_expected_form(cluster):

@@ -114,7 +114,7 @@ def test_a_partition_with_a_revocation_on_one_side_agrees_after_healing(cluster)
     cluster.wait_line_meshed(nodes)
     lesson = a1.publish(LESSON)["id"]
     derived = b2.publish(CHILD, derived_from=[lesson])["id"]
-    other = a1.publish("The nightly job timed out while the database was being vacuumed.",
+    other = a1.publish('`make nightly` failed: "The nightly job timed out while the database was being vacuumed.".',
                        kind="error")["id"]
     wait_until(lambda: all(n.has(r) for n in nodes for r in (lesson, derived, other)), 30,
                what="records everywhere before the partition")

@@ -50,7 +50,7 @@ def test_sigkill_and_restart_keeps_identity_and_records_and_reconnects(cluster):
     # A burst from a, and b killed while it relays it: whatever c got from b, b had committed.
     burst: list[str] = []
     publisher = threading.Thread(target=lambda: burst.extend(
-        a.publish(f"The test suite failed {i} times on the CI runner.", kind="error")["id"]
+        a.publish(f'`make ci` failed: "The test suite failed {i} times on the CI runner.".', kind="error")["id"]
         for i in range(40)))
     publisher.start()
 
@@ -72,7 +72,7 @@ def test_sigkill_and_restart_keeps_identity_and_records_and_reconnects(cluster):
 
     # Published while b is down: a has no mesh peer, holds it, and gossips it once b is back.
     wait_until(lambda: not a.connected(), 20, what="a noticing that b is gone")
-    while_down = a.publish("The build broke when the lock file was regenerated.", kind="error")["id"]
+    while_down = a.publish('`make build` failed: "The build broke when the lock file was regenerated.".', kind="error")["id"]
     assert a.status()["gossip"]["outbox"] >= 1
     b.start()
     assert b.get("/v1/node")["peer_id"] == b_id  # same key, same peer id
@@ -81,7 +81,7 @@ def test_sigkill_and_restart_keeps_identity_and_records_and_reconnects(cluster):
     kept = {r["id"] for r in b.get("/v1/records?limit=1000")["records"]}
     assert stored_at_b <= kept, "records lost across SIGKILL"
     wait_until(lambda: b.has(while_down) and c.has(while_down), 30, what="record published while b was down")
-    after = c.publish("The deploy script needs the staging credentials file.", kind="error")["id"]
+    after = c.publish('`make deploy` failed: "The deploy script needs the staging credentials file.".', kind="error")["id"]
     wait_until(lambda: b.has(after) and a.has(after), 20, what="record published after the restart")
     for node in (a, b, c):
         assert node.status()["gossip"]["dropped"] == 0

@@ -87,17 +87,17 @@ def test_a_daemon_on_the_world_clock(tmp_path):
         a.wait_ready()
         b.wait_ready()
         # signed at the world's time
-        rec = a.publish("`make test` failed: \"No rule to make target 'test'.\"", kind="error")
+        rec = a.publish("`make test` failed: \"No rule to make target 'test'.\".", kind="error")
         assert WORLD <= rec["created"] <= WORLD + 3 * DAY
         # a record dated a week ahead of the world is from the future: refused ...
         ahead = int(WORLD + 7 * DAY)
         with pytest.raises(ApiError) as info:
-            a.post("/v1/lessons", {"text": "`cargo build` failed: \"could not find `Cargo.toml`\"", "kind": "error",
+            a.post("/v1/lessons", {"text": "`cargo build` failed: \"could not find 'Cargo.toml'\".", "kind": "error",
                                    "created": ahead})
         assert info.value.status == 422 and info.value.code == "clock-skew"
         # ... until the world has moved on
         write_clock_file(clock, ahead + 60, 3600.0)
-        later = a.post("/v1/lessons", {"text": "`cargo build` failed: \"could not find `Cargo.toml`\"",
+        later = a.post("/v1/lessons", {"text": "`cargo build` failed: \"could not find 'Cargo.toml'\".",
                                        "kind": "error", "created": ahead})
         assert later["created"] == ahead
         wait_until(lambda: b.has(later["id"]), 60, 0.1, "the later record on b")

@@ -33,6 +33,8 @@ def _minimum_checks():
         "valid.json": 11 * len(_vectors("valid.json")["vectors"]),
         "invalid.json": len(_vectors("invalid.json")["vectors"]) + 1,
         "json.json": len(json_form["lines"]) + len(json_form["files"]) + 2,
+        "claims.json": sum(len(_vectors("claims.json")[k]) for k in ("render", "parse", "shapes", "unsafe", "markers",
+                                                                     "same")) + 2,
         "dedup.json": 2 * len(_vectors("dedup.json")["vectors"]),
         "observation.json": len(_vectors("observation.json")["vectors"]) + 2,
         "commons.json": 4 * len(_vectors("commons.json")["vectors"]),  # valid, then three orders
@@ -146,3 +148,55 @@ def test_js_unicode_functions_agree_with_python_on_every_code_point_assigned_in_
     assert len(lines) == len(expected) == 282_230
     differ = [(want, got) for want, got in zip(expected, lines) if want != got]
     assert differ == [], f"{len(differ)} code points differ, e.g. (python, node): {differ[:5]}"
+
+
+# -- the claim rules' regular expressions: the same answers in Python and JavaScript ---------------
+
+def _claims_eval(tmp_path, items):
+    path = tmp_path / "items.json"
+    path.write_text(json.dumps(items), encoding="utf-8")
+    proc = _run("--claims-eval", str(path))
+    assert proc.returncode == 0, proc.stderr
+    return [json.loads(line) for line in proc.stdout.splitlines()]
+
+
+def _python_answers(text):
+    from openmemory_protocol import claims
+
+    form = claims._command_form(text)
+    row = next((i for i, (_, _, _p) in enumerate(claims.UNSAFE_COMMANDS, 1) if claims._UNSAFE[i - 1][2].search(form)),
+               None)
+    marker = next((i for i, (_, p) in enumerate(claims._MARKERS, 1) if p.search(claims._folded(text))), None)
+    parsed = claims.parse(text)
+    return [form, row, marker, claims.text_key(text), claims.command_key(text),
+            parsed.parts() if parsed is not None else None]
+
+
+def test_claim_regexes_answer_the_same_in_python_and_javascript(tmp_path):
+    """Synthetic strings: every vector's commands and failures, each cut and recombined, with
+    non-ASCII letters, digits and spaces around the words the patterns look for (\\b, \\d, \\s
+    and \\S are ASCII in both), and rendered claims (the parser)."""
+    import random
+
+    from openmemory_protocol import claims
+
+    vectors = _vectors("claims.json")
+    seeds = [u["command"] for u in vectors["unsafe"]] + [m["failure"] for m in vectors["markers"]] + [
+        r["text"] for r in vectors["render"]] + [p["text"] for p in vectors["parse"]]
+    rng = random.Random(27)
+    noise = ["\u00e9", "\u0660", "\u00b2", "\u2003", "\u00a0", "\u3000", "\uff53\uff55\uff44\uff4f", "\u0131",
+             "\U0001f600", "_", "-", "9", " ", "|", "&&", ";", "(", ")", "'", '"', "<x>", "<home>", "{id}", "\u212a"]
+    items = list(seeds)
+    for _ in range(1500):
+        a, b = rng.choice(seeds), rng.choice(seeds)
+        i, j = rng.randrange(len(a) + 1), rng.randrange(len(b) + 1)
+        mixed = a[:i] + rng.choice(noise) + b[j:]
+        items.append(mixed)
+        items.append(rng.choice(noise) + a + rng.choice(noise))
+    got = _claims_eval(tmp_path, items)
+    assert len(got) == len(items)
+    differ = [(t, js, _python_answers(t)) for t, js in zip(items, got) if js != _python_answers(t)]
+    assert not differ, differ[:5]
+    assert sum(row[1] is not None for row in got) > 100 and sum(row[2] is not None for row in got) > 20
+    assert sum(row[5] is not None for row in got) >= len(vectors["render"])
+    assert claims.unsafe_command(items[0]) is not None
