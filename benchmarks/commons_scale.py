@@ -81,7 +81,7 @@ def propagate(nodes: list[Node], count: int, rng: random.Random, timeout: float)
     everywhere: list[float] = []
     for i in range(count):
         origin = nodes[rng.randrange(len(nodes))]
-        rid = origin.publish(f"The benchmark saw the cache cold in run {i} ({rng.random():.6f}).", kind="error")["id"]
+        rid = origin.publish(f'`make bench` failed: "run {i}: the cache was cold ({rng.random():.6f})".', kind="error")["id"]
         wait_until(lambda: all(n.has(rid) for n in nodes), timeout, 0.05, "a lesson on every node")
         start_t = arrived(origin, rid)
         lags = [arrived(n, rid) - start_t for n in nodes if n is not origin]
@@ -97,8 +97,8 @@ def revocations(nodes: list[Node], rounds: int, rng: random.Random, timeout: flo
     root_all, derived_all, root_every, derived_every = [], [], [], []
     for r in range(rounds):
         author, second = rng.sample(nodes, 2)
-        root = author.publish(f"The deploy of round {r} failed while the cache was cold.", kind="error")["id"]
-        derived = second.publish(f"The cache of round {r} was cold after a runner restart.", kind="error",
+        root = author.publish(f'`make deploy` failed: "round {r}: the cache was cold".', kind="error")["id"]
+        derived = second.publish(f'`make deploy` failed: "round {r}: the cache was cold after a runner restart".', kind="error",
                                  derived_from=[root])["id"]
         wait_until(lambda: all(n.has(root) and n.has(derived) for n in nodes), timeout, 0.05, "both on every node")
         rev = author.post("/v1/revoke", {"id": root, "reason_code": "incorrect"})["id"]

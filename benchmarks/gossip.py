@@ -146,7 +146,7 @@ def measure_latency(nodes: list[Node], messages: int, rng: random.Random) -> lis
     ids: list[tuple[int, str]] = []
     for i in range(messages):
         origin = rng.randrange(len(nodes))
-        rid = nodes[origin].publish(f"The benchmark observed latency sample {i} {rng.random()}.",
+        rid = nodes[origin].publish(f'`make bench` failed: "latency sample {i} {rng.random()}".',
                                     kind="error")["id"]
         ids.append((origin, rid))
         wait_until(lambda: all(n.has(rid) for n in nodes), 30, 0.02, "a lesson everywhere")
@@ -169,7 +169,7 @@ def measure_rate(nodes: list[Node], rate: float, duration: float, tag: str) -> d
 
     def publish(k: int) -> None:
         try:
-            nodes[k % len(nodes)].publish(f"Throughput sample {tag}-{k} at {rate:g} per second.",
+            nodes[k % len(nodes)].publish(f'`make bench` failed: "throughput sample {tag}-{k} at {rate:g} per second".',
                                           kind="error")
         except Exception as exc:  # counted as a failure of the run
             errors.append(repr(exc))

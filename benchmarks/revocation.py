@@ -88,11 +88,11 @@ def revocation_rounds(n: int, rounds: int, rng: random.Random) -> dict:
             latencies: list[float] = []
             for r in range(rounds):
                 authors = rng.sample(online, 3)
-                root = authors[0].publish(f"The deploy of round {r} failed when the cache was cold.",
+                root = authors[0].publish(f'`make deploy` failed: "round {r}: the cache was cold".',
                                           kind="error")["id"]
-                child = authors[1].publish(f"The cache of round {r} was cold after a runner restart.",
+                child = authors[1].publish(f'`make deploy` failed: "round {r}: the cache was cold after a runner restart".',
                                            kind="error", derived_from=[root])["id"]
-                grandchild = authors[2].publish(f"The runner of round {r} restarted during the deploy.",
+                grandchild = authors[2].publish(f'`make deploy` failed: "round {r}: the runner restarted".',
                                                 kind="error", derived_from=[child])["id"]
                 chain = [root, child, grandchild]
                 everyone = nodes if r == 0 else online

@@ -113,6 +113,26 @@ def _apply_overrides(cfg: config_mod.Config, args: argparse.Namespace) -> config
     return cfg
 
 
+def _apply_public_nodes(cfg: config_mod.Config, addrs: list[str]) -> config_mod.Config:
+    """``init --public-node ADDR``: a node reachable from anywhere, used as bootstrap peer,
+    relay and rendezvous point at once (docs/node.md, "At home")."""
+    import dataclasses
+
+    if not addrs:
+        return cfg
+    _check_multiaddrs(addrs, True)
+
+    def more(old: list[str]) -> list[str]:
+        return list(dict.fromkeys(old + addrs))
+
+    return dataclasses.replace(
+        cfg,
+        node=dataclasses.replace(cfg.node, bootstrap=more(cfg.node.bootstrap)),
+        reachability=dataclasses.replace(cfg.reachability, relays=more(cfg.reachability.relays)),
+        discovery=dataclasses.replace(cfg.discovery, rendezvous=more(cfg.discovery.rendezvous)),
+    )
+
+
 def _check_multiaddrs(addrs: list[str], need_peer_id: bool) -> None:
     import multiaddr
 
@@ -131,11 +151,11 @@ def cmd_init(args: argparse.Namespace) -> int:
     from .home import init_home
 
     home = _home(args)
-    cfg = _apply_overrides(_load_config(args), args)
+    cfg = _apply_public_nodes(_apply_overrides(_load_config(args), args), args.public_node or [])
     _check_multiaddrs(cfg.node.listen, False)
     _check_multiaddrs(cfg.node.bootstrap, True)
     existed = (home / config_mod.CONFIG_FILE).exists()
-    if existed and (args.listen or args.bootstrap or args.api):
+    if existed and (args.listen or args.bootstrap or args.api or args.public_node):
         config_mod.write(home, cfg)  # explicit options update an existing configuration
     try:
         ident, created = init_home(home, cfg)
@@ -322,7 +342,31 @@ def cmd_status(args: argparse.Namespace) -> int:
     if sy:
         print(f"sync       every {sy['interval']:g} s; {sy['initiated']} sessions run, {sy['served']} served, "
               f"{sy['received']} records received, {sy['bytes_sent'] + sy['bytes_received']} bytes")
+    for line in _reach_lines(_home(args)):
+        print(line)
     return EXIT_OK
+
+
+def _reach_lines(home: Path) -> list[str]:
+    """Reachability, relays and discovery, from the running daemon's ``node.reach``."""
+    from .reach import REACH_FILE
+
+    try:
+        view = json.loads((home / REACH_FILE).read_text())
+    except (OSError, ValueError):
+        return []
+    kinds = list(view.get("connections", {}).values())
+    lines = [f"reach      {view.get('state')} (mode {view.get('mode')}); "
+             f"{kinds.count('direct')} direct, {kinds.count('relayed')} relayed connections"]
+    for addr in view.get("relayed_addrs", []):
+        lines.append(f"relayed    {addr}")
+    if view.get("relay_offered"):
+        served = view.get("relay_served", {})
+        lines.append(f"relay      serving {served.get('reservations', 0)} reservations, "
+                     f"{served.get('circuits', 0)} circuits")
+    if view.get("discovered"):
+        lines.append(f"discovery  {len(view['discovered'])} peers found")
+    return lines
 
 
 def _records_offline(args: argparse.Namespace) -> Any:
@@ -720,6 +764,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command("init", "create the data folder: key (0600), API token, config.toml", cmd_init)
     network_options(p)
+    p.add_argument("--public-node", action="append", metavar="MULTIADDR",
+                   help="a public node (ending in /p2p/<peer id>) to use as bootstrap peer, relay "
+                   "and rendezvous point (repeatable; added to the configured ones)")
     p = command("start", "run the daemon in the foreground (SIGINT/SIGTERM stop it)", cmd_start,
                 json_flag=False)
     network_options(p)

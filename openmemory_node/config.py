@@ -122,6 +122,34 @@ class SyncSection:
 
 
 @dataclass
+class RelaySection:
+    enabled: bool = False  # offer circuit relay v2 (hop) to nodes that cannot be dialled
+    max_reservations: int = 32  # slots held at once (each a node reachable through us)
+    max_circuits: int = 8  # relayed connections at once per reserved node
+    max_circuit_bytes: int = 16 * 1024 * 1024  # bytes one relayed connection may carry
+    max_circuit_duration: int = 600  # seconds one relayed connection may last
+    reservation_ttl: int = 3600  # seconds a slot lasts unless refreshed
+
+
+@dataclass
+class ReachabilitySection:
+    mode: str = "auto"  # "auto" (detect), "public" (never use a relay), "private" (always)
+    relays: list[str] = field(default_factory=list)  # relays to reserve a slot on when unreachable
+    probe_after: float = 20.0  # auto: no inbound direct connection within this many seconds
+    hole_punch: bool = True  # DCUtR: upgrade a relayed connection to a direct one
+
+
+@dataclass
+class DiscoverySection:
+    mdns: bool = False  # multicast DNS on the local network (off: it answers on every interface)
+    rendezvous: list[str] = field(default_factory=list)  # rendezvous points (full multiaddrs)
+    rendezvous_server: bool = False  # serve as a rendezvous point for others
+    namespace: str = "openmemory/1"  # the rendezvous namespace (one per commons)
+    domains: list[str] = field(default_factory=list)  # also register and look up <namespace>/<domain>
+    interval: float = 30.0  # seconds between registrations and look-ups
+
+
+@dataclass
 class Config:
     node: NodeSection = field(default_factory=NodeSection)
     api: ApiSection = field(default_factory=ApiSection)
@@ -132,6 +160,9 @@ class Config:
     commons: CommonsSection = field(default_factory=CommonsSection)
     sync: SyncSection = field(default_factory=SyncSection)
     limits: Limits = field(default_factory=Limits)
+    relay: RelaySection = field(default_factory=RelaySection)
+    reachability: ReachabilitySection = field(default_factory=ReachabilitySection)
+    discovery: DiscoverySection = field(default_factory=DiscoverySection)
 
     def api_host_port(self) -> tuple[str, int]:
         return parse_host_port(self.api.address)
@@ -150,6 +181,9 @@ _SECTION_TYPES = {
     "commons": CommonsSection,
     "sync": SyncSection,
     "limits": Limits,
+    "relay": RelaySection,
+    "reachability": ReachabilitySection,
+    "discovery": DiscoverySection,
 }
 
 
@@ -269,10 +303,33 @@ def validate(config: Config) -> None:
                  "fresh_key_burst", "max_without_standing"):
         if getattr(lim, name) <= 0:
             raise ConfigError(f"[limits] {name} must be positive")
+    validate_reach(config)
     f = config.fetch
     for name in ("max_requests_per_stream", "max_concurrent_streams", "max_streams_per_peer"):
         if getattr(f, name) < 1:
             raise ConfigError(f"[fetch] {name} must be at least 1")
+
+
+def validate_reach(config: Config) -> None:
+    """[relay], [reachability], [discovery]: counts and times positive, addresses full
+    multiaddrs ending in /p2p/<peer id> (checked by the CLI, which knows multiaddr)."""
+    r = config.relay
+    for name in ("max_reservations", "max_circuits", "max_circuit_bytes",
+                 "max_circuit_duration", "reservation_ttl"):
+        if getattr(r, name) < 1:
+            raise ConfigError(f"[relay] {name} must be at least 1")
+    if config.reachability.mode not in ("auto", "public", "private"):
+        raise ConfigError('[reachability] mode must be "auto", "public" or "private"')
+    if config.reachability.probe_after <= 0 or config.discovery.interval <= 0:
+        raise ConfigError("[reachability] probe_after and [discovery] interval must be positive")
+    ns = config.discovery.namespace
+    if not ns or len(ns) > 255:
+        raise ConfigError("[discovery] namespace must be 1 to 255 characters")
+    from openmemory_protocol.domains import DOMAINS
+
+    unknown = sorted(set(config.discovery.domains) - set(DOMAINS))
+    if unknown:
+        raise ConfigError(f"[discovery] domains: unknown {', '.join(unknown)} (known: {', '.join(DOMAINS)})")
 
 
 def load(home: Path) -> Config:
@@ -313,6 +370,11 @@ _COMMENTS = {
                "the `trust`, `revokers`, `team` and `block` commands add more at run time)",
     "sync": "the /openmemory/sync/1.0.0 anti-entropy protocol (seconds, counts, bytes)",
     "limits": "admission policy: sizes, clock skew, rate limits (per second), scoring penalties",
+    "relay": "offer circuit relay v2 to nodes behind NAT, within these limits (docs/node.md)",
+    "reachability": "behind a NAT: reserve a slot on a relay and advertise the relayed address; "
+                    "then upgrade to a direct connection by hole punching (DCUtR)",
+    "discovery": "finding peers beyond the bootstrap list: mDNS on the local network, "
+                 "rendezvous points (one well-known address is enough)",
 }
 
 

@@ -27,6 +27,11 @@ local revocations) is the default status rules; :class:`openmemory_node.sync.Syn
 second stream protocol (a session with each peer when it connects, then every
 ``[sync] interval``); :mod:`openmemory_node.api_commons` adds the attest, revoke, trust,
 vouch, sync and peer-management endpoints.
+
+Reachability (issue 33) plugs in the same way: :class:`openmemory_node.reach.Reach` (circuit
+relay v2 offered and used, the reachability verdict, DCUtR hole punching, rendezvous and mDNS
+discovery) has its services entered before the host listens and its loop in the nursery;
+peers it finds go to the reconnect plan.
 """
 
 from __future__ import annotations
@@ -57,6 +62,7 @@ from .httpserver import HttpServer
 from .ingest import Ingest
 from .log import event
 from .policy import NodePolicy
+from .reach import REACH_FILE, Reach
 from .reconnect import ReconnectPlan, Reconnector, transport_addr
 from .status import CommonsStatus, StatusRules
 from .store import Store
@@ -143,8 +149,10 @@ class Daemon:
             self.store, self.policy, clock=clock,
             status_rules=status_rules, on_graylist=self._on_graylist,
         )
-        self.host = build_host(self.identity, config.node.listen)
+        self.host = build_host(self.identity, config.node.listen, mdns=config.discovery.mdns)
         self.peer_id = self.host.get_id().to_base58()
+        #: relays, reachability, hole punching, rendezvous and mDNS (openmemory_node.reach)
+        self.reach = Reach(self.host, config, self.home, found=self._found_peer, clock=clock)
         self.gossip = Gossip(self.host, self.ingest, config.gossip,
                              author=self.identity.public_key, clock=clock)
         self.fetch = Fetch(self.host, self.ingest, config.fetch, clock)
@@ -247,6 +255,14 @@ class Daemon:
             self.plan.add(pid, addrs, bootstrap=True)
             self.store.remember_peer(pid, addrs, "bootstrap")
 
+    def _found_peer(self, peer: str, addrs: list[str], source: str) -> None:
+        """A peer found by discovery (rendezvous, mDNS): into the reconnect plan."""
+        if peer == self.peer_id or peer in self._excluded_ids():
+            return
+        addrs = [transport_addr(a) for a in addrs]
+        self.plan.add(peer, addrs)
+        self.store.remember_peer(peer, addrs, source)
+
     def listen_addrs(self) -> list[str]:
         out = []
         for addr in self.host.get_addrs():
@@ -288,6 +304,7 @@ class Daemon:
                 self._nursery.start_soon(self._disconnect, pid)
             return
         self.plan.succeeded(peer, self.clock())
+        self.reach.note_connection(conn)
         self.sync.peer_connected(peer)
         if peer not in self._announced:
             self._announced.add(peer)
@@ -336,7 +353,7 @@ class Daemon:
         self._lock_fd = fd
 
     def _release_lock(self) -> None:
-        for name in (API_ADDR_FILE, ADDRS_FILE):
+        for name in (API_ADDR_FILE, ADDRS_FILE, REACH_FILE):
             try:
                 (self.home / name).unlink()
             except FileNotFoundError:
@@ -362,6 +379,7 @@ class Daemon:
             for peer in self.store.known_peers():
                 self.plan.add(peer["peer_id"], peer["addrs"], bootstrap=peer["source"] == "bootstrap")
             self.add_bootstrap(self.config.node.bootstrap)
+            self.add_bootstrap(self.reach.bootstrap_addrs())
             self.host.get_network().register_notifee(self._notifee())
             for protocol in self.protocols:
                 self.host.set_stream_handler(protocol.protocol_id, self._stream_handler(protocol))
@@ -369,6 +387,7 @@ class Daemon:
             listen = [multiaddr.Multiaddr(a) for a in self.config.node.listen]
             async with AsyncExitStack() as stack:
                 await stack.enter_async_context(self.gossip.services())  # before host.run
+                await stack.enter_async_context(self.reach.services())
                 await stack.enter_async_context(self.host.run(listen))
                 nursery = await stack.enter_async_context(trio.open_nursery())
                 self._nursery = nursery
@@ -381,6 +400,7 @@ class Daemon:
                 for protocol in self.protocols:
                     nursery.start_soon(protocol.run)
                 nursery.start_soon(self._housekeeping)
+                nursery.start_soon(self.reach.run)
                 event(log, logging.INFO, "node started", peer_id=self.peer_id,
                       listen=",".join(self.listen_addrs()),
                       api=f"http://{self.api_address[0]}:{self.api_address[1]}",
@@ -390,6 +410,7 @@ class Daemon:
                 nursery.cancel_scope.cancel()
         finally:
             self._nursery = None
+            self.reach.close()
             with trio.CancelScope(shield=True):
                 with trio.move_on_after(1.5):
                     try:

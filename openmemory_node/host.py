@@ -1,15 +1,24 @@
-"""The libp2p host: the node's key, TCP, Noise only (no plaintext, secio or TLS), yamux."""
+"""The libp2p host: the node's key, TCP, Noise only (no plaintext, secio or TLS), yamux.
+
+Relayed addresses (``.../p2p/<relay>/p2p-circuit/p2p/<peer>``) are dialled through the
+circuit relay v2 client that :mod:`openmemory_node.reach` attaches to the host
+(``host.openmemory_circuit``): py-libp2p 0.8.1's swarm skips them."""
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Sequence
 
 import multiaddr
+import trio
 
 from .identity import Identity
 
 
-def build_host(identity: Identity, listen: Sequence[str] = ()):
+#: seconds a peer's direct addresses are tried before its relayed ones
+DIRECT_FIRST_TIMEOUT = 3.0
+
+
+def build_host(identity: Identity, listen: Sequence[str] = (), *, mdns: bool = False):
     from libp2p import new_host
     from libp2p.crypto.x25519 import create_new_key_pair as x25519_key_pair
     from libp2p.security.noise.transport import PROTOCOL_ID as NOISE, Transport as Noise
@@ -21,6 +30,7 @@ def build_host(identity: Identity, listen: Sequence[str] = ()):
         muxer_opt={YAMUX: Yamux},
         sec_opt={NOISE: Noise(key_pair, noise_privkey=x25519_key_pair().private_key)},
         listen_addrs=[multiaddr.Multiaddr(a) for a in listen] or None,
+        enable_mDNS=mdns,
     )
     _disable_auto_connector(host)
     return host
@@ -53,7 +63,47 @@ async def dial(host, info) -> None:
     unblock = getattr(network, "unblock_peer", None)
     if unblock is not None:
         unblock(info.peer_id)
-    await host.connect(info)
+    circuit = [a for a in info.addrs if is_relayed(str(a))]
+    if not circuit:
+        await host.connect(info)
+        return
+    if info.peer_id in network.connections:
+        return
+    direct = [a for a in info.addrs if not is_relayed(str(a))]
+    failure: Exception | None = None
+    if direct:  # a direct address first: a relay is the way of last resort
+        from libp2p.peer.peerinfo import PeerInfo
+
+        try:
+            # bounded: a private address behind someone else's NAT may only time out
+            with trio.fail_after(DIRECT_FIRST_TIMEOUT):
+                await host.connect(PeerInfo(info.peer_id, direct))
+            return
+        except Exception as exc:
+            failure = exc
+    client = getattr(host, "openmemory_circuit", None)
+    if client is None:
+        raise failure or ConnectionError("only relayed addresses, and no relay client")
+    for addr in circuit:
+        try:
+            await client.dial(with_peer_id(addr, info.peer_id.to_base58()))
+            return
+        except Exception as exc:
+            failure = exc
+    assert failure is not None
+    raise failure
+
+
+def is_relayed(addr: str) -> bool:
+    return "/p2p-circuit" in addr
+
+
+def with_peer_id(addr: Any, peer: str) -> Any:
+    """``addr`` ending in /p2p/<peer> (a relayed address names the relay before p2p-circuit)."""
+    text = str(addr)
+    if not text.endswith(f"/p2p/{peer}"):
+        text = f"{text}/p2p/{peer}"
+    return multiaddr.Multiaddr(text)
 
 
 def peer_info(addr: str):

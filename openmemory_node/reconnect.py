@@ -29,7 +29,11 @@ FORGET_AFTER = 7 * 24 * 3600.0
 
 
 def transport_addr(addr: str) -> str:
-    """The address without its /p2p/<peer id> suffix (the peer id is kept beside it)."""
+    """The address without its /p2p/<peer id> suffix (the peer id is kept beside it). A relayed
+    address keeps the relay's: ``/ip4/R/tcp/P/p2p/<relay>/p2p-circuit``."""
+    if "/p2p-circuit" in addr:
+        head, sep, tail = addr.rpartition("/p2p-circuit")
+        return head + sep
     head, sep, _ = addr.partition("/p2p/")
     return head if sep else addr
 
