@@ -50,8 +50,10 @@ def test_sync_passes_the_same_fresh_key_budget_as_gossip(cluster: Cluster):
     assert 0 < stored <= bound, (stored, bound)  # the budget, not the flood, decided
     refused = x.status()["ingest"]["refused"]
     # every record of the flood: stored within the budget, refused past it (1 point each to the
-    # node that served it), and once that node is graylisted (100 points), ignored unread
-    assert stored + refused["reject:fresh-key-budget"] + refused.get("ignore:graylisted", 0) == FLOOD, refused
+    # node that served it), and once that node is graylisted (100 points), ignored unread (two
+    # sessions that overlap, the one at connection and an asked one, may each bring a record: >=)
+    assert stored + refused["reject:fresh-key-budget"] + refused.get("ignore:graylisted", 0) >= FLOOD, refused
+    assert refused["reject:fresh-key-budget"] >= 50
     peer = next(p for p in x.get("/v1/peers")["peers"] if p["peer_id"] == w.peer_id)
     assert peer["graylisted"] and peer["penalty"] >= 50  # charged as the records' origin
     assert x.has(honest)  # nothing honest evicted
