@@ -25,16 +25,14 @@ agent); without it, run ``openmemory run`` from cron or by hand.
 from __future__ import annotations
 
 import json
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from . import jsonedit, tomlblock
-from .changes import CommandFailed, ConcurrentChange, MakeDir, RemoveDir, WriteFile, missing_dirs, read_bytes, render
+from .changes import MakeDir, RemoveDir, WriteFile, missing_dirs, read_bytes
 from .claude_code import (
     EXIT_CONFLICT,
-    EXIT_ERROR,
     EXIT_MALFORMED,
     EXIT_OK,
     HOOK_TIMEOUT,
@@ -44,10 +42,10 @@ from .claude_code import (
     InstallError,
     Plan,
     _backup_path,
-    _describe,
     _read_json,
     _stamp,
     execute,
+    perform,
 )
 
 __all__ = ["AGENTS", "AgentContext", "plan_install", "plan_uninstall", "run"]
@@ -323,63 +321,9 @@ def plan_uninstall(ctx: AgentContext, force: bool = False) -> Plan:
 
 def run(agent: str, action: str, home: str | None, *, dry_run: bool, as_json: bool, force: bool = False,
         env: dict[str, str] | None = None, executable: str | None = None, out=None, err=None) -> int:
-    out = out or sys.stdout
-    err = err or sys.stderr
-    label = LABELS[agent]
-    try:
-        ctx = AgentContext.for_agent(agent, home, env, executable)
-        for attempt in range(3):
-            plan = plan_install(ctx) if action == "install" else plan_uninstall(ctx, force)
-            changes = plan.all_changes(ctx)
-            if dry_run or not changes:
-                break
-            try:
-                execute(ctx, plan)
-                break
-            except ConcurrentChange:
-                if attempt == 2:
-                    raise InstallError("the settings files kept changing while being edited; try again")
-    except InstallError as exc:
-        if as_json:
-            json.dump({"action": action, "ok": exc.code == EXIT_OK, "error": str(exc), "exit_code": exc.code}, out)
-            out.write("\n")
-        else:
-            print(("" if exc.code == EXIT_OK else "error: ") + str(exc), file=err if exc.code else out)
-        return exc.code
-    except (CommandFailed, OSError) as exc:
-        message = f"{action} {agent} failed: {exc}"
-        if as_json:
-            json.dump({"action": action, "ok": False, "error": message, "exit_code": EXIT_ERROR}, out)
-            out.write("\n")
-        else:
-            print("error: " + message, file=err)
-        return EXIT_ERROR
-    code = EXIT_CONFLICT if plan.conflict else EXIT_OK
-    if as_json:
-        report = {"action": action, "agent": agent, "ok": code == EXIT_OK, "dry_run": dry_run,
-                  "changed": bool(changes) and not dry_run, "changes": [_describe(c) for c in changes],
-                  "notes": plan.notes, "warnings": plan.warnings, "exit_code": code}
-        if dry_run:
-            report["diff"] = render(changes)
-        json.dump(report, out, indent=2)
-        out.write("\n")
-        return code
-    if not changes:
-        done = "already installed; nothing to change" if action == "install" else "nothing to remove"
-        print(f"Open Memory for {label}: {done}.", file=out)
-    elif dry_run:
-        print(f"openmemory {action} {agent} --dry-run: these changes would be made (nothing was changed):\n", file=out)
-        out.write(render(changes))
-    else:
-        print(f"Open Memory for {label}: {action}ed.", file=out)
-        for change in changes:
-            print("  " + render([change]).splitlines()[0], file=out)
-        if action == "install":
-            print(f"  record of these changes: {ctx.manifest_path} (`openmemory uninstall {agent}` undoes them)",
-                  file=out)
-    if action == "install" and not dry_run:
-        for note in plan.notes:
-            print("\n" + note, file=out)
-    for warning in plan.warnings:
-        print("warning: " + warning, file=err)
-    return code
+    return perform(action, agent, LABELS[agent], lambda: AgentContext.for_agent(agent, home, env, executable),
+                   lambda ctx: plan_install(ctx) if action == "install" else plan_uninstall(ctx, force),
+                   execute, dry_run=dry_run, as_json=as_json, out=out, err=err,
+                   report=lambda plan: {"agent": agent})
+
+

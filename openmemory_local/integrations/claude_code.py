@@ -470,17 +470,30 @@ def _describe(change: Change) -> dict[str, Any]:
 
 def run(action: str, home: str | None, *, dry_run: bool, as_json: bool, schedule: str = "auto",
         at: str = "03:17", force: bool = False, env: dict[str, str] | None = None, out=None, err=None) -> int:
+    return perform(action, "claude-code", "Claude Code", lambda: Context.from_env(home, env),
+                   lambda ctx: plan_install(ctx, schedule, at) if action == "install" else plan_uninstall(ctx, force),
+                   execute, dry_run=dry_run, as_json=as_json, out=out, err=err,
+                   report=lambda plan: {"schedule": plan.schedule}, notes_always=True)
+
+
+def perform(action: str, name: str, label: str, context, make_plan, execute_plan, *, dry_run: bool, as_json: bool,
+            out=None, err=None, report=None, notes_always: bool = False) -> int:
+    """``openmemory install|uninstall NAME`` for any agent: make the context, plan, execute the
+    plan (planned again, up to three times, if a settings file changed while it was edited),
+    and say what was done (``--json``: one report; ``--dry-run``: the diff, nothing changed).
+    ``report(plan)``: more fields of the JSON report; ``notes_always``: the plan's notes after a
+    dry run or an uninstall too."""
     out = out or sys.stdout
     err = err or sys.stderr
     try:
-        ctx = Context.from_env(home, env)
+        ctx = context()
         for attempt in range(3):
-            plan = plan_install(ctx, schedule, at) if action == "install" else plan_uninstall(ctx, force)
+            plan = make_plan(ctx)
             changes = plan.all_changes(ctx)
             if dry_run or not changes:
                 break
             try:
-                execute(ctx, plan)
+                execute_plan(ctx, plan)
                 break
             except ConcurrentChange:
                 if attempt == 2:
@@ -493,7 +506,7 @@ def run(action: str, home: str | None, *, dry_run: bool, as_json: bool, schedule
             print(("" if exc.code == EXIT_OK else "error: ") + str(exc), file=err if exc.code else out)
         return exc.code
     except (CommandFailed, OSError) as exc:
-        message = f"{action} claude-code failed: {exc}"
+        message = f"{action} {name} failed: {exc}"
         if as_json:
             json.dump({"action": action, "ok": False, "error": message, "exit_code": EXIT_ERROR}, out)
             out.write("\n")
@@ -503,38 +516,30 @@ def run(action: str, home: str | None, *, dry_run: bool, as_json: bool, schedule
 
     code = EXIT_CONFLICT if plan.conflict else EXIT_OK
     if as_json:
-        report = {
-            "action": action,
-            "ok": code == EXIT_OK,
-            "dry_run": dry_run,
-            "changed": bool(changes) and not dry_run,
-            "schedule": plan.schedule,
-            "changes": [_describe(c) for c in changes],
-            "notes": plan.notes,
-            "warnings": plan.warnings,
-            "exit_code": code,
-        }
+        data = {"action": action, "ok": code == EXIT_OK, "dry_run": dry_run, "changed": bool(changes) and not dry_run,
+                **(report(plan) if report else {}), "changes": [_describe(c) for c in changes],
+                "notes": plan.notes, "warnings": plan.warnings, "exit_code": code}
         if dry_run:
-            report["diff"] = render(changes)
-        json.dump(report, out, indent=2)
+            data["diff"] = render(changes)
+        json.dump(data, out, indent=2)
         out.write("\n")
         return code
     if not changes:
         done = "already installed; nothing to change" if action == "install" else "nothing to remove"
-        print(f"Open Memory for Claude Code: {done}.", file=out)
+        print(f"Open Memory for {label}: {done}.", file=out)
     elif dry_run:
-        print(f"openmemory {action} claude-code --dry-run: these changes would be made (nothing was changed):\n", file=out)
+        print(f"openmemory {action} {name} --dry-run: these changes would be made (nothing was changed):\n", file=out)
         out.write(render(changes))
     else:
-        print(f"Open Memory for Claude Code: {action}ed.", file=out)
+        print(f"Open Memory for {label}: {action}ed.", file=out)
         for change in changes:
-            summary = render([change]).splitlines()[0]
-            print("  " + summary, file=out)
+            print("  " + render([change]).splitlines()[0], file=out)
         if action == "install":
-            print(f"  record of these changes: {ctx.manifest_path} (`openmemory uninstall claude-code` undoes them)",
+            print(f"  record of these changes: {ctx.manifest_path} (`openmemory uninstall {name}` undoes them)",
                   file=out)
-    for note in plan.notes:
-        print("\n" + note.rstrip("\n"), file=out)
+    if notes_always or (action == "install" and not dry_run):
+        for note in plan.notes:
+            print("\n" + note.rstrip("\n"), file=out)
     for warning in plan.warnings:
         print("warning: " + warning, file=err)
     return code
