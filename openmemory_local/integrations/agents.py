@@ -45,7 +45,9 @@ from .claude_code import (
     _read_json,
     _stamp,
     execute,
+    json_writes,
     perform,
+    remove_json_item,
 )
 
 __all__ = ["AGENTS", "AgentContext", "plan_install", "plan_uninstall", "run"]
@@ -277,29 +279,11 @@ def plan_uninstall(ctx: AgentContext, force: bool = False) -> Plan:
                 continue
             tomls[path] = (raw, tomlblock.remove(text, record["block"], force=force))
             continue
-        if path not in texts:
-            texts[path] = _read_json(path)
-        raw, doc = texts[path]
-        if raw is None:
-            continue
-        addition = jsonedit.Addition.from_json(record["addition"])
-        text, status = jsonedit.remove_item(doc, addition, force=force)
-        if status == "modified":
-            where = ".".join(addition.path + ([addition.key] if addition.key else []))
-            warnings.append(f"{path}: `{where}` was changed since install; left in place (--force removes it)")
-            left[name] = record
-            continue
-        texts[path] = (raw, jsonedit.parse(text))
+        remove_json_item(texts, name, record, force, warnings, left)
 
-    for path, (raw, doc) in texts.items():
-        if raw is None:
-            continue
-        after: bytes | None = doc.text.encode("utf-8")
-        if files.get(str(path), {}).get("created") and json.loads(doc.body) == {}:
-            after = None
-        if after != raw:
-            changes.append(WriteFile(path, raw, after, backup_to=_backup_path(ctx, stamp, f"uninstall-{ctx.agent}-",
-                                                                              path), label="hooks"))
+    for path, raw, after in json_writes(texts, files):
+        changes.append(WriteFile(path, raw, after, backup_to=_backup_path(ctx, stamp, f"uninstall-{ctx.agent}-",
+                                                                          path), label="hooks"))
     for path, (raw, text) in tomls.items():
         if raw is None:
             continue

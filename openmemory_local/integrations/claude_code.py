@@ -364,6 +364,38 @@ def plan_install(ctx: Context, schedule: str = "auto", at: str = "03:17") -> Pla
 # --- uninstall ---------------------------------------------------------------------------
 
 
+def remove_json_item(texts: dict, name: str, record: dict, force: bool, warnings: list[str], left: dict) -> None:
+    """Take one installed JSON item (a manifest record) out of its file's text in ``texts``
+    (read on first use); an item changed since install is left (in ``left``), with a warning."""
+    path = Path(record["file"])
+    if path not in texts:
+        texts[path] = _read_json(path)
+    raw, doc = texts[path]
+    if raw is None:
+        return  # the file is gone, and our item with it
+    addition = jsonedit.Addition.from_json(record["addition"])
+    text, status = jsonedit.remove_item(doc, addition, force=force)
+    if status == "modified":
+        where = ".".join(addition.path + ([addition.key] if addition.key else []))
+        warnings.append(f"{path}: `{where}` was changed since install; left in place (--force removes it)")
+        left[name] = record
+        return
+    texts[path] = (raw, jsonedit.parse(text))
+
+
+def json_writes(texts: dict, files: dict):
+    """(path, bytes before, bytes after or None to remove it) for each JSON file ``texts`` changed:
+    a file the install created that holds nothing else is removed."""
+    for path, (raw, doc) in texts.items():
+        if raw is None:
+            continue
+        after: bytes | None = doc.text.encode("utf-8")
+        if files.get(str(path), {}).get("created") and json.loads(doc.body) == {}:
+            after = None
+        if after != raw:
+            yield path, raw, after
+
+
 def plan_uninstall(ctx: Context, force: bool = False) -> Plan:
     manifest, manifest_raw = _load_manifest(ctx)
     if manifest is None:
@@ -383,31 +415,12 @@ def plan_uninstall(ctx: Context, force: bool = False) -> Plan:
     # last added, first removed: an item added into a container an earlier one created must go
     # before it, so that the container is empty again and goes too
     for name, record in reversed(list(items.items())):
-        path = Path(record["file"])
-        if path not in texts:
-            texts[path] = _read_json(path)
-        raw, doc = texts[path]
-        if raw is None:
-            continue  # the file is gone, and our item with it
-        addition = jsonedit.Addition.from_json(record["addition"])
-        text, status = jsonedit.remove_item(doc, addition, force=force)
-        if status == "modified":
-            where = ".".join(addition.path + ([addition.key] if addition.key else []))
-            warnings.append(f"{path}: `{where}` was changed since install; left in place (--force removes it)")
-            left[name] = record
-            continue
-        texts[path] = (raw, jsonedit.parse(text))
+        remove_json_item(texts, name, record, force, warnings, left)
 
-    for path, (raw, doc) in texts.items():
-        if raw is None:
-            continue
-        after: bytes | None = doc.text.encode("utf-8")
-        if files.get(str(path), {}).get("created") and json.loads(doc.body) == {}:
-            after = None  # we created the file and it holds nothing else: remove it
-        if after != raw:
-            label = "MCP server, user scope" if path.name == ".claude.json" else "SessionEnd and SessionStart hooks"
-            backup = _backup_path(ctx, stamp, "uninstall-", path)
-            changes.append(WriteFile(path, raw, after, backup_to=backup, label=label))
+    for path, raw, after in json_writes(texts, files):
+        label = "MCP server, user scope" if path.name == ".claude.json" else "SessionEnd and SessionStart hooks"
+        backup = _backup_path(ctx, stamp, "uninstall-", path)
+        changes.append(WriteFile(path, raw, after, backup_to=backup, label=label))
 
     for directory in sorted(manifest.get("created_dirs", []), key=lambda d: len(Path(d).parts), reverse=True):
         if Path(directory).is_dir():
