@@ -46,8 +46,7 @@ from .clock import iso
 from .lesson_text import clip
 from .lessons import lesson_rows, project_families, veto
 from .observation import is_observation
-from .render import BEGIN, END, _atomic_write, _read, _sha, escape_text, split_index
-from .sleep import record_event
+from .render import BEGIN, END, _atomic_write, _read, _sha, escape_text, owner_removed_section, split_index
 
 __all__ = ["AGENT_FILES", "AgentRenderResult", "render_agents", "section", "project_root", "codex_budget"]
 
@@ -252,10 +251,7 @@ def _write(store, adapter: str, path: Path, lessons: list[dict], budget: int, no
         return out
     if parts is None:
         if record is not None:
-            if record[0] != "removed":
-                with store.write():
-                    conn.execute("UPDATE rendered_files SET state = 'removed' WHERE path = ?", (str(path),))
-                    record_event(store, now_iso, "index_removed", path=str(path))
+            owner_removed_section(store, record, path, now_iso)
             out["index"] = "removed by the owner"
             return out
         if not lessons:

@@ -438,6 +438,15 @@ def _targets(store, lessons: list[dict], memory_dir: Path | None, project: str |
     return out
 
 
+def owner_removed_section(store, record, path, now_iso: str) -> None:
+    """The owner took Open Memory's section out of an index file (``MEMORY.md``, ``AGENTS.md``,
+    ``GEMINI.md``): recorded once (its state, an event), and never written back."""
+    if record[0] != "removed":
+        with store.write():
+            store.conn.execute("UPDATE rendered_files SET state = 'removed' WHERE path = ?", (str(path),))
+            record_event(store, now_iso, "index_removed", path=str(path))
+
+
 def nothing_rendered(result: dict) -> str | None:
     """Why a render wrote into no memory folder (``result``: :meth:`RenderResult.to_dict`), in one
     sentence; None when it rendered into at least one (or into another agent's memory file:
@@ -649,10 +658,7 @@ def _write_index(store, target: _Target, real: Path, now_iso: str, out: dict, re
         repaired = True
     if parts is None:
         if record is not None:
-            if record[0] != "removed":
-                with store.write():
-                    conn.execute("UPDATE rendered_files SET state = 'removed' WHERE path = ?", (str(index),))
-                    record_event(store, now_iso, "index_removed", path=str(index))
+            owner_removed_section(store, record, index, now_iso)
             out["index"] = "removed by the owner"
             return
         if not target.lessons and not target.commons:
