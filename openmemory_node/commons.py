@@ -90,8 +90,8 @@ R9  Statuses of other records: an attestation is ``counted``, ``not-counted`` (t
     refused it, or it names a record that is not a lesson; :meth:`Commons.explain` says why),
     ``pending`` (no record of its lesson id is here) or ``revoked``; a revocation is
     ``effective``, ``no-effect`` or ``pending``; a vouch is ``effective`` (its voucher is in
-    the trust list: its subject is trusted, under either policy; ``open`` just ignores
-    trust), ``no-effect`` or ``revoked``.
+    the trust list and not blocked: its subject is trusted, under either policy; ``open`` just
+    ignores trust), ``no-effect`` or ``revoked``.
 
 R10 Claims (lesson version 2). A lesson whose record is a claim has *parts*: ``failure``, and
     ``fix`` when the claim states one; a version 1 lesson has one part, ``claim``. A version 2
@@ -827,7 +827,8 @@ class Commons:
         if rid in self.vouches:
             if rid in self.revoked:
                 return REVOKED
-            return EFFECTIVE if self.vouches[rid].voucher in self.config.trust else NO_EFFECT
+            voucher = self.vouches[rid].voucher  # (R8, R11: a blocked key's vouch has no effect)
+            return EFFECTIVE if voucher in self.config.trust and voucher not in self.config.blocked else NO_EFFECT
         raise KeyError(rid)  # pragma: no cover
 
     # -- views for people ---------------------------------------------------------------------

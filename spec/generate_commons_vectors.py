@@ -287,6 +287,12 @@ def claim_scenarios(L) -> list[tuple[str, str, dict[str, Any], list]]:
                 {"policy": "open", "blocked": [pub("mallory")]},
                 [B, child, G, attest2("v1", B), attest2("mallory", G, fix="untested"),
                  attest2("v1", G, fix="untested", created=T0 + 61), attest2("v2", G, created=T0 + 62)]))
+    vb = vouch("v0", "v3")
+    out.append(("blocked-voucher", "a key both trusted and blocked: its vouch has no effect (R8, R11), so the key it "
+                "vouched for is not trusted and its vote on a claim is not counted",
+                {"trust": [pub("v0"), pub("v1"), pub("v2")], "blocked": [pub("v0")]},
+                [G, vb, attest2("v3", G, fix="untested"), attest2("v1", G, fix="untested", created=T0 + 61),
+                 attest2("v2", G, created=T0 + 62)]))
     # R12: a revoker's revocation covers every member of the same claim.
     X = claim_lesson("author", PUSH)
     copies = [

@@ -1938,7 +1938,7 @@ function commonsMachine(config, views) {
   const trusted = new Set([...trustList, ...team]);
   for (const v of ofType("vouch")) {
     const revoked = isRevoked(v.idHex);
-    status.set(v.idHex, revoked ? "revoked" : trustList.has(v.signer) ? "effective" : "no-effect");
+    status.set(v.idHex, revoked ? "revoked" : trustList.has(v.signer) && !blocked.has(v.signer) ? "effective" : "no-effect");
     if (!revoked && trustList.has(v.signer) && !blocked.has(v.signer)) trusted.add(v.subject);
   }
   for (const k of blocked) trusted.delete(k);
