@@ -937,13 +937,13 @@ def verify_commons(store, now: datetime) -> dict:
                     exposed, no_fix, _created, eid, _session = min(hits[i])
                     fix = "untested" if claim is None or claim.fix_how is None or no_fix else "confirmed"
                     matched = len({h[4] or h[3] for h in hits[i] if h[0] == exposed})
+                    # (a resolved prediction's exposed_at says whether the evidence it went with was
+                    # exposed: NULL when the episode that confirmed it came before the lesson was shown)
                     store.conn.execute(
                         "UPDATE commons_predictions SET state = 'confirmed', resolved = ?, sessions = ?, matched = ?, "
-                        "episode_id = ?, failure = 'confirmed', fix = ?, facet = NULL, similarity = NULL WHERE id = ?",
-                        (now_iso, max(sessions, matched), matched, eid, fix, pid))
-                    if exposed:
-                        store.conn.execute("UPDATE commons_predictions SET exposed_at = COALESCE(exposed_at, ?) "
-                                           "WHERE id = ?", (now_iso, pid))
+                        "episode_id = ?, failure = 'confirmed', fix = ?, facet = NULL, similarity = NULL, "
+                        "exposed_at = CASE WHEN ? THEN exposed_at ELSE NULL END WHERE id = ?",
+                        (now_iso, max(sessions, matched), matched, eid, fix, int(exposed), pid))
                     out["confirmed"].append(pid)
                 elif seen["matched"] and epoch(now) - epoch(made) >= window:
                     store.conn.execute("UPDATE commons_predictions SET state = 'failed', resolved = ?, sessions = ?, "

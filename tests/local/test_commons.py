@@ -338,6 +338,19 @@ def test_evidence_after_the_lesson_was_shown_is_exposed(cstore):
     assert _attestations(cstore) == [(rid(1), "confirmed", "confirmed", 1, 0, 1, 1)]
 
 
+def test_evidence_from_before_the_lesson_was_shown_is_not_exposed(cstore):
+    """A session that met the failure and fixed it before the lesson was ever shown is clean
+    evidence, even when the lesson is shown by the time the run that verifies it comes."""
+    take(cstore, [entry(1)])
+    predict_commons(cstore, at(1))  # in shadow: a stranger's candidate
+    add(cstore, session("s3", 2, ["git push"], cwd=APP), _fixed("e3", "s3", 2), day=2)  # met, fixed, unexposed
+    cstore.config = cstore.config.with_(commons_candidates=True)  # the owner widens it: now shown
+    render(cstore, at(2, 12))
+    assert predict_commons(cstore, at(2, 12))["exposed"]  # exposed from now on
+    verify_commons(cstore, at(2, 23))
+    assert _attestations(cstore) == [(rid(1), "confirmed", "confirmed", 0, 0, 1, 1)]
+
+
 def test_met_before_is_honest(cstore):
     # this agent met the push failure before it received the lesson, not the pytest one
     add(cstore, error("e1", "s1", 0))
