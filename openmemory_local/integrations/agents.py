@@ -44,6 +44,7 @@ from .claude_code import (
     _backup_path,
     _read_json,
     _stamp,
+    add_json_item,
     execute,
     json_writes,
     perform,
@@ -161,30 +162,9 @@ def plan_install(ctx: AgentContext) -> Plan:
     for name, (path, json_path, key, value, label) in ctx.json_items().items():
         if path not in texts:
             texts[path] = _read_json(path)
-        raw, doc = texts[path]
         record = items.get(name)
-        ours = jsonedit.Addition.from_json(record["addition"]) if record and record.get("file") == str(path) else None
-        if ours is not None and ours.value == value and jsonedit.find_item(doc, ours)[0] == "present":
-            continue
-        if ours is not None:
-            text, _ = jsonedit.remove_item(doc, ours, force=True)
-            doc = jsonedit.parse(text)
-        wanted = jsonedit.Addition(json_path, key, value)
-        status, current = jsonedit.find_item(doc, wanted)
-        if status == "present":
-            notes.append(f"{label}: already in {path} (not added by openmemory; uninstall will leave it)")
-            texts[path] = (raw, doc)
-            continue
-        if status == "modified":
-            raise InstallError(f"{path} already has an MCP server named {SERVER_NAME!r} that openmemory did not add "
-                               f"({json.dumps(current)}); remove it and run again", EXIT_CONFLICT)
-        try:
-            text, addition = jsonedit.add_item(doc, json_path, key, value)
-        except jsonedit.MalformedJSON as exc:
-            raise InstallError(f"{path}: {exc}", EXIT_MALFORMED) from None
-        texts[path] = (raw, jsonedit.parse(text))
-        items[name] = {"file": str(path), "addition": addition.to_json()}
-        files.setdefault(str(path), {"created": raw is None, "backups": []})
+        add_json_item(texts, items, files, notes, name, path, json_path, key, value, label,
+                      record if record and record.get("file") == str(path) else None)
 
     planned: list[tuple[Path, bytes | None, bytes, str]] = []
     for path, (raw, doc) in texts.items():

@@ -269,6 +269,37 @@ def _desired(ctx: Context) -> dict[str, tuple[Path, list[str], str | None, Any, 
     }
 
 
+def add_json_item(texts: dict, items: dict, files: dict, notes: list[str], name: str, path: Path, json_path,
+                  key, value, label: str, record: dict | None, remedy: str = "") -> None:
+    """Put one of our JSON items (an MCP server, a hook) into its file's text in ``texts``:
+    nothing if ours is there unchanged; an older value of ours (another data folder, a moved
+    venv) taken out first; an equal item someone else added is left (a note); a different one
+    under our name is a conflict. ``record``: the manifest's record of it in this file, if any."""
+    raw, doc = texts[path]
+    ours = jsonedit.Addition.from_json(record["addition"]) if record else None
+    if ours is not None and ours.value == value and jsonedit.find_item(doc, ours)[0] == "present":
+        return  # installed, unchanged
+    if ours is not None:
+        text, _ = jsonedit.remove_item(doc, ours, force=True)
+        doc = jsonedit.parse(text)
+    wanted = jsonedit.Addition(json_path, key, value)
+    status, current = jsonedit.find_item(doc, wanted)
+    if status == "present":
+        notes.append(f"{label}: already in {path} (not added by openmemory; uninstall will leave it)")
+        texts[path] = (raw, doc)
+        return
+    if status == "modified":
+        raise InstallError(f"{path} already has an MCP server named {SERVER_NAME!r} that openmemory did not add "
+                           f"({json.dumps(current)}); remove it{remedy} and run again", EXIT_CONFLICT)
+    try:
+        text, addition = jsonedit.add_item(doc, json_path, key, value)
+    except jsonedit.MalformedJSON as exc:
+        raise InstallError(f"{path}: {exc}", EXIT_MALFORMED) from None
+    texts[path] = (raw, jsonedit.parse(text))
+    items[name] = {"file": str(path), "addition": addition.to_json()}
+    files.setdefault(str(path), {"created": raw is None, "backups": []})
+
+
 def plan_install(ctx: Context, schedule: str = "auto", at: str = "03:17") -> Plan:
     manifest, manifest_raw = _load_manifest(ctx)
     old = manifest or {}
@@ -283,7 +314,6 @@ def plan_install(ctx: Context, schedule: str = "auto", at: str = "03:17") -> Pla
     for name, (path, json_path, key, value, label) in _desired(ctx).items():
         if path not in texts:
             texts[path] = _read_json(path)
-        raw, doc = texts[path]
         record = items.get(name)
         if record and record.get("file") != str(path):
             # installed into another file before (``$CLAUDE_CONFIG_DIR`` changed since): move it
@@ -295,31 +325,8 @@ def plan_install(ctx: Context, schedule: str = "auto", at: str = "03:17") -> Pla
                 text, _ = jsonedit.remove_item(old_doc, jsonedit.Addition.from_json(record["addition"]), force=True)
                 texts[moved_from] = (old_raw, jsonedit.parse(text))
             record = None
-        ours = jsonedit.Addition.from_json(record["addition"]) if record else None
-        if ours is not None and ours.value == value and jsonedit.find_item(doc, ours)[0] == "present":
-            continue  # installed, unchanged
-        if ours is not None:  # an older value of ours (another data folder, a moved venv): take it out first
-            text, _ = jsonedit.remove_item(doc, ours, force=True)
-            doc = jsonedit.parse(text)
-        wanted = jsonedit.Addition(json_path, key, value)
-        status, current = jsonedit.find_item(doc, wanted)
-        if status == "present":
-            notes.append(f"{label}: already in {path} (not added by openmemory; uninstall will leave it)")
-            texts[path] = (raw, doc)
-            continue
-        if status == "modified":
-            raise InstallError(
-                f"{path} already has an MCP server named {SERVER_NAME!r} that openmemory did not add "
-                f"({json.dumps(current)}); remove it (`claude mcp remove {SERVER_NAME} -s user`) and run again",
-                EXIT_CONFLICT,
-            )
-        try:
-            text, addition = jsonedit.add_item(doc, json_path, key, value)
-        except jsonedit.MalformedJSON as exc:
-            raise InstallError(f"{path}: {exc}", EXIT_MALFORMED) from None
-        texts[path] = (raw, jsonedit.parse(text))
-        items[name] = {"file": str(path), "addition": addition.to_json()}
-        files.setdefault(str(path), {"created": raw is None, "backups": []})
+        add_json_item(texts, items, files, notes, name, path, json_path, key, value, label, record,
+                      remedy=f" (`claude mcp remove {SERVER_NAME} -s user`)")
 
     planned_dirs: set[str] = set()
     for path, (raw, doc) in texts.items():
