@@ -13,7 +13,7 @@ is counted by code and charged to the sending peer's ledger according to
 through the same steps in one store transaction, the accept hooks run once it is committed. A
 solicited batch has the pure checks of its records (id, decoding, clock skew, observation rule)
 done ahead (by the caller, :meth:`Ingest.check_ahead`, or here) and their signatures verified on
-a second thread, a chunk at a time in one C call without the GIL (``wire.verify_signatures``),
+a second thread, a chunk at a time (``wire.verify_signatures``: libsodium runs without the GIL),
 while this one goes on; a chunk that thread has not started when its turn comes is checked
 here instead. Each result is taken at the step where a record alone would compute it, so the
 outcomes, the counts and the charges are the same, in the same order.

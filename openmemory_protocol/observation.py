@@ -25,12 +25,8 @@ stripped), in this order:
 4. ``other-script``: letters of a script other than Latin outside code spans and paths;
 5. ``not-english``: most words not English (v1 lessons are English).
 
-Pure and deterministic, standard library only; the tables are read once from ``data/``. The hot
-path on a text whose canonical form is ASCII (the lowered forms and the pattern selection, the
-clauses and their tokens, the clause scan, the language counts) has a C accelerator,
-``_observation_c.c``, used when it is built and current (``openmemory_protocol.native``); this
-code stays the reference, and the fallback: tests/protocol/test_rule_native.py holds the two to
-the same answers and the same pieces.
+Pure and deterministic, standard library only; the tables are read once from ``data/``. This
+is the one implementation every node and engine runs (no compiled twin decides a verdict).
 """
 
 from __future__ import annotations
@@ -40,7 +36,6 @@ import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
 
-from . import native
 from .tables import char_class, tables
 from .unicode14 import mask_unassigned
 
@@ -524,16 +519,6 @@ class _Compiled:
         self.english = t.english
         self.objects = t.function["object"]
         self.function = frozenset().union(*t.function.values()) | SKIPPED_OPENERS
-        #: the C accelerator of the hot path (openmemory_protocol/_observation_c.c), or None: the
-        #: Python code, which stays the reference (tests/protocol/test_rule_native.py)
-        self.native = _set_up(native.load("openmemory_protocol._observation_c"), self.verbs)
-
-
-def _set_up(module, verbs):
-    """The C accelerator, given the tables it reads (it keeps a token cache of its own, like _TOKENS)."""
-    if module is not None:
-        module.setup(_CLAUSE_WORDS, is_english_word, _prose, verbs, _OPENING, (_W, _C, _T, _N, _O, _S), _TOKENS_LIMIT)
-    return module
 
 
 _compiled: _Compiled | None = None
@@ -541,32 +526,12 @@ _selector_cache: dict[str, tuple] = {}
 
 
 def _selectors() -> tuple:
-    """The word selectors of the two pattern lists, and the same for the C code (or None): made
-    again if a test replaces a list."""
+    """The word selectors of the two pattern lists: made again if a test replaces a list."""
     key = (id(_ADDRESSED), id(_OBLIGATION), id(_REPORTING))
     if _selector_cache.get("key") != key:
         addressed, obligation = _selector(_ADDRESSED), _selector(_OBLIGATION)
-        _selector_cache.update(key=key, value=(addressed, obligation, _selection(addressed, obligation)))
+        _selector_cache.update(key=key, value=(addressed, obligation))
     return _selector_cache["value"]
-
-
-def _selection(*selectors: tuple) -> tuple | None:
-    """The selection as the C code reads it: (every word the rule asks the word set about, with the
-    patterns of each list it selects as bit masks, and in a third mask 1 for ``to`` and 2 for a
-    reporting verb; the word "" for the patterns always tried), and the two lists' patterns. None
-    when the C code cannot say the same (more than 64 patterns a list, or a test's own _REPORTING)."""
-    if type(_REPORTING) is not frozenset or max(len(_ADDRESSED), len(_OBLIGATION)) > 64:
-        return None
-    masks: dict[str, list[int]] = {"": [0, 0, 0]}
-    for k, (by_word, always, _) in enumerate(selectors):
-        for word, indices in by_word.items():
-            masks.setdefault(word, [0, 0, 0])[k] |= sum(1 << i for i in indices)
-        masks[""][k] |= sum(1 << i for i in always)
-    for word in _REPORTING:
-        masks.setdefault(word, [0, 0, 0])[2] |= 2
-    masks.setdefault("to", [0, 0, 0])[2] |= 1
-    return ({w: tuple(m) for w, m in masks.items()}, tuple(p for p, _ in _ADDRESSED),
-            tuple(p for p, _ in _OBLIGATION))
 
 
 def _tables() -> _Compiled:
@@ -960,7 +925,7 @@ def _language(folded: str, clauses: list, c: _Compiled) -> ObservationViolation 
         letter = c.other_script.search(prose)
         if letter is not None:
             return ObservationViolation("other-script", letter.group())
-    counted, foreign, symbols, tokens_seen, candidates = (_counts if c.native is None else c.native.counts)(clauses)
+    counted, foreign, symbols, tokens_seen, candidates = _counts(clauses)
     if tokens_seen >= 6 and 2 * symbols > tokens_seen and candidates < 2:
         return ObservationViolation("not-english", f"{symbols} of {tokens_seen} tokens are symbols")
     if candidates < 2:  # fewer than 2 words that are not English: the word test cannot refuse
@@ -1116,15 +1081,9 @@ def _violation(text: str, language_first: bool) -> ObservationViolation | None:
     c = _tables()
     if text.isascii():  # (canonical_form's first step)
         folded = canonical = text
-        accelerated = c.native
     else:
         folded, canonical = canonical_form(text)
-        accelerated = c.native if canonical.isascii() else None  # (the C path reads ASCII texts only)
-    selectors = _selectors()
-    if accelerated is None or selectors[2] is None:
-        texts, addressed, obligation, reported = _select(canonical, selectors)
-    else:
-        texts, addressed, obligation, reported = accelerated.forms(canonical, selectors[2])
+    texts, addressed, obligation, reported = _select(canonical, _selectors())
     lowered = texts[0]
     for regex in addressed:
         for text_form in texts:
@@ -1146,17 +1105,14 @@ def _violation(text: str, language_first: bool) -> ObservationViolation | None:
     marked = _markup(lowered, canonical)
     if marked is not None:
         return marked
-    if accelerated is None:
-        clauses = _clauses(canonical)
-    else:
-        clauses = accelerated.clauses(canonical)
+    clauses = _clauses(canonical)
     if language_first:
         foreign = _language(folded, clauses, c)
         if foreign is not None:
             return foreign
     n = len(clauses)
     verbs = c.verbs
-    at = _next_clause(clauses, 0, verbs) if c.native is None else c.native.next_clause(clauses, 0)
+    at = _next_clause(clauses, 0, verbs)
     while at < n:
         tokens, quoted, asks = clauses[at]
         if asks:  # a lesson states; it does not ask
@@ -1165,7 +1121,7 @@ def _violation(text: str, language_first: bool) -> ObservationViolation | None:
         if (verb is not None and not _named_value(clauses, at, canonical)
                 and not _program_prefix(clauses, at, canonical)):
             return ObservationViolation("imperative-opening", verb)
-        at = _next_clause(clauses, at + 1, verbs) if c.native is None else c.native.next_clause(clauses, at + 1)
+        at = _next_clause(clauses, at + 1, verbs)
     return None if language_first else _language(folded, clauses, c)
 
 

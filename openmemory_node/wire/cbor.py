@@ -12,8 +12,7 @@ encoding.
 
 :func:`loads_record`, what the node's decoding uses, is faster for the shape of every v1 record:
 one pass that applies those rules as it decodes (so it needs no re-encoding), anything else
-handed to the two steps above. That pass has a C twin (``_cbor_c.c``, used when it is built): the
-Python code is the reference, and the C code is tested to answer as it does, byte for byte.
+handed to the two steps above. This is the one decoder: every node runs this code.
 """
 
 from __future__ import annotations
@@ -22,12 +21,10 @@ from typing import Any
 
 import cbor2
 
-from openmemory_protocol import native
-
 from .errors import WireError
 from .limits import MAX_NESTING
 
-__all__ = ["scan", "loads", "loads_with_spans", "loads_record", "loads_record_python", "dumps", "without_entry"]
+__all__ = ["scan", "loads", "loads_with_spans", "loads_record", "dumps", "without_entry"]
 
 _SIMPLE_NAMES = {0xF4: "false", 0xF5: "true", 0xF6: "null", 0xF7: "undefined"}
 
@@ -326,19 +323,12 @@ def loads_record(data: bytes) -> tuple[Any, dict[bytes, tuple[int, int]] | None]
     the canonical order, UTF-8 decoded strictly), so re-encoding gives the input back. The
     property tests check it: the same value (types included), spans or refusal as the general
     path at every structural byte, every cut and on random CBOR (tests/wire/test_wire_properties.py)."""
-    got = _fast(data) if type(data) is bytes else _fast_record(data)
-    return got if got is not None else loads_with_spans(data)
-
-
-def loads_record_python(data: bytes) -> tuple[Any, dict[bytes, tuple[int, int]] | None]:
-    """:func:`loads_record` in Python only (the reference the C decoder is tested against)."""
     got = _fast_record(data)
     return got if got is not None else loads_with_spans(data)
 
 
 def _fast_record(data: bytes) -> tuple[dict, dict[bytes, tuple[int, int]]] | None:
-    """The one pass of :func:`loads_record`: (value, spans), or None for the general path. The
-    reference: ``_cbor_c.fast_record`` does the same in C (tests/wire/test_wire_native.py)."""
+    """The one pass of :func:`loads_record`: (value, spans), or None for the general path."""
     end = len(data)
     if end:
         head = data[0]
@@ -350,11 +340,6 @@ def _fast_record(data: bytes) -> tuple[dict, dict[bytes, tuple[int, int]]] | Non
     return None
 
 
-#: The C accelerator (openmemory_node/wire/_cbor_c.c), or None: then the Python code runs.
-_native = native.load("openmemory_node.wire._cbor_c")
-_fast = _native.fast_record if _native is not None else _fast_record
-
-
 def without_entry(data: bytes, spans: dict[bytes, tuple[int, int]], key: bytes, prefix: bytes = b"") -> bytes:
     """The encoding of the map ``data`` with the entry ``key`` removed, by cutting the bytes
     (after ``prefix``: the signed message is a domain, then the record without its signature).
@@ -364,6 +349,4 @@ def without_entry(data: bytes, spans: dict[bytes, tuple[int, int]], key: bytes, 
     counts one entry less. Equal to re-encoding the map without the entry, and cheaper.
     """
     start, stop = spans[key]
-    if _native is not None and type(data) is bytes and type(prefix) is bytes:
-        return _native.without_entry(prefix, data, start, stop)  # the same bytes, in one allocation
     return prefix + bytes((data[0] - 1,)) + data[1:start] + data[stop:]

@@ -8,21 +8,17 @@ one expensive step, the Ed25519 verification, only runs on records that pass eve
 
 from __future__ import annotations
 
-import warnings
-from collections.abc import Callable
 from typing import Any
 
 from nacl.bindings import crypto_sign_open
 from nacl.exceptions import BadSignatureError
 from nacl.exceptions import ValueError as NaclValueError
 
-from openmemory_protocol import native
-
-from . import cbor, limits
+from . import cbor
 from .errors import WireError
 from .ids import parse_id
 from .limits import DEFAULT_MAX_SKEW, MAX_RECORD_BYTES
-from .records import RECORD_CLASSES, Evidence, Record, _RecordBase, record_from_map, signing_message, text_error
+from .records import Record, _RecordBase, record_from_map, signing_message, text_error
 
 __all__ = ["decode", "validate", "verify", "verify_unsigned", "verify_signature", "verify_signatures", "check_size"]
 
@@ -41,50 +37,15 @@ def check_size(data: Any) -> bytes:
 
 
 def _decode(data: Any) -> tuple[Record, dict | None]:
-    if _native is not None and type(data) is bytes:
-        # the size, the decoder and the field checks in C (a text outside printable ASCII by the
-        # table's own check) for a valid record; None for anything else, which the Python code decides
-        got = _native.record(data)
-        if got is not None:
-            return got
-    return _decode_python(check_size(data))
-
-
-def _decode_python(data: bytes, loads: Callable[[bytes], tuple] = cbor.loads_record) -> tuple[Record, dict | None]:
-    """The reference of :func:`_decode` after the size (``_cbor_c.record`` is tested equal to it;
-    the tests pass ``cbor.loads_record_python``)."""
-    value, spans = loads(data)
+    """(the record, where each field lies in its bytes): size, encoding, version, type, schema."""
+    data = check_size(data)
+    value, spans = cbor.loads_record(data)
     record = record_from_map(value)
     record.__dict__["_cbor"] = data  # the bytes are canonical: they are the record's encoding
     # Where each field lies in those bytes: verify() cuts the signed message out of them
     # rather than encoding the record again (signing_message with spans).
     record.__dict__["_spans"] = (data, spans)
     return record, spans
-
-
-_LIMITS = ("MAX_RECORD_BYTES", "MIN_CREATED", "MAX_CREATED", "MAX_STRENGTH", "MAX_EVIDENCE_COUNT",
-           "MAX_EVIDENCE_WINDOW", "VERSION", "MAX_NESTING", "MAX_TEXT_BYTES", "MAX_REASON_BYTES", "MAX_DERIVED_FROM",
-           "KEY_BYTES", "SIGNATURE_BYTES", "PROVENANCE_BYTES", "ID_BYTES", "KIND_PATTERN", "VERDICTS", "REASON_CODES")
-
-
-def configure_native(module: Any) -> Any:
-    """Give the C decoder (``_cbor_c``) the tables it checks by (the record classes, Evidence, the
-    limits); it refuses (ValueError) tables other than those it was written for. Returns it."""
-    if module is not None:
-        module.configure(RECORD_CLASSES, Evidence, {name: getattr(limits, name) for name in _LIMITS})
-    return module
-
-
-def _load_native() -> Any:
-    try:
-        return configure_native(cbor._native)
-    except ValueError as exc:  # tables it was not written for: the Python code decides every record
-        warnings.warn(f"{exc}; the Python code runs instead", native.StaleAccelerator, stacklevel=2)
-        return None
-
-
-#: The C accelerator (openmemory_node/wire/_cbor_c.c), or None: then the Python code runs.
-_native = _load_native()
 
 
 def decode(data: bytes) -> Record:
@@ -127,42 +88,12 @@ def verify_signature(record: Record, message: bytes) -> None:
         ) from None
 
 
-def _load_verifier() -> Any:
-    """The C verifier (``_verify_c``) on PyNaCl's own libsodium, or None (the Python loop)."""
-    module = native.load("openmemory_node.wire._verify_c")
-    if module is None:
-        return None
-    try:
-        import nacl._sodium as sodium
-
-        module.configure(sodium.__file__, int(sodium.ffi.cast("uintptr_t", sodium.ffi.addressof(
-            sodium.lib, "crypto_sign_open"))))
-    except (ImportError, AttributeError, OSError) as exc:  # another PyNaCl build: the Python loop
-        warnings.warn(f"the C verifier is not used ({exc})", native.StaleAccelerator, stacklevel=2)
-        return None
-    return module
-
-
-_verifier = _load_verifier()
-
-
 def verify_signatures(items: list[tuple[Record, bytes]]) -> list[Exception | None]:
     """:func:`verify_signature` of each (record, message): None where it verifies, else what it
-    raises (a WireError for a signature that does not verify). With the C verifier
-    (``_verify_c``: PyNaCl's libsodium, called without the GIL for the whole list) the
-    signatures that verify are decided in C, and every other one by :func:`verify_signature`,
-    which words the refusal."""
-    verified = bytes(len(items))
-    if _verifier is not None and items:
-        try:
-            verified = _verifier.verify([(record.signature, message, record.signer) for record, message in items])
-        except (AttributeError, TypeError):  # not records of bytes: verify_signature says what is wrong
-            pass
+    raises (a WireError for a signature that does not verify). PyNaCl releases the GIL in each
+    libsodium call, so a batch checked on another thread runs beside the caller's."""
     out: list[Exception | None] = []
-    for (record, message), ok in zip(items, verified):
-        if ok:
-            out.append(None)
-            continue
+    for record, message in items:
         try:
             verify_signature(record, message)
             out.append(None)

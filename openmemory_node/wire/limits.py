@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-#: Version 1: every record type. The strict C decoder (``_cbor_c``) reads this version's shapes;
-#: every other version takes the general Python path.
+#: Version 1: every record type.
 VERSION = 1
 #: Version 2: a lesson is a typed claim, an attestation says which parts it confirms
 #: (PROTOCOL.md, "Claims" and "Versions"). Version 1 records stay valid, unchanged, forever.
