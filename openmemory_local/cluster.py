@@ -18,16 +18,7 @@ surprise is only ever compared with the groups of its key. :meth:`GroupIndex.fin
    per surprise is bounded, so a sleep grows as n log n (the sort by time), not n².
 
 The best group wins if its cosine reaches ``Config.lesson_join_cosine``; ties go to the
-older group. Pure numpy and dictionaries: no store, no clock; the Python code is the reference and
-the fallback of an optional C accelerator, ``openmemory_local._find_c`` (when built): the whole
-:meth:`GroupIndex.find` and :meth:`~GroupIndex.join`. Its postings are by rows (``_row_postings``:
-each key's ``{feature: bytearray of int32 rows}``, the same groups in the same order as ``_postings``'
-ids, which stays empty). The scoring keeps every decision numpy's: numpy's sums of products round in
-an order of their own (the BLAS kernel's), so C computes each cosine with a rigorous bound on any
-order's rounding and decides only when no value within the bounds decides otherwise (the threshold
-cleared or missed by more, no other row within reach of the first maximum); the rest (near ties, ~1
-in 50,000 finds at 100k) goes to :meth:`GroupIndex._score_numpy`. The cosine returned is then C's,
-within ~2e-13 of numpy's (learn does not use it). See ``_find_c.c``.
+older group. Pure numpy and dictionaries: no store, no clock.
 """
 
 from __future__ import annotations
@@ -38,13 +29,9 @@ from typing import Hashable, Iterable
 
 import numpy as np
 
-from openmemory_protocol.native import load
-
 from .embed import DIMS
 
 __all__ = ["GroupIndex"]
-
-_FIND = load("openmemory_local._find_c")
 
 _MAX_INDEXED_SIGNATURES = 8
 
@@ -63,12 +50,9 @@ class GroupIndex:
         self._by_key: dict[Hashable, list[int]] = {}
         self._exact: dict[tuple[Hashable, str], int] = {}
         self._postings: dict[tuple[Hashable, str], list[int]] = {}
-        # with _find_c: each key's postings by rows instead, {feature: bytearray of int32 rows}
-        self._row_postings: dict[Hashable, dict[str, bytearray]] = {}
         self._indexed: dict[int, int] = {}  # gid -> signatures indexed so far
         self._features: dict[int, set[str]] = {}
         self._key_rows: dict[Hashable, list[int]] = {}  # a key's rows, for the exhaustive search (made on demand)
-        self.undecided = 0  # the finds C left to numpy (too close to call)
 
     def __len__(self) -> int:
         return self._n
@@ -107,9 +91,6 @@ class GroupIndex:
             return
         self._indexed[gid] += 1
         mine = self._features[gid]
-        if _FIND is not None:  # the loop below, in C, into postings by rows (see _candidate_rows)
-            _FIND.index_rows(self._row_postings.setdefault(key, {}), feats, mine, self._row[gid])
-            return
         for feature in feats:
             if feature not in mine:
                 mine.add(feature)
@@ -117,11 +98,7 @@ class GroupIndex:
 
     def join(self, gid: int, key: Hashable, sig: str, feats: dict, vector: np.ndarray) -> None:
         """Add a member to a group: its vector to the centroid, its signature to the index."""
-        if _FIND is not None and _FIND.join(self, gid, key, sig, feats, vector, _MAX_INDEXED_SIGNATURES):
-            return  # the steps below, in C
-        row = self._row[gid]
-        if _FIND is None or not _FIND.add_row(self._sums, row, vector):  # C: the same additions
-            self._sums[row] += vector
+        self._sums[self._row[gid]] += vector
         self._index_signature(gid, key, sig, feats)
 
     # --- finding ------------------------------------------------------------------------
@@ -131,12 +108,7 @@ class GroupIndex:
 
     def find(self, key: Hashable, sig: str, feats: dict, vector: np.ndarray,
              threshold: float) -> tuple[int | None, float]:
-        """The group this surprise joins and its cosine, or ``(None, best cosine)``. In C when the
-        accelerator is built (the same groups: see ``_find_c.c`` for the cosine's value)."""
-        if _FIND is not None:
-            found = _FIND.find(self, key, sig, feats, vector, threshold)
-            if found is not None:
-                return found
+        """The group this surprise joins and its cosine, or ``(None, best cosine)``."""
         gid = self._exact.get((key, sig))
         if gid is not None:
             return gid, 1.0
@@ -151,17 +123,11 @@ class GroupIndex:
             rows = self._candidate_rows(key, feats)
             if not rows:
                 return None, 0.0
-        if _FIND is not None:  # the same decision, in C, when no rounding can change it (see _find_c.c)
-            decided = _FIND.score(self._sums, rows, vector, threshold)
-            if decided is not None:
-                row, cos = decided
-                return (self._gid[row] if row >= 0 else None), cos
-            self.undecided += 1
         return self._score_numpy(rows, vector, threshold)
 
     def _score_numpy(self, rows: list[int], vector: np.ndarray, threshold: float) -> tuple[int | None, float]:
         """The cosine of ``vector`` with the centroid of each row, the first maximum joined if it reaches
-        ``threshold`` (the reference; numpy's sums decide)."""
+        ``threshold`` (numpy's sums decide)."""
         sums = self._sums[np.array(rows, dtype=np.int64)]
         norms = np.sqrt(np.einsum("ij,ij->i", sums, sums))
         norms[norms == 0] = 1.0
@@ -172,17 +138,7 @@ class GroupIndex:
         return None, float(cos[best])
 
     def _candidate_rows(self, key: Hashable, feats: dict) -> list[int]:
-        """The rows of the groups to score (see the module doc), in order: in C when the accelerator
-        is built (the same rows: ``tests/local/test_find_c.py``), else :meth:`_candidate_rows_python`."""
-        if _FIND is not None:
-            postings = self._row_postings.get(key)
-            if postings is None:
-                return []
-            return _FIND.candidate_rows(postings, feats, self.posting_cap, self.prefix, self.candidates)
-        return self._candidate_rows_python(key, feats)
-
-    def _candidate_rows_python(self, key: Hashable, feats: dict) -> list[int]:
-        """:meth:`_candidate_rows` in Python (the reference)."""
+        """The rows of the groups to score (see the module doc), in order."""
         lists = []
         for feature in feats:
             posting = self._postings.get((key, feature))

@@ -22,12 +22,6 @@ Cosine similarity is then a dot product. Changing any of these rules changes
 ``EMBEDDING``; the store records which embedding its vectors use and re-embeds when it
 differs.
 
-When the C accelerator ``openmemory_local._sleep_c`` is built (``setup.py``; loaded through
-:func:`openmemory_protocol.native.load`, off with ``OPENMEMORY_PURE=1``), the features of an
-ASCII text, the vectors, the norms and the exact cosines are made in C: the same dicts in the
-same order and the same bits (sums in the same order; BLAKE2b; an exactly rounded ``fsum``).
-The Python functions here are the reference and take everything else (a non-ASCII text, odd
-weights).
 """
 
 from __future__ import annotations
@@ -36,7 +30,7 @@ import math
 import re
 import unicodedata
 from functools import lru_cache
-try:  # what hashlib.blake2b is, without hashlib loading OpenSSL (3 ms of every recall's start)
+try:  # what hashlib.blake2b is, without hashlib loading OpenSSL (at every recall's start)
     from _blake2 import blake2b
 except ImportError:  # pragma: no cover - an interpreter built without it
     from hashlib import blake2b
@@ -103,7 +97,7 @@ def tokens(text: str) -> list[str]:
 
 @lru_cache(maxsize=1 << 16)
 def _features_cached(text: str):
-    return tuple(_features_python(text).items())
+    return tuple(_features_uncached(text).items())
 
 
 def features(text: str) -> dict[str, float]:
@@ -111,47 +105,14 @@ def features(text: str) -> dict[str, float]:
 
     Stop words are recognised before stemming (``does`` is a stop word, ``doe`` is not).
     """
-    native = _native()
-    if native is not None:  # in C, an ASCII text is made again faster than the memo copies it
-        out = native.features(text, STOP_WORDS)
-        if out is not None:
-            return out
-    # memoised: a pure function of its arguments, which sleep asks again and again (the C code,
-    # asked above, took this text only if it could: the Python code's, not asked twice)
+    # memoised: a pure function of its arguments, which sleep asks again and again
     if len(text) > 512:
-        return _features_python(text)
+        return _features_uncached(text)
     return dict(_features_cached(text))
 
 
-def _native():
-    """The C accelerator (``openmemory_local._sleep_c``), or None: asked once, on first use (a command
-    that never tokenises loads nothing)."""
-    global _NATIVE
-    if _NATIVE is _UNASKED:
-        from openmemory_protocol.native import load
-
-        _NATIVE = load("openmemory_local._sleep_c")
-    return _NATIVE
-
-
-_UNASKED = object()
-_NATIVE = _UNASKED
-
-
 def _features_uncached(text: str) -> dict[str, float]:
-    """The work of :func:`features` (uncached): in C for an ASCII text when the accelerator is
-    built (the same dict, in the same order: ``tests/local/test_sleep_c.py``), else
-    :func:`_features_python`."""
-    native = _native()
-    if native is not None:
-        out = native.features(text, STOP_WORDS)
-        if out is not None:
-            return out
-    return _features_python(text)
-
-
-def _features_python(text: str) -> dict[str, float]:
-    """:func:`features` in Python (the reference; any text)."""
+    """The work of :func:`features` (uncached)."""
     raw = _raw_tokens(text)
     toks = list(map(stem, raw))
     stop = [word in STOP_WORDS for word in raw]
@@ -185,20 +146,7 @@ def embed(text: str) -> np.ndarray:
 
 
 def embed_features(feats: dict[str, float]) -> np.ndarray:
-    """The vector of a :func:`features` dict (what :func:`embed` does after step 3): in C when the
-    accelerator is built (the same bits), else :func:`_embed_features_python`."""
-    import numpy as np
-
-    native = _native()
-    if native is not None:
-        vec = np.empty(DIMS, dtype=np.float32)
-        if native.embed_into(feats, vec):
-            return vec
-    return _embed_features_python(feats)
-
-
-def _embed_features_python(feats: dict[str, float]) -> np.ndarray:
-    """:func:`embed_features` in Python (the reference; any weights)."""
+    """The vector of a :func:`features` dict (what :func:`embed` does after step 3)."""
     import numpy as np
 
     # each slot's sum in Python floats (float64, added in the features' order: what adding into the
@@ -226,17 +174,7 @@ def _embed_features_python(feats: dict[str, float]) -> np.ndarray:
 
 def feature_norm(feats: dict[str, float]) -> float:
     """The L2 norm of a :func:`features` dict (exactly rounded sum): what :func:`feature_cosine`
-    divides by, for callers that compare one dict with many. In C when the accelerator is built
-    (an exactly rounded sum is one value, whichever code makes it)."""
-    native = _native()
-    if native is not None:
-        out = native.feature_norm(feats)
-        if out is not None:
-            return out
-    return _feature_norm_python(feats)
-
-
-def _feature_norm_python(feats: dict[str, float]) -> float:
+    divides by, for callers that compare one dict with many."""
     return math.sqrt(math.fsum(w * w for w in feats.values()))
 
 
@@ -246,26 +184,14 @@ def feature_cosine(a: dict[str, float], b: dict[str, float], norm_a: float | Non
 
     The hashed embedding approximates this; for short texts (a command, ``git push``)
     two or three colliding features can make unrelated texts look alike, so sleep's
-    verify pass, which compares such short texts, uses this instead. In C when the accelerator
-    is built (the same value: every sum exactly rounded), else :func:`_feature_cosine_python`.
+    verify pass, which compares such short texts, uses this instead.
     """
-    native = _native()
-    if native is not None:
-        out = native.feature_cosine(a, b, norm_a, norm_b)
-        if out is not None:
-            return out
-    return _feature_cosine_python(a, b, norm_a, norm_b)
-
-
-def _feature_cosine_python(a: dict[str, float], b: dict[str, float], norm_a: float | None = None,
-                           norm_b: float | None = None) -> float:
-    """:func:`feature_cosine` in Python (the reference; any weights)."""
     small, big = (b, a) if len(a) > len(b) else (a, b)
     dot = math.fsum(w * big[f] for f, w in small.items() if f in big)
     if dot == 0.0:
         return 0.0
-    norm_a = _feature_norm_python(a) if norm_a is None else norm_a
-    norm_b = _feature_norm_python(b) if norm_b is None else norm_b
+    norm_a = feature_norm(a) if norm_a is None else norm_a
+    norm_b = feature_norm(b) if norm_b is None else norm_b
     return dot / (norm_a * norm_b)
 
 

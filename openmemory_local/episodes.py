@@ -65,7 +65,6 @@ from typing import Any, Iterable
 
 from . import resolutions as _res
 from .corrections import AFTER_CALLS, STRONG_CUES, correction_cue, course_change, is_read
-from .embed import _native  # the C accelerator, loaded on first use
 from .reason import reason_line
 
 __all__ = [
@@ -317,10 +316,8 @@ def command_heads(command: str) -> list[str]:
     ``cd``, ``echo`` and pipes into output filters are not counted; for tools with
     subcommands the subcommand is kept (``git push``, ``mix test``, ``python -m pytest``).
     """
-    # memoised: a pure function of its arguments, which sleep asks again and again; not for an
-    # ASCII command when the C accelerator is built (it makes the heads again faster than the memo
-    # finds them: 0.14 s against 0.28 s for the 73k failed commands of a sleep at 100k)
-    if len(command) > 512 or (command.isascii() and _native() is not None):
+    # memoised: a pure function of its arguments, which sleep asks again and again
+    if len(command) > 512:
         return _command_heads_uncached(command)
     return list(_command_heads_cached(command))
 
@@ -334,18 +331,7 @@ _NEVER = frozenset(("cd", "echo", "true", "false", "sleep", "printf"))
 
 
 def _command_heads_uncached(command: str) -> list[str]:
-    """The work of :func:`command_heads` (uncached): in C for an ASCII command when the accelerator
-    is built (the same heads: ``tests/local/test_sleep_c.py``), else :func:`_command_heads_python`."""
-    native = _native()
-    if native is not None:
-        heads = native.command_heads(command, _MULTI, _WRAPPERS, _FILTERS, _NEVER)
-        if heads is not None:
-            return heads
-    return _command_heads_python(command)
-
-
-def _command_heads_python(command: str) -> list[str]:
-    """:func:`command_heads` in Python (the reference; any command)."""
+    """The work of :func:`command_heads` (uncached)."""
     heads = []
     first_line = _first_line(command)
     for segment in _split_shell(first_line):

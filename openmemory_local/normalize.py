@@ -24,9 +24,7 @@ path components that still  ``{id}`` (``tmpab12cd`` -> ``{id}``)
 hold a digit
 ==========================  =======================================================
 
-White space is collapsed (the IDs, times, hashes, numbers, path ids and white space of an ASCII
-text in C when the accelerator ``openmemory_local._sleep_c`` is built: the same text, tested
-against the regular expressions here, which stay the reference). The result is meant for comparison (and shown in
+White space is collapsed. The result is meant for comparison (and shown in
 ``openmemory lessons --json`` as the lesson's signature); lesson texts quote the real
 failure, not its normalised form.
 
@@ -42,7 +40,6 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from .embed import _native
 
 __all__ = [
     "normalise",
@@ -135,17 +132,7 @@ def _normalise_cached(text: str, *, cwd: str | None = None, branch: str | None =
 
 def normalise(text: str, *, cwd: str | None = None, branch: str | None = None) -> str:
     """``text`` with its volatile tokens replaced (see the module docstring)."""
-    # memoised: a pure function of its arguments, which sleep asks again and again; not for an
-    # ASCII text when the C accelerator is built: with it the work costs less than the memo's
-    # look-up and insertion (1.17 s against 0.81 s for the 180k calls of a sleep at 100k, a fifth
-    # of them repeats); any other text is the regular expressions' work, which the memo saves
-    native = _native()
-    if native is not None and text.isascii():
-        if text and context_free(text, cwd, branch):  # nothing of the cwd or branch to take out: the tail
-            out = native.volatile_tail(text)
-            if out is not None:
-                return out
-        return _normalise_uncached(text, cwd=cwd, branch=branch)
+    # memoised: a pure function of its arguments, which sleep asks again and again
     if len(text) > _MEMO_CHARS:
         return _normalise_uncached(text, cwd=cwd, branch=branch)
     return _normalise_cached(text, cwd=cwd, branch=branch)
@@ -155,7 +142,7 @@ def _normalise_uncached(text: str, *, cwd: str | None = None, branch: str | None
     """The work of :func:`normalise` (uncached)."""
     if not text:
         return ""
-    root, fam, dashed, tail, _needles = _context(cwd, branch)
+    root, fam, dashed, tail = _context(cwd, branch)
     if root is not None:
         if fam is not None and fam[:-2] in text:
             text = _family_re(fam).sub("", text)
@@ -179,7 +166,7 @@ def _branch_names(branch: str) -> tuple[str, ...]:
 
 def _sub_branch(text: str, names: tuple[str, ...]) -> str:
     """``_branch_re(branch).sub("{branch}", text)`` without compiling a regular expression per branch
-    (95 us each, for the 2,370 branches of a sleep at 100k): each leftmost occurrence of a name, the
+    (one each, for the thousands of branches of a big sleep): each leftmost occurrence of a name, the
     longest first, neither after a word character, ``.`` or ``-`` nor before a word character or
     ``-`` (``\\w`` as the regular expression reads it: ``str.isalnum()`` or ``_``)."""
     if not names:
@@ -211,53 +198,21 @@ def _sub_branch(text: str, names: tuple[str, ...]) -> str:
 def _context(cwd: str | None, branch: str | None) -> tuple:
     """What :func:`normalise` looks for in a text of ``cwd`` and ``branch`` (memoised: a few distinct
     pairs, asked per text): ``(root, family if a worktree family, the root as Claude Code names its
-    folder, the branch's last part, needles)``, None for what does not apply. ``needles``: the
-    substrings without which ``normalise(text, cwd=cwd, branch=branch)`` is ``_volatile_tail(text)``
-    (nothing of the cwd nor the branch in it), or None when one holds white space or is empty (a
-    caller splitting texts into words cannot then tell from the words)."""
+    folder, the branch's last part)``, None for what does not apply."""
     root = fam = dashed = tail = None
-    needles = []
     if cwd and cwd.strip("/"):
         root = cwd.rstrip("/")
         fam = family(root, branch)
         fam = fam if fam and fam.endswith("/*") else None
         dashed = _dashed(root)
-        needles += [fam[:-2]] if fam is not None else []
-        needles += [root, dashed]
     if branch and branch != "HEAD":
         tail = branch.rsplit("/", 1)[-1]
-        needles.append(tail)
-    clean = all(n and n.split() == [n] for n in needles)
-    return root, fam, dashed, tail, (tuple(needles) if clean else None)
-
-
-def context_free(text: str, cwd: str | None, branch: str | None) -> bool:
-    """Whether ``text`` holds nothing of ``cwd`` and ``branch`` that :func:`normalise` would change:
-    then its normalised form, and that of any text made of its white-space separated words, is
-    the same without them (False when that cannot be told: see :func:`_context`)."""
-    needles = _context(cwd, branch)[4]
-    if needles is None:
-        return False
-    for needle in needles:
-        if needle in text:
-            return False
-    return True
+    return root, fam, dashed, tail
 
 
 def _volatile_tail(text: str) -> str:
     """IDs, times, hashes and numbers, then the path components with a digit, replaced; the white
-    space collapsed. In C for an ASCII text when the accelerator is built (the same text:
-    ``tests/local/test_sleep_c.py``), else :func:`_volatile_tail_python`."""
-    native = _native()
-    if native is not None:
-        out = native.volatile_tail(text)
-        if out is not None:
-            return out
-    return _volatile_tail_python(text)
-
-
-def _volatile_tail_python(text: str) -> str:
-    """The reference of :func:`_volatile_tail` (the regular expressions)."""
+    space collapsed."""
     text = _ids_times_numbers(text)
     if "/" in text:
         text = _PATH_TOKEN.sub(_path_ids, text)

@@ -52,9 +52,8 @@ from functools import lru_cache
 import re
 from typing import Iterable
 
-from .embed import _native
 from .episodes import command_heads
-from .normalize import _context, _volatile_tail_python, command_segments, context_free, normalise, path_like
+from .normalize import command_segments, normalise, path_like
 
 __all__ = ["FILE_TOOLS", "OPTION_ALIASES", "signature", "subject", "facets", "timed_facets", "facet_texts", "probes",
            "probe_matches", "rel_path"]
@@ -144,47 +143,10 @@ def _command_facets_cached(command: str, cwd, branch):
 
 
 def _command_facets(command: str, cwd, branch) -> list[str]:
-    # in C for an ASCII command holding nothing of the cwd or branch (the same facets as without
-    # them; made again faster than a memo finds them); else memoised: a pure function of its
-    # arguments, which sleep asks again and again
-    native = _facets_native()
-    if native is not None and context_free(command, cwd, branch):
-        out = native.command_facets(command, _TAIL)
-        if out is not None:
-            return out
+    # memoised: a pure function of its arguments, which sleep asks again and again
     if len(command) > 512:
         return _command_facets_uncached(command, cwd, branch)
     return list(_command_facets_cached(command, cwd, branch))
-
-
-def _untimed_native(before: list, lines, cwd, branch) -> tuple[str, ...] | None:
-    """``_untimed(before + the facets of each of lines)`` in one call of C, when every line is an ASCII
-    text holding nothing of the cwd or branch (else None: the caller makes them in turn)."""
-    native = _facets_native()
-    if native is None or type(lines) is not list:
-        return None
-    needles = _context(cwd, branch)[4]
-    if needles is None:
-        return None
-    return native.untimed_facets(before, lines, needles, _TAIL, _MAX_FACETS)
-
-
-def _facets_native():
-    """The C accelerator (``openmemory_local._facets_c``), or None: asked once, on first use."""
-    global _FACETS_NATIVE, _TAIL
-    if _FACETS_NATIVE is _UNASKED:
-        from openmemory_protocol.native import load
-
-        sleep_native = _native()
-        # what normalise does to a text without a cwd or branch: the volatile tokens (in C too if built)
-        _TAIL = sleep_native.volatile_tail if sleep_native is not None else _volatile_tail_python
-        _FACETS_NATIVE = load("openmemory_local._facets_c")
-    return _FACETS_NATIVE
-
-
-_UNASKED = object()
-_FACETS_NATIVE = _UNASKED
-_TAIL = None
 
 
 def _command_facets_uncached(command: str, cwd, branch) -> list[str]:
@@ -237,27 +199,18 @@ def facet_texts(ep: dict, sig: str | None = None, sub: dict | None = None) -> tu
         # no times known (nothing to merge but the texts): the facets alone
         names = list((fields.get("commands") or {}).keys())
         lines = fields.get("command_lines") or []
-        made = _untimed_native(names, lines, cwd, branch)
-        if made is None:
-            for line in lines:
-                names += _command_facets(line, cwd, branch)
+        for line in lines:
+            names += _command_facets(line, cwd, branch)
         files = [f"Edit {rel_path(path, cwd, branch)}" for path in fields.get("files_edited") or []]
         files += [f"Read {rel_path(path, cwd, branch)}" for path in fields.get("files_read") or []]
-        if made is None:
-            return _untimed(names + files), None
-        # (the first 200 of the heads' and lines' facets, then the files': what _untimed of all gives)
-        return (_untimed([*made, *files]) if files else made), None
+        return _untimed(names + files), None
     names = []
     if kind == "error":
         sub = sub or subject(ep)
         names.append(sig or signature(ep, sub))
         if sub["tool"] == "Bash":
             names += sub["heads"]
-            command = fields.get("command") or ""
-            made = _untimed_native(names, [command], cwd, branch)
-            if made is not None:
-                return made, None
-            names += _command_facets(command, cwd, branch)
+            names += _command_facets(fields.get("command") or "", cwd, branch)
         elif sub["path"]:
             names.append(f"{sub['tool']} {sub['path']}")
     elif kind == "correction":

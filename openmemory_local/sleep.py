@@ -115,12 +115,12 @@ import numpy as np
 
 from .clock import DAY, epoch, iso, parse_time
 from .cluster import GroupIndex
-from .embed import DIMS, _native, embed_features, feature_cosine, feature_norm, features
+from .embed import DIMS, embed_features, feature_cosine, feature_norm, features
 from .embedders import HASHED_EMBEDDING, store_embedder
 from .jsonio import dumps, loads
 from .lesson_text import lesson_text, prediction_text, rephrase
 from .normalize import family, normalise, path_like
-from .situations import OPTION_ALIASES, _facets_native, facet_texts, probe_matches, probes, signature, subject
+from .situations import facet_texts, probe_matches, probes, signature, subject
 
 __all__ = [
     "SleepMemo",
@@ -328,8 +328,8 @@ def _nothing() -> Iterator[None]:
 def _collector_paused() -> Iterator[None]:
     """The cyclic garbage collector off for the four passes, as it was after them. The passes make
     millions of small dicts, lists and tuples that live until the sleep ends and hold no cycles; the
-    collector's full passes over that growing heap were 2 to 3 s of a sleep at 100k episodes
-    (docs/performance.md), and pausing it finds under a thousand cyclic objects left at the end,
+    collector's full passes over that growing heap were a large share of a big sleep
+    (docs/performance-history.md), and pausing it finds under a thousand cyclic objects left at the end,
     with the same peak memory. Reference counting frees everything else as before."""
     was = gc.isenabled()
     gc.disable()
@@ -1053,7 +1053,6 @@ def _evidence(config, preds, by_family: dict[str, list[int]], episodes, now_iso:
     found: dict[int, dict] = {}
     # family -> facet -> the probes it matches: (prediction position, role, made, cosine)
     hits_of: dict[str, dict[str, tuple]] = {fam: {} for fam in plan}
-    facets_native = _facets_native()
     for eid, kind, project, created, fields_json, session_id in episodes:
         # an episode's family, end and facets are pure functions of its content: kept across sleeps
         content = (kind, project, fields_json)
@@ -1081,10 +1080,7 @@ def _evidence(config, preds, by_family: dict[str, list[int]], episodes, now_iso:
             # (a tuple, not a list: the collector stops following what holds only texts)
             _EPISODE_FACETS[content] = (fam, session_end, texts)
         names, times = texts  # (timed_facets: the facets, and their times if any is known)
-        if times is None and facets_native is not None:  # the same loop in C
-            facets_native.record_hits(names, fam_hits, entry[2], found, sid, eid, created, now_iso, is_session)
-        else:
-            _record_hits(names, times, fam_hits, entry[2], found, sid, eid, created, now_iso, is_session)
+        _record_hits(names, times, fam_hits, entry[2], found, sid, eid, created, now_iso, is_session)
     return found
 
 
@@ -1105,8 +1101,7 @@ def _record_hits(names, times, fam_hits: dict, hits_for, found: dict, sid: str, 
     """One episode's matches into ``found`` (see :func:`_evidence`): each of its facets (``names``;
     ``times``: their first and last times, None when none is known) with the probes it matches
     (``fam_hits``, filled by ``hits_for`` for a facet not met yet), dated at its own time, the
-    earliest match of each role and session kept. In C when the accelerator is built and no time
-    is known (``_facets_c.record_hits``: the same dictionaries, tested against this)."""
+    earliest match of each role and session kept."""
     for n, facet in enumerate(names):
         hits = fam_hits.get(facet)
         if hits is None:
@@ -1143,19 +1138,8 @@ def _facet_hits(facet: str, probe_rows: list, postings: dict, threshold: float, 
     """The probes of one family that ``facet`` matches (its required path and words, and a cosine
     >= ``threshold``): ``(prediction position, probe, cosine)``, in the probes' order. A pure
     function of the facet and the family's probes: verify asks it once per distinct facet.
-    ``known``: features already made (a signature's, by learn), by text. In C when the accelerator
-    is built (the same hits; without the memo of cosines, which C makes faster than it looks them up)."""
+    ``known``: features already made (a signature's, by learn), by text."""
     feats = (known.get(facet) if known else None) or features(facet)
-    native = _native()
-    if native is not None:
-        out = native.facet_hits(facet, feats, probe_rows, postings, threshold, OPTION_ALIASES)
-        if out is not None:
-            return out
-    return _facet_hits_python(facet, feats, probe_rows, postings, threshold)
-
-
-def _facet_hits_python(facet: str, feats: dict, probe_rows: list, postings: dict, threshold: float) -> tuple:
-    """:func:`_facet_hits` in Python (the reference), ``feats`` being the facet's features."""
     norm = None
     # only probes that share a feature with the facet can reach the threshold
     lists = [k for k in map(postings.get, feats) if k]
