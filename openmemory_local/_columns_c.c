@@ -1,5 +1,11 @@
 /* The column pass of the 8-bit slot-major copy (openmemory_local.columns), in C.
  *
+ * openmemory: mirrors columns.py
+ * (Columns.relevance's numpy loop is THE implementation; this computes the same bits faster.
+ * The build records the digest of columns.py, and openmemory_protocol.native refuses this
+ * module when the installed columns.py is another: tests/local/test_columns.py holds the two
+ * equal on generated and mutated inputs.)
+ *
  * accumulate(blocks, slots, threads) -> None
  *   blocks: a sequence of (codes, weights, out): codes a C-contiguous int8 buffer of shape
  *   (dims, n), weights a float32 buffer of len(slots), out a writable float32 buffer of n;
@@ -21,6 +27,12 @@
 
 #ifndef SOURCE_SHA256
 #define SOURCE_SHA256 "unknown"
+#endif
+#ifndef MIRRORS
+#define MIRRORS ""
+#endif
+#ifndef MIRRORS_SHA256
+#define MIRRORS_SHA256 "unknown"
 #endif
 
 #define TILE 2048   /* rows per tile: 8 KB of out in L1 while the slots' columns stream past */
@@ -251,7 +263,9 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_columns_c", NULL, -
 PyMODINIT_FUNC PyInit__columns_c(void)
 {
     PyObject *m = PyModule_Create(&module);
-    if (m != NULL && PyModule_AddStringConstant(m, "SOURCE_SHA256", SOURCE_SHA256) < 0) {
+    if (m != NULL && (PyModule_AddStringConstant(m, "SOURCE_SHA256", SOURCE_SHA256) < 0
+                      || PyModule_AddStringConstant(m, "MIRRORS", MIRRORS) < 0
+                      || PyModule_AddStringConstant(m, "MIRRORS_SHA256", MIRRORS_SHA256) < 0)) {
         Py_DECREF(m);
         return NULL;
     }

@@ -18,7 +18,7 @@ the engine and the commons node depend on it and not on each other.
 from importlib import import_module
 
 #: Each name this package exports, and the module it comes from: imported on first use (PEP 562),
-#: so that a command reaching only ``openmemory_protocol.native`` (the C accelerators' loader)
+#: so that a command reaching only ``openmemory_protocol.native`` (the native modules' loader)
 #: does not pay for the rule's tables.
 _FROM = {
     "DEDUP_DOMAIN": "content", "WHITE_SPACE": "content", "dedup_key": "content", "normalise": "content",

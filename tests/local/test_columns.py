@@ -14,6 +14,8 @@ import random
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from openmemory_local import columns
 from openmemory_local.columns import Columns, update
@@ -152,8 +154,72 @@ def _built():
         module = importlib.import_module("openmemory_local._columns_c")
     except ImportError as e:
         raise AssertionError("openmemory_local._columns_c is not built (pip install -e .)") from e
-    assert native._current(module), "openmemory_local._columns_c is stale (its source changed): pip install -e ."
+    assert native._refusal(module) is None, f"openmemory_local._columns_c: {native._refusal(module)} (pip install -e .)"
     return module
+
+
+def _relevance(copy: Columns, vector, slots, module, threaded: bool):
+    """``copy.relevance`` with the column pass ``module`` (None: numpy's loop, THE implementation),
+    on two threads when ``threaded``."""
+    saved = columns._native, columns._THREADED
+    columns._native = lambda: module
+    columns._THREADED = 1 if threaded else saved[1]
+    try:
+        with np.errstate(over="ignore", invalid="ignore"):  # (weights at the float32 extremes overflow)
+            return copy.relevance(vector, slots)
+    finally:
+        columns._native, columns._THREADED = saved
+
+
+_FINITE = st.floats(-3.4028234663852886e38, 3.4028234663852886e38, allow_nan=False, width=32)
+_WEIGHTS = st.one_of(_FINITE, st.sampled_from([0.0, -0.0, 1e-45, -1e-45, 1.1754944e-38, 3.4028235e38, -3.4028235e38,
+                                               1.0, -1.0]))
+
+
+@st.composite
+def _cases(draw):
+    """A copy (1 to 3 blocks of up to 2,500 rows: past a tile), a query's weights on its slots, and
+    then mutations: codes changed (-128 too, which the copy never writes), slots out of order or
+    repeated, weights at the float32 extremes or subnormal."""
+    dims = draw(st.sampled_from([1, 4, 16, 64]))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    blocks, first = [], 0
+    for _ in range(draw(st.integers(1, 3))):
+        n = draw(st.sampled_from([1, 2, 7, 2047, 2048, 2049, 2500]))
+        scales = rng.uniform(1e-4, 1e-2, dims).astype(np.float32)
+        blocks.append((first, scales, rng.integers(-127, 128, (dims, n), dtype=np.int8)))
+        first += n
+    m = draw(st.integers(1, dims))
+    slots = np.sort(rng.choice(dims, m, replace=False)).astype(np.int64)
+    vector = np.zeros(dims, np.float32)
+    vector[slots] = rng.normal(size=m).astype(np.float32)
+    for change in draw(st.lists(st.sampled_from(["code", "min-code", "shuffle", "repeat", "weight"]), max_size=4)):
+        if change in ("code", "min-code"):
+            _, _, codes = blocks[draw(st.integers(0, len(blocks) - 1))]
+            row, col = draw(st.integers(0, dims - 1)), draw(st.integers(0, codes.shape[1] - 1))
+            codes[row, col] = -128 if change == "min-code" else draw(st.integers(-128, 127))
+        elif change == "shuffle":
+            slots = slots[np.random.default_rng(len(slots)).permutation(len(slots))]
+        elif change == "repeat":
+            slots = np.concatenate([slots, slots[:1]])
+        else:
+            vector[slots[draw(st.integers(0, len(slots) - 1))]] = draw(_WEIGHTS)
+    return Columns(blocks, first, dims), vector, slots, draw(st.booleans())
+
+
+@settings(max_examples=150, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(_cases())
+def test_the_c_column_pass_is_numpys_on_generated_and_mutated_inputs(case):
+    """The differential test the native policy asks for (openmemory_protocol.native): on generated
+    copies and queries, and on mutated ones, the C pass gives numpy's loop's bits (NaN where
+    numpy's gives NaN) and the same bound."""
+    copy, vector, slots, threaded = case
+    got, eps = _relevance(copy, vector, slots, _built(), threaded)
+    want, eps_numpy = _relevance(copy, vector, slots, None, False)
+    nan = np.isnan(want)
+    assert np.array_equal(np.isnan(got), nan)
+    assert got[~nan].tobytes() == want[~nan].tobytes()
+    assert eps == eps_numpy or (np.isnan(eps) and np.isnan(eps_numpy))
 
 
 def test_the_c_column_pass_refuses_what_does_not_fit():

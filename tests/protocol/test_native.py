@@ -1,7 +1,8 @@
-"""The C accelerators' loader (openmemory_protocol.native): a stale build is refused, a missing
-one or OPENMEMORY_PURE gives the Python code. The modules here are made in a temporary folder
-(a plain Python module with a ``SOURCE_SHA256`` and a ``.c`` file beside it), so the checks do
-not depend on which accelerators this tree has."""
+"""The native modules' loader (openmemory_protocol.native): a build from another source, or from
+other Python rules than the installed ones, is refused; a missing one or OPENMEMORY_PURE gives
+the Python code. The modules here are made in a temporary folder (a plain Python module with the
+constants setup.py compiles in, a ``.c`` file and the mirrored ``rule.py`` beside it), so the
+checks do not depend on which native modules this tree has; the last test checks the tree's."""
 
 import hashlib
 import sys
@@ -24,10 +25,17 @@ def package(tmp_path, monkeypatch):
         del sys.modules[name]
 
 
-def _module(root, name, source: bytes, built_from: bytes | None):
+def _module(root, name, source: bytes, built_from: bytes | None, mirrored: bytes = b"RULE = 1\n",
+            mirrored_now: bytes | None = None):
+    """A stand-in for a built module: ``name.py`` with the constants setup.py compiles in (built
+    from ``built_from``, else ``source``, mirroring ``rule.py`` as ``mirrored``), its ``.c`` beside
+    it, and ``rule.py`` as installed now (``mirrored_now``, else the same)."""
     (root / f"{name}.c").write_bytes(source)
+    (root / "rule.py").write_bytes(mirrored)
     digest = hashlib.sha256(built_from if built_from is not None else source).hexdigest()
-    (root / f"{name}.py").write_text(f"SOURCE_SHA256 = {digest!r}\n")
+    mirrors = native.mirrors_digest(root, ("rule.py",))
+    (root / "rule.py").write_bytes(mirrored_now if mirrored_now is not None else mirrored)
+    (root / f"{name}.py").write_text(f"SOURCE_SHA256 = {digest!r}\nMIRRORS = 'rule.py'\nMIRRORS_SHA256 = {mirrors!r}\n")
 
 
 def test_a_current_build_is_used(package):
@@ -49,6 +57,44 @@ def test_an_installed_build_without_its_source_is_used(package):
     _module(package, "wheel", b"int x;\n", None)
     (package / "wheel.c").unlink()
     assert native.load("nativeprobe.wheel") is not None
+
+
+def test_a_build_from_other_python_rules_is_refused_installed_or_not(package):
+    # the rule the module mirrors changed since it was built: it would compute the old rule
+    _module(package, "other", b"int x;\n", None, mirrored=b"RULE = 1\n", mirrored_now=b"RULE = 2\n")
+    with pytest.warns(native.StaleAccelerator, match="another version of the Python it mirrors"):
+        assert native.load("nativeprobe.other") is None
+    _module(package, "otherwheel", b"int x;\n", None, mirrored=b"RULE = 1\n", mirrored_now=b"RULE = 3\n")
+    (package / "otherwheel.c").unlink()  # an installed wheel: no source, and still checked
+    with pytest.warns(native.StaleAccelerator, match="another version of the Python it mirrors"):
+        assert native.load("nativeprobe.otherwheel") is None
+
+
+def test_a_build_that_names_no_mirrored_python_is_refused(package):
+    (package / "bare.c").write_bytes(b"int x;\n")
+    (package / "bare.py").write_text(f"SOURCE_SHA256 = {hashlib.sha256(b'int x;').hexdigest()!r}\n")
+    with pytest.warns(native.StaleAccelerator, match="without the record"):
+        assert native.load("nativeprobe.bare") is None
+    _module(package, "gone", b"int x;\n", None)
+    (package / "rule.py").unlink()
+    with pytest.warns(native.StaleAccelerator, match="not installed beside it"):
+        assert native.load("nativeprobe.gone") is None
+
+
+def test_every_c_file_names_the_python_it_mirrors_and_the_build_is_current():
+    # the tree's native modules: each names its mirrored Python, and the build in this install
+    # was made from the source and Python as they are (else: pip install -e .)
+    from pathlib import Path
+
+    root = Path(native.__file__).resolve().parents[1]
+    sources = sorted(root.glob("openmemory_*/**/*.c"))
+    assert sources, "no native module left: then drop native.py, setup.py's build and this test"
+    for source in sources:
+        names = native.mirrored_names(source.read_bytes())
+        assert names and all((source.parent / name).is_file() for name in names), source
+        name = ".".join(source.relative_to(root).with_suffix("").parts)
+        module = __import__(name, fromlist=["_"])  # built by the test install: fails, not skips, if not
+        assert native._refusal(module) is None, (name, native._refusal(module))
 
 
 def test_missing_or_turned_off(package, monkeypatch):
