@@ -23,6 +23,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from shared_data import shared_data_dir  # noqa: E402  (beside this script)
+
 from openmemory_local.config import load_config  # noqa: E402
 from openmemory_local.embedders import embedder_named  # noqa: E402
 from openmemory_local.ingest import ingest  # noqa: E402
@@ -59,7 +61,7 @@ def run(home: Path, embedder: str, source: Path) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", default=os.environ.get("OPENMEMORY_TEST_DATA", "/work/shared/data"))
+    parser.add_argument("--data", default=str(shared_data_dir()))
     args = parser.parse_args()
     source = Path(args.data) / "claude-code" / "spotter"
     work = Path(tempfile.mkdtemp(prefix="om-bench-embedders-"))

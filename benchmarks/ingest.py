@@ -30,6 +30,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from shared_data import shared_data_dir  # noqa: E402  (beside this script)
+
 from openmemory_local.config import Config  # noqa: E402
 from openmemory_local.ingest import ingest  # noqa: E402
 from openmemory_local.store import Store  # noqa: E402
@@ -92,7 +94,7 @@ def _ingest_with(code: Path, projects: Path, home: Path) -> tuple[float, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", default=os.environ.get("OPENMEMORY_TEST_DATA", "/work/shared/data"))
+    parser.add_argument("--data", default=str(shared_data_dir()))
     parser.add_argument("--mb", type=int, default=200)
     parser.add_argument("--repeat", type=int, default=5, help="interleaved runs (best is reported)")
     parser.add_argument("--base", help="also time the code of this git revision on the same bytes")

@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from shared_data import shared_data_dir  # noqa: E402  (beside this script)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -112,7 +112,7 @@ def _diff(name: str, base: list, ours: list, columns: tuple | None) -> list[str]
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--base", default=None, help="git revision to compare with (default: merge-base with main)")
-    parser.add_argument("--data", default=os.environ.get("OPENMEMORY_TEST_DATA", str(ROOT.parent / "shared" / "data")))
+    parser.add_argument("--data", default=str(shared_data_dir()))
     parser.add_argument("--mb", type=float, default=0, help="also compare on the transcripts replicated to N MB")
     parser.add_argument("--side", nargs=5, metavar=("CODE", "DATA", "HOME", "OUT", "STEPS"), help=argparse.SUPPRESS)
     args = parser.parse_args()

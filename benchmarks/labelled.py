@@ -12,16 +12,11 @@ rule and held out from it (:func:`correction_parts` says which is still held out
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from shared_data import shared_data_dir  # (beside this file: the benchmarks' folder is on sys.path)
+
 DATA = Path(__file__).resolve().parent / "data"
-
-
-def shared_data_dir() -> Path:
-    raw = Path(os.environ.get("OPENMEMORY_TEST_DATA", "../shared/data"))
-    return raw if raw.is_absolute() else (ROOT / raw).resolve()
 
 
 def _tool_results(path: Path) -> dict[str, str]:

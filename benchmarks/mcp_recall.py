@@ -14,7 +14,6 @@ measures in the same run:
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import subprocess
 import sys
@@ -29,6 +28,7 @@ from mcp.client.stdio import StdioServerParameters
 from openmemory_local.config import load_config
 from openmemory_local.recall import recall
 from openmemory_local.store import Store
+from shared_data import shared_data_dir  # noqa: E402  (beside this script)
 
 OPENMEMORY = Path(sys.executable).parent / "openmemory"
 QUERIES = [
@@ -70,7 +70,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         home = args.home
         if home is None:
-            data = Path(os.environ.get("OPENMEMORY_TEST_DATA", Path(__file__).resolve().parents[1] / "../shared/data"))
+            data = shared_data_dir()
             home = Path(tmp) / "data"
             subprocess.run([str(OPENMEMORY), "ingest", str(data / "claude-code"), "--home", str(home), "-q"],
                            check=True)

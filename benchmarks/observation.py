@@ -38,6 +38,7 @@ import time
 from collections import Counter
 from datetime import datetime, timezone
 from pathlib import Path
+from shared_data import shared_data_dir  # noqa: E402  (beside this script)
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -123,7 +124,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=0.5)
     parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data",
+    parser.add_argument("--data", type=Path, default=shared_data_dir(),
                         help="the shared data folder (default ../shared/data); absent: its lessons are skipped")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()

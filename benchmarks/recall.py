@@ -14,7 +14,6 @@ Target: p50 under 20 ms at 100k.
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import re
 import shutil
@@ -28,6 +27,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from shared_data import shared_data_dir  # noqa: E402  (beside this script)
 
 from openmemory_local.clock import iso  # noqa: E402
 from openmemory_local.config import Config  # noqa: E402
@@ -124,7 +125,7 @@ def bench(size: int, words: list[str], queries: int, work: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", default=os.environ.get("OPENMEMORY_TEST_DATA", "/work/shared/data"))
+    parser.add_argument("--data", default=str(shared_data_dir()))
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
     parser.add_argument("--queries", type=int, default=300)
     args = parser.parse_args()

@@ -36,6 +36,8 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from shared_data import shared_data_dir  # noqa: E402  (beside this script)
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from openmemory_local import columns  # noqa: E402
@@ -191,7 +193,7 @@ def bench(n: int, words: list[str], queries: int, work: Path, hnsw: bool, keep: 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", default=os.environ.get("OPENMEMORY_TEST_DATA", "/work/shared/data"))
+    parser.add_argument("--data", default=str(shared_data_dir()))
     parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000])
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--keep", metavar="DIR", help="write the stores under DIR and keep them; reuse them next time")

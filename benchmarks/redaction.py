@@ -23,12 +23,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import sys
 import time
 from collections import Counter
 from pathlib import Path
+from shared_data import shared_data_dir  # noqa: E402  (beside this script)
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -126,7 +126,7 @@ def measure(texts: list[tuple[Identity, str]], part: str) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", default=os.environ.get("OPENMEMORY_TEST_DATA", str(ROOT.parent / "shared" / "data")))
+    parser.add_argument("--data", default=str(shared_data_dir()))
     parser.add_argument("--project", default="spotter")
     parser.add_argument("--examples", type=int, default=12)
     parser.add_argument("--json", action="store_true")

@@ -41,9 +41,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from openmemory_local.embedders import learned_available  # noqa: E402
 from openmemory_local.retrieval import METHODS, rank, score  # noqa: E402
+from shared_data import shared_data_dir  # noqa: E402  (beside this script)
 
 SET = Path(__file__).resolve().parent / "data" / "retrieval.json"
-DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "claude-code"
+DATA = shared_data_dir() / "claude-code"
 
 #: tool call id -> surprise (hand labels; see the module docstring).
 LABELS = {

@@ -38,6 +38,7 @@ import tempfile
 import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from shared_data import shared_data_dir  # noqa: E402  (beside this script)
 
 ROOT = Path(__file__).resolve().parent.parent
 #: The tree whose code builds the stores (the ``--old`` one: a store it makes, the new code migrates
@@ -66,7 +67,7 @@ def build_real(home: Path) -> None:
     from openmemory_local.ingest import ingest
     from openmemory_local.store import Store
 
-    data = Path(os.environ.get("OPENMEMORY_TEST_DATA", ROOT.parent / "shared" / "data")) / "claude-code"
+    data = shared_data_dir() / "claude-code"
     store = Store.open(Config(home=home))
     ingest(store, [data], now=REAL_NOW)
     store.close()

@@ -32,6 +32,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from shared_data import shared_data_dir  # noqa: E402  (beside this script)
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from openmemory_local.config import Config  # noqa: E402
@@ -116,7 +118,7 @@ def p50(values: list[float]) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", default=os.environ.get("OPENMEMORY_TEST_DATA", "/work/shared/data"))
+    parser.add_argument("--data", default=str(shared_data_dir()))
     parser.add_argument("--size", type=int, default=100_000)
     parser.add_argument("-n", type=int, default=15)
     args = parser.parse_args()
