@@ -69,7 +69,7 @@ def _emit_json(value) -> None:
 def _columns(fallback: int) -> int:
     """The terminal's width as ``shutil.get_terminal_size`` finds it (``$COLUMNS``, else the
     terminal of stdout, else ``fallback``), without importing shutil: it brings zlib, bz2 and
-    lzma, 2 ms of a one-shot command."""
+    lzma into every one-shot command."""
     try:
         columns = int(os.environ.get("COLUMNS", 0))
     except ValueError:

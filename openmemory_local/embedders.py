@@ -150,8 +150,8 @@ def load_learned_model():
     try:
         import torch
 
-        # one thread: measured on the 2 busy cores, a query embeds in 18 ms with one against 31
-        # with two, and 64 short texts in 0.35 s against 0.84 (threads that wait for cores)
+        # one thread: on a machine whose cores are busy, a query and a batch of short texts embed
+        # faster with one than with two (threads that wait for cores)
         torch.set_num_threads(int(os.environ.get("OPENMEMORY_TORCH_THREADS", "1")))
     except (ImportError, ValueError):
         pass

@@ -504,7 +504,7 @@ def _read_transcript(job: _Job) -> _Read:
             and archive.size() >= row["archive_bytes"]):
         return _Read("unchanged", st.st_size, st.st_mtime)
     # The default buffer: the reader asks for 1 MiB blocks, which a buffer as large as a block
-    # would copy twice (file -> buffer -> block: 0.09 s instead of 0.04 s on 212 MB).
+    # would copy twice (file -> buffer -> block).
     with open(path, "rb") as f:
         plan = _plan(row, f, st, archive)
         if plan.mode == "append" and ad.whole_file(path):

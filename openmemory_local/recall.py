@@ -177,7 +177,7 @@ class RecallIndex:
         """Keep the arrays beside the matrix (``<stem>.recall.npy``, replaced atomically: a
         cache of the store, never the store), for the next process's :meth:`_load_saved`: the
         meta (JSON bytes) then each array, one ``.npy`` after the other (read back in order
-        without the zip archive ``np.savez`` makes, whose module alone costs a fresh process ~6 ms)."""
+        without the zip archive ``np.savez`` makes, whose module a fresh process would import)."""
         if not name or len(self.ids) < _SAVE_MIN_ROWS:
             return
         import json
@@ -233,7 +233,7 @@ class RecallIndex:
         if len(live) == 0:
             return True
         picks = {int(live[0]), int(live[-1])}
-        if store_embedder(self.store).inline:  # a model's texts cost ~0.1 s each: the first and last only
+        if store_embedder(self.store).inline:  # a model's text is slow to embed: the first and last only
             picks.update(int(live[i]) for i in random.sample(range(len(live)), min(6, len(live))))
         return validate(self.store, self.matrix, [(int(self.ids[r]), r) for r in picks])
 
@@ -287,7 +287,7 @@ class RecallIndex:
 
     def _old_rows(self, changes: list[tuple], rows: int) -> dict[int, int]:
         """The rows the changed episodes hold now (id -> row), found without making the whole
-        :attr:`_row_of` (a dict of every row: 20 ms at 100k, for a process that applies the few
+        :attr:`_row_of` (a dict of every row, costly in a big store, for a process that applies the few
         touches since the arrays were saved and recalls once): a changed episode that still
         holds its row is checked there, the others are looked for in one pass over the ids."""
         found: dict[int, int] = {}
@@ -685,7 +685,7 @@ def recall_lessons(store, query: str, k: int = 3, now: datetime | None = None, *
 
     from .jsonio import loads
 
-    if project:  # its regular expressions take a fresh process 5 ms to compile: only when asked
+    if project:  # its regular expressions are costly for a fresh process to compile: only when asked
         from .normalize import family_matches
     now, vector, index = _prepare(store, query, now)
     config = store.config

@@ -234,9 +234,9 @@ def cmd_start(args: argparse.Namespace) -> int:
 
 def _freeze_start_up() -> None:
     """What start-up made (the modules, libp2p's host) lives as long as the process: moved out of
-    the cyclic collector's reach (``gc.freeze``), its full collections no longer walk it. In a
-    sync catch-up of 10,000 records the collector took 12 % of the node's main thread, 5 % after
-    (docs/performance.md, "The node")."""
+    the cyclic collector's reach (``gc.freeze``), its full collections no longer walk it: in a
+    sync catch-up the collector's share of the node's main thread fell by more than half
+    (docs/performance-history.md, "The node")."""
     import gc
 
     gc.collect()  # (garbage first: what is frozen is never collected)
@@ -863,9 +863,8 @@ def main(argv: list[str] | None = None) -> NoReturn:
 
 def _exit_now(code: int) -> NoReturn:
     """The daemon has stopped: its store is closed, its lock released, its files removed.
-    Python's own teardown of py-libp2p's object graph would add 1.5 to 3 s to a SIGTERM stop on
-    a busy machine (measured: benchmarks in README, "Stopping"); flush what is buffered and
-    leave now instead."""
+    Python's own teardown of py-libp2p's object graph would add seconds to a SIGTERM stop on
+    a busy machine; flush what is buffered and leave now instead."""
     import logging
     import os
 

@@ -5,8 +5,8 @@ Start order matters (py-libp2p traps 3 and 4): stream handlers are registered an
 pubsub services run *before* the host listens; the host is closed explicitly on the way out,
 else its listener outlives the process's intent. Shutdown is bounded: the nursery is
 cancelled, the host gets at most 1.5 s to close, the store is flushed and closed; then
-``openmemory-node start`` leaves without Python's own teardown (1.5 to 3 s of py-libp2p's
-object graph on a busy machine), so that SIGTERM stops it in about 0.1 s.
+``openmemory-node start`` leaves without Python's own teardown (seconds of py-libp2p's
+object graph on a busy machine), so that SIGTERM stops it at once.
 
 Extending the node (what part 2 plugs in, before :meth:`Daemon.run`):
 
