@@ -2,7 +2,7 @@
 
 Native code is kept only where a benchmark shows it matters on a path a person waits for
 (docs/performance.md, "Native code"); today that is one module, recall's column pass
-(``openmemory_local/_columns_c.c``). Each is optional: without a C compiler the install goes on
+(``openmemory_local/recall/_columns_c.c``). Each is optional: without a C compiler the install goes on
 and the Python code, THE implementation, runs instead. Each module records the SHA-256 of its
 source and of the Python files it mirrors (named in the ``.c`` file: ``openmemory: mirrors``);
 ``openmemory_protocol.native`` refuses a build whose source or mirrored Python differ from the

@@ -25,9 +25,9 @@ import trio
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
-from openmemory_local.config import load_config
-from openmemory_local.recall import recall
-from openmemory_local.store import Store
+from openmemory_local.core.config import load_config
+from openmemory_local.recall.query import recall
+from openmemory_local.storage.store import Store
 from shared_data import shared_data_dir  # noqa: E402  (beside this script)
 
 OPENMEMORY = Path(sys.executable).parent / "openmemory"

@@ -8,7 +8,8 @@ from __future__ import annotations
 import random
 from datetime import datetime, timezone
 
-from openmemory_local import normalize, situations
+from openmemory_local.sleep import situations
+from openmemory_local.text import normalize
 
 
 ATOMS = ["git", "push", "add", "a/b.py", "x.ex", "lib/app.ex", "-m", "'msg x'", "'unclosed", '"q \\" x"', '"a\\\nb"',
