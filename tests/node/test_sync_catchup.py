@@ -434,8 +434,7 @@ def test_a_batch_whose_verifier_thread_raises_is_rolled_back_whole(tmp_path, mon
             raise MemoryError("made by the test")
         return real(record, message)
 
-    if where == "a record":  # (on the Python path: the C verifier would verify it without asking)
-        monkeypatch.setattr(wire.codec, "_verifier", None)
+    if where == "a record":
         monkeypatch.setattr(wire.codec, "verify_signature", failing)
     else:
         monkeypatch.setattr(ingest_module, "_signature_errors",
