@@ -106,7 +106,8 @@ class Turn:
     ``before``/``after``: the agent's tool calls (oldest first) before the message and after it
     (up to the next message of the person), each ``{"tool", "heads", "command"}``; ``after``
     None: not known. ``agent_said``/``after_said``: its statement just before and its first one
-    after. ``first``: nothing of the agent's came before.
+    after. ``first``: nothing of the agent's came before. ``interrupted``: the person stopped the
+    agent's work (an interrupt, a rejected call) just before writing the message.
     """
 
     message: str
@@ -116,6 +117,7 @@ class Turn:
     after: tuple | None = None
     after_said: str | None = None
     first: bool = False
+    interrupted: bool = False
 
 
 _FILLER = re.compile(r"^(?:(?:ok(?:ay)?|hmm*|hm+|uh+|um+|oh|well|so|hey|erm|whoa|woah|ugh|argh|oops|yikes)\b[\s,.!]*)+")
@@ -142,6 +144,7 @@ _WAIT = re.compile(r"^(?:wait|hold on|hang on)(?:[\s,.!;:\-\u2014]|$)(?!\s*(?:fo
 _NO = re.compile(r"^(?:no+|nah|nope)(?:\s*[,.!;:\-\u2014]|\s*$|\s+no\b)")
 _DONT = re.compile(r"^(?:please )?(?:don'?t|do not|never)\s+(?!worry|forget|bother\b)(.*)")
 _ACTUALLY = re.compile(r"^(?:actually|instead)\b[\s,]*(.*)")
+_ASKS = re.compile(r"\b(?:(?:can|could|would) you|you (?:can|could|might))\b(?! not\b)")
 _REQUEST = re.compile(r"^(?:(?:can|could|would|will) you|also|let'?s|please (?:also )?add|and\b|how about|maybe also|"
                       r"add\b|what about)")
 # Shapes that are not corrections (step 4): asking for more, answering, thanking, later, done.
@@ -156,7 +159,10 @@ _NOT_ONE = re.compile(
     r"\bno (?:idea|hurry|rush|worries|problem|need to hurry)\b|"
     r"\b(?:can|could|would) you (?:please )?(?:also )?add\b|"
     # taking it back, confirming, being surprised
-    r"\b(?:nvm|never ?mind|forget it|scratch that)\b|\b(?:that|it|this)(?: part)?(?:'s| is) (?:fine|good|ok|right)\b|"
+    r"\b(?:nvm|never ?mind|forget it|scratch that)\b|\byou'?re (?:right|correct)\b|\bmy (?:bad|mistake)\b|"
+    r"\bi was (?:wrong|looking at|thinking of|confused)\b|"
+    # resuming after an interrupt
+    r"^(?:sorry,?\s+)?(?:go on|carry on|continue|keep going|proceed|resume)\b|\bby (?:accident|mistake)\b|\b(?:that|it|this|the [\w.-]+)(?: part)?(?:'s| is| was| looks) (?:fine|good|ok|okay|right|correct)\b|"
     r"^(?:wait,?\s+|hmm?,?\s+)?really\?")
 _LATER = re.compile(r"^(?:please )?(?:stop|wait)\b.{0,80}\b(?:once|when|after|until|till|before)\b")
 _QUESTION_TO_AGENT = re.compile(r"^(?:wait,?\s+|actually,?\s+)?(?:is|are|was|were|which|what|where|when|how|who|"
@@ -172,7 +178,11 @@ _PREFER = re.compile(
     r"^(?:that'?s|this is|those are|that is) (?:the )?(?:old|wrong|other|previous|outdated|deprecated|v\d)\b|"
     r"\bi'?d rather (?:you )?not\b|\bi'?d (?:rather|prefer) you\b|^not (?:with|in|on|via|using)\b|"
     r"\b(?:doesn'?t|does not|don'?t|do not) exist\b|\berrored out\b|\bnot \S+ (?:please|thanks)\b|"
-    r"\b(?:rather than|instead of)\b|\b(?:is|are) the wrong\b|\bthe wrong one\b")
+    r"\b(?:rather than|instead of)\b|\b(?:is|are) the wrong\b|\bthe wrong one\b|"
+    # asking to keep, or to go back to, what the agent's work changed
+    r"(?:^|[.!?;,]\s*)(?:please )?(?:keep|leave) (?:it|that|this|them|the|my|our)\b(?! (?:up|going|in mind|posted)\b)|"
+    r"\b(?:go|put (?:it|that|them)|change (?:it|that)|set (?:it|that)|switch) back\b|\b(?:back|revert) to\b|"
+    r"\bthe way (?:it|they) (?:was|were)\b|\bas (?:it|they) (?:was|were)\b")
 #: Words that judge what was done: wrong, unwanted, did not work (with a course change, step 8).
 _JUDGED = re.compile(r"\b(?:not|no|n't|never|wrong|worse|bad|broken|breaks?|bypass\w*|miss(?:es|ing)?|too|"
                      r"instead|rather|only|must|should(?:n't)?|needs? to|has to|have to|pointless|meaningless|"
@@ -188,7 +198,10 @@ _YOU_DID = re.compile(r"^you(?:'ve| have)? (?:ran|run|used|put|wrote|added|picke
 #: The agent's next statement concedes its last work was wrong (``conceded``) ...
 _CONCEDE = re.compile(
     r"\b(?:sorry|apologi[sz]e|my (?:mistake|bad)|you'?re (?:right|correct)|good (?:catch|point)|restored|reverted|"
-    r"undid|undone|rolled back|put it back|let me (?:revert|undo|restore|fix that))\b", re.IGNORECASE)
+    r"undid|undone|rolled back|put it back|let me (?:revert|undo|restore|fix that))\b|"
+    # a promise to change how it works from now on
+    r"\b(?:won'?t|will not|will no longer|i'?ll no longer) (?:\w+ ){0,5}(?:again|without asking)\b|\bfrom now on\b|"
+    r"\bgoing forward\b|\bin (?:the )?future\b|\bi'?ll ask (?:first|before)\b", re.IGNORECASE)
 #: ... or only acknowledges and redoes (with ``redo``: "Got it, switched to yarn").
 _ACK = re.compile(r"\b(?:understood|got it|right[,;:]|ok(?:ay)?[,;:]|switched|moved it|instead|removed it|replaced|"
                   r"changed it|i'?ll (?:use|switch|move))\b", re.IGNORECASE)
@@ -321,9 +334,12 @@ def _target(action: dict) -> str:
     return (action.get("command") or "").strip()
 
 
-def course_change(before: Iterable[dict], after: Iterable[dict] | None, after_said: str | None = None) -> str | None:
+def course_change(before: Iterable[dict], after: Iterable[dict] | None, after_said: str | None = None,
+                  agent_said: str | None = None) -> str | None:
     """How the agent's calls after a message changed course from its calls before it (see the
-    module doc): ``undo``, ``redo``, ``conceded``, ``stopped`` or None (it carried on)."""
+    module doc): ``undo``, ``redo``, ``conceded``, ``stopped`` or None (it carried on).
+    ``agent_said``: its statement before the message (a file it says it made, then removed, is
+    undone work)."""
     if after is None:
         return None
     looked = bool(after)  # it made calls, if only reads (it went on looking into something)
@@ -331,12 +347,20 @@ def course_change(before: Iterable[dict], after: Iterable[dict] | None, after_sa
     after = [a for a in after if not is_read(a)][:AFTER_CALLS]
     written = {_target(a).rsplit("/", 1)[-1] for a in before if (a.get("tool") or "").lower() in _WRITES}
     written.discard("")
+    # what it says it made ("Created migration 0042.") and what its calls named
+    said = (agent_said or "")[:600].lower()
+    made = (_content(said) | set(re.findall(r"\d{2,}", said))) if _MADE.search(said) else set()
+    made |= {w for w in _action_words(before) if len(w) >= 3}
     for a in after:
         command = (a.get("command") or "").lower()
         if _UNDO_CALL.search(command):
             return "undo"
-        if re.match(r"\s*(?:rm|mv|git rm|git mv)\b", command) and any(w.lower() in command for w in written):
-            return "undo"
+        if re.match(r"\s*(?:rm|mv|git rm|git mv|del)\b", command):
+            removed = command.split(None, 1)[-1].split()[-1] if command.split() else ""
+            stem = removed.rsplit("/", 1)[-1].split(".")[0]
+            if any(w.lower() in command for w in written) or any(
+                    part in made for part in re.split(r"[_\-]", stem) if len(part) >= 2):
+                return "undo"
     if after_said and _CONCEDE.search(after_said[:300]):
         return "conceded"
     if not looked and after_said is not None:
@@ -350,6 +374,9 @@ def course_change(before: Iterable[dict], after: Iterable[dict] | None, after_sa
         elif _target(a).rsplit("/", 1)[-1] in written:
             return "redo"
     return None
+
+
+_MADE = re.compile(r"\b(?:created|added|wrote|written|generated|made|new|set up|installed)\b")
 
 
 #: What :func:`_decide` returns for a message the rule leaves undecided (step 9).
@@ -403,7 +430,7 @@ def _decide(turn: Turn) -> str | None:
     if any(_WRONG.match(part) for part in starts):
         return "wrong"
     # step 4: shapes that are not corrections
-    change = course_change(before, turn.after, turn.after_said)
+    change = course_change(before, turn.after, turn.after_said, agent_said)
     asked_person = bool(agent_said and _QUESTION_TO_PERSON.search(agent_said.strip()[-300:]))
     if (_NOT_ONE.search(norm[:300]) or _LATER.match(norm) or _QUESTION_TO_AGENT.match(norm)
             or (asked_person and _NO.match(norm))):
@@ -411,7 +438,8 @@ def _decide(turn: Turn) -> str | None:
     known = turn.after is not None
     went_on = known and change is None
     # the agent undoing, redoing or conceding its last work shows what the message was about
-    reference = change in ("undo", "redo", "conceded") or refers(norm, agent_said, before)
+    # (so does an interrupt: the message is about the work the person just stopped)
+    reference = change in ("undo", "redo", "conceded") or turn.interrupted or refers(norm, agent_said, before)
     # step 5: it still does not work
     if acted and _STILL.search(norm[:300]):
         return "still" if reference and not went_on else None
@@ -420,7 +448,7 @@ def _decide(turn: Turn) -> str | None:
     if cue is not None:
         # "stop", "wait", "instead" and a "no" that answers no question point at what the agent
         # is doing; "don't" names it (``_weak_cue``)
-        implied = cue in ("stop", "wait", "dont", "no", "you_did") or norm.startswith("instead")
+        implied = cue in ("stop", "wait", "dont", "no", "you_did") or norm.startswith("instead") or turn.interrupted
         return cue if (reference or implied) and not went_on else None
     # step 7: a stated preference
     if _PREFER.search(norm[:300]):
@@ -434,7 +462,26 @@ def _decide(turn: Turn) -> str | None:
                                            _JUDGED.search(norm[:300]) or _contradicts(norm, agent_said)):
         return "changed"
     # step 9: it redid the work the message refers to, nothing else tells: a second opinion's
-    return _BORDERLINE if change == "redo" and reference else None
+    # step 9: it redid the work the message refers to: a correction, unless the message only asks
+    # for more (a new part, a new property, a look: "make it sticky", "index the tags as well")
+    if change == "redo" and reference:
+        return _BORDERLINE if _asks_for_more(norm) else "changed"
+    return None
+
+
+#: A message that only asks for more: an addition, a new property, a look, the next thing.
+_MORE = re.compile(
+    r"\b(?:also|too|as well|another|one more|additionally|in addition|and then|next|new)\b|"
+    r"(?:^|[.!?;]\s+)(?:(?:now|then|ok|okay|great|nice|cool|good|perfect)[,.!]?\s+)?(?:please\s+)?"
+    r"(?:add|make|create|include|implement|write|extend|support|show|print|display|try|check|look|tell|explain|"
+    r"continue|tackle|go ahead|proceed|stop by|see|find|search|give|let'?s|(?:can|could|would|will) (?:you|we)"
+    r"(?! not\b))\b|"
+    r"(?:^|[.!?;]\s+)[\w\s'-]{0,30}\b(?:works|worked|looks (?:good|great|fine|nice))\b[.!,]")
+
+
+def _asks_for_more(norm: str) -> bool:
+    """Whether the message only asks for more (step 9: the agent's redo then answers a request)."""
+    return bool(_MORE.search(norm[:300]) or _MORE.search(_INTERJECTION.sub("", norm[:300], count=1)))
 
 
 _NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?!\w|\.\d)")
@@ -482,7 +529,7 @@ def _weak_cue(norm: str, before: list[dict]) -> str | None:
     actually = _ACTUALLY.match(norm)
     if actually:
         rest = actually.group(1)
-        if not rest or _REQUEST.match(rest) or rest.rstrip().endswith("?"):
+        if not rest or _REQUEST.match(rest) or rest.rstrip().endswith("?") or _ASKS.search(rest):
             return None
         return "actually"
     return None
@@ -490,15 +537,17 @@ def _weak_cue(norm: str, before: list[dict]) -> str | None:
 
 def correction_cue(text: str, *, via: str = "message", agent_said: str | None = None,
                    actions: Iterable[dict] = (), first: bool = False, after: Iterable[dict] | None = None,
-                   after_said: str | None = None, opinion: Callable[[Turn], bool] | None = None) -> str | None:
+                   after_said: str | None = None, opinion: Callable[[Turn], bool] | None = None,
+                   interrupted: bool = False) -> str | None:
     """The cue that makes ``text`` a correction of the agent's last action (see the module doc).
 
     ``agent_said``: what the agent said just before; ``actions``: its recent tool calls, oldest
     first, each ``{"tool", "heads", "command"}``; ``after``/``after_said``: its calls and first
-    statement after the message (None: not known); ``first``: nothing of the agent's came before.
+    statement after the message (None: not known); ``first``: nothing of the agent's came before;
+    ``interrupted``: the person stopped the agent just before.
     """
     return decide(Turn(text, via, agent_said, tuple(actions), None if after is None else tuple(after), after_said,
-                       first), opinion)
+                       first, interrupted), opinion)
 
 
 # --- the same correction, restated (the repeat-yourself rate) ----------------------

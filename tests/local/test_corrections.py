@@ -20,7 +20,7 @@ DATA = Path(__file__).resolve().parents[2] / "benchmarks" / "data"
 
 def _cue(c: dict) -> str | None:
     return correction_cue(c["message"], via=c["via"], agent_said=c.get("agent_said"), actions=c.get("actions") or [],
-                          after=c.get("after"), after_said=c.get("after_said"))
+                          after=c.get("after"), after_said=c.get("after_said"), interrupted=c.get("interrupted", False))
 
 
 def test_in_sample_sets_are_all_right():
