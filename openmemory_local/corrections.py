@@ -438,8 +438,7 @@ def _decide(turn: Turn) -> str | None:
     known = turn.after is not None
     went_on = known and change is None
     # the agent undoing, redoing or conceding its last work shows what the message was about
-    # (so does an interrupt: the message is about the work the person just stopped)
-    reference = change in ("undo", "redo", "conceded") or turn.interrupted or refers(norm, agent_said, before)
+    reference = change in ("undo", "redo", "conceded") or refers(norm, agent_said, before)
     # step 5: it still does not work
     if acted and _STILL.search(norm[:300]):
         return "still" if reference and not went_on else None
@@ -447,7 +446,8 @@ def _decide(turn: Turn) -> str | None:
     cue = _weak_cue(norm, before)
     if cue is not None:
         # "stop", "wait", "instead" and a "no" that answers no question point at what the agent
-        # is doing; "don't" names it (``_weak_cue``)
+        # is doing; "don't" names it (``_weak_cue``); so does an interrupt just before (the message
+        # is about the work the person stopped)
         implied = cue in ("stop", "wait", "dont", "no", "you_did") or norm.startswith("instead") or turn.interrupted
         return cue if (reference or implied) and not went_on else None
     # step 7: a stated preference
@@ -461,12 +461,25 @@ def _decide(turn: Turn) -> str | None:
     if change == "redo" and reference and ((turn.after_said and _ACK.search(turn.after_said[:300])) or
                                            _JUDGED.search(norm[:300]) or _contradicts(norm, agent_said)):
         return "changed"
+    # step 8b: a rejection addressed at what the agent just did, and the agent did not go on
+    if (acted and not went_on and refers(norm, agent_said, before) and _REJECTS.search(norm[:300])
+            and not _ACCEPTS.search(norm[:300])):
+        return "rejects"
     # step 9: it redid the work the message refers to, nothing else tells: a second opinion's
     # step 9: it redid the work the message refers to: a correction, unless the message only asks
     # for more (a new part, a new property, a look: "make it sticky", "index the tags as well")
     if change == "redo" and reference:
         return _BORDERLINE if _asks_for_more(norm) else "changed"
     return None
+
+
+#: Words that say the work is wrong, harmful or did not work (step 8b).
+_REJECTS = re.compile(r"\b(?:wrong|incorrect|broke|broken|breaks|worse|lost|loses|leaks?|unsafe|insecure|"
+                      r"dangerous|pointless|meaningless|useless|bogus|nonsense|off|bad|mess(?:ed)? up|"
+                      r"asserts nothing|does nothing|not what|no good)\b")
+
+
+_ACCEPTS = re.compile(r"\b(?:expected|fine|ok|okay|acceptable|intended|on purpose|by design)\b")
 
 
 #: A message that only asks for more: an addition, a new property, a look, the next thing.
