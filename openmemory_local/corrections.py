@@ -446,13 +446,13 @@ def _decide(turn: Turn) -> str | None:
     cue = _weak_cue(norm, before)
     if cue is not None:
         # "stop", "wait", "instead" and a "no" that answers no question point at what the agent
-        # is doing; "don't" names it (``_weak_cue``); so does an interrupt just before (the message
-        # is about the work the person stopped)
+        # is doing; "don't" names it (``_weak_cue``). After an interrupt the message is about the
+        # work the person stopped (it refers), and that work did not go on, whatever came next.
         implied = cue in ("stop", "wait", "dont", "no", "you_did") or norm.startswith("instead") or turn.interrupted
-        return cue if (reference or implied) and not went_on else None
+        return cue if (reference or implied) and (turn.interrupted or not went_on) else None
     # step 7: a stated preference
     if _PREFER.search(norm[:300]):
-        return "prefer" if reference and not went_on else None
+        return "prefer" if (reference or turn.interrupted) and (turn.interrupted or not went_on) else None
     # step 8: the agent changed course: undid, conceded, switched to the program the message
     # names, or redid the work the message refers to while the message judges it, gives another
     # number, or the agent acknowledges
