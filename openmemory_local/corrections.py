@@ -437,11 +437,15 @@ def _decide(turn: Turn) -> str | None:
         return "changed" if change == "undo" else None
     known = turn.after is not None
     went_on = known and change is None
+    # for a message whose words object (steps 5-7): the agent's next calls on a file or program the
+    # message names, in place of its own, are following it, not going on (unless the message asks)
+    went_on_after_cue = went_on and not (_followed(norm, before, list(turn.after or ())[:AFTER_CALLS])
+                                         and not _ASKS.search(norm[:300]))
     # the agent undoing, redoing or conceding its last work shows what the message was about
     reference = change in ("undo", "redo", "conceded") or refers(norm, agent_said, before)
     # step 5: it still does not work
     if acted and _STILL.search(norm[:300]):
-        return "still" if reference and not went_on else None
+        return "still" if reference and not went_on_after_cue else None
     # step 6: weak cues
     cue = _weak_cue(norm, before)
     if cue is not None:
@@ -449,10 +453,10 @@ def _decide(turn: Turn) -> str | None:
         # is doing; "don't" names it (``_weak_cue``). After an interrupt the message is about the
         # work the person stopped (it refers), and that work did not go on, whatever came next.
         implied = cue in ("stop", "wait", "dont", "no", "you_did") or norm.startswith("instead") or turn.interrupted
-        return cue if (reference or implied) and (turn.interrupted or not went_on) else None
+        return cue if (reference or implied) and (turn.interrupted or not went_on_after_cue) else None
     # step 7: a stated preference
     if _PREFER.search(norm[:300]):
-        return "prefer" if (reference or turn.interrupted) and (turn.interrupted or not went_on) else None
+        return "prefer" if (reference or turn.interrupted) and (turn.interrupted or not went_on_after_cue) else None
     # step 8: the agent changed course: undid, conceded, switched to the program the message
     # names, or redid the work the message refers to while the message judges it, gives another
     # number, or the agent acknowledges
@@ -495,6 +499,26 @@ _MORE = re.compile(
 def _asks_for_more(norm: str) -> bool:
     """Whether the message only asks for more (step 9: the agent's redo then answers a request)."""
     return bool(_MORE.search(norm[:300]) or _MORE.search(_INTERJECTION.sub("", norm[:300], count=1)))
+
+
+def _followed(norm: str, before: list[dict], after: list[dict]) -> bool:
+    """The agent's next calls are on a file or program the message names and its calls before did
+    not: it did what the message says in place of what it did."""
+    named = _content(norm[:400])
+    if not named:
+        return False
+    done = {w for w in _action_words(before) if len(w) >= 3}
+    for a in after:
+        if is_read(a):
+            continue
+        if _is_shell(a):
+            words = {_program(a).split(" ")[0]}
+        else:
+            target = _target(a).lower().rsplit("/", 1)[-1]
+            words = {target, target.split(".")[0]}
+        if (words & named) - done:
+            return True
+    return False
 
 
 _NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?!\w|\.\d)")

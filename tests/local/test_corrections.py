@@ -398,8 +398,23 @@ def test_a_correction_after_an_interrupt_is_found_the_same_way_in_claude_code_an
     b.feed_all(events)
     found = [e for e in b.take() if e.kind == "correction"]
     assert [(c.fields["message"], c.fields["cue"]) for c in found] == [("this repo is on pnpm", "prefer")]
-    # the same words without the interrupt: nothing refers to npm, and the agent went on: not one
-    assert correction_cue("this repo is on pnpm", agent_said="Installing zod.",
-                          actions=[{"tool": "Bash", "heads": ["npm install"], "command": "npm install zod"}],
-                          after=[{"tool": "Bash", "heads": ["pnpm add"], "command": "pnpm add zod"}],
-                          after_said="Added zod with pnpm.") is None
+    # the rule alone: after an interrupt the stopped work needs no course change after it to be
+    # what the words object to; without the interrupt, the agent going on to other work says no
+    npm = [{"tool": "Bash", "heads": ["npm install"], "command": "npm install zod"}]
+    went_on = [{"tool": "Edit", "heads": [], "command": "src/forms/signup.ts"}]
+    for interrupted, cue in ((True, "prefer"), (False, None)):
+        assert correction_cue("this repo is on pnpm", agent_said="Installing zod.", actions=npm, after=went_on,
+                              after_said="Wrote the signup schema.", interrupted=interrupted) == cue
+
+
+def test_doing_what_an_objection_names_in_place_of_its_own_work_is_not_going_on():
+    before = [{"tool": "write_file", "heads": [], "command": "src/helpers/slugify.ts"}]
+    said = "Created src/helpers/slugify.ts."
+    moved = [{"tool": "replace", "heads": [], "command": "src/lib/strings.ts"}]
+    other = [{"tool": "replace", "heads": [], "command": "src/pages/index.tsx"}]
+    msg = "no, that belongs in lib/strings.ts with the others"
+    assert correction_cue(msg, agent_said=said, actions=before, after=moved, after_said="Moved it.") == "no"
+    assert correction_cue(msg, agent_said=said, actions=before, after=other, after_said="Wired it up.") is None
+    # asking for something else, on a file it names: a request, not a correction
+    assert correction_cue("instead of the helper, can you add tests in lib/strings.ts?", agent_said=said,
+                          actions=before, after=moved, after_said="Added tests.") is None
