@@ -164,7 +164,8 @@ _NOT_ONE = re.compile(
     # resuming after an interrupt
     r"^(?:sorry,?\s+)?(?:go on|carry on|continue|keep going|proceed|resume)\b|\bby (?:accident|mistake)\b|\b(?:that|it|this|the [\w.-]+)(?: part)?(?:'s| is| was| looks) (?:fine|good|ok|okay|right|correct)\b|"
     r"^(?:wait,?\s+|hmm?,?\s+)?really\?")
-_LATER = re.compile(r"^(?:please )?(?:stop|wait)\b.{0,80}\b(?:once|when|after|until|till|before)\b")
+_LATER = re.compile(r"^(?:please )?(?:stop|wait)\b.{0,80}\b(?:once|when|after|until|till|before)\b|"
+                    r"^(?:please )?wait (?:for|till|until)\b")
 _QUESTION_TO_AGENT = re.compile(r"^(?:wait,?\s+|actually,?\s+)?(?:is|are|was|were|which|what|where|when|how|who|"
                                 r"whose|do|does|why (?:is|are|was|were|does|do))\b[^?]{0,160}\?")
 _QUESTION_TO_PERSON = re.compile(r"\?\s*$|\b(?:should i|do you want|would you like|want me to|shall i|let me know)\b",
@@ -463,7 +464,8 @@ def _decide(turn: Turn) -> str | None:
     if change in ("undo", "conceded") or _switched(norm, before, list(turn.after or ())[:AFTER_CALLS]):
         return "changed"
     if change == "redo" and reference and ((turn.after_said and _ACK.search(turn.after_said[:300])) or
-                                           _JUDGED.search(norm[:300]) or _contradicts(norm, agent_said)):
+                                           _JUDGED.search(norm[:300]) or
+                                           (_contradicts(norm, agent_said) and not _asks_for_more(norm))):
         return "changed"
     # step 8b: a rejection addressed at what the agent just did, and the agent did not go on
     if (acted and not went_on and refers(norm, agent_said, before) and _REJECTS.search(norm[:300])
@@ -480,7 +482,7 @@ def _decide(turn: Turn) -> str | None:
 #: Words that say the work is wrong, harmful or did not work (step 8b).
 _REJECTS = re.compile(r"\b(?:wrong|incorrect|broke|broken|breaks|worse|lost|loses|leaks?|unsafe|insecure|"
                       r"dangerous|pointless|meaningless|useless|bogus|nonsense|off|bad|mess(?:ed)? up|"
-                      r"asserts nothing|does nothing|not what|no good)\b")
+                      r"asserts nothing|does nothing|not what|no good|fail|fails)\b")
 
 
 _ACCEPTS = re.compile(r"\b(?:expected|fine|ok|okay|acceptable|intended|on purpose|by design)\b")
@@ -488,12 +490,15 @@ _ACCEPTS = re.compile(r"\b(?:expected|fine|ok|okay|acceptable|intended|on purpos
 
 #: A message that only asks for more: an addition, a new property, a look, the next thing.
 _MORE = re.compile(
-    r"\b(?:also|too|as well|another|one more|additionally|in addition|and then|next|new)\b|"
+    r"\b(?:also|too|as well|another|one more|additionally|in addition|next|new)\b|"
     r"(?:^|[.!?;]\s+)(?:(?:now|then|ok|okay|great|nice|cool|good|perfect)[,.!]?\s+)?(?:please\s+)?"
     r"(?:add|make|create|include|implement|write|extend|support|show|print|display|try|check|look|tell|explain|"
     r"continue|tackle|go ahead|proceed|stop by|see|find|search|give|let'?s|(?:can|could|would|will) (?:you|we)"
     r"(?! not\b))\b|"
-    r"(?:^|[.!?;]\s+)[\w\s'-]{0,30}\b(?:works|worked|looks (?:good|great|fine|nice))\b[.!,]")
+    r"(?:^|[.!?;]\s+)[\w\s'-]{0,30}\b(?:works|worked|looks (?:good|great|fine|nice))\b[.!,]|"
+    # approval first ("nice. now ..."), the same again elsewhere, the next thing
+    r"^(?:nice|great|perfect|good|cool|awesome|excellent|love it|lovely|sweet)\b\s*[.!,]|"
+    r"\b(?:the same|same thing) (?:for|with|on|in)\b|\breminds me\b|\bmove on\b")
 
 
 def _asks_for_more(norm: str) -> bool:
@@ -566,7 +571,8 @@ def _weak_cue(norm: str, before: list[dict]) -> str | None:
     actually = _ACTUALLY.match(norm)
     if actually:
         rest = actually.group(1)
-        if not rest or _REQUEST.match(rest) or rest.rstrip().endswith("?") or _ASKS.search(rest):
+        if (not rest or _REQUEST.match(rest) or rest.rstrip().endswith("?") or _ASKS.search(rest)
+                or _asks_for_more(rest)):
             return None
         return "actually"
     return None

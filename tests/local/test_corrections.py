@@ -418,3 +418,20 @@ def test_doing_what_an_objection_names_in_place_of_its_own_work_is_not_going_on(
     # asking for something else, on a file it names: a request, not a correction
     assert correction_cue("instead of the helper, can you add tests in lib/strings.ts?", agent_said=said,
                           actions=before, after=moved, after_said="Added tests.") is None
+
+
+@pytest.mark.parametrize("message,after,cue", [
+    # approval first, then the next run with other arguments: the next step, not a correction
+    ("great. now with a batch size of 64 and compare", [{"tool": "Bash", "command": "python bench.py --batch 64"}],
+     None),
+    # a weak opening word that goes on to ask for the same elsewhere: a request
+    ("actually, while I think of it, we need the same for the staging config",
+     [{"tool": "Bash", "command": "python bench.py --batch 32 --config staging"}], None),
+    ("wait for the warmup and then rerun it", [{"tool": "Bash", "command": "python bench.py --batch 32 --warm"}], None),
+    # the calls after unknown: a rejection of what was just run ("fails") still counts
+    ("the bench run with batch 32 fails the memory budget on the CI runner", None, "rejects"),
+])
+def test_approval_then_more_is_a_request_and_a_failure_of_the_last_run_a_rejection(message, after, cue):
+    before = [{"tool": "Bash", "heads": [], "command": "python bench.py --batch 32"}]
+    assert correction_cue(message, agent_said="Ran the bench with batch 32: 1.2k items/s.", actions=before,
+                          after=after, after_said=None if after is None else "Done.") == cue
