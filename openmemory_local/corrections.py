@@ -159,7 +159,8 @@ _NOT_ONE = re.compile(
     r"\bno (?:idea|hurry|rush|worries|problem|need to hurry)\b|"
     r"\b(?:can|could|would) you (?:please )?(?:also )?add\b|"
     # taking it back, confirming, being surprised
-    r"\b(?:nvm|never ?mind|forget it|scratch that)\b|\byou'?re (?:right|correct)\b|\bmy (?:bad|mistake)\b|"
+    r"\b(?:nvm|never ?mind|forget it|scratch that)\b|\bno (?:\w+ ){0,2}(?:anymore|any more)\b|"
+    r"\b(?:at some point|some ?day|down the road|eventually)\b|\byou'?re (?:right|correct)\b|\bmy (?:bad|mistake)\b|"
     r"\bi was (?:wrong|looking at|thinking of|confused)\b|"
     # resuming after an interrupt
     r"^(?:sorry,?\s+)?(?:go on|carry on|continue|keep going|proceed|resume)\b|\bby (?:accident|mistake)\b|\b(?:that|it|this|the [\w.-]+)(?: part)?(?:'s| is| was| looks) (?:fine|good|ok|okay|right|correct)\b|"
@@ -180,6 +181,7 @@ _PREFER = re.compile(
     r"\bi'?d rather (?:you )?not\b|\bi'?d (?:rather|prefer) you\b|^not (?:with|in|on|via|using)\b|"
     r"\b(?:doesn'?t|does not|don'?t|do not) exist\b|\berrored out\b|\bnot \S+ (?:please|thanks)\b|"
     r"\b(?:rather than|instead of)\b|\b(?:is|are) the wrong\b|\bthe wrong one\b|"
+    r"\w,\s*not (?!by|for|just|only|yet|sure|really|much|bad|now|today)(?:the |a |an |my |our |in |on )?[\w./-]+|"
     # asking to keep, or to go back to, what the agent's work changed
     r"(?:^|[.!?;,]\s*)(?:please )?(?:keep|leave) (?:it|that|this|them|the|my|our)\b(?! (?:up|going|in mind|posted)\b)|"
     r"\b(?:go|put (?:it|that|them)|change (?:it|that)|set (?:it|that)|switch) back\b|\b(?:back|revert) to\b|"
@@ -362,6 +364,8 @@ def course_change(before: Iterable[dict], after: Iterable[dict] | None, after_sa
             if any(w.lower() in command for w in written) or any(
                     part in made for part in re.split(r"[_\-]", stem) if len(part) >= 2):
                 return "undo"
+        if _DELETES.search(command) and _created_by(command, before):
+            return "undo"
     if after_said and _CONCEDE.search(after_said[:300]):
         return "conceded"
     if not looked and after_said is not None:
@@ -375,6 +379,26 @@ def course_change(before: Iterable[dict], after: Iterable[dict] | None, after_sa
         elif _target(a).rsplit("/", 1)[-1] in written:
             return "redo"
     return None
+
+
+_DELETES = re.compile(r"\b(?:delete|destroy|drop|rm|remove|uninstall)\b")
+_CREATES = re.compile(r"\b(?:create|add|new|run|apply|install|up|deploy|put|insert|make)\b")
+
+
+def _created_by(command: str, before: list[dict]) -> bool:
+    """A delete whose target a call before created (``instances create build-box``, then
+    ``instances delete build-box``): a name shared, other than the programs and verbs."""
+    generic = _DELETES.pattern + _CREATES.pattern
+    mine = {t for t in re.findall(r"[\w.@/:-]{3,}", command) if not t.startswith("-")}
+    for b in before:
+        other = (b.get("command") or "").lower()
+        if not _CREATES.search(other):
+            continue
+        programs = {t for t in other.split()[:3]}
+        shared = {t for t in re.findall(r"[\w.@/:-]{3,}", other) if not t.startswith("-")} & mine
+        if {t for t in shared if t not in programs and not re.fullmatch(generic, t)}:
+            return True
+    return False
 
 
 _MADE = re.compile(r"\b(?:created|added|wrote|written|generated|made|new|set up|installed)\b")
@@ -421,8 +445,8 @@ def _decide(turn: Turn) -> str | None:
         return "why"
     if _OMITTED.search(norm[:200]):
         return "omitted"
-    if norm.startswith("did you"):
-        return "reminder" if _reminder(norm, before[-20:]) else None
+    if norm.startswith("did you") and _reminder(norm, before[-20:]):
+        return "reminder"
     bare = _INTERJECTION.sub("", norm, count=1)  # "no, revert it": the cue after the interjection
     # a strong cue opening the message, or one of its sentences ("ugh, pill buttons. revert to ...")
     starts = [norm, bare, *_SENTENCE.split(norm[:400])[1:]]
@@ -435,7 +459,7 @@ def _decide(turn: Turn) -> str | None:
     asked_person = bool(agent_said and _QUESTION_TO_PERSON.search(agent_said.strip()[-300:]))
     if (_NOT_ONE.search(norm[:300]) or _LATER.match(norm) or _QUESTION_TO_AGENT.match(norm)
             or (asked_person and _NO.match(norm))):
-        return "changed" if change == "undo" else None
+        return "changed" if change == "undo" and not asked_person else None
     known = turn.after is not None
     went_on = known and change is None
     # for a message whose words object (steps 5-7): the agent's next calls on a file or program the
@@ -461,6 +485,9 @@ def _decide(turn: Turn) -> str | None:
     # step 8: the agent changed course: undid, conceded, switched to the program the message
     # names, or redid the work the message refers to while the message judges it, gives another
     # number, or the agent acknowledges
+    # (an answer to the agent's question: what it does next is what the answer asked for)
+    if asked_person and change in ("undo", "redo"):
+        return None
     if change in ("undo", "conceded") or _switched(norm, before, list(turn.after or ())[:AFTER_CALLS]):
         return "changed"
     if change == "redo" and reference and ((turn.after_said and _ACK.search(turn.after_said[:300])) or
@@ -482,7 +509,7 @@ def _decide(turn: Turn) -> str | None:
 #: Words that say the work is wrong, harmful or did not work (step 8b).
 _REJECTS = re.compile(r"\b(?:wrong|incorrect|broke|broken|breaks|worse|lost|loses|leaks?|unsafe|insecure|"
                       r"dangerous|pointless|meaningless|useless|bogus|nonsense|off|bad|mess(?:ed)? up|"
-                      r"asserts nothing|does nothing|not what|no good|fail|fails)\b")
+                      r"asserts nothing|does nothing|not what|no good|fail|fails|missing|crash(?:es|ed)?|forever|infinite)\b")
 
 
 _ACCEPTS = re.compile(r"\b(?:expected|fine|ok|okay|acceptable|intended|on purpose|by design)\b")

@@ -435,3 +435,32 @@ def test_approval_then_more_is_a_request_and_a_failure_of_the_last_run_a_rejecti
     before = [{"tool": "Bash", "heads": [], "command": "python bench.py --batch 32"}]
     assert correction_cue(message, agent_said="Ran the bench with batch 32: 1.2k items/s.", actions=before,
                           after=after, after_said=None if after is None else "Done.") == cue
+
+
+def test_deleting_what_a_call_before_created_is_undoing_it():
+    before = [{"tool": "run_shell_command", "command": "az vm create -n ci-runner --size Standard_D32s_v5"}]
+    deleted = [{"tool": "run_shell_command", "command": "az vm delete -n ci-runner --yes"}]
+    other = [{"tool": "run_shell_command", "command": "az vm delete -n old-runner-2019 --yes"}]
+    assert course_change(before, deleted, "Deleted it.") == "undo"
+    assert course_change(before, other, "Deleted the old runner.") != "undo"  # something it did not create
+
+
+@pytest.mark.parametrize("message,said,after,after_said,cue", [
+    # a question that is no reminder is decided by the rest of the rule: here the agent concedes
+    ("did you pick the threshold on the holdout set? then the score is meaningless",
+     "Picked the threshold 0.62: F1 0.91 on the holdout set.", [], "You're right, I tuned on the holdout.", "changed"),
+    # "X, not Y", the calls after unknown
+    ("that compares the cached copy, not the live table", "Compared the two tables: no differences.", None, None,
+     "prefer"),
+    ("the retries are handled by the queue, not by us", "Compared the two tables: no differences.", None, None,
+     None),
+    # the agent asked which to undo: the undo answers it
+    ("the third one", "Which of the three migrations should I roll back?",
+     [{"tool": "Bash", "command": "git revert a1b2c3d"}], "Reverted it.", None),
+    # relief, and a suggestion for some day
+    ("no flicker anymore. now the header please", "Compared the two tables: no differences.",
+     [{"tool": "Bash", "command": "python compare.py --table orders --live"}], "Done.", None),
+])
+def test_questions_contrasts_and_answers(message, said, after, after_said, cue):
+    before = [{"tool": "Bash", "heads": [], "command": "python compare.py --table orders"}]
+    assert correction_cue(message, agent_said=said, actions=before, after=after, after_said=after_said) == cue
