@@ -13,70 +13,67 @@ reads a transcript format.
 The rule, in order, first match wins (docs/corrections.md has it with examples and figures).
 *Refers*: a word of the agent's last statement or of its last calls, an opening "that", "it",
 "you", ..., or the agent undoing, redoing or conceding its last work right after.
-*Went on*: the calls after are known and show no course change.
+*Went on*: the calls after are known and show no course change (for steps 5-7, calls on a file
+or program the message names in place of its own are following it, not going on).
+*Interrupted*: the person stopped the agent just before; the message then refers, and the work
+did not go on, for steps 6-7; it is no correction by itself.
 
 ====  ===============================================  ===========================  ==================
 step  the message                                      the agent next (after)       decision
 ====  ===============================================  ===========================  ==================
 1     feedback given when rejecting a tool call        any                          ``rejected``
-2     the session's first message, or nothing of the   any                          not one
+2     the session's first message, or nothing of the  any                          not one
       agent's before it
 3     a *strong* cue: "that's not what I asked", "I    any                          the cue
       said ...", "why did you ...", "you forgot /
       didn't / broke ...", "that's wrong", "(no,)
       undo / revert ...", "did you push?" with no
       push among the calls before
-4     a shape that is not one: a request for more      undid its work               ``changed``
-      ("one more thing", "can you also / add", "while  anything else                not one
-      you're in there", "let's ..."), an answer to
-      the agent's question, praise or thanks, an
-      instruction for later ("wait until", "stop X
-      once ..."), the end of the work ("stop here"),
-      a question to the agent ("is it X or Y?", "who
-      merged ...?", "really?"), taking it back
-      ("nvm"), confirming ("that part's fine")
-5     it still / again does not work, the same error,  did not go on                ``still``
-      nothing changed: and it refers (else a bug       went on                      not one
-      report about the product: not one)
-6     a weak cue: "no, ...", "actually ...", "instead  did not go on                the cue
-      ...", "stop, ...", "wait, ...", "don't ..."      went on                      not one
-      naming what it just did, "you ran X without
-      Y": and it refers ("no", "stop", "wait",
-      "instead", "don't X" and "you ran" refer by
-      themselves)
-7     a stated preference: "please use X", "we use     did not go on                ``prefer``
-      X", "X, not Y", "that endpoint must ...",        went on                      not one
-      "that's the old X", "I'd rather you not", "not
-      with X", "doesn't exist": and it refers
-8     anything else                                    undid its work, conceded     ``changed``
-                                                       ("sorry", "you're right",
-                                                       "reverted"), ran the program
-                                                       the message names in place
-                                                       of the one it names from
-                                                       before, or redid the work
-                                                       the message refers to and
-                                                       the message judges it ("not",
-                                                       "never", "worse", "must",
-                                                       "lose the X", ...), gives
-                                                       another number than the
-                                                       agent's statement, or the
-                                                       agent acknowledges
-9     anything else that refers to the work the agent  redid it, nothing else tells borderline: not
-      redid                                                                         one, unless a
-                                                                                    second opinion
-                                                                                    says so
+4     a shape that is not one: a request for more,     undid its work, no question  ``changed``
+      an answer to the agent's question, praise,       to the person before
+      relief, later ("wait for", "at some point"),     anything else                not one
+      the end of the work, a question to the agent,
+      taking it back ("you're right"), resuming
+5     it still / again does not work: and it refers    did not go on                ``still``
+      (else a bug report about the product)            went on                      not one
+6     a weak cue ("no", "actually", "instead",         did not go on (interrupt:    the cue
+      "stop", "wait", "don't X", "you ran X without    any)
+      Y"; not one that goes on to ask): and it refers  went on                      not one
+7     a stated preference ("please use X", "we use     did not go on (interrupt:    ``prefer``
+      X", "X, not Y", "keep the X", "back to X", ...): any)
+      and it refers                                    went on                      not one
+8     anything else, the agent having asked the        undid or redid               not one
+      person a question
+      anything else                                    undid, conceded (or promised ``changed``
+                                                       to work otherwise), switched
+                                                       to the program the message
+                                                       names, or redid it and the
+                                                       message judges it, gives
+                                                       another number (not after
+                                                       approval), or the agent
+                                                       acknowledges
+8b    a rejection of the last work ("broke", "lost",   did not go on                ``rejects``
+      "fails", "missing", ...) that refers, accepting
+      nothing ("expected", "fine")
+9     anything else that refers to the work the agent  redid it                     ``changed``; if the
+      redid                                                                         message only asks
+                                                                                    for more:
+                                                                                    borderline (not one
+                                                                                    unless a second
+                                                                                    opinion says so)
 10    anything else                                    any                          not one
 ====  ===============================================  ===========================  ==================
 
 *Course change* (:func:`course_change`): ``undo`` (an after call reverts: ``git checkout --``,
 ``git restore``, ``git revert``, ``git reset``, a rollback, an uninstall, removing or moving a
-file it had just written), ``conceded`` (its next statement concedes: "sorry", "you're right",
-"good catch", "reverted", "restored"), ``stopped`` (no call at all after the message), ``redo``
-(it runs a program it had just run with other arguments, or edits again a file it had just
-edited). ``None``: it went on with other work (reads only count as going on). ``after=None``:
-the calls after are not known (the data has none): the words and the reference decide alone.
-The second opinion (step 9) is :mod:`openmemory_local.corrections_lm`, the local model, off by
-default.
+file it had just written or says it made, deleting what a call before created), ``conceded``
+(its next statement concedes: "sorry", "you're right", "good catch", "reverted", "restored", or
+promises to work otherwise: "won't ... again", "from now on"), ``stopped`` (no call at all after
+the message), ``redo`` (it runs a program it had just run with other arguments, or edits again
+a file it had just edited). ``None``: it went on with other work (reads only count as going on).
+``after=None``: the calls after are not known (the data has none): the words and the reference
+decide alone. The second opinion (step 9) is :mod:`openmemory_local.corrections_lm`, the local
+model, off by default.
 
 ``benchmarks/corrections.py`` prints precision and recall on each labelled set, saying which
 was used while writing this rule (in-sample) and which was not (held-out). Corrections feed the
@@ -96,7 +93,7 @@ __all__ = ["correction_cue", "decide", "is_borderline", "course_change", "is_rea
 
 STRONG_CUES = ("rejected", "restated", "why", "omitted", "reminder", "undo", "wrong")
 CUES = STRONG_CUES + ("still", "stop", "wait", "no", "dont", "actually", "you_did", "prefer", "changed",
-                      "second_opinion")
+                      "rejects", "second_opinion")
 
 
 @dataclass(frozen=True)
@@ -413,7 +410,7 @@ def decide(turn: Turn, opinion: Callable[[Turn], bool] | None = None) -> str | N
 
     ``opinion``: an optional second opinion (:mod:`openmemory_local.corrections_lm`, the local
     model, off by default), asked only about a *borderline* message (step 9: the agent redid
-    the work the message refers to, without a judgement word or an acknowledgement); its yes
+    the work the message refers to, and the message only asks for more); its yes
     makes the cue ``second_opinion``. Without it a borderline message is not a correction.
     """
     cue = _decide(turn)
@@ -498,7 +495,6 @@ def _decide(turn: Turn) -> str | None:
     if (acted and not went_on and refers(norm, agent_said, before) and _REJECTS.search(norm[:300])
             and not _ACCEPTS.search(norm[:300])):
         return "rejects"
-    # step 9: it redid the work the message refers to, nothing else tells: a second opinion's
     # step 9: it redid the work the message refers to: a correction, unless the message only asks
     # for more (a new part, a new property, a look: "make it sticky", "index the tags as well")
     if change == "redo" and reference:
