@@ -385,7 +385,6 @@ _CREATES = re.compile(r"\b(?:create|add|new|run|apply|install|up|deploy|put|inse
 def _created_by(command: str, before: list[dict]) -> bool:
     """A delete whose target a call before created (``instances create build-box``, then
     ``instances delete build-box``): a name shared, other than the programs and verbs."""
-    generic = _DELETES.pattern + _CREATES.pattern
     mine = {t for t in re.findall(r"[\w.@/:-]{3,}", command) if not t.startswith("-")}
     for b in before:
         other = (b.get("command") or "").lower()
@@ -393,7 +392,7 @@ def _created_by(command: str, before: list[dict]) -> bool:
             continue
         programs = {t for t in other.split()[:3]}
         shared = {t for t in re.findall(r"[\w.@/:-]{3,}", other) if not t.startswith("-")} & mine
-        if {t for t in shared if t not in programs and not re.fullmatch(generic, t)}:
+        if {t for t in shared if t not in programs and not _DELETES.fullmatch(t) and not _CREATES.fullmatch(t)}:
             return True
     return False
 
