@@ -76,12 +76,14 @@ def rule(case: dict) -> bool:
 def _turn(case: dict) -> Turn:
     after = _calls(case.get("after"))
     return Turn(case["message"], case["via"], case.get("agent_said"), tuple(_calls(case.get("actions") or [])),
-                None if after is None else tuple(after), case.get("after_said"), interrupted=case.get("interrupted", False))
+                None if after is None else tuple(after), case.get("after_said"),
+                interrupted=case.get("interrupted", False))
 
 
 def words_alone(case: dict) -> bool:
     return correction_cue(case["message"], via=case["via"], agent_said=case.get("agent_said"),
-                          actions=_calls(case.get("actions") or []), interrupted=case.get("interrupted", False)) is not None
+                          actions=_calls(case.get("actions") or []),
+                          interrupted=case.get("interrupted", False)) is not None
 
 
 def opening_word(case: dict) -> bool:

@@ -160,7 +160,8 @@ _NOT_ONE = re.compile(
     r"\b(?:at some point|some ?day|down the road|eventually)\b|\byou'?re (?:right|correct)\b|\bmy (?:bad|mistake)\b|"
     r"\bi was (?:wrong|looking at|thinking of|confused)\b|"
     # resuming after an interrupt
-    r"^(?:sorry,?\s+)?(?:go on|carry on|continue|keep going|proceed|resume)\b|\bby (?:accident|mistake)\b|\b(?:that|it|this|the [\w.-]+)(?: part)?(?:'s| is| was| looks) (?:fine|good|ok|okay|right|correct)\b|"
+    r"^(?:sorry,?\s+)?(?:go on|carry on|continue|keep going|proceed|resume)\b|\bby (?:accident|mistake)\b|"
+    r"\b(?:that|it|this|the [\w.-]+)(?: part)?(?:'s| is| was| looks) (?:fine|good|ok|okay|right|correct)\b|"
     r"^(?:wait,?\s+|hmm?,?\s+)?really\?")
 _LATER = re.compile(r"^(?:please )?(?:stop|wait)\b.{0,80}\b(?:once|when|after|until|till|before)\b|"
                     r"^(?:please )?wait (?:for|till|until)\b")
@@ -504,7 +505,8 @@ def _decide(turn: Turn) -> str | None:
 #: Words that say the work is wrong, harmful or did not work (step 8b).
 _REJECTS = re.compile(r"\b(?:wrong|incorrect|broke|broken|breaks|worse|lost|loses|leaks?|unsafe|insecure|"
                       r"dangerous|pointless|meaningless|useless|bogus|nonsense|off|bad|mess(?:ed)? up|"
-                      r"asserts nothing|does nothing|not what|no good|fail|fails|missing|crash(?:es|ed)?|forever|infinite)\b")
+                      r"asserts nothing|does nothing|not what|no good|fail|fails|missing|crash(?:es|ed)?|forever|"
+                      r"infinite)\b")
 
 
 _ACCEPTS = re.compile(r"\b(?:expected|fine|ok|okay|acceptable|intended|on purpose|by design)\b")
