@@ -693,9 +693,13 @@ class Store:
             raise StoreError(f"cannot open the store {config.db_path}: {exc}") from exc
         return store
 
+    def set_busy_timeout(self, seconds: float) -> None:
+        """How long a statement waits for another process's lock before it gives up."""
+        self.conn.execute(f"PRAGMA busy_timeout = {int(seconds * 1000)}")
+
     def _prepare(self) -> None:
         conn = self.conn
-        conn.execute(f"PRAGMA busy_timeout = {int(self.config.busy_timeout * 1000)}")
+        self.set_busy_timeout(self.config.busy_timeout)
         self._enable_wal()
         conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute("PRAGMA foreign_keys = ON")
