@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # imported where used: `openmemory --version` and `report` load no numpy, SQLite helpers nor SDK
     from datetime import datetime
 
-    from openmemory_local.core.store import Store
+    from openmemory_local.storage.store import Store
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_PARTIAL, EXIT_STORE, EXIT_BUSY, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 5, 130
 EXIT_NO_NODE = 8
@@ -117,7 +117,7 @@ def _config(args):
 
 
 def _open(args) -> Store:
-    from openmemory_local.core.store import Store
+    from openmemory_local.storage.store import Store
 
     return Store.open(_config(args))
 
