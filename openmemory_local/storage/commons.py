@@ -141,3 +141,97 @@ def attestation_rows(store, ids: list[int]) -> list[tuple]:
 def set_attestation_node_status(store, record_id: str, status) -> None:
     """What the node says of an attestation this engine sent (``counted``, ``not-counted``)."""
     store.conn.execute("UPDATE commons_attestations SET node_status = ? WHERE record_id = ?", (status, record_id))
+
+
+def commons_files_shown(store) -> list[tuple]:
+    """(lesson id, memory folder) of the commons files in memory folders now (ours or edited)."""
+    return store.conn.execute(
+        "SELECT lesson_id, memory_dir FROM rendered_files WHERE role = 'commons' AND state IN ('ours', 'edited')"
+    ).fetchall()
+
+
+def open_commons_predictions(store) -> list[tuple]:
+    """(id, commons_id, family, made, probes JSON, exposed_at) of the open commons predictions, by id."""
+    return store.conn.execute("SELECT id, commons_id, family, made, probes, exposed_at FROM commons_predictions "
+                              "WHERE state = 'open' ORDER BY id").fetchall()
+
+
+def set_prediction_exposed(store, prediction_id: int, at: str) -> None:
+    """A commons prediction whose lesson is shown in its family's memory folder from ``at`` on."""
+    store.conn.execute("UPDATE commons_predictions SET exposed_at = ? WHERE id = ?", (at, prediction_id))
+
+
+def insert_commons_prediction(store, commons_id: int, family: str, made: str, text: str, probes: list,
+                              exposed_at: str | None) -> int:
+    return store.conn.execute(
+        "INSERT INTO commons_predictions (commons_id, family, made, text, probes, exposed_at) VALUES (?, ?, ?, ?, ?, ?)",
+        (commons_id, family, made, text, dumps(probes), exposed_at)).lastrowid
+
+
+def confirm_commons_prediction(store, prediction_id: int, at: str, sessions: int, matched: int, episode_id: int,
+                               fix: str, exposed: bool) -> None:
+    """Its failure met by ``episode_id``; ``exposed_at`` kept only when that evidence was exposed."""
+    store.conn.execute(
+        "UPDATE commons_predictions SET state = 'confirmed', resolved = ?, sessions = ?, matched = ?, "
+        "episode_id = ?, failure = 'confirmed', fix = ?, facet = NULL, similarity = NULL, "
+        "exposed_at = CASE WHEN ? THEN exposed_at ELSE NULL END WHERE id = ?",
+        (at, sessions, matched, episode_id, fix, int(exposed), prediction_id))
+
+
+def fail_commons_prediction(store, prediction_id: int, at: str, sessions: int) -> None:
+    store.conn.execute("UPDATE commons_predictions SET state = 'failed', resolved = ?, sessions = ?, "
+                       "matched = 0, failure = 'failed', fix = 'untested' WHERE id = ?", (at, sessions, prediction_id))
+
+
+def resolved_unattested(store) -> list[tuple]:
+    """(commons_id, id, state, sessions, matched, made, exposed, fix) of the resolved commons
+    predictions no attestation took yet, by id."""
+    return store.conn.execute(
+        "SELECT commons_id, id, state, sessions, matched, made, exposed_at IS NOT NULL, fix FROM commons_predictions "
+        "WHERE state IN ('confirmed', 'failed') AND attestation_id IS NULL ORDER BY id").fetchall()
+
+
+def set_predictions_attestation(store, prediction_ids: list[int], attestation_id: int) -> None:
+    """These predictions went into ``attestation_id`` (0: into none, never to be attested)."""
+    store.conn.executemany("UPDATE commons_predictions SET attestation_id = ? WHERE id = ?",
+                           [(attestation_id, pid) for pid in prediction_ids])
+
+
+def last_live_attestation(store, commons_id: int) -> tuple | None:
+    """(id, failure, fix, exposed, made, verdict) of a lesson's latest pending or sent attestation."""
+    return store.conn.execute(
+        "SELECT id, failure, fix, exposed, made, verdict FROM commons_attestations WHERE commons_id = ? "
+        "AND state IN ('pending', 'sent') ORDER BY id DESC LIMIT 1", (commons_id,)).fetchone()
+
+
+def insert_attestation(store, commons_id: int, lesson_record: str, verdict: str, met_before: bool, sessions: int,
+                       matched: int, window: int, made: str, failure: str, fix: str, exposed: bool) -> int:
+    return store.conn.execute(
+        "INSERT INTO commons_attestations (commons_id, lesson_record, verdict, met_before, sessions, matched, "
+        "window, made, failure, fix, exposed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (commons_id, lesson_record, verdict, int(met_before), sessions, matched, window, made, failure, fix,
+         int(exposed))).lastrowid
+
+
+ATTESTATION_FIELDS = ("id", "commons_id", "lesson_record", "verdict", "met_before", "sessions", "matched", "window",
+                      "failure", "fix", "exposed")
+
+
+def pending_attestations(store) -> list[dict]:
+    """The attestations the node has not taken yet (:data:`ATTESTATION_FIELDS`), by id."""
+    return [dict(zip(ATTESTATION_FIELDS, values)) for values in store.conn.execute(
+        f"SELECT {', '.join(ATTESTATION_FIELDS)} FROM commons_attestations WHERE state = 'pending' ORDER BY id")]
+
+
+def set_attestation_dropped(store, attestation_id: int) -> None:
+    store.conn.execute("UPDATE commons_attestations SET state = 'dropped' WHERE id = ?", (attestation_id,))
+
+
+def set_attestation_refused(store, attestation_id: int, error: str) -> None:
+    store.conn.execute("UPDATE commons_attestations SET state = 'refused', error = ? WHERE id = ?",
+                       (error, attestation_id))
+
+
+def set_attestation_sent(store, attestation_id: int, at: str, record_id, node_status) -> None:
+    store.conn.execute("UPDATE commons_attestations SET state = 'sent', sent = ?, record_id = ?, "
+                       "node_status = ? WHERE id = ?", (at, record_id, node_status, attestation_id))

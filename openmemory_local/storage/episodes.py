@@ -132,3 +132,18 @@ def episode_days_between(store, after: str, before: str) -> list[str]:
 def episodes_changed_since(store, seq: int) -> int:
     """How many episodes changed (``seq``) after ``seq``."""
     return store.conn.execute("SELECT COUNT(*) FROM episodes WHERE seq > ?", (seq,)).fetchone()[0]
+
+
+def episodes_between(store, after: str, until: str) -> list[tuple]:
+    """(id, kind, session_id, project, created, fields) of the episodes created in (after, until],
+    by time then id."""
+    return store.conn.execute(
+        "SELECT id, kind, session_id, project, created, fields FROM episodes WHERE created > ? "
+        "AND created <= ? ORDER BY created, id", (after, until)).fetchall()
+
+
+def errors_before(store, before: str):
+    """(id, kind, project, fields) of the error episodes created before ``before``, latest first
+    (a cursor: the caller stops at the first that matters)."""
+    return store.conn.execute("SELECT id, kind, project, fields FROM episodes WHERE kind = 'error' AND created < ? "
+                              "ORDER BY created DESC", (before,))

@@ -8,8 +8,16 @@ Schema (version 1)
 ------------------
 ``schema_version(version, description, applied_at)``
     One row per applied migration. :data:`MIGRATIONS` lists them; opening a store runs
-    the missing ones in order, each in its own transaction. A store whose version is
+    the missing ones in order, in one write transaction. A store whose version is
     newer than this code knows is refused (:class:`StoreError`), never downgraded.
+
+    The node's store (:mod:`openmemory_node.store`) migrates the same way (it used ``PRAGMA
+    user_version`` and adopts such a file on open). Why this style: the history is in the
+    file, in a table a user reads with ``sqlite3`` or Datasette (what ran, when, what for),
+    not a bare integer in the header; each :class:`Migration` carries its number and says
+    what it does; a migration may take the :class:`Store` (files beside the database,
+    version 5). The runner is written in both halves rather than shared: the engine never
+    imports the node, and ``openmemory_protocol`` holds pure rules without I/O.
 
 ``meta(key, value)``
     ``embedding`` (the name of the embedding in ``episodes.embedding``, see
