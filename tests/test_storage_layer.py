@@ -104,3 +104,35 @@ def test_the_scan_sees_each_way_of_calling_sql(tmp_path):
     clean = tmp_path / "clean.py"
     clean.write_text("def g(items):\n    return sorted(items)\n")
     assert _sql_calls(clean) == []
+
+
+def test_the_session_start_fast_path_still_loads_only_the_standard_library(tmp_path):
+    """The SessionStart hook's fast path asks the trust boundary (moved into storage/) without
+    loading the rest of the storage layer, the engine's store, numpy or sqlite-utils: a real
+    store file (made by another process), asked read-only, in a fresh interpreter."""
+    import subprocess
+    import sys
+
+    home = tmp_path / "home"
+    subprocess.run([sys.executable, "-c", "import sys; from openmemory_local.core.config import load_config; "
+                    "from openmemory_local.storage.store import Store; Store.open(load_config(sys.argv[1])).close()",
+                    str(home)], check=True, timeout=120)
+    probe = (
+        "import sys, json\n"
+        "from openmemory_local.integrations import session_start\n"
+        "from openmemory_local.core.config import load_config\n"
+        "config = load_config(sys.argv[1], node_home_option=sys.argv[2])\n"
+        "answer = session_start._fast_check(config)\n"
+        "loaded = sorted(m for m in sys.modules if m.startswith('openmemory') or m in ('numpy', 'sqlite_utils'))\n"
+        "print(json.dumps({'answer': answer, 'loaded': loaded}))\n"
+    )
+    out = subprocess.run([sys.executable, "-P", "-c", probe, str(home), str(tmp_path / "no-node")],
+                         check=True, capture_output=True, text=True, timeout=120).stdout
+    import json
+
+    result = json.loads(out.strip().splitlines()[-1])
+    assert result["answer"][:3] == [False, False, []]  # no node, nothing stale: asked and answered
+    loaded = set(result["loaded"])
+    assert "openmemory_local.storage.trust_boundary" in loaded
+    assert not loaded & {"numpy", "sqlite_utils", "openmemory_local.storage.store", "openmemory_local.storage.commons",
+                         "openmemory_local.storage.rendered", "openmemory_local.storage.episodes"}
