@@ -633,8 +633,7 @@ def _hold_personal_kinds(store, now_iso: str) -> list[dict]:
             continue
         reason = f"a {row['kind']} has no commons form: it stays personal"
         with store.write():
-            store.conn.execute("UPDATE publish_queue SET state = 'held', reasons = ?, last_error = ? WHERE id = ?",
-                               (dumps([reason]), reason, row["id"]))
+            publishing.hold_queued(store, row["id"], reason)
             record_event(store, now_iso, "held", row["lesson_id"], reasons=[reason])
         held.append({"lesson": row["lesson_id"], "reason": reason})
     return held
@@ -702,7 +701,7 @@ def send(store, now: datetime, *, link: NodeLink | None = None,
                 if exc.status == 422 and exc.code != "clock-skew":
                     reason = f"the node refused it ({exc.code}: {exc.message})"
                     with store.write():
-                        publishing.hold_refused(store, row["id"], reason)
+                        publishing.hold_queued(store, row["id"], reason)
                         record_event(store, now_iso, "held", row["lesson_id"], reasons=[reason])
                     out["refused"].append({"lesson": row["lesson_id"], "reason": reason})
                     continue

@@ -217,8 +217,8 @@ def note_attempt(store, row_id: int, at: str) -> None:
     store.conn.execute("UPDATE publish_queue SET attempts = attempts + 1, last_attempt = ? WHERE id = ?", (at, row_id))
 
 
-def hold_refused(store, row_id: int, reason: str) -> None:
-    """The node refused the record: held, with its reason."""
+def hold_queued(store, row_id: int, reason: str) -> None:
+    """A queued row held back, with its reason (the node refused it; a kind with no commons form)."""
     store.conn.execute("UPDATE publish_queue SET state = 'held', reasons = ?, last_error = ? WHERE id = ?",
                        (dumps([reason]), reason, row_id))
 
