@@ -117,6 +117,8 @@ class Reach:
         self.host = host
         self.config = config
         self.home = Path(home)
+        #: the domains the node follows (None: every one), for the rendezvous namespaces
+        self.followed: Callable[[], Any] | None = None
         self.found = found  # (peer id, addrs, source) -> None: into the reconnect plan
         self.clock = clock
         self.started = clock()
@@ -310,9 +312,14 @@ class Reach:
                 self.reservations.pop(pid, None)
 
     def namespaces(self) -> list[str]:
-        """The commons' namespace, and one per followed domain (``<namespace>/<domain>``)."""
+        """The commons' namespace, and one per domain of ``[discovery] domains`` and per domain
+        the node follows (``<namespace>/<domain>``)."""
         ns = self.config.discovery.namespace
-        return [ns] + [f"{ns}/{d}" for d in self.config.discovery.domains]
+        domains = set(self.config.discovery.domains)
+        followed = self.followed() if self.followed is not None else None
+        if followed is not None:  # (a node that follows every domain registers under the commons' only)
+            domains |= set(followed) - {"general"}
+        return [ns] + [f"{ns}/{d}" for d in sorted(domains)]
 
     async def _rendezvous(self, now: float) -> None:
         if not self.rendezvous_points:
