@@ -74,7 +74,7 @@ def publish_step(store: Store, now: datetime, report: dict) -> dict:
 
 def commons_step(store: Store, now: datetime, report: dict) -> dict:
     """Pull from the node, verify the received lessons' predictions, attest."""
-    from .commons import attest, pull, verify_commons
+    from .commons import attest, pull, report_domains, verify_commons
     from .node_link import NodeError, NodeUnavailable, open_link
 
     if not store.config.commons_receive:
@@ -87,6 +87,11 @@ def commons_step(store: Store, now: datetime, report: dict) -> dict:
     except (NodeUnavailable, NodeError) as exc:
         out["node"] = f"unavailable: {exc}"
         link = None
+    if link is not None:
+        try:  # (a node without domains answers 404: it takes every domain, nothing lost)
+            out["domains"] = report_domains(store, link)
+        except (NodeUnavailable, NodeError) as exc:
+            out["domains"] = f"not reported: {exc}"
     out["verify"] = verify_commons(store, now)
     if link is not None:
         try:
