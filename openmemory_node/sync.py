@@ -65,7 +65,7 @@ from .log import event
 from .policy import FETCH_MISMATCH, Action, RateLimiter, Verdict
 from .reconcile import ID_BYTES, IdSet, Params, Reconciler, SyncError, decode_varint, encode_varint
 from .streams import FrameError, FrameReader, close_quietly, frame
-from .sync_plan import MAX_WANT, REFUSED_TTL, after_answer, wanted as plan_wanted
+from .sync_plan import MAX_WANT, REFUSED_TTL, after_answer, scopes as plan_scopes, wanted as plan_wanted
 
 log = logging.getLogger(__name__)
 
@@ -306,11 +306,7 @@ class Sync:
                 counted = _Counted(raw, report)
                 stream = FrameReader(counted, self.max_frame)
                 budget = s.max_records
-                followed = self.following.domains
-                scopes = [(type_, domain) for type_ in TYPE_ORDER
-                          for domain in ([None] if followed is None or type_ not in DOMAIN_TYPES
-                                         else sorted(followed))]
-                for type_, domain in scopes:
+                for type_, domain in plan_scopes(TYPE_ORDER, DOMAIN_TYPES, self.following.domains):
                     got = await self._session_type(stream, peer, type_, budget, report, domain)
                     budget -= got
                     if budget <= 0:
