@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from openmemory_local import cli
-from openmemory_local.config import ConfigError, load_config, read_config_file
-from openmemory_local.node_link import NodeError, NodeLink, NodeUnavailable, open_link
+from openmemory_local.cli import main as cli
+from openmemory_local.core.config import ConfigError, load_config, read_config_file
+from openmemory_local.commons.node_link import NodeError, NodeLink, NodeUnavailable, open_link
 
 
 def test_node_home_precedence(tmp_path):
@@ -97,10 +97,10 @@ def test_the_engine_tells_its_node_the_domains_its_projects_touch(cluster, tmp_p
     node follows those and general (its gossip topics change with them)."""
     from datetime import datetime, timezone
 
-    from openmemory_local.commons import project_domains, report_domains
-    from openmemory_local.config import Config
-    from openmemory_local.ingest import ingest
-    from openmemory_local.store import Store
+    from openmemory_local.commons.receive import project_domains, report_domains
+    from openmemory_local.core.config import Config
+    from openmemory_local.ingest.transcripts import ingest
+    from openmemory_local.storage.store import Store
     from openmemory_protocol.domains import DOMAINS, GENERAL
 
     store = Store.open(Config(home=tmp_path / "engine"))
