@@ -159,6 +159,11 @@ class Daemon:
         self.domains = DomainIndex.from_store(self.store)
         self.ingest.record_domains = self.domains.of_record
         self.ingest.follows = self.following.follows
+        own = self.identity.public_key.hex()
+        for (idb,) in self.store.conn.execute(
+                "SELECT idb FROM records WHERE type = 'lesson' AND author = ?", (own,)):
+            self.following.add_authored(self.domains.of_lesson(bytes(idb)) or ())
+        self.ingest.on_accept_hooks.append(self._follow_own_domains)
         self.reach.followed = lambda: self.following.domains
         self.gossip = Gossip(self.host, self.ingest, config.gossip,
                              author=self.identity.public_key, clock=clock,
@@ -253,6 +258,16 @@ class Daemon:
             from . import wire
 
             self.gossip.publish(record.id, record.record_type, wire.encode(record))
+
+    def _follow_own_domains(self, record: Any, via: str, peer: str | None) -> None:
+        """A lesson this node wrote: follow its domains (its attestations come back here)."""
+        if peer is None and record.record_type == "lesson" and record.signer == self.identity.public_key:
+            if self.following.add_authored(self.domains.of_record(record) or ()) and self._nursery is not None:
+                self._nursery.start_soon(self._refollow)
+
+    async def _refollow(self) -> None:
+        await self.gossip.follow()
+        self.sync.sync_soon()
 
     async def follow_domains(self, domains: list[str]) -> dict[str, Any]:
         """The engine's domains (``PUT /v1/domains``): kept, then the gossip topics and the

@@ -3,8 +3,9 @@ the gossip topics and sync sets that follow from them (issue 33; the rule that g
 lesson its domains is :func:`openmemory_protocol.domains.lesson_domains`).
 
 * **Followed domains** (:class:`Following`): ``general`` always; then ``[domains] follow`` in
-  the configuration and the domains the engine reported (``PUT /v1/domains``, kept in
-  ``domains.json`` in the data folder so that a restart keeps them). A node that was told
+  the configuration, the domains the engine reported (``PUT /v1/domains``, kept in
+  ``domains.json`` in the data folder so that a restart keeps them), and the domains of the
+  lessons this node wrote itself (their attestations must come back to their author). A node that was told
   nothing (an empty ``follow`` and no report), or whose ``follow`` holds ``"*"``, follows
   every domain: a relay, a bootstrap node or a node without an engine takes everything, as
   before domains existed.
@@ -71,6 +72,7 @@ class Following:
         self.home = Path(home) if home is not None else None
         self.reported: set[str] | None = None  # the engine's last report
         self.reported_at: float | None = None
+        self.authored: set[str] = set()  # the domains of this node's own lessons
         if self.home is not None:
             self._load()
 
@@ -90,7 +92,7 @@ class Following:
         """The followed domains, ``general`` included; None for every domain."""
         if self.every_configured or (not self.configured and self.reported is None):
             return None
-        return frozenset(self.configured | (self.reported or set()) | {GENERAL})
+        return frozenset(self.configured | (self.reported or set()) | self.authored | {GENERAL})
 
     def follows(self, domains: Iterable[str] | None) -> bool:
         """Whether a record of these domains is for this node (unknown domains: yes)."""
@@ -98,6 +100,12 @@ class Following:
         if followed is None or domains is None:
             return True
         return any(d in followed for d in domains)
+
+    def add_authored(self, domains: Iterable[str]) -> bool:
+        """The domains of a lesson this node wrote; True when the followed set changed."""
+        before = self.domains
+        self.authored |= set(domains)
+        return self.domains != before
 
     def report(self, domains: Iterable[str], now: float) -> bool:
         """The engine's domains (replacing its last report); True when the followed set changed."""
@@ -124,6 +132,7 @@ class Following:
         return {"following": "every domain" if followed is None else sorted(followed),
                 "configured": sorted(self.configured) + ([EVERY] if self.every_configured else []),
                 "reported": None if self.reported is None else sorted(self.reported),
+                "authored": sorted(self.authored),
                 "reported_at": self.reported_at}
 
 

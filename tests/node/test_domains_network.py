@@ -114,3 +114,16 @@ async def test_a_lesson_on_another_domains_topic_is_refused(cluster):
         await wait_for(lambda: b.has(wire.decode(python_ok).id), 30, "the python lesson on b")
         await wait_for(lambda: refused(b).get("wrong-topic", 0) >= 1, 30, "the npm lesson on python's topic refused")
         assert b.has(wire.decode(npm_on_python).id) is None
+
+
+def test_a_node_follows_the_domains_of_its_own_lessons_so_their_attestations_come_back(cluster):
+    (a,) = cluster.line(1)
+    a.client().request("PUT", "/v1/domains", {"domains": ["python"]})
+    assert "/openmemory/1/attestation/node" not in a.get("/v1/domains")["topics"]
+    claim_lesson(a, NPM)
+    wait_until(lambda: "/openmemory/1/attestation/node" in a.get("/v1/domains")["topics"], 30,
+               what="a joined node's topics after writing an npm lesson")
+    assert a.get("/v1/domains")["authored"] == ["node"]
+    a.stop()
+    a.start()  # (rebuilt from its store at start)
+    assert a.get("/v1/domains")["following"] == ["general", "node", "python"]

@@ -105,3 +105,13 @@ def test_the_sync_index_kept_by_arrivals_equals_the_one_rebuilt_from_the_store(t
                                ("attestation", "node"), ("attestation", "git")}
     assert len(live.domain_sets[("attestation", "node")]) == 2  # npm's (arrived first) and both's
     store.close()
+
+
+def test_the_domains_of_a_nodes_own_lessons_are_followed_once_it_follows_some():
+    following = Following(["git"])
+    assert following.add_authored(("python",)) is True  # its attestations must come back
+    assert following.domains == {"git", "python", "general"}
+    everything = Following(())
+    assert everything.add_authored(("python",)) is False and everything.domains is None
+    everything.report(["node"], 1.0)
+    assert everything.domains == {"node", "python", "general"}
