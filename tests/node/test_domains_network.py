@@ -127,3 +127,12 @@ def test_a_node_follows_the_domains_of_its_own_lessons_so_their_attestations_com
     a.stop()
     a.start()  # (rebuilt from its store at start)
     assert a.get("/v1/domains")["following"] == ["general", "node", "python"]
+
+
+def test_status_names_the_domains_followed(cluster):
+    from .harness import cli
+
+    node = cluster.node("s", extra_config='[domains]\nfollow = ["rust"]')
+    node.init()
+    node.start()
+    assert "domains    following general, rust" in cli(node.home, "status").stdout
