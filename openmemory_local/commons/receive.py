@@ -514,6 +514,27 @@ def pull(store, link, now: datetime, *, max_pages: int = 1000) -> dict:
     return totals
 
 
+def project_domains(store) -> list[str]:
+    """The domains this agent's projects touch: those of the programs its sessions ran (the
+    command heads of its session episodes, archived or not), by the commons' rule
+    (:func:`openmemory_protocol.domains.domains_of_programs`), ``general`` always."""
+    from openmemory_protocol.domains import domains_of_programs
+
+    heads = [row[0] for row in store.conn.execute(
+        "SELECT DISTINCT j.key FROM episodes AS e, json_each(e.fields, '$.commands') AS j "
+        "WHERE e.kind = 'session' AND json_type(e.fields, '$.commands') = 'object'")]
+    return sorted(domains_of_programs(heads))
+
+
+def report_domains(store, link) -> dict:
+    """Tell the node the domains this agent's projects touch (``PUT /v1/domains``): it
+    follows those and ``general``, so that it takes the lessons of its agent's ecosystems and
+    not the others' (PROTOCOL.md, "Topics")."""
+    domains = project_domains(store)
+    answer = link.follow_domains(domains)
+    return {"domains": domains, "changed": bool(isinstance(answer, dict) and answer.get("changed"))}
+
+
 # --- predict, verify, attest --------------------------------------------------------------------
 
 
