@@ -520,10 +520,9 @@ def project_domains(store) -> list[str]:
     (:func:`openmemory_protocol.domains.domains_of_programs`), ``general`` always."""
     from openmemory_protocol.domains import domains_of_programs
 
-    heads = [row[0] for row in store.conn.execute(
-        "SELECT DISTINCT j.key FROM episodes AS e, json_each(e.fields, '$.commands') AS j "
-        "WHERE e.kind = 'session' AND json_type(e.fields, '$.commands') = 'object'")]
-    return sorted(domains_of_programs(heads))
+    from openmemory_local.storage.episodes import session_command_heads
+
+    return sorted(domains_of_programs(session_command_heads(store)))
 
 
 def report_domains(store, link) -> dict:

@@ -147,3 +147,11 @@ def errors_before(store, before: str):
     (a cursor: the caller stops at the first that matters)."""
     return store.conn.execute("SELECT id, kind, project, fields FROM episodes WHERE kind = 'error' AND created < ? "
                               "ORDER BY created DESC", (before,))
+
+
+def session_command_heads(store) -> list[str]:
+    """Every command head (``git push``, ``npm``) any session episode ran, archived or not:
+    what the domains this agent's projects touch are derived from."""
+    return [row[0] for row in store.conn.execute(
+        "SELECT DISTINCT j.key FROM episodes AS e, json_each(e.fields, '$.commands') AS j "
+        "WHERE e.kind = 'session' AND json_type(e.fields, '$.commands') = 'object'")]
