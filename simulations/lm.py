@@ -538,6 +538,9 @@ def _threads() -> int:
     return max(1, min(4, os.cpu_count() or 1))
 
 
+_RUNTIME_LOCK = threading.RLock()
+
+
 @dataclass(frozen=True)
 class LanguageAgentModel:
     """The agent as a language model (see the module docstring). ``match_cosine`` is kept for
@@ -570,12 +573,17 @@ class LanguageAgentModel:
         return lm
 
     def cache(self) -> ChoiceCache:
-        c = self._runtime.get("cache")
-        if c is None:
-            c = self._runtime["cache"] = ChoiceCache(Path(self.cache_path) if self.cache_path else None)
-        return c
+        with _RUNTIME_LOCK:  # every agent's thread shares this model's cache
+            c = self._runtime.get("cache")
+            if c is None:
+                c = self._runtime["cache"] = ChoiceCache(Path(self.cache_path) if self.cache_path else None)
+            return c
 
     def sha256(self) -> str:
+        with _RUNTIME_LOCK:
+            return self._sha256()
+
+    def _sha256(self) -> str:
         sha = self._runtime.get("sha256")
         if sha is None:
             path = self.path()
@@ -659,6 +667,137 @@ class LanguageAgentModel:
         return f"agent: a language model ({self.path().name}) choosing between listed commands, given MEMORY.md"
 
 
+# -- the lesson writer: the same model behind an OpenAI-compatible endpoint ---------------------------
+
+class ChatServer:
+    """A tiny OpenAI-compatible endpoint (``POST /v1/chat/completions``) on loopback, answering
+    with the local model (llama-cpp-python's chat completion, its chat template from the GGUF):
+    what the engine's ``$OPENMEMORY_LESSON_MODEL_URL`` takes. ``with ChatServer(path) as s: s.url``."""
+
+    def __init__(self, path: Path | None = None, *, port: int = 0, threads: int | None = None):
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        self.model = LocalModel.shared(Path(path) if path else default_model_path(), threads)
+        self.answers: list[dict] = []
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):  # quiet
+                pass
+
+            def do_POST(self):  # noqa: N802
+                if self.path.rstrip("/") != "/v1/chat/completions":
+                    self.send_error(404)
+                    return
+                try:
+                    body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+                    reply = server.complete(body)
+                except (ValueError, KeyError, TypeError) as exc:
+                    self.send_error(400, str(exc)[:200])
+                    return
+                data = json.dumps(reply).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def complete(self, body: dict) -> dict:
+        messages = body["messages"]
+        t0 = time.monotonic()
+        with self.model.lock:
+            self.model.states.clear()  # the chat completion uses the context as it likes
+            reply = self.model.llm.create_chat_completion(
+                messages=messages, temperature=float(body.get("temperature") or 0.0),
+                max_tokens=int(body.get("max_tokens") or 160), seed=1)
+        text = reply["choices"][0]["message"]["content"]
+        self.answers.append({"note": messages[-1]["content"][:300], "answer": text,
+                             "seconds": round(time.monotonic() - t0, 2)})
+        return reply
+
+    def __enter__(self) -> "ChatServer":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.thread.join(timeout=10)
+
+
+def lesson_writer(transcripts: Path, out: Path, *, model: Path | None = None, nights: int = 8,
+                  log: Callable[[str], None] = print) -> dict:
+    """The engine's lessons from real transcripts, written by the rule and then rephrased by the
+    local model (the engine's own ``openmemory run`` as a process, ``$OPENMEMORY_LESSON_MODEL_URL``
+    at :class:`ChatServer`): how many rephrasings it asked for, accepted, and refused (the
+    observation rule), each answer kept."""
+    import shutil
+
+    out = Path(out)
+    home = out / "home"
+    if home.exists():
+        shutil.rmtree(home)
+    project = home / ".claude" / "projects" / "-home-user-src-spotter"
+    shutil.copytree(transcripts, project)
+    for p in project.rglob("*"):
+        p.chmod(0o755 if p.is_dir() else 0o644)
+    data = out / "openmemory"
+    if data.exists():
+        shutil.rmtree(data)
+    root = Path(__file__).resolve().parent.parent
+    results = []
+    with ChatServer(model) as server:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENMEMORY_", "CLAUDE_"))}
+        env.update(HOME=str(home), OPENMEMORY_HOME=str(data), XDG_DATA_HOME=str(home / ".local/share"),
+                   OPENMEMORY_LESSON_MODEL_URL=server.url)
+        t0 = time.monotonic()
+        # the engine asks within its budget (120 s a run, 20 s an answer): runs until it has
+        # asked about every lesson (or ``nights`` runs)
+        for night in range(nights):
+            done = subprocess.run([sys.executable, "-m", "openmemory_local.cli", "run", "--json"], env=env, cwd=root,
+                                  capture_output=True, text=True, timeout=3600)
+            if done.returncode not in (0, 3):
+                raise RuntimeError(f"openmemory run exited {done.returncode}: {done.stderr[-1500:]}")
+            results.append(json.loads(done.stdout))
+            asked = (_find(results[-1], "phrase") or {}).get("asked", 0)
+            log(f"  run {night + 1}: {_find(results[-1], 'phrase')}")
+            if night > 0 and not asked:
+                break
+        seconds = round(time.monotonic() - t0, 1)
+        answers = list(server.answers)
+    phrases = [(_find(r, "phrase") or {}) for r in results]
+    phrase = {k: sum(int(x.get(k) or 0) for x in phrases) for k in ("asked", "accepted", "rejected", "refused")}
+    summary = {"what": "the engine's lessons from the transcripts, rephrased by the local model; the observation "
+                       "rule decides what is kept",
+               "transcripts": str(transcripts), "model": str(model or default_model_path()),
+               "phrase": phrase, "phrase_by_run": phrases, "answers": answers, "seconds": seconds}
+    (out / "lesson_writer.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    log(f"lesson writer: {phrase} in {seconds} s; {len(answers)} answers in {out / 'lesson_writer.json'}")
+    return summary
+
+
+def _find(data: Any, key: str) -> Any:
+    """The first value of ``key`` anywhere in a nested report."""
+    if isinstance(data, dict):
+        if key in data:
+            return data[key]
+        for v in data.values():
+            got = _find(v, key)
+            if got is not None:
+                return got
+    elif isinstance(data, list):
+        for v in data:
+            got = _find(v, key)
+            if got is not None:
+                return got
+    return None
+
+
 # -- the command line -------------------------------------------------------------------------------
 
 def compare(dirs: list[Path]) -> dict:
@@ -683,6 +822,14 @@ def main(argv: list[str] | None = None) -> int:
                    "~/.cache/openmemory/models/)")
     p = sub.add_parser("info", help="the model file's own metadata (name, licence)")
     p.add_argument("--model", type=Path, default=None)
+    p = sub.add_parser("lessons", help="the lesson writer: the engine's lessons from real transcripts, rephrased "
+                       "by the local model behind an OpenAI-compatible endpoint; counts and answers")
+    p.add_argument("--transcripts", type=Path, required=True, help="a Claude Code project folder of transcripts")
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--model", type=Path, default=None)
+    p = sub.add_parser("serve", help="serve the model as an OpenAI-compatible endpoint on loopback until Ctrl-C")
+    p.add_argument("--port", type=int, default=8089)
+    p.add_argument("--model", type=Path, default=None)
     p = sub.add_parser("compare", help="runs of one world side by side (e.g. --agent lm and --agent model)")
     p.add_argument("dirs", type=Path, nargs="+")
     args = parser.parse_args(argv)
@@ -706,6 +853,17 @@ def main(argv: list[str] | None = None) -> int:
             print(f"simulations.lm info: {exc}", file=sys.stderr)
             return 1
         print(json.dumps(meta, indent=2))
+        return 0
+    if args.cmd == "lessons":
+        lesson_writer(args.transcripts, args.out, model=args.model)
+        return 0
+    if args.cmd == "serve":
+        with ChatServer(args.model, port=args.port) as server:
+            print(f"OPENMEMORY_LESSON_MODEL_URL={server.url}", flush=True)
+            try:
+                server.thread.join()
+            except KeyboardInterrupt:
+                pass
         return 0
     out = compare(args.dirs)
     print(("the same world" if out["same_world"] else "NOT the same world (days, seed or pitfalls differ)") + ":")
