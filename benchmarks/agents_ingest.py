@@ -19,9 +19,9 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from openmemory_local.config import Config  # noqa: E402
-from openmemory_local.ingest import ingest  # noqa: E402
-from openmemory_local.store import Store  # noqa: E402
+from openmemory_local.core.config import Config  # noqa: E402
+from openmemory_local.ingest.transcripts import ingest  # noqa: E402
+from openmemory_local.storage.store import Store  # noqa: E402
 
 _IDS = re.compile(r'"(call_(?!id")|run_shell_command-|read_file-|a7f0c1d2-)([^"]*)"')
 DATA = Path(__file__).resolve().parent.parent / "tests" / "agents" / "data"

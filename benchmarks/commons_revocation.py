@@ -40,12 +40,13 @@ sys.path.insert(0, str(ROOT))
 
 import nacl.signing  # noqa: E402
 
-from openmemory_local.commons import pull  # noqa: E402
-from openmemory_local.config import Config  # noqa: E402
-from openmemory_local.episodes import project_dir  # noqa: E402
-from openmemory_local.node_link import open_link  # noqa: E402
-from openmemory_local.render import memory_dir_for, render  # noqa: E402
-from openmemory_local.store import Store  # noqa: E402
+from openmemory_local.commons.receive import pull  # noqa: E402
+from openmemory_local.core.config import Config  # noqa: E402
+from openmemory_local.core.config import project_dir  # noqa: E402
+from openmemory_local.commons.node_link import open_link  # noqa: E402
+from openmemory_local.render.memory_folder import render  # noqa: E402
+from openmemory_local.core.config import memory_dir_for
+from openmemory_local.storage.store import Store  # noqa: E402
 from openmemory_node import wire  # noqa: E402
 from tests.local.test_sleep import add, session  # noqa: E402
 from tests.node.harness import Cluster, wait_until  # noqa: E402

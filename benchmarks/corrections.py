@@ -25,15 +25,15 @@ A 1.00 / 0.82 (first rule), B 0.80 / 0.53 (first revision), C 0.86 / 0.67 (secon
 D 0.77 / 0.63 (third revision), E 0.73 / 0.69 (fourth revision), F 0.92 / 0.69 (fifth revision,
 the current one); pooled over the six first runs, 0.85 / 0.67 (66 of 98 corrections found, 12
 false positives). Printed here for the rule
-(:func:`openmemory_local.corrections.correction_cue`, with the calls after where the set has
+(:func:`openmemory_local.ingest.corrections.correction_cue`, with the calls after where the set has
 them), the same rule with the calls after unknown (the words and the reference alone), and the
-former opening-word test (:func:`openmemory_local.episodes.correction_opening`). Every mistake
+former opening-word test (:func:`openmemory_local.ingest.episodes.correction_opening`). Every mistake
 of the rule is listed.
 
     python benchmarks/corrections.py [--second-opinion]
 
 ``--second-opinion`` adds the figures with the local model asked about the borderline messages
-(:mod:`openmemory_local.corrections_lm`; skipped, and said so, without the ``agent-lm`` extra).
+(:mod:`openmemory_local.ingest.corrections_lm`; skipped, and said so, without the ``agent-lm`` extra).
 """
 
 from __future__ import annotations
@@ -45,9 +45,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from labelled import correction_parts  # noqa: E402
-from openmemory_local.corrections import Turn, correction_cue, decide, is_borderline  # noqa: E402
-from openmemory_local.episodes import command_heads  # noqa: E402
-from openmemory_local.episodes import correction_opening  # noqa: E402
+from openmemory_local.ingest.corrections import Turn, correction_cue, decide, is_borderline  # noqa: E402
+from openmemory_local.ingest.episodes import command_heads  # noqa: E402
+from openmemory_local.ingest.episodes import correction_opening  # noqa: E402
 
 
 _SHELL_TOOLS = {"Bash", "shell_command", "run_shell_command"}
@@ -55,7 +55,7 @@ _SHELL_TOOLS = {"Bash", "shell_command", "run_shell_command"}
 
 def _calls(actions: list[dict] | None) -> list[dict] | None:
     """The calls as the episode builder sees them: a shell call's heads are the engine's own
-    (:func:`openmemory_local.episodes.command_heads`), not the set's."""
+    (:func:`openmemory_local.ingest.episodes.command_heads`), not the set's."""
     if actions is None:
         return None
     return [dict(a, heads=list(command_heads(a["command"]))[:4] if a["tool"] in _SHELL_TOOLS else a.get("heads") or [])
@@ -101,7 +101,7 @@ def main() -> int:
     parts = correction_parts()
     opinion = None
     if "--second-opinion" in sys.argv[1:]:
-        from openmemory_local.corrections_lm import MODEL_ENV, load
+        from openmemory_local.ingest.corrections_lm import MODEL_ENV, load
 
         opinion = load()
         if opinion is None:

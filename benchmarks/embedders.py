@@ -23,13 +23,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from openmemory_local.config import load_config  # noqa: E402
-from openmemory_local.embedders import embedder_named  # noqa: E402
-from openmemory_local.ingest import ingest  # noqa: E402
-from openmemory_local.recall import recall  # noqa: E402
-from openmemory_local.sleep import sleep  # noqa: E402
-from openmemory_local.store import Store  # noqa: E402
-from openmemory_local.vectors import embed_pending  # noqa: E402
+from openmemory_local.core.config import load_config  # noqa: E402
+from openmemory_local.core.embedders import embedder_named  # noqa: E402
+from openmemory_local.ingest.transcripts import ingest  # noqa: E402
+from openmemory_local.recall.query import recall  # noqa: E402
+from openmemory_local.sleep.passes import sleep  # noqa: E402
+from openmemory_local.storage.store import Store  # noqa: E402
+from openmemory_local.storage.vectors import embed_pending  # noqa: E402
 
 NOW = datetime(2026, 2, 14, tzinfo=timezone.utc)
 QUERIES = ["git push fails because the branch has no upstream", "pre-commit formatting check failed",

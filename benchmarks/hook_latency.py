@@ -51,8 +51,8 @@ def main() -> None:
                 "--openmemory", str(noop)]
         rows = {
             "python -c pass (baseline)": timed([sys.executable, "-c", "pass"], b"", env, args.n),
-            "python -c 'import openmemory_local.cli'": timed(
-                [sys.executable, "-c", "import openmemory_local.cli"], b"", env, args.n
+            "python -c 'import openmemory_local.cli.main'": timed(
+                [sys.executable, "-c", "import openmemory_local.cli.main"], b"", env, args.n
             ),
             "SessionEnd hook, valid payload": timed(hook, payload, env, args.n),
             "SessionEnd hook, broken payload": timed(hook, b"{not json", env, args.n),

@@ -30,9 +30,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from openmemory_local.config import Config  # noqa: E402
-from openmemory_local.ingest import ingest  # noqa: E402
-from openmemory_local.store import Store  # noqa: E402
+from openmemory_local.core.config import Config  # noqa: E402
+from openmemory_local.ingest.transcripts import ingest  # noqa: E402
+from openmemory_local.storage.store import Store  # noqa: E402
 from simulations.transcripts import replicate  # noqa: E402
 
 def baseline(root: Path, loads=None) -> tuple[float, int, int]:
@@ -62,9 +62,9 @@ import json, sys, time
 from datetime import datetime, timezone
 from pathlib import Path
 sys.path.insert(0, sys.argv[1])
-from openmemory_local.config import Config
-from openmemory_local.ingest import ingest
-from openmemory_local.store import Store
+from openmemory_local.core.config import Config
+from openmemory_local.ingest.transcripts import ingest
+from openmemory_local.storage.store import Store
 store = Store.open(Config(home=Path(sys.argv[3])))
 started, cpu = time.perf_counter(), time.process_time()
 ingest(store, [Path(sys.argv[2])], now=datetime(2026, 3, 1, tzinfo=timezone.utc))

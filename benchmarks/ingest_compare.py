@@ -40,9 +40,9 @@ def _side(code: Path, data: Path, home: Path, out: Path, steps: int) -> None:
     sys.path.insert(0, str(code))
     from datetime import datetime, timezone
 
-    from openmemory_local.config import Config
-    from openmemory_local.ingest import ingest
-    from openmemory_local.store import Store
+    from openmemory_local.core.config import Config
+    from openmemory_local.ingest.transcripts import ingest
+    from openmemory_local.storage.store import Store
 
     now = datetime(2026, 3, 1, tzinfo=timezone.utc)
     store = Store.open(Config(home=home))

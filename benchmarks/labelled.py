@@ -26,9 +26,9 @@ def shared_data_dir() -> Path:
 
 def _tool_results(path: Path) -> dict[str, str]:
     """call id -> failure text of every failed tool call of one transcript."""
-    from openmemory_local.adapters.claude_code import ClaudeCodeAdapter
-    from openmemory_local.episodes import ToolReturned
-    from openmemory_local.rawstream import Line
+    from openmemory_local.ingest.adapters.claude_code import ClaudeCodeAdapter
+    from openmemory_local.ingest.episodes import ToolReturned
+    from openmemory_local.ingest.rawstream import Line
 
     def lines():
         with open(path, "rb") as f:

@@ -26,9 +26,9 @@ import trio
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
-from openmemory_local.config import load_config
-from openmemory_local.recall import recall
-from openmemory_local.store import Store
+from openmemory_local.core.config import load_config
+from openmemory_local.recall.query import recall
+from openmemory_local.storage.store import Store
 
 OPENMEMORY = Path(sys.executable).parent / "openmemory"
 QUERIES = [

@@ -63,10 +63,10 @@ def redteam() -> list[tuple[str, str]]:
 
 def engine_texts(data: Path) -> list[str]:
     """Every lesson and prediction this engine forms on the real transcripts, in a temporary home."""
-    from openmemory_local.config import Config
-    from openmemory_local.ingest import ingest
-    from openmemory_local.sleep import sleep
-    from openmemory_local.store import Store
+    from openmemory_local.core.config import Config
+    from openmemory_local.ingest.transcripts import ingest
+    from openmemory_local.sleep.passes import sleep
+    from openmemory_local.storage.store import Store
 
     with tempfile.TemporaryDirectory() as tmp:
         store = Store.open(Config(home=Path(tmp) / "home"))

@@ -2,7 +2,7 @@
 
 Over the committed table ``benchmarks/data/reason_lines.json`` (at least 60 real failure
 outputs: the failed tool calls of ``../shared/data`` and outputs pasted into public issues),
-the accuracy of :func:`openmemory_local.reason.reason_line`, against two baselines measured in
+the accuracy of :func:`openmemory_local.ingest.reason.reason_line`, against two baselines measured in
 the same run: the first non-blank line, and the first line with an error word. Every miss is
 printed with what was chosen and what was expected.
 
@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from labelled import quoted, reason_rows  # noqa: E402
-from openmemory_local.reason import reason_line  # noqa: E402
+from openmemory_local.ingest.reason import reason_line  # noqa: E402
 
 _ERROR_WORD = re.compile(r"error|fatal|fail|exception|denied|not found|no such|cannot|invalid", re.I)
 

@@ -29,13 +29,13 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from openmemory_local.clock import iso  # noqa: E402
-from openmemory_local.config import Config  # noqa: E402
-from openmemory_local.embed import embed  # noqa: E402
-from openmemory_local.episodes import Episode  # noqa: E402
-from openmemory_local.ingest import add_episodes  # noqa: E402
-from openmemory_local.recall import index_for, recall  # noqa: E402
-from openmemory_local.store import Store  # noqa: E402
+from openmemory_local.core.clock import iso  # noqa: E402
+from openmemory_local.core.config import Config  # noqa: E402
+from openmemory_local.text.embed import embed  # noqa: E402
+from openmemory_local.ingest.episodes import Episode  # noqa: E402
+from openmemory_local.ingest.transcripts import add_episodes  # noqa: E402
+from openmemory_local.recall.query import index_for, recall  # noqa: E402
+from openmemory_local.storage.store import Store  # noqa: E402
 
 NOW = datetime(2026, 3, 1, tzinfo=timezone.utc)
 
@@ -82,8 +82,8 @@ def bench(size: int, words: list[str], queries: int, work: Path) -> None:
     code = (
         "import sys, time; t = time.perf_counter(); "
         "from datetime import datetime, timezone; "
-        "from openmemory_local.config import Config; from openmemory_local.store import Store; "
-        "from openmemory_local.recall import recall; "
+        "from openmemory_local.core.config import Config; from openmemory_local.storage.store import Store; "
+        "from openmemory_local.recall.query import recall; "
         f"s = Store.open(Config(home={str(home)!r})); t1 = time.perf_counter(); "
         f"recall(s, {qs[0]!r}, 5, datetime(2026, 3, 1, tzinfo=timezone.utc)); t2 = time.perf_counter(); "
         "print(f'{(t1 - t) * 1000:.0f} {(t2 - t1) * 1000:.0f}')"

@@ -5,8 +5,8 @@ words of the real transcripts, embedded with the hashed embedding, in bulk: the 
 recall, not ingest), then the same queries go through the public ``recall(store, query,
 k=10, now, touch=False)`` in a warm process: with the big-store indexes off
 (``recall_copy_min_rows = recall_index_min_rows = 0``: every vector scored, the baseline),
-with the slot-major copy (:mod:`openmemory_local.columns`, built by its ``update`` as an
-ingest does), and with ``--hnsw`` with the HNSW index alone (:func:`openmemory_local.ann.update`;
+with the slot-major copy (:mod:`openmemory_local.recall.columns`, built by its ``update`` as an
+ingest does), and with ``--hnsw`` with the HNSW index alone (:func:`openmemory_local.recall.ann.update`;
 the copy off). The copy is timed with its C column pass (``openmemory_local._columns_c``, when
 built) and with numpy's. Queries are short (2 to 8 words, what an agent asks) and, apart, long
 (40 to 80 words: more coordinates than numpy's column pass serves, so without the C pass they take
@@ -38,15 +38,15 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from openmemory_local import columns  # noqa: E402
-from openmemory_local.ann import update  # noqa: E402
-from openmemory_local.columns import update as update_columns  # noqa: E402
-from openmemory_local.clock import iso  # noqa: E402
-from openmemory_local.config import Config  # noqa: E402
-from openmemory_local.embed import embed_many  # noqa: E402
-from openmemory_local.recall import recall  # noqa: E402
-from openmemory_local.store import Store  # noqa: E402
-from openmemory_local.vectors import VectorFile  # noqa: E402
+from openmemory_local.recall import columns  # noqa: E402
+from openmemory_local.recall.ann import update  # noqa: E402
+from openmemory_local.recall.columns import update as update_columns  # noqa: E402
+from openmemory_local.core.clock import iso  # noqa: E402
+from openmemory_local.core.config import Config  # noqa: E402
+from openmemory_local.text.embed import embed_many  # noqa: E402
+from openmemory_local.recall.query import recall  # noqa: E402
+from openmemory_local.storage.store import Store  # noqa: E402
+from openmemory_local.storage.vectors import VectorFile  # noqa: E402
 from recall import NOW, vocabulary  # noqa: E402
 
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The commons form's allow-list (``openmemory_local.redact.commons_scrub``) on real failures.
+"""The commons form's allow-list (``openmemory_local.text.redact.commons_scrub``) on real failures.
 
     python benchmarks/redaction.py [--data ../shared/data] [--project spotter] [--examples 12] [--json]
 
@@ -33,8 +33,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from openmemory_local.episodes import command_heads, first_meaningful_line  # noqa: E402
-from openmemory_local.redact import Identity, commons_scrub, project_names, scrub, users_in_path  # noqa: E402
+from openmemory_local.ingest.episodes import command_heads, first_meaningful_line  # noqa: E402
+from openmemory_local.text.redact import Identity, commons_scrub, project_names, scrub, users_in_path  # noqa: E402
 
 _PLACEHOLDER = re.compile(r"<[a-z]+>")
 

@@ -39,8 +39,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from openmemory_local.embedders import learned_available  # noqa: E402
-from openmemory_local.retrieval import METHODS, rank, score  # noqa: E402
+from openmemory_local.core.embedders import learned_available  # noqa: E402
+from openmemory_local.eval.retrieval import METHODS, rank, score  # noqa: E402
 
 SET = Path(__file__).resolve().parent / "data" / "retrieval.json"
 DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "claude-code"
@@ -95,7 +95,7 @@ _EDITORS = {"Edit", "MultiEdit", "Write", "NotebookEdit"}
 
 
 def _programs(ep: dict) -> list[str]:
-    from openmemory_local.situations import subject
+    from openmemory_local.sleep.situations import subject
 
     sub = subject(ep)
     if sub["heads"]:
@@ -107,9 +107,9 @@ def rebuild(data: Path = DATA, out: Path = SET) -> dict:
     """Ingest ``data`` into a throw-away store and write the set (to ``out``) with the hand labels."""
     from datetime import datetime, timezone
 
-    from openmemory_local.config import Config
-    from openmemory_local.ingest import ingest
-    from openmemory_local.store import Store
+    from openmemory_local.core.config import Config
+    from openmemory_local.ingest.transcripts import ingest
+    from openmemory_local.storage.store import Store
 
     with tempfile.TemporaryDirectory() as tmp, Store.open(Config(home=Path(tmp) / "home")) as store:
         ingest(store, [data], now=datetime.now(timezone.utc))

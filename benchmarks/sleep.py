@@ -33,11 +33,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from openmemory_local.config import Config  # noqa: E402
-from openmemory_local.embed import embed  # noqa: E402
-from openmemory_local.ingest import add_episodes  # noqa: E402
-from openmemory_local.sleep import sleep  # noqa: E402
-from openmemory_local.store import Store  # noqa: E402
+from openmemory_local.core.config import Config  # noqa: E402
+from openmemory_local.text.embed import embed  # noqa: E402
+from openmemory_local.ingest.transcripts import add_episodes  # noqa: E402
+from openmemory_local.sleep.passes import sleep  # noqa: E402
+from openmemory_local.storage.store import Store  # noqa: E402
 from simulations.workload import Workload  # noqa: E402
 
 START = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -79,7 +79,7 @@ def process_sleep(home: Path, now: datetime) -> dict:
     os.sync()  # the copy just made is written out first: its flush is the benchmark's work, not the command's
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "openmemory_local.cli", "sleep", "--home", str(home), "--now",
+    subprocess.run([sys.executable, "-m", "openmemory_local.cli.main", "sleep", "--home", str(home), "--now",
                     now.isoformat(), "--future", "--no-report", "--json"], check=True, stdout=subprocess.DEVNULL,
                    env={**os.environ, "OPENMEMORY_NODE_HOME": str(home / "no-node")})
     wall = time.perf_counter() - started

@@ -7,7 +7,7 @@ one version of the engine, in its own process (``PYTHONPATH`` points at the tree
 
 * ``real``: the real Claude Code transcripts (``$OPENMEMORY_TEST_DATA``, default
   ``../shared/data``), ingested at once and replayed day by day (one sleep per past day,
-  :mod:`openmemory_local.replay`), then slept on at ``now``;
+  :mod:`openmemory_local.sleep.replay`), then slept on at ``now``;
 * ``synthetic``: ``benchmarks/sleep.py``'s workload (2,000 episodes of history over 10
   days, then N new over 5), slept at the end of the history and again at the end;
 * ``replay``: the same workload over 40 days (``--replay-episodes``, 4,000), replayed day by
@@ -62,9 +62,9 @@ TABLES = {
 
 
 def build_real(home: Path) -> None:
-    from openmemory_local.config import Config
-    from openmemory_local.ingest import ingest
-    from openmemory_local.store import Store
+    from openmemory_local.core.config import Config
+    from openmemory_local.ingest.transcripts import ingest
+    from openmemory_local.storage.store import Store
 
     data = Path(os.environ.get("OPENMEMORY_TEST_DATA", ROOT.parent / "shared" / "data")) / "claude-code"
     store = Store.open(Config(home=home))
@@ -74,8 +74,8 @@ def build_real(home: Path) -> None:
 
 def build_replay(home: Path, n: int) -> dict:
     from benchmarks.sleep import START, _add
-    from openmemory_local.config import Config
-    from openmemory_local.store import Store
+    from openmemory_local.core.config import Config
+    from openmemory_local.storage.store import Store
     from simulations.workload import Workload
 
     store = Store.open(Config(home=home))
@@ -87,8 +87,8 @@ def build_replay(home: Path, n: int) -> dict:
 
 def build_synthetic(home: Path, n: int) -> dict:
     from benchmarks.sleep import HISTORY, START, _add
-    from openmemory_local.config import Config
-    from openmemory_local.store import Store
+    from openmemory_local.core.config import Config
+    from openmemory_local.storage.store import Store
     from simulations.workload import Workload
 
     store = Store.open(Config(home=home))
@@ -105,14 +105,14 @@ _CHILD = r"""
 import json, sys, time
 from datetime import datetime
 from pathlib import Path
-from openmemory_local.config import Config
-from openmemory_local.store import Store
-from openmemory_local.sleep import sleep
+from openmemory_local.core.config import Config
+from openmemory_local.storage.store import Store
+from openmemory_local.sleep.passes import sleep
 home, plan = Path(sys.argv[1]), json.loads(sys.argv[2])
 store = Store.open(Config(home=home))
 out = {"wall": 0.0, "cpu": 0.0, "sleeps": 0, "last_wall": 0.0, "last_cpu": 0.0}
 if plan.get("replay"):
-    from openmemory_local.replay import replay
+    from openmemory_local.sleep.replay import replay
     wall, cpu = time.perf_counter(), time.process_time()
     days = replay(store, datetime.fromisoformat(plan["replay"]))["days"]
     out["wall"] += time.perf_counter() - wall

@@ -34,8 +34,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from openmemory_local.config import Config  # noqa: E402
-from openmemory_local.store import Store  # noqa: E402
+from openmemory_local.core.config import Config  # noqa: E402
+from openmemory_local.storage.store import Store  # noqa: E402
 from recall import NOW, fill, vocabulary  # noqa: E402
 
 OPENMEMORY = str(Path(sys.executable).parent / "openmemory")
@@ -53,7 +53,7 @@ def timed(argv: list[str], n: int, env: dict) -> list[float]:
 
 def heavy_imports(argv: list[str], env: dict) -> list[str]:
     done = subprocess.run([sys.executable, "-X", "importtime", "-c",
-                           "import sys; from openmemory_local.cli import main; sys.exit(main(sys.argv[1:]))", *argv],
+                           "import sys; from openmemory_local.cli.main import main; sys.exit(main(sys.argv[1:]))", *argv],
                           capture_output=True, text=True, env=env)
     names = {line.split("|")[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time")}
     return [m for m in ("numpy", "sqlite_utils", "mcp", "usearch") if m in names]

@@ -4,7 +4,7 @@ first version, in one process, interleaved: what the rule change costs the node.
 
     python benchmarks/wire_rule_ab.py [--seconds 0.3] [--repeat 7] [--first-version FILE]
 
-The first version is read from git (``openmemory_local/observation.py`` at commit 658f10b, the
+The first version is read from git (``openmemory_protocol/observation.py`` at commit 658f10b, the
 last before the hardened rule) unless ``--first-version`` names a copy. Everything else of the
 validation is this repository's code, so the difference is the rule's alone; the two are timed
 in alternating rounds and on the process's CPU clock (``time.process_time``: the time another
@@ -39,7 +39,7 @@ FIRST_VERSION = "658f10b"
 def first_version_rule(path: Path | None):
     """The rule's first version as a module (its one import, the Unicode 14.0 mask, is today's)."""
     if path is None:
-        source = subprocess.run(["git", "show", f"{FIRST_VERSION}:openmemory_local/observation.py"], cwd=ROOT,
+        source = subprocess.run(["git", "show", f"{FIRST_VERSION}:openmemory_protocol/observation.py"], cwd=ROOT,
                                 check=True, capture_output=True, text=True).stdout
         tmp = Path(tempfile.mkdtemp()) / "observation_v1.py"
         tmp.write_text(source, encoding="utf-8")

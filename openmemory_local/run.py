@@ -6,20 +6,20 @@ stored under its name in the run's report (later steps can read earlier ones):
 1. ``ingest``: the default transcript sources (Claude Code's ``projects`` folder, Codex's
    ``sessions``, Gemini CLI's ``tmp``);
 2. ``replay``: a history brought in is slept on as it happened, one sleep at the end of each
-   past day that holds activity (:mod:`openmemory_local.replay`; nothing on a store slept
+   past day that holds activity (:mod:`openmemory_local.sleep.replay`; nothing on a store slept
    every night);
-3. ``sleep``: decay, lessons, verify, predict (:mod:`openmemory_local.sleep`);
+3. ``sleep``: decay, lessons, verify, predict (:mod:`openmemory_local.sleep.passes`);
 4. ``publish``: for opted-in projects, the lessons strong enough go to the commons node
-   (:mod:`openmemory_local.publish`); no project opted in, nothing happens; no node
+   (:mod:`openmemory_local.commons.publish`); no project opted in, nothing happens; no node
    running, nothing fails: the records wait in the queue and the report says so;
 5. ``commons``: pull what the node received, verify the received lessons' predictions, send
-   the attestations (:mod:`openmemory_local.commons`; a node that is down only delays the
+   the attestations (:mod:`openmemory_local.commons.receive`; a node that is down only delays the
    pull and the attestations);
-6. ``render``: the lessons into the projects' memory folders (:mod:`openmemory_local.render`),
+6. ``render``: the lessons into the projects' memory folders (:mod:`openmemory_local.render.memory_folder`),
    the received ones as their own layer, and into the ``AGENTS.md`` / ``GEMINI.md`` of the
-   projects Codex and Gemini CLI worked in (:mod:`openmemory_local.agent_render`);
+   projects Codex and Gemini CLI worked in (:mod:`openmemory_local.render.agents`);
 7. ``commons_predict``: a prediction for each received lesson newly rendered in a project;
-8. ``report``: the morning report of what changed (:mod:`openmemory_local.report`).
+8. ``report``: the morning report of what changed (:mod:`openmemory_local.render.report`).
 
 A run with nothing new changes nothing on disk: ingest opens no unchanged file, sleep and
 render write only what changed, and no events means no report.
@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Callable
 
-from .ingest import ingest
-from .store import Store
+from openmemory_local.ingest.transcripts import ingest
+from openmemory_local.storage.store import Store
 
 __all__ = ["Step", "STEPS", "run_job", "ingest_step", "replay_step", "sleep_step", "publish_step", "commons_step",
            "render_step", "commons_predict_step", "report_step"]
@@ -54,28 +54,29 @@ def ingest_step(store: Store, now: datetime, report: dict) -> dict:
 
 def replay_step(store: Store, now: datetime, report: dict) -> dict:
     """Sleep at the end of each past day not slept yet (a history just brought in)."""
-    from .replay import replay
+    from openmemory_local.sleep.replay import replay
 
     return replay(store, now, progress=report.get("_replay_progress"))
 
 
 def sleep_step(store: Store, now: datetime, report: dict) -> dict:
-    from .sleep import sleep
+    from openmemory_local.sleep.passes import sleep
 
     return sleep(store, now).to_dict()
 
 
 def publish_step(store: Store, now: datetime, report: dict) -> dict:
-    """Publish the opted-in projects' lessons to the commons node (see :mod:`openmemory_local.publish`)."""
-    from .publish import publish
+    """Publish the opted-in projects' lessons to the commons node (see :mod:`openmemory_local.commons.publish`)."""
+    from openmemory_local.commons.publish import publish
 
     return publish(store, now)
 
 
 def commons_step(store: Store, now: datetime, report: dict) -> dict:
     """Pull from the node, verify the received lessons' predictions, attest."""
-    from .commons import attest, pull, verify_commons
-    from .node_link import NodeError, NodeUnavailable, open_link
+    from openmemory_local.commons.receive import pull
+    from openmemory_local.commons.verify import attest, verify_commons
+    from openmemory_local.commons.node_link import NodeError, NodeUnavailable, open_link
 
     if not store.config.commons_receive:
         return {"skipped": "[commons] receive = false"}
@@ -97,7 +98,7 @@ def commons_step(store: Store, now: datetime, report: dict) -> dict:
 
 
 def commons_predict_step(store: Store, now: datetime, report: dict) -> dict:
-    from .commons import predict_commons
+    from openmemory_local.commons.verify import predict_commons
 
     return predict_commons(store, now)
 
@@ -105,10 +106,10 @@ def commons_predict_step(store: Store, now: datetime, report: dict) -> dict:
 def render_step(store: Store, now: datetime, report: dict) -> dict:
     """Render into Claude Code's memory folders (nothing when no Claude Code folder is known), then
     into the ``AGENTS.md`` / ``GEMINI.md`` of the projects Codex and Gemini CLI worked in
-    (:mod:`openmemory_local.agent_render`)."""
-    from .agent_render import render_agents
-    from .render import RenderResult, nothing_rendered, render
-    from .sleep import sleep_lock
+    (:mod:`openmemory_local.render.agents`)."""
+    from openmemory_local.render.agents import render_agents
+    from openmemory_local.render.memory_folder import RenderResult, nothing_rendered, render
+    from openmemory_local.sleep.passes import sleep_lock
 
     if store.config.claude_dir is None:
         out = RenderResult(skipped=["no Claude Code folder"]).to_dict()
@@ -124,7 +125,7 @@ def render_step(store: Store, now: datetime, report: dict) -> dict:
 
 def report_step(store: Store, now: datetime, report: dict) -> dict:
     """The morning report of the events since the last one; ``{"report": None}`` if none."""
-    from .report import make_report
+    from openmemory_local.render.report import make_report
 
     return {"report": make_report(store, now)}
 

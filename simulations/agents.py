@@ -27,7 +27,7 @@ model), so this is a *model of an agent*, named as such wherever its results app
 * When the session meets a pitfall, the agent *recognises* a lesson as relevant when the
   lesson's text (the quoted observation of its file, or its line in the index) resembles the
   pitfall's situation: cosine >= ``match_cosine`` with the engine's own embedder
-  (``openmemory_local.embed``). A lesson worded badly (a quote that says nothing about the
+  (``openmemory_local.text.embed``). A lesson worded badly (a quote that says nothing about the
   situation) is not recognised and does not help.
 * Recognised, it avoids the pitfall with probability ``p_avoid``: the transcript then shows the
   resolving call directly, no failure. Otherwise it shows the failing call, its output as the
@@ -49,10 +49,10 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from openmemory_local.clock import iso
-from openmemory_local.config import Config
-from openmemory_local.embed import EMBEDDING, embed
-from openmemory_local.episodes import project_dir
+from openmemory_local.core.clock import iso
+from openmemory_local.core.config import Config
+from openmemory_local.text.embed import EMBEDDING, embed
+from openmemory_local.core.config import project_dir
 
 from .lm import loaded_index
 from .pitfalls import Call, Pitfall, placeholder_values
@@ -439,7 +439,7 @@ class ProcessEngine:
     def argv(*args: str) -> list[str]:
         """The engine's command line: the one place it is built (an option every call of the
         simulation needs goes here)."""
-        return [sys.executable, "-m", "openmemory_local.cli", *args]
+        return [sys.executable, "-m", "openmemory_local.cli.main", *args]
 
     def cli(self, agent: Agent, *args: str, ok=(0,)) -> subprocess.CompletedProcess:
         proc = subprocess.run(self.argv(*args), env=agent.environ(), cwd=ROOT, capture_output=True, text=True,
@@ -470,9 +470,9 @@ class InProcessEngine(ProcessEngine):
     name = "in-process"
 
     def run(self, agent: Agent, now: datetime) -> dict:
-        from openmemory_local.config import load_config
+        from openmemory_local.core.config import load_config
         from openmemory_local.run import run_job
-        from openmemory_local.store import Store
+        from openmemory_local.storage.store import Store
 
         with Store.open(load_config(environ=agent.environ())) as store:
             report = run_job(store, now)

@@ -430,7 +430,7 @@ class Poison:
     def _claims(self) -> list[tuple[dict, str]]:
         from openmemory_protocol import claims
 
-        from openmemory_local.episodes import command_heads
+        from openmemory_local.ingest.episodes import command_heads
 
         out = []
         for pitfall in [*self.world.a_only, *self.world.shared]:

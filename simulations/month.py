@@ -35,20 +35,20 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from openmemory_local.clock import iso  # noqa: E402
-from openmemory_local.config import Config  # noqa: E402
-from openmemory_local.episodes import Episode  # noqa: E402
-from openmemory_local.ingest import add_episodes  # noqa: E402
-from openmemory_local.lessons import lesson_rows  # noqa: E402
-from openmemory_local.render import render  # noqa: E402
-from openmemory_local.report import make_report  # noqa: E402
-from openmemory_local.sleep import sleep  # noqa: E402
-from openmemory_local.store import Store  # noqa: E402
+from openmemory_local.core.clock import iso  # noqa: E402
+from openmemory_local.core.config import Config  # noqa: E402
+from openmemory_local.ingest.episodes import Episode  # noqa: E402
+from openmemory_local.ingest.transcripts import add_episodes  # noqa: E402
+from openmemory_local.sleep.lessons import lesson_rows  # noqa: E402
+from openmemory_local.render.memory_folder import render  # noqa: E402
+from openmemory_local.render.report import make_report  # noqa: E402
+from openmemory_local.sleep.passes import sleep  # noqa: E402
+from openmemory_local.storage.store import Store  # noqa: E402
 from simulations.workload import Workload  # noqa: E402
 
 START = datetime(2026, 4, 1, tzinfo=timezone.utc)
 CWD = "/home/dev/src/shop"
-#: What made the push failure go away in its session (openmemory_local.resolutions).
+#: What made the push failure go away in its session (openmemory_local.ingest.resolutions).
 UPSTREAM = {"kind": "changed", "tool": "Bash", "command": "git push --set-upstream origin <branch>",
             "norm": "git push --set-upstream origin {branch}", "delta": ["--set-upstream"], "calls_after": 0,
             "after": [], "line": 3}

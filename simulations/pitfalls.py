@@ -265,9 +265,9 @@ def _commons_forms(agent, now) -> dict:
     ``_sessions``: lesson id -> the sessions of its episodes."""
     import sqlite3
 
-    from openmemory_local.config import load_config
-    from openmemory_local.publish import dry_run, enable
-    from openmemory_local.store import Store
+    from openmemory_local.core.config import load_config
+    from openmemory_local.commons.publish import dry_run, enable
+    from openmemory_local.storage.store import Store
 
     (agent.data / "config.toml").write_text("[publish]\nmin_strength = 0.001\n", encoding="utf-8")
     with Store.open(load_config(environ=agent.environ())) as store:

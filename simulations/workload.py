@@ -20,8 +20,8 @@ import string
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from openmemory_local.clock import iso
-from openmemory_local.episodes import Episode
+from openmemory_local.core.clock import iso
+from openmemory_local.ingest.episodes import Episode
 
 __all__ = ["Workload", "RECURRING"]
 

@@ -31,7 +31,7 @@ def test_the_hint_names_what_needs_it_the_extra_the_module_and_the_command():
 
 def test_eval_plots_without_matplotlib_prints_the_measures_and_the_hint(tmp_path):
     plots = tmp_path / "plots"
-    out = _run(["matplotlib"], "from openmemory_local.cli import main\n"
+    out = _run(["matplotlib"], "from openmemory_local.cli.main import main\n"
                f"sys.exit(main(['eval', '--plots', {str(plots)!r}]))", tmp_path)
     assert out.returncode == 2, out.stderr
     assert "1. repeat-yourself rate" in out.stdout and "6. retrieval quality" in out.stdout  # the measures, still
@@ -41,7 +41,7 @@ def test_eval_plots_without_matplotlib_prints_the_measures_and_the_hint(tmp_path
 
 
 def test_the_page_without_its_extra_gives_the_same_hint(tmp_path):
-    out = _run(["starlette"], "from openmemory_local.cli import main\nsys.exit(main(['ui', '--no-browser']))",
+    out = _run(["starlette"], "from openmemory_local.cli.main import main\nsys.exit(main(['ui', '--no-browser']))",
                tmp_path)
     assert out.returncode == 2
     assert "needs the `ui` extra, which is not installed (no module starlette): pip install -e '.[ui]'" in out.stderr

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import openmemory_protocol
-from openmemory_local.observation import (
+from openmemory_protocol.observation import (
     ADDRESSED_PATTERNS,
     NotAnObservation,
     check_observation,

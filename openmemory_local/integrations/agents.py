@@ -29,9 +29,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import jsonedit, tomlblock
-from .changes import MakeDir, RemoveDir, WriteFile, missing_dirs, read_bytes
-from .claude_code import (
+from openmemory_local.integrations import jsonedit, tomlblock
+from openmemory_local.integrations.changes import MakeDir, RemoveDir, WriteFile, missing_dirs, read_bytes
+from openmemory_local.integrations.claude_code import (
     EXIT_CONFLICT,
     EXIT_MALFORMED,
     EXIT_OK,
@@ -73,10 +73,10 @@ class AgentContext(Context):
     @property
     def agent_dir(self) -> Path:
         if self.agent == "codex":
-            from ..config import codex_home
+            from openmemory_local.core.config import codex_home
 
             return codex_home(self.env)
-        from ..config import gemini_dir
+        from openmemory_local.core.config import gemini_dir
 
         return gemini_dir(self.env)
 

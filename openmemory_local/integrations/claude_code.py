@@ -37,9 +37,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..config import resolve_home
-from . import jsonedit
-from .changes import (
+from openmemory_local.core.config import resolve_home
+from openmemory_local.integrations import jsonedit
+from openmemory_local.integrations.changes import (
     Change,
     CommandFailed,
     ConcurrentChange,
@@ -51,7 +51,7 @@ from .changes import (
     read_bytes,
     render,
 )
-from .schedule import SCHEDULE_KINDS, Scheduler
+from openmemory_local.integrations.schedule import SCHEDULE_KINDS, Scheduler
 
 __all__ = [
     "EXIT_OK",
@@ -64,7 +64,6 @@ __all__ = [
     "plan_install",
     "plan_uninstall",
     "execute",
-    "register",
 ]
 
 EXIT_OK = 0
@@ -580,20 +579,15 @@ def _cmd_uninstall(args: argparse.Namespace) -> int:
 
 def _cmd_hook(args: argparse.Namespace) -> int:
     if args.event == "session-start":
-        from . import session_start
+        from openmemory_local.integrations import session_start
 
         argv = ["--home", args.home] if getattr(args, "home", None) else []
         if getattr(args, "node_home", None):
             argv += ["--node-home", args.node_home]
         return session_start.hook(argv)
-    from . import session_end
+    from openmemory_local.integrations import session_end
 
     argv = ["--openmemory", find_executable()]
     if getattr(args, "home", None):
         argv += ["--home", args.home]
     return session_end.hook(argv)
-
-
-# ``register`` (and the parser's helpers) live in :mod:`.register`, which imports nothing of
-# this module until a command runs: every other command starts without it.
-from .register import register  # noqa: E402,F401

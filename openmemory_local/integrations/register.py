@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import argparse
 
+from openmemory_local.integrations.schedule import SCHEDULE_KINDS
+
 __all__ = ["register", "SCHEDULE_KINDS"]
 
-#: How ``openmemory install`` schedules the nightly run (:mod:`.schedule`).
-SCHEDULE_KINDS = ("auto", "systemd", "cron", "none")
 #: The agents ``openmemory install`` wires in (:mod:`.claude_code`, :mod:`.agents`).
 TARGETS = ["claude-code", "codex", "gemini"]
 
@@ -28,7 +28,7 @@ def _hhmm(value: str) -> str:
 
 
 def _own_common() -> argparse.ArgumentParser:
-    from ..cli import Parser
+    from openmemory_local.cli.base import Parser
 
     common = Parser(add_help=False)
     common.add_argument("--home", metavar="DIR", help="data folder")
@@ -38,28 +38,28 @@ def _own_common() -> argparse.ArgumentParser:
 
 def _install(args: argparse.Namespace) -> int:
     if args.target in ("codex", "gemini"):
-        from .agents import run
+        from openmemory_local.integrations.agents import run
 
         return run(args.target, "install", getattr(args, "home", None), dry_run=args.dry_run,
                    as_json=getattr(args, "json", False))
-    from .claude_code import _cmd_install
+    from openmemory_local.integrations.claude_code import _cmd_install
 
     return _cmd_install(args)
 
 
 def _uninstall(args: argparse.Namespace) -> int:
     if args.target in ("codex", "gemini"):
-        from .agents import run
+        from openmemory_local.integrations.agents import run
 
         return run(args.target, "uninstall", getattr(args, "home", None), dry_run=args.dry_run,
                    as_json=getattr(args, "json", False), force=args.force)
-    from .claude_code import _cmd_uninstall
+    from openmemory_local.integrations.claude_code import _cmd_uninstall
 
     return _cmd_uninstall(args)
 
 
 def _hook(args: argparse.Namespace) -> int:
-    from .claude_code import _cmd_hook
+    from openmemory_local.integrations.claude_code import _cmd_hook
 
     return _cmd_hook(args)
 

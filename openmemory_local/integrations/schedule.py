@@ -21,11 +21,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .changes import Change, MakeDir, RemoveDir, RunCommand, WriteCrontab, WriteFile, missing_dirs, read_bytes, sha256
+from openmemory_local.integrations.changes import Change, MakeDir, RemoveDir, RunCommand, WriteCrontab, WriteFile, missing_dirs, read_bytes, sha256
 
 __all__ = ["Scheduler", "SCHEDULE_KINDS", "detect", "UNIT", "TIMER"]
 
-from .register import SCHEDULE_KINDS  # noqa: E402  (one list, for the parser too)
+#: How ``openmemory install`` schedules the nightly run (the parser in :mod:`.register` offers these).
+SCHEDULE_KINDS = ("auto", "systemd", "cron", "none")
 UNIT = "openmemory-run.service"
 TIMER = "openmemory-run.timer"
 _MARK = "# Open Memory: nightly ingest, sleep, render and report (added by `openmemory install claude-code`)"

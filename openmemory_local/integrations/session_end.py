@@ -219,7 +219,7 @@ def _args(argv: list[str]) -> dict:
 
 
 def _default_home() -> str:
-    from ..config import resolve_home  # stdlib-only module: cheap
+    from openmemory_local.core.config import resolve_home  # stdlib-only module: cheap
 
     return str(resolve_home(None))
 

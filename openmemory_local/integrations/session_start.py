@@ -11,12 +11,12 @@ and adds what it prints to the session's context, so it prints nothing: it logs 
 1. *Fast path*, standard library only (an interpreter start, a read of the store, one
    request): the engine's cursor and the memory folders holding a commons file that may no
    longer be there are read from the store (read-only,
-   :mod:`openmemory_local.commons_state`), and the node is asked whether any
+   :mod:`openmemory_local.commons.state`), and the node is asked whether any
    lesson changed since the cursor (``GET /v1/changes?limit=1&type=lesson``, with
    ``Config.commons_hook_timeout``, 2 s). Nothing new and nothing stale: exit.
-2. Otherwise, in the same process: pull what changed (:func:`openmemory_local.commons.pull`)
+2. Otherwise, in the same process: pull what changed (:func:`openmemory_local.commons.receive.pull`)
    and re-render the projects whose folders hold a stale file (revoked, vetoed, faded), which
-   removes it and its line in ``MEMORY.md`` (:func:`openmemory_local.commons.refresh_folders`).
+   removes it and its line in ``MEMORY.md`` (:func:`openmemory_local.render.refresh.refresh_folders`).
    A render already running (the nightly run) is left to do it.
 
 A node that is down or does not answer in time leaves the folders as they are (stale files of
@@ -32,7 +32,7 @@ import sqlite3
 import sys
 import time
 
-from .session_end import _log, _open_log, close_log, read_payload
+from openmemory_local.integrations.session_end import _log, _open_log, close_log, read_payload
 
 STDIN_DEADLINE = 1.0  # seconds to wait for the payload (it is not needed to do the work)
 
@@ -50,9 +50,9 @@ def _options(argv: list[str]) -> dict:
 
 def _fast_check(config) -> tuple[bool, bool, list[str], str]:
     """(node answered, lessons changed since the cursor, stale folders, what happened)."""
-    from ..node_link import NodeError, NodeLink, NodeUnavailable
-    from ..commons_state import cursor, stale_folders
-    from ..config import default_node_home
+    from openmemory_local.commons.node_link import NodeError, NodeLink, NodeUnavailable
+    from openmemory_local.commons.state import cursor, stale_folders
+    from openmemory_local.core.config import default_node_home
 
     try:
         conn = sqlite3.connect(f"file:{config.db_path}?mode=ro", uri=True, timeout=1.0)
@@ -84,7 +84,7 @@ def hook(argv: list[str], stdin_fd: int = 0) -> int:
     real_stdout = sys.stdout
     try:
         options = _options(argv)
-        from ..config import load_config, resolve_home
+        from openmemory_local.core.config import load_config, resolve_home
 
         home = os.path.abspath(os.path.expanduser(options["home"] or str(resolve_home(None))))
         log = _open_log(home)
@@ -100,9 +100,9 @@ def hook(argv: list[str], stdin_fd: int = 0) -> int:
             _log(log, f"session-start: {what}; memory folders unchanged ({time.monotonic() - started:.3f}s)")
             return 0
         sys.stdout = log if log is not None else open(os.devnull, "w")  # nothing reaches the session's context
-        from ..clock import resolve_now
-        from ..commons import refresh_folders
-        from ..store import Store
+        from openmemory_local.core.clock import resolve_now
+        from openmemory_local.render.refresh import refresh_folders
+        from openmemory_local.storage.store import Store
 
         with Store.open(config.with_(node_timeout=config.commons_hook_timeout)) as store:
             result = refresh_folders(store, resolve_now(None), pull_first=node_ok and changed)

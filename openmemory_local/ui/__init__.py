@@ -13,7 +13,7 @@ as its command (:mod:`.commons_pages` lists them).
 
 Served on 127.0.0.1 only, behind a token, Host and Origin checks and a CSRF token
 (:mod:`.guard`). Built on Starlette and uvicorn, with Jinja2 templates and a little
-JavaScript (no build step), plots by :mod:`openmemory_local.plots`: the ``ui`` extra
+JavaScript (no build step), plots by :mod:`openmemory_local.eval.plots`: the ``ui`` extra
 (``pip install -e '.[ui]'``). Nothing of it is imported until ``openmemory ui`` runs,
 so the other commands start as fast as before.
 
@@ -30,7 +30,7 @@ import sys
 
 __all__ = ["register"]
 
-EXIT_USAGE = 2  # as openmemory_local.cli
+EXIT_USAGE = 2  # as openmemory_local.cli.main
 
 
 def register(subparsers, common: argparse.ArgumentParser | None = None) -> None:
@@ -56,15 +56,15 @@ def _usage(message: str) -> int:
 
 
 def _cmd_ui(args: argparse.Namespace) -> int:
-    from ..clock import resolve_now
-    from ..config import load_config
+    from openmemory_local.core.clock import resolve_now
+    from openmemory_local.core.config import load_config
 
     if not 0 <= args.port <= 65535:
         return _usage(f"--port must be from 0 to 65535, not {args.port}")
     resolve_now(args.now)  # a bad --now is a usage error now (ClockError), not on every request
     config = load_config(args.home, node_home_option=getattr(args, "node_home", None))
     try:
-        from .server import PortInUse, serve
+        from openmemory_local.ui.server import PortInUse, serve
     except ImportError as exc:
         from openmemory_protocol.extras import missing_extra
 

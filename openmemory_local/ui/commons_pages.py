@@ -18,10 +18,10 @@ revoke locally / lift it on the node        ``openmemory-node revoke ID --local`
 trust / revokers: add, remove               ``openmemory-node trust|revokers add|remove KEY``
 ==========================================  ================================================
 
-The node's actions go through :mod:`openmemory_local.node_link` (the endpoints and bodies
+The node's actions go through :mod:`openmemory_local.commons.node_link` (the endpoints and bodies
 the node's CLI sends; :mod:`.nodeview`); after one, the engine pulls what changed and
 re-renders the memory folders holding a file that may no longer be there
-(:func:`openmemory_local.commons.refresh_folders`, what the SessionStart hook does), so a
+(:func:`openmemory_local.render.refresh.refresh_folders`, what the SessionStart hook does), so a
 lesson revoked here leaves them at once. Without a node running, the views say so and how
 to start one; nothing fails.
 """
@@ -36,7 +36,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
-from . import data, nodeview
+from openmemory_local.ui import data, nodeview
 
 __all__ = ["CommonsPages", "RECORD_ID"]
 
@@ -60,14 +60,14 @@ class CommonsPages:
     # --- helpers ------------------------------------------------------------------------------
 
     def node_home(self) -> str:
-        from ..config import default_node_home
+        from openmemory_local.core.config import default_node_home
 
         return str(self.config.node_home or default_node_home())
 
     async def node_call(self, fn: Callable):
         """``fn(link)`` on a worker thread: ``(result, None)``, or ``(None, problem)`` when no
         node answers (``problem["unavailable"]``) or it refused."""
-        from ..node_link import NodeError, NodeUnavailable, open_link
+        from openmemory_local.commons.node_link import NodeError, NodeUnavailable, open_link
 
         loop = asyncio.get_running_loop()
         try:
@@ -91,7 +91,7 @@ class CommonsPages:
     # --- publishing ---------------------------------------------------------------------------
 
     async def publishing(self, request: Request) -> Response:
-        from ..publish import REVOKE_CODES, commons_views
+        from openmemory_local.commons.publish import REVOKE_CODES, commons_views
 
         def read(store):
             if store is None:
@@ -109,7 +109,7 @@ class CommonsPages:
                                  codes=REVOKE_CODES, node_home=self.node_home())
 
     async def opt_in_preview(self, request: Request) -> Response:
-        from ..publish import dry_run, resolve_families
+        from openmemory_local.commons.publish import dry_run, resolve_families
 
         fam = request.query_params.get("family", "")
         now = self.now()
@@ -129,7 +129,7 @@ class CommonsPages:
         return await self.render(request, "publish_preview.html", "publishing", family=fam, preview=preview)
 
     async def opt_in(self, request: Request) -> Response:
-        from ..publish import enable, enable_messages
+        from openmemory_local.commons.publish import enable, enable_messages
 
         fam = self._form(request).get("family", "")
         now = self.now()
@@ -159,8 +159,8 @@ class CommonsPages:
         return await self.render(request, "publish_optout.html", "publishing", family=family)
 
     async def opt_out(self, request: Request) -> Response:
-        from ..node_link import NodeError, NodeUnavailable
-        from ..publish import PublishError, disable, disable_messages
+        from openmemory_local.commons.node_link import NodeError, NodeUnavailable
+        from openmemory_local.commons.publish import PublishError, disable, disable_messages
 
         form = self._form(request)
         fam, revoke = form.get("family", ""), form.get("revoke") == "1"
@@ -183,7 +183,7 @@ class CommonsPages:
         return RedirectResponse("/publishing", status_code=303)
 
     async def publish_now(self, request: Request) -> Response:
-        from ..publish import publish, publish_messages
+        from openmemory_local.commons.publish import publish, publish_messages
 
         now = self.now()
         messages = await self.store_call(lambda s: publish_messages(publish(s, now), detail=True) if s else None)
@@ -191,8 +191,8 @@ class CommonsPages:
         return RedirectResponse("/publishing", status_code=303)
 
     async def revoke_published(self, request: Request) -> Response:
-        from ..node_link import NodeError, NodeUnavailable
-        from ..publish import PublishError, revoke, revoke_messages
+        from openmemory_local.commons.node_link import NodeError, NodeUnavailable
+        from openmemory_local.commons.publish import PublishError, revoke, revoke_messages
 
         form = self._form(request)
         code, reason = form.get("code") or "withdrawn", (form.get("reason") or "").strip()[:MAX_REASON]
@@ -245,7 +245,7 @@ class CommonsPages:
     def _graph(chain: dict, held: set[str]) -> str:
         from markupsafe import Markup
 
-        from ..plots import provenance_svg
+        from openmemory_local.eval.plots import provenance_svg
 
         svg = provenance_svg(chain, href=lambda n: f"/commons/{n['id']}" if n["id"] in held else None,
                              title=f"provenance chain of {str(chain.get('id'))[:16]}")
@@ -266,7 +266,8 @@ class CommonsPages:
         return Response(str(self._graph(chain, held)), media_type="image/svg+xml")
 
     async def commons_veto(self, request: Request) -> Response:
-        from ..commons import CommonsNotFound, set_commons_veto
+        from openmemory_local.commons.receive import CommonsNotFound
+        from openmemory_local.render.refresh import set_commons_veto
 
         record_id = request.path_params["record_id"].lower()
         vetoed = request.url.path.endswith("/veto")
@@ -303,14 +304,14 @@ class CommonsPages:
         now = self.now()
 
         def refresh(store):
-            from ..commons import refresh_folders
-            from ..node_link import open_link
+            from openmemory_local.render.refresh import refresh_folders
+            from openmemory_local.commons.node_link import open_link
 
             if store is None:
                 return None
             return refresh_folders(store, now, link=open_link(self.config))
 
-        from ..node_link import NodeError, NodeUnavailable
+        from openmemory_local.commons.node_link import NodeError, NodeUnavailable
 
         try:
             done = await self.store_call(refresh)
@@ -340,7 +341,7 @@ class CommonsPages:
         return await self._node_action(request, lambda link: nodeview.lift_local(link, record_id))
 
     async def node_keys(self, request: Request) -> Response:
-        from ..node_link import KEY_LISTS
+        from openmemory_local.commons.node_link import KEY_LISTS
 
         form = self._form(request)
         name, action = form.get("list", ""), form.get("action", "")

@@ -1,10 +1,10 @@
 """What the page shows, read from the store: plain dicts, no HTTP, no HTML.
 
-Each function takes an open :class:`~openmemory_local.store.Store` and returns data for one
+Each function takes an open :class:`~openmemory_local.storage.store.Store` and returns data for one
 view; the server renders it with a template. Everything here reads, except
 :func:`open_result` (a search result the person opened is *used*: touched, as recall
 touches) and the actions, which are the engine's own functions
-(:func:`openmemory_local.lessons.set_veto`, the same code as ``openmemory veto``).
+(:func:`openmemory_local.render.refresh.set_veto`, the same code as ``openmemory veto``).
 
 Layers. :func:`lesson_layers` returns the lessons in layers: ``own`` (what this agent
 learned, by project family) and ``commons`` (lessons received from the commons, by the
@@ -14,8 +14,8 @@ received lesson. :func:`publishing` is what each project family shares. What the
 
 Search. :func:`search` is the one adapter between the engine's recall and the page: recall
 with ``touch=False`` (looking is not using), its results turned into rows, with the lessons
-recalled beside them (this agent's, :func:`openmemory_local.recall.recall_lessons`, and
-received ones, :func:`openmemory_local.commons.recall_commons`), as ``openmemory recall``
+recalled beside them (this agent's, :func:`openmemory_local.recall.query.recall_lessons`, and
+received ones, :func:`openmemory_local.commons.receive.recall_commons`), as ``openmemory recall``
 shows them.
 """
 
@@ -26,11 +26,11 @@ import os
 from collections import defaultdict
 from datetime import datetime
 
-from ..archive import ArchiveFile, original_path, read_lines
-from ..clock import iso, parse_time
-from ..jsonio import loads
-from ..lessons import lesson_rows
-from ..normalize import family_label
+from openmemory_local.ingest.archive import ArchiveFile, original_path, read_lines
+from openmemory_local.core.clock import iso, parse_time
+from openmemory_local.core.jsonio import loads
+from openmemory_local.sleep.lessons import lesson_rows
+from openmemory_local.text.normalize import family_label
 
 __all__ = [
     "summary",
@@ -96,15 +96,16 @@ def lesson_layers(store, *, include: str = "current") -> dict:
 
 
 def commons_layer(store, *, include: str = "current") -> list[dict]:
-    """Lessons received from the commons (:func:`openmemory_local.commons.commons_rows`), by
+    """Lessons received from the commons (:func:`openmemory_local.commons.receive.commons_rows`), by
     the project family whose memory folders they are rendered in (one lesson may be in
     several), then those rendered nowhere; newest first. ``include="all"`` adds revoked ones
     and this agent's own publications as its node received them."""
-    from ..commons import _memory_folders, commons_rows
-    from ..lessons import project_families
+    from openmemory_local.commons.receive import commons_rows
+    from openmemory_local.commons.verify import memory_folders
+    from openmemory_local.sleep.lessons import project_families
 
     rows = commons_rows(store, include_all=include == "all")
-    cwd_of = _memory_folders(store)
+    cwd_of = memory_folders(store)
     families_of = project_families(store)
     groups: dict[str, list[dict]] = {}
     for row in rows:
@@ -127,7 +128,7 @@ def commons_page(store, record_id: str) -> dict | None:
     """One received lesson, as the store holds it: its row, the files it has in memory
     folders, its predictions in this agent's projects, this agent's attestations, its
     history (``events``), and which lessons it derives from are held here. None if absent."""
-    from ..commons import CommonsNotFound, attestations_of, find_commons
+    from openmemory_local.commons.receive import CommonsNotFound, attestations_of, find_commons
 
     try:
         row = find_commons(store, record_id)
@@ -195,11 +196,11 @@ def commons_ids(store) -> set[str]:
 
 def publishing(store, on_node: dict | None = None) -> dict:
     """Publishing, by project family: every family the store knows, opted in or not, with its
-    counts (:func:`openmemory_local.publish.status`); the records each published (oldest
+    counts (:func:`openmemory_local.commons.publish.status`); the records each published (oldest
     first; ``on_node``: record id -> its status as the node reports it,
-    :func:`openmemory_local.publish.commons_views`); what the redaction gate (or the node)
+    :func:`openmemory_local.commons.publish.commons_views`); what the redaction gate (or the node)
     held back, and why; what waits for the node."""
-    from ..publish import published_records, status
+    from openmemory_local.commons.publish import published_records, status
 
     state = status(store, known=True)
     held, waiting = defaultdict(list), defaultdict(list)
@@ -232,7 +233,7 @@ def publishing(store, on_node: dict | None = None) -> dict:
 
 def family_known(store, fam: str) -> bool:
     """Whether ``fam`` is a project family the publishing view lists (actions take no other)."""
-    from ..publish import status
+    from openmemory_local.commons.publish import status
 
     return any(f["family"] == fam for f in status(store, known=True)["families"])
 
@@ -427,15 +428,15 @@ SEARCH_LESSONS = 3
 
 def search(store, query: str, k: int, now: datetime, *, kinds: list[str] | None = None) -> dict:
     """Recall ``query`` as the engine does, touching nothing: ``{"episodes", "lessons",
-    "commons"}``. Episodes are :func:`openmemory_local.recall.recall` (``touch=False``) as
+    "commons"}``. Episodes are :func:`openmemory_local.recall.query.recall` (``touch=False``) as
     rows: ``kind``, ``id``, ``text``, ``created``, ``project``, ``score``, ``components``,
     ``url`` and ``lessons`` (the lessons the memory is in). Beside them, as ``openmemory
     recall`` and the MCP ``recall`` tool show them: this agent's lessons
-    (:func:`openmemory_local.recall.recall_lessons`) and the received lessons resembling the
-    query (:func:`openmemory_local.commons.recall_commons`); none of either when a kind of
+    (:func:`openmemory_local.recall.query.recall_lessons`) and the received lessons resembling the
+    query (:func:`openmemory_local.commons.receive.recall_commons`); none of either when a kind of
     episode is asked for. Raises ``EmptyQuery``."""
-    from ..commons import recall_commons
-    from ..recall import recall, recall_lessons
+    from openmemory_local.commons.choose import recall_commons
+    from openmemory_local.recall.query import recall, recall_lessons
 
     lesson_hits = [] if kinds else recall_lessons(store, query, SEARCH_LESSONS, now)
     results = recall(store, query, k, now, kinds=kinds, touch=False)
@@ -466,7 +467,7 @@ def open_result(store, episode_id: int, now: datetime) -> bool:
     """The person opened a search result: touch it, as a recall that used it would
     (``last_touched``, ``touches + 1``). False if there is no such episode or the store
     stayed locked."""
-    from ..recall import index_for
+    from openmemory_local.recall.query import index_for
 
     if store.episode(episode_id) is None:
         return False

@@ -1,4 +1,4 @@
-"""The morning report's Markdown as HTML: the small subset :mod:`openmemory_local.report` writes.
+"""The morning report's Markdown as HTML: the small subset :mod:`openmemory_local.render.report` writes.
 
 Headings (``#``, ``##``), list items (``- ``, indented ones nested once), paragraphs and
 inline code; ``lesson N`` and ``episode #N`` become links to their pages. Everything is

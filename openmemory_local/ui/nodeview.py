@@ -1,9 +1,9 @@
 """What the page shows of the commons node, asked through its local API only
-(:mod:`openmemory_local.node_link`: the engine never imports ``openmemory_node``).
+(:mod:`openmemory_local.commons.node_link`: the engine never imports ``openmemory_node``).
 
-Each function takes a :class:`~openmemory_local.node_link.NodeLink` and returns plain data;
-it raises :class:`~openmemory_local.node_link.NodeUnavailable` when no node answers (the
-page then says so, and how to start one) and :class:`~openmemory_local.node_link.NodeError`
+Each function takes a :class:`~openmemory_local.commons.node_link.NodeLink` and returns plain data;
+it raises :class:`~openmemory_local.commons.node_link.NodeUnavailable` when no node answers (the
+page then says so, and how to start one) and :class:`~openmemory_local.commons.node_link.NodeError`
 when the node refuses. The actions (revoke locally, lift it, trust or stop trusting a key,
 add or remove a revoker) are the node's own endpoints, called with the bodies
 ``openmemory-node revoke --local``, ``revoke --undo``, ``trust add|remove`` and ``revokers
@@ -125,7 +125,7 @@ def lift_local(link, record_id: str) -> str:
 
 def _optional_list(link, name: str) -> list:
     """The node's team or blocked list (an older node without it: empty)."""
-    from ..node_link import NodeError
+    from openmemory_local.commons.node_link import NodeError
 
     try:
         return link.keys(name).get(name) or []

@@ -42,14 +42,14 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
-from .. import __version__
-from ..clock import resolve_now
-from ..commons_render import NOTICE
-from ..config import Config
-from . import data
-from .commons_pages import CommonsPages
-from .guard import SAFE_METHODS, Guard, Session
-from .markup import report_html
+from openmemory_local import __version__
+from openmemory_local.core.clock import resolve_now
+from openmemory_local.render.commons_part import NOTICE
+from openmemory_local.core.config import Config
+from openmemory_local.ui import data
+from openmemory_local.ui.commons_pages import CommonsPages
+from openmemory_local.ui.guard import SAFE_METHODS, Guard, Session
+from openmemory_local.ui.markup import report_html
 
 __all__ = ["build_app", "serve", "NAV", "GuardMiddleware", "Page"]
 
@@ -105,7 +105,7 @@ def _epoch(seconds: Any) -> str:
 
 
 def _commons_line(rec: dict) -> str:
-    from ..publish import commons_line
+    from openmemory_local.commons.publish import commons_line
 
     return commons_line(rec)
 
@@ -120,7 +120,7 @@ class _StoreThread:
 
     def _get(self):
         if self._store is None:
-            from ..store import Store
+            from openmemory_local.storage.store import Store
 
             if not self.config.db_path.is_file():
                 return None  # never created here: `openmemory run` makes it
@@ -203,7 +203,7 @@ class Page(CommonsPages):
                                  include=include)
 
     async def lesson(self, request: Request) -> Response:
-        from ..publish import commons_views
+        from openmemory_local.commons.publish import commons_views
 
         lesson_id = request.path_params["lesson_id"]
 
@@ -231,7 +231,7 @@ class Page(CommonsPages):
                 return None
             key = (lesson_id, tuple(points))
             if key not in self._plots:
-                from ..plots import strength_plot
+                from openmemory_local.eval.plots import strength_plot
 
                 if len(self._plots) > 256:
                     self._plots.clear()
@@ -246,7 +246,8 @@ class Page(CommonsPages):
         return Response(svg, media_type="image/svg+xml")
 
     async def veto(self, request: Request) -> Response:
-        from ..lessons import LessonNotFound, set_veto
+        from openmemory_local.sleep.lessons import LessonNotFound
+        from openmemory_local.render.refresh import set_veto
 
         lesson_id = request.path_params["lesson_id"]
         vetoed = request.url.path.endswith("/veto")
@@ -292,7 +293,7 @@ class Page(CommonsPages):
     # --- search -------------------------------------------------------------------------
 
     async def search(self, request: Request) -> Response:
-        from ..recall import EmptyQuery
+        from openmemory_local.recall.query import EmptyQuery
 
         query = (request.query_params.get("q") or "").strip()[:MAX_QUERY]
         kind = request.query_params.get("kind") or None
@@ -432,7 +433,7 @@ def build_app(config: Config, guard: Guard, now_option: str | None = None, on_st
         finally:
             page.store.close()
 
-    from ..store import StoreError
+    from openmemory_local.storage.store import StoreError
 
     app = Starlette(routes=page.routes(), lifespan=lifespan, exception_handlers={StoreError: page.unusable})
     app.state.page = page

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from openmemory_local.config import Config
-from openmemory_local.store import Store
+from openmemory_local.core.config import Config
+from openmemory_local.storage.store import Store
 
 DATA = Path(__file__).parent / "data"
 FIXTURE_CWD = "/home/dev/src/webapp"

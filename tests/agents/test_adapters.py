@@ -8,9 +8,9 @@ import json
 import shutil
 from pathlib import Path
 
-from openmemory_local.adapters import adapter_for
-from openmemory_local.config import load_config
-from openmemory_local.ingest import ingest, rebuild_from_archive
+from openmemory_local.ingest.adapters import adapter_for
+from openmemory_local.core.config import load_config
+from openmemory_local.ingest.transcripts import ingest, rebuild_from_archive
 
 from .conftest import CODEX_ROLLOUT, FIXTURE_CWD, GEMINI_JSON, GEMINI_JSONL, codex_copy, gemini_copy
 
@@ -77,8 +77,8 @@ def test_the_older_gemini_json_file_is_read_whole(store, now):
 
 
 def test_cursors_make_reingest_idempotent_and_incremental(tmp_path, now):
-    from openmemory_local.config import Config
-    from openmemory_local.store import Store
+    from openmemory_local.core.config import Config
+    from openmemory_local.storage.store import Store
 
     def ingest_in_parts(cut_codex: int | None, cut_gemini: int | None) -> list[tuple]:
         root = tmp_path / f"run-{cut_codex}"
@@ -182,7 +182,7 @@ def test_rebuild_from_the_archive_gives_the_same_episodes(tmp_path, store, now):
 
 
 def test_the_default_sources_include_codex_and_gemini_folders(tmp_path, now):
-    from openmemory_local.store import Store
+    from openmemory_local.storage.store import Store
 
     env = {"HOME": str(tmp_path / "user"), "CODEX_HOME": str(tmp_path / "codex-home"),
            "GEMINI_CLI_HOME": str(tmp_path / "gemini-home")}
@@ -209,7 +209,7 @@ def test_a_zst_rollout_without_zstandard_is_a_named_skip(tmp_path, store, now, m
 
 
 def test_exit_codes_are_read_from_every_shape_the_agents_write():
-    from openmemory_local.adapters.base import exit_code_in
+    from openmemory_local.ingest.adapters.base import exit_code_in
 
     cases = [
         ("Exit code: 128\nWall time: 0.4 seconds\nOutput:\nfatal: x\n", (128, "output", "fatal: x\n")),

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from openmemory_local.agent_render import render_agents
-from openmemory_local.episodes import EpisodeBuilder
-from openmemory_local.ingest import ingest
-from openmemory_local.render import BEGIN, END
-from openmemory_local.sleep import sleep
+from openmemory_local.render.agents import render_agents
+from openmemory_local.ingest.episodes import EpisodeBuilder
+from openmemory_local.ingest.transcripts import ingest
+from openmemory_local.render.memory_folder import BEGIN, END
+from openmemory_local.sleep.passes import sleep
 from simulations.transcripts import T
 
 from .conftest import codex_copy, gemini_copy, utc
@@ -163,8 +163,8 @@ def test_a_lesson_quoting_a_marker_cannot_end_the_section(tmp_path, store, proje
 
 
 def test_a_blocked_stop_hook_is_a_surprise_in_claude_code():
-    from openmemory_local.adapters.claude_code import ClaudeCodeAdapter
-    from openmemory_local.rawstream import Line
+    from openmemory_local.ingest.adapters.claude_code import ClaudeCodeAdapter
+    from openmemory_local.ingest.rawstream import Line
 
     t = T()
     t.person("commit the fix")

@@ -124,7 +124,7 @@ def test_the_command_line_offers_codex_and_gemini(home, tmp_path):
     e.pop("GEMINI_CLI_HOME", None)
     before = hashes(home)
     for agent in ("codex", "gemini"):
-        proc = subprocess.run([sys.executable, "-m", "openmemory_local.cli", "install", agent, "--dry-run", "--home",
+        proc = subprocess.run([sys.executable, "-m", "openmemory_local.cli.main", "install", agent, "--dry-run", "--home",
                                str(tmp_path / "data")], capture_output=True, text=True, env=e, timeout=120)
         assert proc.returncode == 0, proc.stderr
         assert f"openmemory install {agent} --dry-run" in proc.stdout

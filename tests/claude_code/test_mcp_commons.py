@@ -10,10 +10,10 @@ from cc_helpers import OPENMEMORY
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
-from openmemory_local.commons import apply_changes
-from openmemory_local.config import Config
-from openmemory_local.observation import observation_violation
-from openmemory_local.store import Store
+from openmemory_local.commons.receive import apply_changes
+from openmemory_local.core.config import Config
+from openmemory_protocol.observation import observation_violation
+from openmemory_local.storage.store import Store
 from tests.local.test_commons import APP, NODE, PUSH, entry, rid
 from tests.local.test_sleep import add, at, session
 

@@ -14,7 +14,7 @@ from cc_helpers import OPENMEMORY
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
-from openmemory_local.observation import observation_violation
+from openmemory_protocol.observation import observation_violation
 
 QUERY = "git push fails because the branch has no upstream"
 
@@ -202,7 +202,7 @@ async def test_lessons_and_the_report_after_a_sleep(spotter, tmp_path):
 async def test_the_tools_listed_without_the_sdk_are_what_the_sdk_lists(tmp_path):
     """The server answers tools/list from the standard library (it starts in a blink); what it
     lists must stay what the SDK would list for the same tools (build_server is the reference)."""
-    from openmemory_local.mcp_server import TOOLS, Memory, build_server
+    from openmemory_local.integrations.mcp_server import TOOLS, Memory, build_server
 
     sdk = build_server(Memory(tmp_path / "home", tmp_path))
     listed = [tool.model_dump(by_alias=True, exclude_none=True, mode="json") for tool in await sdk.list_tools()]

@@ -16,11 +16,12 @@ from pathlib import Path
 
 from cc_helpers import load, openmemory, snapshot
 
-from openmemory_local.commons import apply_changes
-from openmemory_local.config import Config
-from openmemory_local.episodes import project_dir
-from openmemory_local.render import memory_dir_for, render
-from openmemory_local.store import Store
+from openmemory_local.commons.receive import apply_changes
+from openmemory_local.core.config import Config
+from openmemory_local.core.config import project_dir
+from openmemory_local.render.memory_folder import render
+from openmemory_local.core.config import memory_dir_for
+from openmemory_local.storage.store import Store
 from tests.local.test_commons import NODE, PYTEST, TEAM, entry, rid, take
 from tests.local.test_sleep import add, at, session
 

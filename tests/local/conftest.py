@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from openmemory_local.config import Config
-from openmemory_local.store import Store
+from openmemory_local.core.config import Config
+from openmemory_local.storage.store import Store
 
 NOW = datetime(2026, 3, 1, 9, 0, tzinfo=timezone.utc)
 

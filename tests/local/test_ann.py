@@ -12,11 +12,11 @@ from datetime import timedelta
 
 import pytest
 
-from openmemory_local.ann import AnnIndex, update
-from openmemory_local.config import Config
-from openmemory_local.ingest import add_episodes
-from openmemory_local.recall import index_for, recall
-from openmemory_local.store import Store
+from openmemory_local.recall.ann import AnnIndex, update
+from openmemory_local.core.config import Config
+from openmemory_local.ingest.transcripts import add_episodes
+from openmemory_local.recall.query import index_for, recall
+from openmemory_local.storage.store import Store
 
 from .test_recall import ep
 
@@ -47,7 +47,7 @@ def _recall_at_10(found, exact) -> float:
 
 def test_the_index_finds_what_the_exact_pass_finds_and_rows_added_since(tmp_path, now):
     pytest.importorskip("usearch")
-    from openmemory_local.embedders import store_embedder
+    from openmemory_local.core.embedders import store_embedder
 
     home = tmp_path / "home"
     rng = random.Random(7)

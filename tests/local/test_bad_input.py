@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from openmemory_local import ingest as ingest_module
-from openmemory_local.cli import main
-from openmemory_local.ingest import ingest, rebuild_from_archive
-from openmemory_local.store import Store
+from openmemory_local.ingest import transcripts as ingest_module
+from openmemory_local.cli.main import main
+from openmemory_local.ingest.transcripts import ingest, rebuild_from_archive
+from openmemory_local.storage.store import Store
 
 from .transcripts import SESSION, T
 
@@ -184,7 +184,7 @@ def test_an_unreadable_file_is_reported_and_the_rest_ingested(tmp_path, now):
     prefix = _drop_read_permission(secret)
     home = tmp_path / "home"
     out = subprocess.run(
-        [*prefix, sys.executable, "-m", "openmemory_local.cli", "ingest", str(folder), "--home", str(home),
+        [*prefix, sys.executable, "-m", "openmemory_local.cli.main", "ingest", str(folder), "--home", str(home),
          "--json", "--now", "2026-03-01T09:00:00Z"],
         capture_output=True, text=True,
     )
@@ -201,7 +201,7 @@ def test_an_unreadable_file_is_reported_and_the_rest_ingested(tmp_path, now):
 
 
 def store_config(home: Path):
-    from openmemory_local.config import Config
+    from openmemory_local.core.config import Config
 
     return Config(home=home)
 

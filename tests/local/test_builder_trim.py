@@ -14,7 +14,7 @@ import random
 
 import pytest
 
-from openmemory_local.episodes import _MAX_REFS, _MAX_STATEMENTS, AgentSaid, EpisodeBuilder, Link, PersonSaid
+from openmemory_local.ingest.episodes import _MAX_REFS, _MAX_STATEMENTS, AgentSaid, EpisodeBuilder, Link, PersonSaid
 
 
 class _Reference:

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from openmemory_local.adapters.claude_code import ClaudeCodeAdapter
-from openmemory_local.episodes import EpisodeBuilder, session_episode
-from openmemory_local.ingest import ingest
-from openmemory_local.rawstream import Consumed, LineReader
+from openmemory_local.ingest.adapters.claude_code import ClaudeCodeAdapter
+from openmemory_local.ingest.episodes import EpisodeBuilder, session_episode
+from openmemory_local.ingest.transcripts import ingest
+from openmemory_local.ingest.rawstream import Consumed, LineReader
 
 from .transcripts import SESSION, T
 

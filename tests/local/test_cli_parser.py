@@ -5,9 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from openmemory_local import cli
-
-
+from openmemory_local.cli import main as cli
 def _shape(parser) -> list[tuple]:
     """What a parser accepts: each action's option strings, destination, default, choices, nargs."""
     return [(tuple(a.option_strings), a.dest, repr(a.default), tuple(a.choices or ()), a.nargs, a.required)
@@ -28,11 +26,11 @@ def test_every_command_alone_is_the_full_parsers_command():
 
 
 def test_a_word_that_is_no_command_gets_the_full_parsers_error(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "openmemory_local.cli", "recal", "x"], capture_output=True,
+    out = subprocess.run([sys.executable, "-m", "openmemory_local.cli.main", "recal", "x"], capture_output=True,
                          text=True, env={"OPENMEMORY_HOME": str(tmp_path), "PATH": ""})
     assert out.returncode == 2
     assert "invalid choice: 'recal'" in out.stderr and "recall" in out.stderr  # the choices are listed
-    help_ = subprocess.run([sys.executable, "-m", "openmemory_local.cli", "recall", "--help"], capture_output=True,
+    help_ = subprocess.run([sys.executable, "-m", "openmemory_local.cli.main", "recall", "--help"], capture_output=True,
                            text=True, env={"OPENMEMORY_HOME": str(tmp_path), "PATH": ""})
     assert help_.returncode == 0 and "--no-touch" in help_.stdout
 

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from openmemory_local.cli import main
-from openmemory_local.config import load_config
-from openmemory_local.store import Store
+from openmemory_local.cli.main import main
+from openmemory_local.core.config import load_config
+from openmemory_local.storage.store import Store
 
 from .test_sleep import add, correction, error, session
 

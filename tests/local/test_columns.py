@@ -15,14 +15,14 @@ import random
 import numpy as np
 import pytest
 
-from openmemory_local import columns
-from openmemory_local.columns import Columns, update
-from openmemory_local.config import Config
-from openmemory_local.embedders import store_embedder
-from openmemory_local.ingest import add_episodes
-from openmemory_local.recall import index_for, recall
-from openmemory_local.store import Store
-from openmemory_local.vectors import VectorFile
+from openmemory_local.recall import columns
+from openmemory_local.recall.columns import Columns, update
+from openmemory_local.core.config import Config
+from openmemory_local.core.embedders import store_embedder
+from openmemory_local.ingest.transcripts import add_episodes
+from openmemory_local.recall.query import index_for, recall
+from openmemory_local.storage.store import Store
+from openmemory_local.storage.vectors import VectorFile
 
 from .test_ann import WORDS, _fill
 from .test_recall import ep
@@ -263,8 +263,7 @@ def test_a_damaged_foreign_or_half_written_copy_is_never_believed(tmp_path, now)
 
 
 def test_no_hnsw_index_where_the_copy_serves_every_query(tmp_path, now, monkeypatch):
-    from openmemory_local import ann
-
+    from openmemory_local.recall import ann
     home = tmp_path / "home"
     with Store.open(Config(home=home, recall_copy_min_rows=0, recall_index_min_rows=0)) as store:
         _fill(store, now, 1200, seed=2)

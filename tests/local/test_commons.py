@@ -10,15 +10,16 @@ import json
 
 import pytest
 
-from openmemory_local import cli
-from openmemory_local.commons import (apply_changes, apply_lists, commons_rows, find_commons, lesson_probes,
-                                      met_before, predict_commons, read_text, relevance, select_for, status_text,
-                                      verify_commons, veto_commons, unveto_commons, Profile, CommonsNotFound)
+from openmemory_local.cli import main as cli
+from openmemory_local.commons.receive import apply_changes, apply_lists, commons_rows, find_commons, lesson_probes, read_text, status_text, veto_commons, unveto_commons, CommonsNotFound
+from openmemory_local.commons.verify import met_before, predict_commons, verify_commons
+from openmemory_local.commons.choose import relevance, select_for, Profile
 from openmemory_protocol import claims as claim_rules
-from openmemory_local.config import Config
-from openmemory_local.episodes import project_dir
-from openmemory_local.render import END, memory_dir_for, render, split_index
-from openmemory_local.store import Store
+from openmemory_local.core.config import Config
+from openmemory_local.core.config import project_dir
+from openmemory_local.render.memory_folder import END, render, split_index
+from openmemory_local.core.config import memory_dir_for
+from openmemory_local.storage.store import Store
 
 from .test_sleep import add, at, error, session
 

@@ -11,14 +11,14 @@ import sys
 import time
 from pathlib import Path
 
-from openmemory_local.config import Config
-from openmemory_local.ingest import ingest
-from openmemory_local.store import Store
+from openmemory_local.core.config import Config
+from openmemory_local.ingest.transcripts import ingest
+from openmemory_local.storage.store import Store
 from simulations.transcripts import replicate
 
 from .test_real_transcripts import _snapshot
 
-CLI = [sys.executable, "-m", "openmemory_local.cli"]
+CLI = [sys.executable, "-m", "openmemory_local.cli.main"]
 NOW = "2026-03-01T09:00:00Z"
 
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from openmemory_local.corrections import correction_cue, correction_terms, course_change, same_correction
-from openmemory_local.episodes import AgentSaid, EpisodeBuilder, Meta, PersonSaid, ToolCalled, ToolReturned
-from openmemory_local.evaluate import _restated
+from openmemory_local.ingest.corrections import correction_cue, correction_terms, course_change, same_correction
+from openmemory_local.ingest.episodes import AgentSaid, EpisodeBuilder, Meta, PersonSaid, ToolCalled, ToolReturned
+from openmemory_local.eval.measures import _restated
 
 DATA = Path(__file__).resolve().parents[2] / "benchmarks" / "data"
 
@@ -146,8 +146,8 @@ def test_the_repeat_yourself_rate_counts_a_restatement_in_another_session_of_the
 
 
 def test_a_second_opinion_is_asked_only_about_borderline_messages_and_is_off_by_default(tmp_path):
-    from openmemory_local.corrections import Turn, decide, is_borderline
-    from openmemory_local.corrections_lm import load, question
+    from openmemory_local.ingest.corrections import Turn, decide, is_borderline
+    from openmemory_local.ingest.corrections_lm import load, question
 
     before = ({"tool": "Edit", "heads": [], "command": "src/Header.tsx"},)
     redo = ({"tool": "Edit", "heads": [], "command": "src/Header.tsx"},)
@@ -173,8 +173,8 @@ def test_a_second_opinion_is_asked_only_about_borderline_messages_and_is_off_by_
 def test_openmemory_eval_counts_the_same_preference_in_other_words_and_not_another(store):
     """Through the store and ``evaluate``: "we're a uv shop" restates "use uv instead of pip" (a lesson
     apart from it), "use poetry, not pip" does not (though it joins the first one's lesson)."""
-    from openmemory_local.evaluate import evaluate
-    from openmemory_local.replay import replay
+    from openmemory_local.eval.measures import evaluate
+    from openmemory_local.sleep.replay import replay
 
     from .test_sleep import add, at, correction, session
 
@@ -224,7 +224,7 @@ def test_the_builder_decides_as_the_rule_on_every_labelled_session(name):
     """The episode builder applies the one rule: on every session of the issue-32 sets it finds a
     correction exactly where ``correction_cue`` does on the same session (the builder reads the
     calls after the message itself, and its own command heads)."""
-    from openmemory_local.episodes import command_heads
+    from openmemory_local.ingest.episodes import command_heads
 
     for case in json.loads((DATA / name).read_text(encoding="utf-8"))["cases"]:
         b = EpisodeBuilder()
@@ -243,8 +243,8 @@ def test_the_builder_decides_as_the_rule_on_every_labelled_session(name):
 def test_a_correction_lesson_is_never_planned_for_the_commons(store):
     """A correction found by the rule becomes a lesson; with its project opted in and the lesson
     strong enough to publish, the plan gives it no commons form (it stays personal)."""
-    from openmemory_local import publish
-    from openmemory_local.replay import replay
+    from openmemory_local.commons import publish
+    from openmemory_local.sleep.replay import replay
 
     from .test_sleep import APP, add, at, correction, session
 

@@ -12,13 +12,13 @@ from datetime import timedelta
 import numpy as np
 import pytest
 
-from openmemory_local.cli import main
-from openmemory_local.config import ConfigError, load_config
-from openmemory_local.embedders import EmbedderUnavailable, dims_of, store_embedder
-from openmemory_local.ingest import add_episodes
-from openmemory_local.recall import recall
-from openmemory_local.store import Store
-from openmemory_local.vectors import VectorFile, embed_pending
+from openmemory_local.cli.main import main
+from openmemory_local.core.config import ConfigError, load_config
+from openmemory_local.core.embedders import EmbedderUnavailable, dims_of, store_embedder
+from openmemory_local.ingest.transcripts import add_episodes
+from openmemory_local.recall.query import recall
+from openmemory_local.storage.store import Store
+from openmemory_local.storage.vectors import VectorFile, embed_pending
 
 from .test_recall import ep
 
@@ -64,7 +64,7 @@ def test_switching_to_the_learned_embedder_and_back(tmp_path, now):
         assert top.episode["key"] == "push"
         assert embed_pending(store)["embedded"] == 0  # nothing left: nothing done
         # sleep clusters with the learned vectors (the episodes' own): a failure in two sessions is a lesson
-        from openmemory_local.sleep import sleep
+        from openmemory_local.sleep.passes import sleep
 
         from .test_sleep import at, error
         add_episodes(store, [error("e1", "s1", 0), error("e2", "s2", 1)], now=at(1, 23))
@@ -77,7 +77,7 @@ def test_switching_to_the_learned_embedder_and_back(tmp_path, now):
     assert main(["recall", "elixir tests crash on a missing secret", "--home", str(home), "--no-touch",
                  "--now", now.isoformat()]) == 0
     (home / "config.toml").write_text('[engine]\nembedder = "hashed"\n')
-    from openmemory_local.sleep import sleep
+    from openmemory_local.sleep.passes import sleep
 
     from .test_sleep import at
     with Store.open(load_config(home)) as store:
@@ -92,7 +92,7 @@ def test_switching_to_the_learned_embedder_and_back(tmp_path, now):
 
 
 def test_a_learned_setting_without_the_extra_changes_nothing(tmp_path, now, monkeypatch):
-    import openmemory_local.embedders as embedders
+    import openmemory_local.core.embedders as embedders
 
     home = tmp_path / "home"
     with Store.open(load_config(home)) as store:

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from openmemory_local.cli import main
-from openmemory_local.config import Config
-from openmemory_local.evaluate import evaluate, two_agent_result
-from openmemory_local.replay import replay
-from openmemory_local.retrieval import fuse, rank, rank_bm25, score
-from openmemory_local.store import Store
+from openmemory_local.cli.main import main
+from openmemory_local.core.config import Config
+from openmemory_local.eval.measures import evaluate, two_agent_result
+from openmemory_local.sleep.replay import replay
+from openmemory_local.eval.retrieval import fuse, rank, rank_bm25, score
+from openmemory_local.storage.store import Store
 
 from .test_sleep import add, at, correction, error, session
 
@@ -120,7 +120,7 @@ def test_the_two_agent_result_is_read_from_the_experiments_folder(tmp_path, caps
 
 
 def test_other_commands_import_neither_matplotlib_nor_torch(tmp_path):
-    code = ("import sys; from openmemory_local.cli import main; "
+    code = ("import sys; from openmemory_local.cli.main import main; "
             f"main(['stats', '--home', {str(tmp_path / 'om')!r}]); main(['eval', '--home', {str(tmp_path / 'om')!r}]); "
             "bad = [m for m in ('matplotlib', 'torch', 'sentence_transformers') if m in sys.modules]; "
             "sys.exit(f'imported {bad}' if bad else 0)")

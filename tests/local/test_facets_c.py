@@ -16,7 +16,9 @@ from datetime import datetime, timezone
 
 import pytest
 
-from openmemory_local import normalize, situations
+from openmemory_local.text import normalize
+
+from openmemory_local.sleep import situations
 from openmemory_protocol import native
 
 from .transcripts import real_records
@@ -176,8 +178,7 @@ def test_untimed_facets_are_the_distinct_facets_of_the_heads_and_lines(fc):
 
 
 def test_normalise_is_the_python_reference_in_every_context(fc, monkeypatch):
-    from openmemory_local import embed
-
+    from openmemory_local.text import embed
     rng = random.Random(65)
     pieces = ATOMS + ["/home/dev/src/app/lib/x.ex", "-home-dev-src-app", "main", "feat-x", "ab12", "fix/ab12",
                       "/home/dev/src/app-worktrees/other/lib", "/home/dev/my app/x", "caf\u00e9", "HEAD", ""]
@@ -301,7 +302,7 @@ def test_facet_texts_are_the_timed_facets_the_code_before_gave(fc):
 
 
 def test_the_facets_accelerator_is_what_the_engine_uses_unless_turned_off(fc):
-    code = ("import openmemory_local.situations as s; s._command_facets('git push', None, None); "
+    code = ("import openmemory_local.sleep.situations as s; s._command_facets('git push', None, None); "
             "print(s._FACETS_NATIVE is not None)")
     env = {k: v for k, v in os.environ.items() if k != "OPENMEMORY_PURE"}
     on = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env).stdout
@@ -320,8 +321,7 @@ def _ordered(value):
 def test_record_hits_changes_the_dictionaries_as_the_python_loop_does(fc):
     import copy
 
-    from openmemory_local import sleep as sleep_module
-
+    from openmemory_local.sleep import passes as sleep_module
     rng = random.Random(66)
     days = [f"2026-01-0{d}T{h:02d}:00:00.000Z" for d in range(1, 5) for h in (9, 12)]
     vocabulary = [f"facet {k}" for k in range(12)]

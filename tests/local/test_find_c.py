@@ -12,8 +12,8 @@ import random
 import numpy as np
 import pytest
 
-from openmemory_local import cluster
-from openmemory_local.cluster import GroupIndex
+from openmemory_local.sleep import cluster
+from openmemory_local.sleep.cluster import GroupIndex
 from openmemory_protocol import native
 
 
@@ -116,7 +116,7 @@ def test_score_on_zeros_and_values_numpy_must_decide(f):
 
 def test_find_with_c_is_find_with_numpy(f, monkeypatch):
     # whole finds through GroupIndex (exact, exhaustive, candidates), with joins between them
-    from openmemory_local.embed import embed_features, features
+    from openmemory_local.text.embed import embed_features, features
 
     rng = random.Random(9)
     words = [f"w{k}" for k in range(40)]

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from openmemory_local.cli import main
-from openmemory_local.config import Config
-from openmemory_local.store import Store
+from openmemory_local.cli.main import main
+from openmemory_local.core.config import Config
+from openmemory_local.storage.store import Store
 
 PROJECT = "-home-USER-projects-spotter"  # where Claude Code keeps a project's transcripts
 

@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from openmemory_local.config import Config
-from openmemory_local.ingest import ingest
-from openmemory_local.lessons import lesson_rows
-from openmemory_local.observation import is_observation
-from openmemory_local.render import BEGIN, END, escape_text, render, split_index
-from openmemory_local.sleep import sleep
-from openmemory_local.store import Store
+from openmemory_local.core.config import Config
+from openmemory_local.ingest.transcripts import ingest
+from openmemory_local.sleep.lessons import lesson_rows
+from openmemory_protocol.observation import is_observation
+from openmemory_local.render.memory_folder import BEGIN, END, escape_text, render, split_index
+from openmemory_local.sleep.passes import sleep
+from openmemory_local.storage.store import Store
 
 from .transcripts import T
 
@@ -154,7 +154,7 @@ def test_hostile_texts_are_inert_in_markdown_without_entities(text):
         assert END not in out
         if "&" not in text:
             assert "&" not in out  # no entity made: the agent reads the text as it is
-    from openmemory_local.commons_render import inert
+    from openmemory_local.render.commons_part import inert
 
     assert inert(text) == escape_text(" ".join(text.split()))  # received lessons: the same escaping
 

@@ -12,13 +12,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from openmemory_local.config import Config
-from openmemory_local.report import make_report
-from openmemory_local.lesson_text import accept_model_text, ask_model, lesson_text, prediction_text, quote_steps
-from openmemory_local.lessons import lesson_rows
-from openmemory_local.observation import check_observation, is_observation
-from openmemory_local.sleep import sleep
-from openmemory_local.store import Store
+from openmemory_local.core.config import Config
+from openmemory_local.render.report import make_report
+from openmemory_local.sleep.lesson_text import accept_model_text, ask_model, lesson_text, prediction_text, quote_steps
+from openmemory_local.sleep.lessons import lesson_rows
+from openmemory_protocol.observation import check_observation, is_observation
+from openmemory_local.sleep.passes import sleep
+from openmemory_local.storage.store import Store
 
 from .test_sleep import add, at, correction, error
 

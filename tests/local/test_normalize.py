@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from openmemory_local.embed import embed
-from openmemory_local.normalize import command_segments, family, family_label, family_matches, normalise
-from openmemory_local.situations import facets, probes, signature
+from openmemory_local.text.embed import embed
+from openmemory_local.text.normalize import command_segments, family, family_label, family_matches, normalise
+from openmemory_local.sleep.situations import facets, probes, signature
 
 WT = "/home/me/src/app-worktrees"
 

@@ -10,8 +10,8 @@ import io
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from openmemory_local.archive import ArchiveFile, ArchiveReader, MemberWriter
-from openmemory_local.rawstream import Consumed, LineReader
+from openmemory_local.ingest.archive import ArchiveFile, ArchiveReader, MemberWriter
+from openmemory_local.ingest.rawstream import Consumed, LineReader
 
 
 def reference(data: bytes, limit: int):

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from openmemory_local.config import Config
-from openmemory_local.ingest import ingest, rebuild_from_archive
-from openmemory_local.recall import recall
-from openmemory_local.store import Store
+from openmemory_local.core.config import Config
+from openmemory_local.ingest.transcripts import ingest, rebuild_from_archive
+from openmemory_local.recall.query import recall
+from openmemory_local.storage.store import Store
 
 S258, S8463, SAE4, SFA8 = (
     "258c7280-ae70-4798-800f-63464d01a85d",
@@ -201,7 +201,7 @@ def test_recall_puts_the_no_upstream_push_failures_first(ingested):
 def test_recall_from_the_command_line(ingested, tmp_path):
     store, _, _ = ingested
     out = subprocess.run(
-        [sys.executable, "-m", "openmemory_local.cli", "recall",
+        [sys.executable, "-m", "openmemory_local.cli.main", "recall",
          "git push fails because the branch has no upstream", "--json", "--home", str(store.config.home)],
         capture_output=True, text=True, check=True,
     )
@@ -276,7 +276,7 @@ def test_rebuild_from_the_archive_alone(spotter_copy, tmp_path, now):
     # The command line does the same.
     again = tmp_path / "again"
     shutil.copytree(home / "archive", again / "archive")
-    subprocess.run([sys.executable, "-m", "openmemory_local.cli", "ingest", "--from-archive", "-q",
+    subprocess.run([sys.executable, "-m", "openmemory_local.cli.main", "ingest", "--from-archive", "-q",
                     "--home", str(again), "--now", "2026-03-01T09:00:00Z"], check=True)
     assert _snapshot(Store.open(Config(home=again))) == before
 

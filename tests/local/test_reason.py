@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from openmemory_local.reason import reason_line
+from openmemory_local.ingest.reason import reason_line
 
 from pathlib import Path
 
@@ -57,7 +57,7 @@ def test_a_huge_output_is_read_at_its_start_and_its_end():
 def test_the_correction_detector_on_the_labelled_set():
     from labelled import correction_cases
 
-    from openmemory_local.corrections import correction_cue
+    from openmemory_local.ingest.corrections import correction_cue
 
     cases = correction_cases()
     assert len(cases) >= 60 and any(c["source"] != "synthetic" for c in cases)

@@ -11,12 +11,12 @@ from datetime import timedelta
 import numpy as np
 import pytest
 
-from openmemory_local.clock import iso
-from openmemory_local.embed import DIMS, embed, tokens
-from openmemory_local.episodes import Episode
-from openmemory_local.ingest import add_episodes
-from openmemory_local.recall import EmptyQuery, RecallIndex, recall
-from openmemory_local.store import Store
+from openmemory_local.core.clock import iso
+from openmemory_local.text.embed import DIMS, embed, tokens
+from openmemory_local.ingest.episodes import Episode
+from openmemory_local.ingest.transcripts import add_episodes
+from openmemory_local.recall.query import EmptyQuery, RecallIndex, recall
+from openmemory_local.storage.store import Store
 
 
 def ep(key: str, text: str, created, kind: str = "error", project: str = "/home/me/app") -> Episode:
@@ -59,7 +59,7 @@ def test_score_is_relevance_scaled_by_recency_and_strength(filled, now):
 
 
 def _dt(text):
-    from openmemory_local.clock import parse_time
+    from openmemory_local.core.clock import parse_time
 
     return parse_time(text)
 
@@ -178,7 +178,7 @@ GOLDEN = "git push failed with exit code 128: the current branch has no upstream
 
 def test_the_embedding_is_the_same_in_every_process():
     here = hashlib.sha256(embed(GOLDEN).tobytes()).hexdigest()
-    code = ("import hashlib; from openmemory_local.embed import embed; "
+    code = ("import hashlib; from openmemory_local.text.embed import embed; "
             f"print(hashlib.sha256(embed({GOLDEN!r}).tobytes()).hexdigest())")
     for seed in ("1", "2", "random"):
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
@@ -211,9 +211,9 @@ def test_recency_never_lets_a_memory_that_barely_matches_outrank_one_that_matche
     A fresh, strong, just-touched memory that barely matches stays below an old one that matches."""
     from datetime import timedelta
 
-    from openmemory_local.episodes import Episode
-    from openmemory_local.ingest import add_episodes
-    from openmemory_local.recall import score_of
+    from openmemory_local.ingest.episodes import Episode
+    from openmemory_local.ingest.transcripts import add_episodes
+    from openmemory_local.recall.query import score_of
 
     old = now - timedelta(days=400)
     exact = Episode("error", "exact", "git push failed: fatal: the current branch has no upstream branch", {},
@@ -236,8 +236,8 @@ def test_recency_never_lets_a_memory_that_barely_matches_outrank_one_that_matche
 
 def test_lessons_are_recalled_first_and_only_when_they_match(store, now):
     from .test_sleep import add, at, error, session
-    from openmemory_local.recall import recall_lessons
-    from openmemory_local.sleep import sleep
+    from openmemory_local.recall.query import recall_lessons
+    from openmemory_local.sleep.passes import sleep
 
     add(store, error("e1", "s1", 0), error("e2", "s2", 0), session("s1", 0, ["git push"]), day=0)
     sleep(store, at(0, 23))
@@ -250,7 +250,7 @@ def test_lessons_are_recalled_first_and_only_when_they_match(store, now):
 def test_a_process_that_applied_many_changes_saves_the_arrays_again(filled, now, config, monkeypatch):
     import json
 
-    import openmemory_local.recall as recall_module
+    import openmemory_local.recall.query as recall_module
 
     monkeypatch.setattr(recall_module, "_SAVE_MIN_ROWS", 1)
     RecallIndex(filled).refresh()
@@ -281,7 +281,7 @@ def test_a_process_that_applied_many_changes_saves_the_arrays_again(filled, now,
 
 
 def test_a_fresh_process_loads_the_saved_arrays_and_what_changed_since(filled, now, config, monkeypatch):
-    import openmemory_local.recall as recall_module
+    import openmemory_local.recall.query as recall_module
 
     monkeypatch.setattr(recall_module, "_SAVE_MIN_ROWS", 1)
     first = RecallIndex(filled)
@@ -331,8 +331,8 @@ def test_a_fresh_process_loads_the_saved_arrays_and_what_changed_since(filled, n
 def test_a_one_shot_recall_imports_only_what_it_uses(filled, now, config):
     """What `openmemory recall` pays at every call from a hook: not shutil (and its compressors),
     hashlib's OpenSSL, or normalize's expressions (needed with --project only)."""
-    probe = ("import sys; from openmemory_local.cli import main; code = main(sys.argv[1:]); "
-             "print(code, sorted(m for m in ('shutil', 'hashlib', 'lzma', 'openmemory_local.normalize') "
+    probe = ("import sys; from openmemory_local.cli.main import main; code = main(sys.argv[1:]); "
+             "print(code, sorted(m for m in ('shutil', 'hashlib', 'lzma', 'openmemory_local.text.normalize') "
              "if m in sys.modules))")
     env = dict(os.environ, OPENMEMORY_HOME=str(config.home), OPENMEMORY_NOW=iso(now))
     run = subprocess.run([sys.executable, "-c", probe, "recall", "git push upstream"], capture_output=True,
@@ -340,4 +340,4 @@ def test_a_one_shot_recall_imports_only_what_it_uses(filled, now, config):
     assert "#1" in run.stdout and run.stdout.splitlines()[-1] == "0 []"
     run = subprocess.run([sys.executable, "-c", probe, "recall", "git push upstream", "--project", "app"],
                          capture_output=True, text=True, env=env, check=True)
-    assert "#1" in run.stdout and run.stdout.splitlines()[-1] == "0 ['openmemory_local.normalize']"
+    assert "#1" in run.stdout and run.stdout.splitlines()[-1] == "0 ['openmemory_local.text.normalize']"

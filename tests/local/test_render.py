@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from openmemory_local.config import Config
-from openmemory_local.lessons import lesson_rows, unveto, veto
-from openmemory_local.observation import check_observation
-from openmemory_local.render import BEGIN, END, RenderError, render, split_index
-from openmemory_local.sleep import sleep
-from openmemory_local.store import Store
+from openmemory_local.core.config import Config
+from openmemory_local.sleep.lessons import lesson_rows, unveto, veto
+from openmemory_protocol.observation import check_observation
+from openmemory_local.render.memory_folder import BEGIN, END, RenderError, render, split_index
+from openmemory_local.sleep.passes import sleep
+from openmemory_local.storage.store import Store
 
 from .test_sleep import APP, _busy, add, at, correction, error, session
 
@@ -298,7 +298,7 @@ def test_worktrees_of_a_family_each_get_the_lessons(tmp_path):
 
 def test_index_text_shortens_the_quote_not_the_fix():
     """Synthetic lesson texts of the shape lesson_text makes: a long quote, then the fix."""
-    from openmemory_local.render import INDEX_TEXT_MAX, index_text
+    from openmemory_local.render.memory_folder import INDEX_TEXT_MAX, index_text
 
     fix = "; each time, `git push --set-upstream origin <branch>` succeeded right after."
     head = "`git push` failed in 3 sessions, on branches a, b and c: "

@@ -15,13 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from openmemory_local.clock import iso, parse_time
-from openmemory_local.cli import main
-from openmemory_local.config import Config
-from openmemory_local.ingest import ingest
-from openmemory_local.replay import pending_days, replay
-from openmemory_local.sleep import SleepClockError, sleep, verify
-from openmemory_local.store import Store
+from openmemory_local.core.clock import iso, parse_time
+from openmemory_local.cli.main import main
+from openmemory_local.core.config import Config
+from openmemory_local.ingest.transcripts import ingest
+from openmemory_local.sleep.replay import pending_days, replay
+from openmemory_local.sleep.passes import SleepClockError, sleep, verify
+from openmemory_local.storage.store import Store
 
 from .test_sleep import _git_push_lesson, add, at, error, session
 from .test_sleep_real import DAYS, place

@@ -3,8 +3,8 @@ stated in the lesson; and lesson names that fit a group of several tools."""
 
 from __future__ import annotations
 
-from openmemory_local.lesson_text import lesson_text
-from openmemory_local.observation import is_observation
+from openmemory_local.sleep.lesson_text import lesson_text
+from openmemory_protocol.observation import is_observation
 
 from .test_claude_code import kinds, run
 from .conftest import NOW
@@ -79,9 +79,9 @@ def test_an_unrelated_success_resolves_nothing_and_a_window_closes(tmp_path):
 
 
 def test_a_resolution_across_two_ingests_updates_the_stored_episode(tmp_path):
-    from openmemory_local.config import Config
-    from openmemory_local.ingest import ingest
-    from openmemory_local.store import Store
+    from openmemory_local.core.config import Config
+    from openmemory_local.ingest.transcripts import ingest
+    from openmemory_local.storage.store import Store
 
     t = T()
     t.person("push it")

@@ -15,15 +15,15 @@ from pathlib import Path
 
 import pytest
 
-from openmemory_local.clock import iso
-from openmemory_local.config import Config
-from openmemory_local.episodes import Episode
-from openmemory_local.ingest import add_episodes
-from openmemory_local.lessons import lesson_rows, veto
-from openmemory_local.observation import is_observation
-from openmemory_local.recall import recall
-from openmemory_local.sleep import SleepBusy, decay, learn, predict, sleep, sleep_lock, verify
-from openmemory_local.store import Store
+from openmemory_local.core.clock import iso
+from openmemory_local.core.config import Config
+from openmemory_local.ingest.episodes import Episode
+from openmemory_local.ingest.transcripts import add_episodes
+from openmemory_local.sleep.lessons import lesson_rows, veto
+from openmemory_protocol.observation import is_observation
+from openmemory_local.recall.query import recall
+from openmemory_local.sleep.passes import SleepBusy, decay, learn, predict, sleep, sleep_lock, verify
+from openmemory_local.storage.store import Store
 
 D0 = datetime(2026, 3, 2, tzinfo=timezone.utc)  # a Monday, midnight UTC
 APP = "/home/me/app"
@@ -360,7 +360,7 @@ def test_two_sleeps_never_run_at_once(store):
         with pytest.raises(SleepBusy):
             sleep(store, at(0))
         env = dict(os.environ, OPENMEMORY_HOME=str(store.config.home))
-        out = subprocess.run([sys.executable, "-m", "openmemory_local.cli", "sleep", "--now", "2026-03-02"],
+        out = subprocess.run([sys.executable, "-m", "openmemory_local.cli.main", "sleep", "--now", "2026-03-02"],
                              capture_output=True, text=True, env=env, timeout=60)
         assert out.returncode == 5 and "another sleep" in out.stderr
     sleep(store, at(0))  # free again
@@ -410,7 +410,7 @@ def test_a_sleep_killed_midway_leaves_the_store_as_before_or_as_after(tmp_path):
     reference = tmp_path / "reference"
     shutil.copytree(home, reference)
     env = dict(os.environ, OPENMEMORY_NOW=iso(at(3, 23)))
-    cli = [sys.executable, "-m", "openmemory_local.cli", "sleep", "--no-report", "--json"]
+    cli = [sys.executable, "-m", "openmemory_local.cli.main", "sleep", "--no-report", "--json"]
     started = time.perf_counter()
     done = subprocess.run([*cli, "--home", str(reference)], capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr
@@ -443,8 +443,7 @@ def test_what_sleep_keeps_between_passes_and_sleeps_changes_nothing(tmp_path):
     day over a synthetic week (lessons form, predictions are made, confirmed and failed)."""
     sys.path.insert(0, str(REPO))
     from simulations.workload import Workload
-    from openmemory_local import sleep as sleep_module
-
+    from openmemory_local.sleep import passes as sleep_module
     episodes = Workload(seed=5).episodes(1200, at(0), 7)
     homes = [tmp_path / "memo", tmp_path / "plain"]
     for home in homes:
@@ -479,7 +478,7 @@ def test_what_sleep_keeps_between_passes_and_sleeps_changes_nothing(tmp_path):
 def test_the_collector_is_paused_for_the_passes_and_left_as_it_was(store, monkeypatch):
     import gc
 
-    import openmemory_local.sleep as sleep_module
+    import openmemory_local.sleep.passes as sleep_module
 
     add(store, error("e1", "s1", 0), error("e2", "s2", 1), day=1)
     seen = []

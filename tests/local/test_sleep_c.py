@@ -15,8 +15,8 @@ import sys
 import numpy as np
 import pytest
 
-from openmemory_local import embed
-from openmemory_local.embed import STOP_WORDS
+from openmemory_local.text import embed
+from openmemory_local.text.embed import STOP_WORDS
 from openmemory_protocol import native
 
 
@@ -149,7 +149,7 @@ def test_norms_and_cosines_are_the_python_values(c):
 def test_the_accelerator_is_what_the_engine_uses_unless_turned_off(c):
     import subprocess
 
-    code = ("import openmemory_local.embed as e, openmemory_local.cluster as k; e.features('x y'); "
+    code = ("import openmemory_local.text.embed as e, openmemory_local.sleep.cluster as k; e.features('x y'); "
             "print(e._NATIVE is not None, k._FIND is not None)")
     env = {k: v for k, v in os.environ.items() if k != "OPENMEMORY_PURE"}
     on = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
@@ -160,8 +160,8 @@ def test_the_accelerator_is_what_the_engine_uses_unless_turned_off(c):
 
 
 def test_facet_hits_are_the_python_hits(c):
-    from openmemory_local import sleep as sleep_module
-    from openmemory_local.situations import OPTION_ALIASES
+    from openmemory_local.sleep import passes as sleep_module
+    from openmemory_local.sleep.situations import OPTION_ALIASES
 
     rng = random.Random(30)
     commands = ["git push", "git push --set-upstream origin {branch}", "git push -u origin {branch}", "mix test",
@@ -200,8 +200,7 @@ def test_facet_hits_are_the_python_hits(c):
 
 
 def test_command_heads_are_the_python_heads(c):
-    from openmemory_local import episodes
-
+    from openmemory_local.ingest import episodes
     pieces = ["git push", "git -C repo push", "git --git-dir x status", "git -c a=b commit -m 'x && y'", "mix test",
               "cd /tmp", "echo hi", "sudo -u root apt-get install x", "time 3 make", "env A=1 B=2 npm ci",
               "timeout 10 mix test", "FOO=bar uv sync", "python -m pytest -q", "python3 -m", "python -m",
@@ -247,8 +246,7 @@ def _strings(value, out: list) -> None:
 
 
 def test_volatile_tokens_are_the_python_ones(c, shared_data):
-    from openmemory_local import normalize
-
+    from openmemory_local.text import normalize
     from .transcripts import real_records
 
     rng = random.Random(50)
@@ -282,7 +280,7 @@ def test_volatile_tokens_are_the_python_ones(c, shared_data):
 def test_normalise_is_the_same_with_and_without_the_accelerator(c, monkeypatch):
     from datetime import datetime, timezone
 
-    from openmemory_local import normalize
+    from openmemory_local.text import normalize
     from simulations.workload import Workload
 
     cases = []

@@ -9,8 +9,8 @@ from collections import Counter
 
 import numpy as np
 
-from openmemory_local.cluster import _most_shared
-from openmemory_local.embed import DIMS, _slot, embed_features
+from openmemory_local.sleep.cluster import _most_shared
+from openmemory_local.text.embed import DIMS, _slot, embed_features
 
 
 def _embed_features_by_element(feats: dict) -> np.ndarray:
@@ -50,7 +50,7 @@ def test_most_shared_names_the_groups_most_common_names():
 
 def _ids_times_numbers_every_pattern(text: str) -> str:
     # the version before: every pattern tried on every text
-    from openmemory_local.normalize import _CLOCK, _HEX, _ISO_TIME, _NUMBER, _UUID
+    from openmemory_local.text.normalize import _CLOCK, _HEX, _ISO_TIME, _NUMBER, _UUID
 
     text = _UUID.sub("{id}", text)
     text = _ISO_TIME.sub("{time}", text)
@@ -60,7 +60,7 @@ def _ids_times_numbers_every_pattern(text: str) -> str:
 
 
 def test_volatile_tokens_are_replaced_as_when_every_pattern_was_tried():
-    from openmemory_local.normalize import _ids_times_numbers
+    from openmemory_local.text.normalize import _ids_times_numbers
 
     pieces = ["abcdefab-abcd-abcd-abcd-abcdefabcdef", "3f9c2e1d-0000-4000-8000-00000000beef", "2026-01-02",
               "2026-01-02T10:11:12.5Z", "10:11", "9:05:01,25", "bd0afab", "deadbeefcafe", "806.5KB", "42",
@@ -74,7 +74,7 @@ def test_volatile_tokens_are_replaced_as_when_every_pattern_was_tried():
 
 def _features_before(text: str) -> dict:
     # the version before, word by word
-    from openmemory_local.embed import _BIGRAM_WEIGHT, STOP_WORDS, _raw_tokens, stem
+    from openmemory_local.text.embed import _BIGRAM_WEIGHT, STOP_WORDS, _raw_tokens, stem
 
     raw = _raw_tokens(text)
     toks = [stem(t) for t in raw]
@@ -91,7 +91,7 @@ def _features_before(text: str) -> dict:
 
 
 def test_features_are_the_word_by_word_features_in_the_same_order():
-    from openmemory_local.embed import _features_uncached
+    from openmemory_local.text.embed import _features_uncached
 
     words = ["the", "a", "of", "git", "push", "pushed", "Error", "fatal", "is", "to", "tests", "{num}", "x_y",
              "café", "ﬁle", "does", "doe", "push", "git"]
@@ -105,11 +105,11 @@ def test_features_are_the_word_by_word_features_in_the_same_order():
 def test_decay_gives_each_rewritten_row_a_new_seq_that_recall_follows(store):
     from datetime import datetime, timedelta, timezone
 
-    from openmemory_local.clock import iso
-    from openmemory_local.episodes import Episode
-    from openmemory_local.ingest import add_episodes
-    from openmemory_local.recall import index_for
-    from openmemory_local.sleep import decay
+    from openmemory_local.core.clock import iso
+    from openmemory_local.ingest.episodes import Episode
+    from openmemory_local.ingest.transcripts import add_episodes
+    from openmemory_local.recall.query import index_for
+    from openmemory_local.sleep.passes import decay
 
     start = datetime(2026, 3, 2, tzinfo=timezone.utc)
     episodes = [Episode("session", f"s{d}", f"Session {d} ran git push and mix test {d}.",
@@ -146,10 +146,10 @@ def test_decay_gives_each_rewritten_row_a_new_seq_that_recall_follows(store):
 def test_recent_heads_read_once_are_what_the_store_query_gives(store):
     from datetime import datetime, timedelta, timezone
 
-    from openmemory_local.clock import iso
-    from openmemory_local.episodes import Episode
-    from openmemory_local.ingest import add_episodes
-    from openmemory_local.sleep import _recent_heads, _RecentHeads
+    from openmemory_local.core.clock import iso
+    from openmemory_local.ingest.episodes import Episode
+    from openmemory_local.ingest.transcripts import add_episodes
+    from openmemory_local.sleep.passes import _recent_heads, _RecentHeads
 
     start = datetime(2026, 3, 2, tzinfo=timezone.utc)
     rng = random.Random(4)
@@ -171,8 +171,8 @@ def test_recent_heads_read_once_are_what_the_store_query_gives(store):
 
 
 def test_find_on_sums_grown_into_new_zeros_is_find_on_sums_never_grown():
-    from openmemory_local.cluster import GroupIndex
-    from openmemory_local.embed import features
+    from openmemory_local.sleep.cluster import GroupIndex
+    from openmemory_local.text.embed import features
 
     rng = random.Random(17)
     words = [f"w{k}" for k in range(40)] + ["git", "push", "fatal", "error", "mix", "test", "branch"]

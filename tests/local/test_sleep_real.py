@@ -13,18 +13,18 @@ from pathlib import Path
 
 import pytest
 
-from openmemory_local.clock import parse_time
-from openmemory_local.config import Config
-from openmemory_local.episodes import project_dir
-from openmemory_local.ingest import ingest
-from openmemory_local.lessons import lesson_rows, lessons_for_project
-from openmemory_local.observation import check_observation, is_observation
-from openmemory_local.report import latest_report, make_report
-from openmemory_local.sleep import sleep
-from openmemory_local.store import Store
+from openmemory_local.core.clock import parse_time
+from openmemory_local.core.config import Config
+from openmemory_local.core.config import project_dir
+from openmemory_local.ingest.transcripts import ingest
+from openmemory_local.sleep.lessons import lesson_rows, lessons_for_project
+from openmemory_protocol.observation import check_observation, is_observation
+from openmemory_local.render.report import latest_report, make_report
+from openmemory_local.sleep.passes import sleep
+from openmemory_local.storage.store import Store
 
 DATA = Path(__file__).parent / "data"
-CLI = [sys.executable, "-m", "openmemory_local.cli"]
+CLI = [sys.executable, "-m", "openmemory_local.cli.main"]
 DAYS = {
     "2026-02-10": ["short.jsonl", "subagent.jsonl", "tool_heavy.jsonl", "6c2214d7-b87e-4432-8e41-22ba294ea584"],
     "2026-02-11": ["258c7280-ae70-4798-800f-63464d01a85d", "8463c716-a2ea-4c14-9efa-87158ebd9f20"],

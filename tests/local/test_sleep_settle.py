@@ -10,9 +10,9 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from openmemory_local.clock import iso
-from openmemory_local.episodes import Episode
-from openmemory_local.ingest import add_episodes
+from openmemory_local.core.clock import iso
+from openmemory_local.ingest.episodes import Episode
+from openmemory_local.ingest.transcripts import add_episodes
 
 START = datetime(2026, 3, 2, tzinfo=timezone.utc)
 
@@ -30,7 +30,7 @@ def _errors(n: int, rng: random.Random) -> list[Episode]:
 
 
 def test_strengths_written_at_once_are_the_row_by_row_update(store):
-    from openmemory_local.sleep import _update_strengths
+    from openmemory_local.sleep.passes import _update_strengths
 
     rng = random.Random(3)
     add_episodes(store, _errors(60, rng), now=START + timedelta(days=5))
@@ -66,7 +66,7 @@ class _Rollback(Exception):
 
 
 def test_learn_writes_new_groups_once_and_checks_foreign_keys_again_after(store):
-    from openmemory_local.sleep import learn
+    from openmemory_local.sleep.passes import learn
 
     rng = random.Random(4)
     add_episodes(store, _errors(80, rng), now=START + timedelta(days=5))
@@ -104,7 +104,7 @@ def _sessions(n: int, rng: random.Random) -> list[Episode]:
 
 
 def test_activity_of_one_scan_is_the_activity_query(store):
-    from openmemory_local.sleep import Activity, decay
+    from openmemory_local.sleep.passes import Activity, decay
 
     rng = random.Random(5)
     add_episodes(store, _sessions(60, rng) + _errors(40, rng), now=START + timedelta(days=30))
@@ -129,7 +129,7 @@ def test_activity_of_one_scan_is_the_activity_query(store):
 
 def _quote_steps_before(text: str) -> list[str]:
     # the version before: every step made at once
-    from openmemory_local.lesson_text import _ANY_END, _MARKUP_START, _QUOTE_MAX, _SENTENCE_END, clip
+    from openmemory_local.sleep.lesson_text import _ANY_END, _MARKUP_START, _QUOTE_MAX, _SENTENCE_END, clip
 
     text = " ".join((text or "").replace('"', "'").split())
     markup = _MARKUP_START.search(text)
@@ -155,7 +155,7 @@ def _message(rng: random.Random) -> str:
 
 
 def test_quote_steps_and_failure_texts_made_one_at_a_time_are_those_made_at_once():
-    from openmemory_local.lesson_text import _failure_candidates, _label, _sessions, quote_steps
+    from openmemory_local.sleep.lesson_text import _failure_candidates, _label, _sessions, quote_steps
 
     rng = random.Random(8)
     shorter = 0

@@ -11,15 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from openmemory_local import store as store_module
-from openmemory_local.cli import main
-from openmemory_local.clock import ClockError, iso, parse_time, resolve_now
-from openmemory_local.config import Config, default_sources, load_config, resolve_home
-from openmemory_local.store import SCHEMA_VERSION, Migration, Store, StoreError
+from openmemory_local.storage import store as store_module
+from openmemory_local.cli.main import main
+from openmemory_local.core.clock import ClockError, iso, parse_time, resolve_now
+from openmemory_local.core.config import Config, default_sources, load_config, resolve_home
+from openmemory_local.storage.store import SCHEMA_VERSION, Migration, Store, StoreError
 
 from .transcripts import SESSION, T
 
-CLI = [sys.executable, "-m", "openmemory_local.cli"]
+CLI = [sys.executable, "-m", "openmemory_local.cli.main"]
 
 
 # --- configuration and clock ---------------------------------------------------------
@@ -45,7 +45,7 @@ def test_sources_follow_claude_config_dir(tmp_path):
 def test_environment_overrides(tmp_path):
     config = load_config(tmp_path, {"HOME": "/h", "OPENMEMORY_MAX_LINE_BYTES": "1024"})
     assert config.max_line_bytes == 1024
-    from openmemory_local.config import ConfigError
+    from openmemory_local.core.config import ConfigError
 
     with pytest.raises(ConfigError):
         load_config(tmp_path, {"HOME": "/h", "OPENMEMORY_MAX_LINE_BYTES": "lots"})
@@ -127,8 +127,8 @@ def test_not_a_database_and_not_a_folder(tmp_path, capsys):
 
 
 def test_triggers_keep_the_change_counters(store, now):
-    from openmemory_local.episodes import Episode
-    from openmemory_local.ingest import add_episodes
+    from openmemory_local.ingest.episodes import Episode
+    from openmemory_local.ingest.transcripts import add_episodes
 
     e = Episode("error", "k1", "make failed", {}, "s", None, "/p", iso(now), 1)
     add_episodes(store, [e], now=now)

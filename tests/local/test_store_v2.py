@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-import openmemory_local.store as store_module
-from openmemory_local.config import Config
-from openmemory_local.sleep import sleep
-from openmemory_local.store import Store
+import openmemory_local.storage.store as store_module
+from openmemory_local.core.config import Config
+from openmemory_local.sleep.passes import sleep
+from openmemory_local.storage.store import Store
 
 from .test_sleep import at, error
 
 
 def _add_v1(store, *episodes):
     """Episodes as version 1 stored them: the embedding as a blob beside its row of the vectors file."""
-    from openmemory_local.embed import embed
-    from openmemory_local.jsonio import dumps
+    from openmemory_local.text.embed import embed
+    from openmemory_local.core.jsonio import dumps
 
     store.config.vectors_dir.mkdir(parents=True, exist_ok=True)
     with store.write(), open(store.config.vectors_dir / "episodes-1.f32", "wb") as matrix:

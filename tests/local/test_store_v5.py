@@ -17,10 +17,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from openmemory_local.config import Config
-from openmemory_local.recall import recall
-from openmemory_local.sleep import sleep
-from openmemory_local.store import SCHEMA_VERSION, Store
+from openmemory_local.core.config import Config
+from openmemory_local.recall.query import recall
+from openmemory_local.sleep.passes import sleep
+from openmemory_local.storage.store import SCHEMA_VERSION, Store
 
 FIXTURE = Path(__file__).parent / "data" / "store-v4.tar.gz"
 NOW = datetime(2026, 2, 14, tzinfo=timezone.utc)
@@ -85,7 +85,7 @@ def _holding_the_write_lock(home: Path):
 
 
 def test_read_only_commands_open_the_store_without_writing(v4_home, capsys):
-    from openmemory_local.cli import main
+    from openmemory_local.cli.main import main
 
     Store.open(Config(home=v4_home)).close()  # migrated once
     proc = _holding_the_write_lock(v4_home)

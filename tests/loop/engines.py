@@ -1,7 +1,7 @@
 """Engines for the loop tests: each one an Open Memory data folder, a Claude Code folder
 (transcripts in, memory folders out) and the node it talks to.
 
-The engine runs in this process (``openmemory_local.cli.main``: the real command, its real
+The engine runs in this process (``openmemory_local.cli.main.main``: the real command, its real
 store), with its environment set for the call; the nodes are real processes
 (``tests/node/harness.py``); the SessionStart hook runs as Claude Code runs it, a process
 started from the command ``openmemory install claude-code`` wrote into settings.json.
@@ -20,11 +20,11 @@ from datetime import datetime, timedelta, timezone
 from itertools import count
 from pathlib import Path
 
-from openmemory_local.cli import main
-from openmemory_local.clock import iso
-from openmemory_local.config import load_config
-from openmemory_local.episodes import project_dir
-from openmemory_local.store import Store
+from openmemory_local.cli.main import main
+from openmemory_local.core.clock import iso
+from openmemory_local.core.config import load_config
+from openmemory_local.core.config import project_dir
+from openmemory_local.storage.store import Store
 from tests.local.transcripts import T
 
 _ids = count(1)

@@ -9,10 +9,10 @@ import json
 import shutil
 from pathlib import Path
 
-from openmemory_local import cli
-from openmemory_local.clock import parse_time
-from openmemory_local.config import load_config
-from openmemory_local.store import Store
+from openmemory_local.cli import main as cli
+from openmemory_local.core.clock import parse_time
+from openmemory_local.core.config import load_config
+from openmemory_local.storage.store import Store
 
 NOW = "2026-02-13T00:00:00Z"
 WORKTREE = "/home/USER/projects/spotter-worktrees/spotter-gqc"

@@ -10,13 +10,14 @@ import time
 import nacl.signing
 import pytest
 
-from openmemory_local.commons import pull
-from openmemory_local.config import Config
-from openmemory_local.episodes import project_dir
-from openmemory_local.node_link import open_link
-from openmemory_local.render import BEGIN, END, memory_dir_for, render
-from openmemory_local.sleep import sleep
-from openmemory_local.store import Store
+from openmemory_local.commons.receive import pull
+from openmemory_local.core.config import Config
+from openmemory_local.core.config import project_dir
+from openmemory_local.commons.node_link import open_link
+from openmemory_local.render.memory_folder import BEGIN, END, render
+from openmemory_local.core.config import memory_dir_for
+from openmemory_local.sleep.passes import sleep
+from openmemory_local.storage.store import Store
 from openmemory_node import wire
 from openmemory_protocol import claims
 from tests.local.test_sleep import add, at, error, session

@@ -1,4 +1,4 @@
-"""The commons form by allow-list (openmemory_local.redact.commons_scrub), as a pure function.
+"""The commons form by allow-list (openmemory_local.text.redact.commons_scrub), as a pure function.
 
 The held-out project here is SYNTHETIC: the organisation "vantorq-robotics", its project
 "skyhaul", the user "mkowalczyk" (Marta Kowalczyk), the mail host "vantorq.io", the database role
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from openmemory_local.redact import (COMMONS_PARTS, PLACEHOLDERS, Identity, commons_scrub, gate,
+from openmemory_local.text.redact import (COMMONS_PARTS, PLACEHOLDERS, Identity, commons_scrub, gate,
                                      project_names)
 from openmemory_protocol.claims import Claim, check_claim
 from openmemory_protocol.observation import is_observation

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from openmemory_local import cli
-from openmemory_local.config import ConfigError, load_config, read_config_file
-from openmemory_local.node_link import NodeError, NodeLink, NodeUnavailable, open_link
+from openmemory_local.cli import main as cli
+from openmemory_local.core.config import ConfigError, load_config, read_config_file
+from openmemory_local.commons.node_link import NodeError, NodeLink, NodeUnavailable, open_link
 
 
 def test_node_home_precedence(tmp_path):

@@ -10,9 +10,9 @@ import shutil
 
 import pytest
 
-from openmemory_local.publish import commons_status, open_provenance, publish
-from openmemory_local.node_link import open_link
-from openmemory_local.report import latest_report_data, make_report
+from openmemory_local.commons.publish import commons_status, open_provenance, publish
+from openmemory_local.commons.node_link import open_link
+from openmemory_local.render.report import latest_report_data, make_report
 
 from .publish_helpers import (FAMILY, NOW, SECOND_MACHINE, SECOND_WORKTREE, WORKTREE, build_home, copy_home,
                               lesson_texts, now, om, om_json, open_store, rewrite, transcript_branches)

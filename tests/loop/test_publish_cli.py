@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from openmemory_local.publish import (disable, enable, opted_in, plan, publish, queue, resolve_families)
-from openmemory_local.store import SCHEMA_VERSION
+from openmemory_local.commons.publish import (disable, enable, opted_in, plan, publish, queue, resolve_families)
+from openmemory_local.storage.store import SCHEMA_VERSION
 
 from .publish_helpers import FAMILY, NOW, WORKTREE, build_home, copy_home, lesson_texts, now, om, om_json, open_store
 

@@ -13,7 +13,7 @@ from collections import Counter
 
 import pytest
 
-from openmemory_local.publish import ENV_FAULT, publish
+from openmemory_local.commons.publish import ENV_FAULT, publish
 
 from .publish_helpers import NOW, WORKTREE, build_home, copy_home, lesson_texts, now, om, open_store
 
@@ -65,7 +65,7 @@ def test_node_killed_mid_publish(cluster, low_home, tmp_path):
 def test_engine_killed_after_the_node_accepted_and_before_it_recorded(cluster, low_home, tmp_path):
     node = cluster.node("a").init().start()
     home = copy_home(low_home, tmp_path / "home")
-    command = [sys.executable, "-m", "openmemory_local.cli", "publish", "--home", str(home),
+    command = [sys.executable, "-m", "openmemory_local.cli.main", "publish", "--home", str(home),
                "--node-home", str(node.home), "--now", NOW, "--json"]
     env = {**os.environ, ENV_FAULT: "publish-kill-after:3"}
     killed = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from openmemory_local.commons_form import commons_text
-from openmemory_local.observation import is_observation
-from openmemory_local.redact import PLACEHOLDERS, Identity, gate, project_names, scrub
+from openmemory_local.commons.form import commons_text
+from openmemory_protocol.observation import is_observation
+from openmemory_local.text.redact import PLACEHOLDERS, Identity, gate, project_names, scrub
 
 A = Identity(
     users=("USER", "marco"), hosts=("marcos-laptop",), homes=("/home/USER",),

@@ -1,6 +1,6 @@
 """The redaction corpus (tests/loop/data/redaction, SYNTHETIC transcripts whose failures carry
 secrets, e-mail addresses, host names, internal URLs and paths): none of it reaches a record
-on a real node. The allow-list (openmemory_local.redact.commons_scrub) replaces what the
+on a real node. The allow-list (openmemory_local.text.redact.commons_scrub) replaces what the
 identity scrub leaves, so the gate, which held two of these lessons back when redaction was a
 deny-list, holds none; what it would hold is listed in the morning report (test_publish.py)."""
 
@@ -13,10 +13,10 @@ import pytest
 
 from openmemory_protocol.claims import check_claim
 from openmemory_protocol.claims import parse as parse_claim
-from openmemory_local.publish import publish
-from openmemory_local.report import make_report
+from openmemory_local.commons.publish import publish
+from openmemory_local.render.report import make_report
 
-from openmemory_local.clock import parse_time
+from openmemory_local.core.clock import parse_time
 
 from .publish_helpers import lesson_texts, om, om_json, open_store
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from datetime import datetime, timezone
 
-from openmemory_local.embed import EMBEDDING
+from openmemory_local.text.embed import EMBEDDING
 from simulations.agents import Agent, AgentModel, InProcessEngine, best_match, ingest_check, read_memory, situation_text
 from simulations.pitfalls import load
 

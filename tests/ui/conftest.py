@@ -20,14 +20,14 @@ from pathlib import Path
 
 import pytest
 
-from openmemory_local.config import Config
-from openmemory_local.lessons import lesson_rows
-from openmemory_local.store import Store
+from openmemory_local.core.config import Config
+from openmemory_local.sleep.lessons import lesson_rows
+from openmemory_local.storage.store import Store
 from tests.local.test_sleep_real import DAYS, place
 
 from .browser import CHROMIUM_ARGS, ensure_chromium
 
-CLI = [sys.executable, "-m", "openmemory_local.cli"]
+CLI = [sys.executable, "-m", "openmemory_local.cli.main"]
 NOW = "2026-02-13T08:00:00Z"  # the morning after the last day
 URL = re.compile(r"http://127\.0\.0\.1:(\d+)/\?token=[A-Za-z0-9_\-]+")
 _shots: list[Path] = []

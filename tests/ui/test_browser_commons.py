@@ -23,9 +23,9 @@ import time
 import nacl.signing
 import pytest
 
-from openmemory_local.config import Config
-from openmemory_local.publish import status as publish_status
-from openmemory_local.store import Store
+from openmemory_local.core.config import Config
+from openmemory_local.commons.publish import status as publish_status
+from openmemory_local.storage.store import Store
 from openmemory_node import wire
 from tests.local.test_sleep_real import DAYS, place
 from tests.node.harness import Cluster, wait_until

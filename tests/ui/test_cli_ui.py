@@ -13,11 +13,11 @@ from urllib.parse import urlsplit
 from .conftest import World, start_ui, stop
 
 UI_MODULES = ("starlette", "uvicorn", "jinja2", "matplotlib", "playwright", "openmemory_local.ui.server",
-              "openmemory_local.plots")
+              "openmemory_local.eval.plots")
 
 
 def test_other_commands_do_not_import_the_pages_dependencies(tmp_path):
-    code = ("import sys\nfrom openmemory_local.cli import main\n"
+    code = ("import sys\nfrom openmemory_local.cli.main import main\n"
             f"assert main(['stats', '--home', {str(tmp_path / 'home')!r}]) == 0\n"
             "assert main(['lessons', '--home', %r]) == 0\n"
             "print(sorted(m for m in %r if m in sys.modules))\n") % (str(tmp_path / "home"), UI_MODULES)

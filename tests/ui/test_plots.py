@@ -1,4 +1,4 @@
-"""openmemory_local.plots: figures as SVG or PNG, deterministic, with clear errors."""
+"""openmemory_local.eval.plots: figures as SVG or PNG, deterministic, with clear errors."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from openmemory_local.plots import Line, Marks, PlotError, plot, strength_plot
+from openmemory_local.eval.plots import Line, Marks, PlotError, plot, strength_plot
 
 T0 = datetime(2026, 2, 11, 23, 59, 59, tzinfo=timezone.utc)
 POINTS = [(T0, 1.0, "learned"), (T0 + timedelta(days=1), 1.0, ""), (T0 + timedelta(days=1), 1.5, "strengthened"),

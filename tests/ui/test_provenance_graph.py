@@ -1,4 +1,4 @@
-"""openmemory_local.plots' provenance graph: a chain as the node gives it (GET /v1/commons/{id},
+"""openmemory_local.eval.plots' provenance graph: a chain as the node gives it (GET /v1/commons/{id},
 ``chain``) drawn as a layered SVG: parents above what derives from them, every text escaped,
 the same bytes for the same chain. And the page's redirect target check."""
 
@@ -8,7 +8,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from openmemory_local.plots import PlotError, chain_graph, layered_layout, provenance_svg
+from openmemory_local.eval.plots import PlotError, chain_graph, layered_layout, provenance_svg
 from openmemory_local.ui.commons_pages import _safe_next
 
 A, B, C, D, R = (ch * 68 for ch in "abcd0")

@@ -1,14 +1,15 @@
-"""Veto and unveto: one function (openmemory_local.lessons.set_veto) for the CLI and the page;
+"""Veto and unveto: one function (openmemory_local.render.refresh.set_veto) for the CLI and the page;
 the file leaves the memory folder at once, or at the next render when a render cannot run now."""
 
 from __future__ import annotations
 
 import json
 
-from openmemory_local.cli import main
-from openmemory_local.lessons import lesson_rows, set_veto
-from openmemory_local.render import render
-from openmemory_local.sleep import sleep_lock
+from openmemory_local.cli.main import main
+from openmemory_local.sleep.lessons import lesson_rows
+from openmemory_local.render.refresh import set_veto
+from openmemory_local.render.memory_folder import render
+from openmemory_local.sleep.passes import sleep_lock
 from tests.local.test_render import claude, learned, memdir  # noqa: F401 (fixtures)
 from tests.local.test_sleep import at
 

@@ -119,7 +119,7 @@ def test_js_unicode_functions_agree_with_python_on_every_code_point_assigned_in_
     # Python must say the same, code point by code point (no difference is allowed).
     import unicodedata
 
-    from openmemory_local.unicode14 import ASSIGNED_RANGES
+    from openmemory_protocol.unicode14 import ASSIGNED_RANGES
 
     proc = _run("--unicode-dump")
     assert proc.returncode == 0, proc.stderr

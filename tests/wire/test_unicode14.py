@@ -1,5 +1,5 @@
 """Unicode 14.0 pinned: text fields refuse code points unassigned in it, from our own table
-(openmemory_local/unicode14.py, spec/unicode-14.0-assigned.txt), never from the running Python's
+(openmemory_protocol/unicode14.py, spec/unicode-14.0-assigned.txt), never from the running Python's
 unicodedata (3.11 has UCD 14.0.0, 3.12 15.0.0, 3.13 15.1.0)."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from openmemory_local.observation import observation_violation
-from openmemory_local.unicode14 import ASSIGNED_RANGES, UNICODE_VERSION, is_assigned, mask_unassigned
+from openmemory_protocol.observation import observation_violation
+from openmemory_protocol.unicode14 import ASSIGNED_RANGES, UNICODE_VERSION, is_assigned, mask_unassigned
 from openmemory_node import wire
 from openmemory_node.wire.text import FORBIDDEN_RANGES, check_text
 

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from nacl.signing import SigningKey
 
-from openmemory_local.observation import is_observation
+from openmemory_protocol.observation import is_observation
 from openmemory_node import wire
 from openmemory_node.wire import cbor
 

@@ -1,0 +1,2 @@
+"""The ``openmemory`` command line (main), and its ``commons``/``team`` commands (commons).
+"""

@@ -1,0 +1,2 @@
+"""Measures: ``openmemory eval``'s six (measures), retrieval methods compared (retrieval), plots.
+"""

@@ -1,0 +1,556 @@
+"""Is this message of the person's a correction of what the agent just did?
+
+A reader decides from three things, and so does :func:`correction_cue`: the message's words
+(does it say what the agent did was wrong, unwanted or did not work?), whether it *refers* to
+what the agent just did or said (its last statement, its last calls: the program, file or value
+it names), and what the agent did *next* (:func:`course_change`: it undid its work, redid it
+with other arguments, conceded, or stopped). The last is in the transcript and no one can
+phrase around it. The decision is a pure function of a :class:`Turn`, normalised events that
+any agent's adapter yields (Claude Code, Codex, Gemini): the message, how it came (``via``),
+the agent's statement and calls before it and its calls and statement after it. Nothing here
+reads a transcript format.
+
+The rule, in order, first match wins (docs/corrections.md has it with examples and figures).
+*Refers*: a word of the agent's last statement or of its last calls, an opening "that", "it",
+"you", ..., or the agent undoing, redoing or conceding its last work right after.
+*Went on*: the calls after are known and show no course change.
+
+====  ===============================================  ===========================  ==================
+step  the message                                      the agent next (after)       decision
+====  ===============================================  ===========================  ==================
+1     feedback given when rejecting a tool call        any                          ``rejected``
+2     the session's first message, or nothing of the   any                          not one
+      agent's before it
+3     a *strong* cue: "that's not what I asked", "I    any                          the cue
+      said ...", "why did you ...", "you forgot /
+      didn't / broke ...", "that's wrong", "(no,)
+      undo / revert ...", "did you push?" with no
+      push among the calls before
+4     a shape that is not one: a request for more      undid its work               ``changed``
+      ("one more thing", "can you also / add", "while  anything else                not one
+      you're in there", "let's ..."), an answer to
+      the agent's question, praise or thanks, an
+      instruction for later ("wait until", "stop X
+      once ..."), the end of the work ("stop here"),
+      a question to the agent ("is it X or Y?", "who
+      merged ...?", "really?"), taking it back
+      ("nvm"), confirming ("that part's fine")
+5     it still / again does not work, the same error,  did not go on                ``still``
+      nothing changed: and it refers (else a bug       went on                      not one
+      report about the product: not one)
+6     a weak cue: "no, ...", "actually ...", "instead  did not go on                the cue
+      ...", "stop, ...", "wait, ...", "don't ..."      went on                      not one
+      naming what it just did, "you ran X without
+      Y": and it refers ("no", "stop", "wait",
+      "instead", "don't X" and "you ran" refer by
+      themselves)
+7     a stated preference: "please use X", "we use     did not go on                ``prefer``
+      X", "X, not Y", "that endpoint must ...",        went on                      not one
+      "that's the old X", "I'd rather you not", "not
+      with X", "doesn't exist": and it refers
+8     anything else                                    undid its work, conceded     ``changed``
+                                                       ("sorry", "you're right",
+                                                       "reverted"), ran the program
+                                                       the message names in place
+                                                       of the one it names from
+                                                       before, or redid the work
+                                                       the message refers to and
+                                                       the message judges it ("not",
+                                                       "never", "worse", "must",
+                                                       "lose the X", ...), gives
+                                                       another number than the
+                                                       agent's statement, or the
+                                                       agent acknowledges
+9     anything else that refers to the work the agent  redid it, nothing else tells borderline: not
+      redid                                                                         one, unless a
+                                                                                    second opinion
+                                                                                    says so
+10    anything else                                    any                          not one
+====  ===============================================  ===========================  ==================
+
+*Course change* (:func:`course_change`): ``undo`` (an after call reverts: ``git checkout --``,
+``git restore``, ``git revert``, ``git reset``, a rollback, an uninstall, removing or moving a
+file it had just written), ``conceded`` (its next statement concedes: "sorry", "you're right",
+"good catch", "reverted", "restored"), ``stopped`` (no call at all after the message), ``redo``
+(it runs a program it had just run with other arguments, or edits again a file it had just
+edited). ``None``: it went on with other work (reads only count as going on). ``after=None``:
+the calls after are not known (the data has none): the words and the reference decide alone.
+The second opinion (step 9) is :mod:`openmemory_local.ingest.corrections_lm`, the local model, off by
+default.
+
+``benchmarks/corrections.py`` prints precision and recall on each labelled set, saying which
+was used while writing this rule (in-sample) and which was not (held-out). Corrections feed the
+repeat-yourself measure (:mod:`openmemory_local.eval.measures`, :func:`same_correction`).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import unicodedata
+from dataclasses import dataclass
+from typing import Callable, Iterable
+
+__all__ = ["correction_cue", "decide", "is_borderline", "course_change", "is_read", "AFTER_CALLS", "Turn", "CUES",
+           "STRONG_CUES", "same_correction", "correction_terms", "SAME_CORRECTION_COSINE"]
+
+STRONG_CUES = ("rejected", "restated", "why", "omitted", "reminder", "undo", "wrong")
+CUES = STRONG_CUES + ("still", "stop", "wait", "no", "dont", "actually", "you_did", "prefer", "changed",
+                      "second_opinion")
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One person message with what is around it, in agent-neutral terms.
+
+    ``before``/``after``: the agent's tool calls (oldest first) before the message and after it
+    (up to the next message of the person), each ``{"tool", "heads", "command"}``; ``after``
+    None: not known. ``agent_said``/``after_said``: its statement just before and its first one
+    after. ``first``: nothing of the agent's came before.
+    """
+
+    message: str
+    via: str = "message"
+    agent_said: str | None = None
+    before: tuple = ()
+    after: tuple | None = None
+    after_said: str | None = None
+    first: bool = False
+
+
+_FILLER = re.compile(r"^(?:(?:ok(?:ay)?|hmm*|hm+|uh+|um+|oh|well|so|hey|erm|whoa|woah|ugh|argh|oops|yikes)\b[\s,.!]*)+")
+_LEADING = re.compile(r"^[\s\"'`*_>#~\-\u2022(\[]+")
+_RESTATED = re.compile(r"\b(?:that'?s not what i|that is not what i|not what i (?:asked|wanted|meant|said)|"
+                       r"i (?:already )?(?:said|told you)|i asked (?:you )?(?:to|for|not)|as i said)\b")
+_WHY = re.compile(r"^(?:but )?(?:why (?:did|are|would|do|have) you|who told you to|what are you doing)\b")
+_OMITTED = re.compile(r"\byou (?:forgot|didn'?t|did not|missed|broke|deleted|removed|ignored|skipped|never|"
+                      r"haven'?t|have not|still haven'?t|overwrote|reverted)\b")
+_STILL = re.compile(
+    r"\b(?:still|again)\b.{0,40}\b(?:not|n't|fail\w*|broken|wrong|same|error\w*|crash\w*|happen\w*|there|no|blank|"
+    r"empty|missing|red|grey|gray|slow|stuck|hangs?|hanging|nothing)\b"
+    r"|\b(?:still|again) (?:fail\w*|broken|crash\w*|the same)\b"
+    r"|\b(?:doesn'?t|does not|didn'?t|did not|isn'?t|is not) (?:seem to )?(?:work|help|fix|change)\w*"
+    r"|\bnot working\b|\bsame (?:error|problem|issue|failure|result|thing)\b|\bnothing (?:changed|happens|happened)\b"
+    r"|^(?:that|this|it|you) (?:broke|made it worse)\b")
+_DID_YOU = re.compile(r"^did you (?:\w+ )?(\w+)(?: (\w+))?")
+_UNDO = re.compile(r"^(?:please )?(?:undo|revert|roll ?back|put (?:it|that) back)\b(?! (?:is|of|was)\b)")
+_WRONG = re.compile(r"^(?:wrong\b(?! answers?\b)|that'?s (?:wrong|incorrect|not right)|this is (?:wrong|incorrect)|"
+                    r"incorrect\b|not that\b|not this (?:one|file|way)\b)")
+_STOP = re.compile(r"^(?:please )?stop(?:[\s,.!;:\-\u2014]*$|\s*[,.!;:\-\u2014]|\s+(?:it|that|this|doing|using|running|"
+                   r"editing|changing|touching|now|right)\b)")
+_WAIT = re.compile(r"^(?:wait|hold on|hang on)(?:[\s,.!;:\-\u2014]|$)(?!\s*(?:for|until|till|to)\b)")
+_NO = re.compile(r"^(?:no+|nah|nope)(?:\s*[,.!;:\-\u2014]|\s*$|\s+no\b)")
+_DONT = re.compile(r"^(?:please )?(?:don'?t|do not|never)\s+(?!worry|forget|bother\b)(.*)")
+_ACTUALLY = re.compile(r"^(?:actually|instead)\b[\s,]*(.*)")
+_REQUEST = re.compile(r"^(?:(?:can|could|would|will) you|also|let'?s|please (?:also )?add|and\b|how about|maybe also|"
+                      r"add\b|what about)")
+# Shapes that are not corrections (step 4): asking for more, answering, thanking, later, done.
+_NOT_ONE = re.compile(
+    r"\bone more thing\b|\b(?:can|could|would) you (?:also|too)\b|\balso\b.{0,60}\?|\btoo\s*\?|"
+    r"\btoo,?(?: please| pls)?[.!]*\s*$|"
+    r"\bwhile you'?re (?:in |at )?(?:there|it)\b|\blet'?s (?:also|do the same|look|move on|continue|keep going|"
+    r"now|start|switch to)\b|\bnext step\b|\bthe next (?:one|task)\b|"
+    r"\b(?:works|working) now\b|\bgood (?:call|catch|idea|job|work)\b|\blooks (?:good|great)\b|\bwell done\b|"
+    r"\b(?:nice|great|perfect|thanks|thank you|thx|ty)\b[!.\s]*$|"
+    r"\b(?:that'?s|that is) (?:all|everything|it for)\b|\bfor (?:today|now)\b|\bstop here\b|"
+    r"\bno (?:idea|hurry|rush|worries|problem|need to hurry)\b|"
+    r"\b(?:can|could|would) you (?:please )?(?:also )?add\b|"
+    # taking it back, confirming, being surprised
+    r"\b(?:nvm|never ?mind|forget it|scratch that)\b|\b(?:that|it|this)(?: part)?(?:'s| is) (?:fine|good|ok|right)\b|"
+    r"^(?:wait,?\s+|hmm?,?\s+)?really\?")
+_LATER = re.compile(r"^(?:please )?(?:stop|wait)\b.{0,80}\b(?:once|when|after|until|till|before)\b")
+_QUESTION_TO_AGENT = re.compile(r"^(?:wait,?\s+|actually,?\s+)?(?:is|are|was|were|which|what|where|when|how|who|"
+                                r"whose|do|does|why (?:is|are|was|were|does|do))\b[^?]{0,160}\?")
+_QUESTION_TO_PERSON = re.compile(r"\?\s*$|\b(?:should i|do you want|would you like|want me to|shall i|let me know)\b",
+                                 re.IGNORECASE)
+# Step 7: a stated preference.
+_PREFER = re.compile(
+    r"\b(?:please|pls) use\b|\buse \S+ (?:here|instead)\b|\b(?:we|this (?:repo|project|team|codebase)|"
+    r"our \w+) (?:use|uses|are on|is on|'re on|prefer|prefers)\b|\bwe'?re (?:on|using)\b|"
+    r"\b(?:it|that|this|they|those|the \w+) (?:should|must|needs? to) (?:go|be|live|stay)\b|"
+    r"^(?:it|that|this|they|those|(?:the|that|this) [\w.-]+) (?:should|must|needs? to|has to|have to|is supposed to) |"
+    r"^(?:that'?s|this is|those are|that is) (?:the )?(?:old|wrong|other|previous|outdated|deprecated|v\d)\b|"
+    r"\bi'?d rather (?:you )?not\b|\bi'?d (?:rather|prefer) you\b|^not (?:with|in|on|via|using)\b|"
+    r"\b(?:doesn'?t|does not|don'?t|do not) exist\b|\berrored out\b|\bnot \S+ (?:please|thanks)\b|"
+    r"\b(?:rather than|instead of)\b|\b(?:is|are) the wrong\b|\bthe wrong one\b")
+#: Words that judge what was done: wrong, unwanted, did not work (with a course change, step 8).
+_JUDGED = re.compile(r"\b(?:not|no|n't|never|wrong|worse|bad|broken|breaks?|bypass\w*|miss(?:es|ing)?|too|"
+                     r"instead|rather|only|must|should(?:n't)?|needs? to|has to|have to|pointless|meaningless|"
+                     r"useless|unsafe|insecure|dangerous|ugly|over\w*kill|ancient|deprecated|outdated|old|"
+                     r"skipped|redundant|unnecessary|whole point|nightmare|panics?|wiped|lost|harmful)\b|"
+                     r"n't\b|\?\?|!!|"
+                     # asking to take away what the agent just added (opening the message or a sentence)
+                     r"(?:^|[.!?;]\s+)(?:please )?(?:lose|drop|remove|get rid of|take (?:it |that |them )?out|"
+                     r"strip)\b")
+_YOU_DID = re.compile(r"^you(?:'ve| have)? (?:ran|run|used|put|wrote|added|picked|chose|installed|set|made|called|"
+                      r"changed|edited|pushed|committed|deleted|created|named)\b.{0,80}\b(?:without|instead of|but|"
+                      r"wrong|not|too|in the wrong)\b")
+#: The agent's next statement concedes its last work was wrong (``conceded``) ...
+_CONCEDE = re.compile(
+    r"\b(?:sorry|apologi[sz]e|my (?:mistake|bad)|you'?re (?:right|correct)|good (?:catch|point)|restored|reverted|"
+    r"undid|undone|rolled back|put it back|let me (?:revert|undo|restore|fix that))\b", re.IGNORECASE)
+#: ... or only acknowledges and redoes (with ``redo``: "Got it, switched to yarn").
+_ACK = re.compile(r"\b(?:understood|got it|right[,;:]|ok(?:ay)?[,;:]|switched|moved it|instead|removed it|replaced|"
+                  r"changed it|i'?ll (?:use|switch|move))\b", re.IGNORECASE)
+_UNDO_CALL = re.compile(
+    r"\bgit (?:checkout\s+(?:\S+\s+)?--(?=\s)|restore\b|revert\b|reset\b|stash\b)|\b(?:rollback|roll back|uninstall|"
+    r"remove|downgrade)\b|\becto\.rollback\b|\bdb:rollback\b|\bmigrate\b.*\b(?:down|rollback|zero)\b")
+_DEICTIC = re.compile(r"^(?:no+[\s,.!]+|actually[\s,]+|wait[\s,.!]+|stop[\s,.!]+|instead[\s,]+)*(?:that|this|it|those|"
+                      r"these|you|your|the fix|same|nothing)\b")
+_SENTENCE = re.compile(r"(?<=[.!?;])\s+")
+_INTERJECTION = re.compile(r"^(?:no+|nope|nah|wait|hold on|stop|actually)[\s,.!;:\-\u2014]+")
+_WORD = re.compile(r"[a-z][\w.+-]*")
+_STOPWORDS = frozenset(
+    "the a an and or but not no yes to of in on at for with from by as is are was were be been it its this that "
+    "those these there here you your we our us i me my he she they them what which who when where why how all any "
+    "some more most one two just only also too very so then than now again still please thanks thank ok okay "
+    "can could would should will shall do does did done don't dont doesn't didn't isn't wasn't have has had "
+    "let let's lets use using used make made get got run ran go going want need needs file files thing things "
+    "way work works working actually instead wait stop hmm well like into out up down over off about after before "
+    "new old same other another first last next back right wrong good bad fine sure yet since because if while "
+    "i'd i'm it's that's we're you're".split())
+_FIXED = {"push": "push", "pushed": "push", "commit": "commit", "committed": "commit", "test": "test",
+          "tests": "test", "run": None, "tested": "test", "build": "build", "lint": "lint", "format": "format",
+          "formatted": "format", "deploy": "deploy", "deployed": "deploy", "merge": "merge", "merged": "merge",
+          "install": "install", "installed": "install", "rebase": "rebase", "check": None, "save": None}
+_READS = frozenset(("read", "grep", "glob", "ls", "bashoutput", "webfetch", "websearch", "todowrite", "todoread",
+                    "read_file", "read_many_files", "list_directory", "search_file_content", "glob_files",
+                    "google_web_search", "web_fetch", "update_plan", "view_image"))
+#: The calls after a message that decide it (reads not counted): the episode builder waits for
+#: this many, and :func:`course_change` reads no more.
+AFTER_CALLS = 3
+
+
+def is_read(action: dict) -> bool:
+    """A call that only reads (a file, a search, a background job's output): not a course change."""
+    return (action.get("tool") or "").lower() in _READS
+
+
+#: Tools that run a shell command line, and tools that write a file, as agents name them.
+_SUBCOMMANDS = frozenset("git npm yarn pnpm cargo go uv pip poetry docker kubectl mix gh terraform helm "
+                         "bundle dotnet gradle make npx".split())
+_SHELLS = frozenset(("bash", "shell", "shell_command", "local_shell", "exec_command", "run_shell_command"))
+_WRITES = frozenset(("write", "edit", "multiedit", "notebookedit", "apply_patch", "write_file", "replace",
+                     "edit_file"))
+
+
+def _norm(text: str) -> str:
+    text = unicodedata.normalize("NFKC", text[:600]).replace("\u2019", "'").replace("\u2018", "'")
+    text = _LEADING.sub("", text.strip().lower())
+    return _FILLER.sub("", text)
+
+
+def _action_words(actions: Iterable[dict]) -> set[str]:
+    """The words of what the agent did: programs and subcommands, tools, file names."""
+    words: set[str] = set()
+    for action in actions:
+        words.add((action.get("tool") or "").lower())
+        for head in action.get("heads") or []:
+            words.update(head.lower().split())
+        command = (action.get("command") or "").lower()
+        for token in re.findall(r"[\w.+-]+", command[:300]):
+            if len(token) > 2:
+                words.add(token)
+                words.add(token.rsplit("/", 1)[-1].split(".")[0])
+    words.discard("")
+    return words
+
+
+def _content(text: str) -> set[str]:
+    words = set()
+    for w in _WORD.findall(text):
+        w = w.strip(".-+")
+        if len(w) < 3 or w in _STOPWORDS:
+            continue
+        words.add(w)
+        words.add(w.rstrip("s"))
+        if "." in w or "/" in w:
+            words.add(w.rsplit("/", 1)[-1].split(".")[0])
+    return {w for w in words if len(w) >= 3 and w not in _STOPWORDS}
+
+
+def refers(norm: str, agent_said: str | None, before: list[dict]) -> bool:
+    """Whether the message refers to what the agent just did or said: a deictic opening ("that",
+    "it", "you", ...) or a content word of its last statement or of its last calls."""
+    if _DEICTIC.match(norm):
+        return True
+    said = _content(norm[:400])
+    if not said:
+        return False
+    theirs = _content((agent_said or "").lower()[-600:]) | {w for w in _action_words(before[-5:]) if len(w) >= 3}
+    return bool(said & theirs)
+
+
+def _names_action(rest: str, actions: list[dict]) -> bool:
+    mine = _action_words(actions)
+    said = set(_WORD.findall(rest))
+    said |= {w.rstrip("s") for w in said} | {w[:-3] for w in said if w.endswith("ing") and len(w) > 5}
+    return bool(said & mine)
+
+
+def _reminder(norm: str, actions: list[dict]) -> bool:
+    """"did you push?": a question about a step none of the agent's recent calls shows."""
+    if not norm.rstrip().endswith("?"):
+        return False
+    match = _DID_YOU.match(norm)
+    if not match:
+        return False
+    asked = [_FIXED.get(w, w) for w in match.groups() if w]
+    asked = [w for w in asked if w and w not in ("the", "it", "that", "a", "all", "them")]
+    if not asked:
+        return False
+    done = _action_words(actions)
+    done |= {w.rstrip("s") for w in done}
+    return not any(w in done or w.rstrip("s") in done for w in asked)
+
+
+def _program(action: dict) -> str:
+    """The program a shell call ran, with its subcommand (``git push``, ``kubectl``: a flag is no
+    subcommand)."""
+    heads = action.get("heads") or []
+    tokens = (heads[0] if heads else (action.get("command") or "")).lower().split()
+    tokens = [t for t in tokens if "=" not in t or t.startswith("-")]
+    if not tokens:
+        return ""
+    if len(tokens) > 1 and not tokens[1].startswith("-") and (heads or tokens[0] in _SUBCOMMANDS):
+        return f"{tokens[0]} {tokens[1]}"
+    return tokens[0]
+
+
+def _target(action: dict) -> str:
+    return (action.get("command") or "").strip()
+
+
+def course_change(before: Iterable[dict], after: Iterable[dict] | None, after_said: str | None = None) -> str | None:
+    """How the agent's calls after a message changed course from its calls before it (see the
+    module doc): ``undo``, ``redo``, ``conceded``, ``stopped`` or None (it carried on)."""
+    if after is None:
+        return None
+    looked = bool(after)  # it made calls, if only reads (it went on looking into something)
+    before = [a for a in before if not is_read(a)][-6:]
+    after = [a for a in after if not is_read(a)][:AFTER_CALLS]
+    written = {_target(a).rsplit("/", 1)[-1] for a in before if (a.get("tool") or "").lower() in _WRITES}
+    written.discard("")
+    for a in after:
+        command = (a.get("command") or "").lower()
+        if _UNDO_CALL.search(command):
+            return "undo"
+        if re.match(r"\s*(?:rm|mv|git rm|git mv)\b", command) and any(w.lower() in command for w in written):
+            return "undo"
+    if after_said and _CONCEDE.search(after_said[:300]):
+        return "conceded"
+    if not looked and after_said is not None:
+        return "stopped"
+    ran = {(_program(a), _target(a)) for a in before if _is_shell(a)}
+    programs = {p for p, _ in ran}
+    for a in after:
+        if _is_shell(a):
+            if _program(a) in programs and (_program(a), _target(a)) not in ran:
+                return "redo"
+        elif _target(a).rsplit("/", 1)[-1] in written:
+            return "redo"
+    return None
+
+
+#: What :func:`_decide` returns for a message the rule leaves undecided (step 9).
+_BORDERLINE = "borderline"
+
+
+def decide(turn: Turn, opinion: Callable[[Turn], bool] | None = None) -> str | None:
+    """The cue that makes the turn's message a correction (the rule of the module doc), or None.
+
+    ``opinion``: an optional second opinion (:mod:`openmemory_local.ingest.corrections_lm`, the local
+    model, off by default), asked only about a *borderline* message (step 9: the agent redid
+    the work the message refers to, without a judgement word or an acknowledgement); its yes
+    makes the cue ``second_opinion``. Without it a borderline message is not a correction.
+    """
+    cue = _decide(turn)
+    if cue == _BORDERLINE:
+        return "second_opinion" if opinion is not None and opinion(turn) else None
+    return cue
+
+
+def is_borderline(turn: Turn) -> bool:
+    """Whether the rule leaves the turn to a second opinion (step 9)."""
+    return _decide(turn) == _BORDERLINE
+
+
+def _decide(turn: Turn) -> str | None:
+    if turn.via == "rejection":
+        return "rejected"
+    before = list(turn.before)
+    agent_said = turn.agent_said
+    if turn.first or (not before and not agent_said):
+        return None
+    norm = _norm(turn.message)
+    if not norm:
+        return None
+    acted = bool(before)
+    # step 3: strong cues
+    if _RESTATED.search(norm[:200]):
+        return "restated"
+    if _WHY.match(norm):
+        return "why"
+    if _OMITTED.search(norm[:200]):
+        return "omitted"
+    if norm.startswith("did you"):
+        return "reminder" if _reminder(norm, before[-20:]) else None
+    bare = _INTERJECTION.sub("", norm, count=1)  # "no, revert it": the cue after the interjection
+    # a strong cue opening the message, or one of its sentences ("ugh, pill buttons. revert to ...")
+    starts = [norm, bare, *_SENTENCE.split(norm[:400])[1:]]
+    if acted and any(_UNDO.match(part) for part in starts):
+        return "undo"
+    if any(_WRONG.match(part) for part in starts):
+        return "wrong"
+    # step 4: shapes that are not corrections
+    change = course_change(before, turn.after, turn.after_said)
+    asked_person = bool(agent_said and _QUESTION_TO_PERSON.search(agent_said.strip()[-300:]))
+    if (_NOT_ONE.search(norm[:300]) or _LATER.match(norm) or _QUESTION_TO_AGENT.match(norm)
+            or (asked_person and _NO.match(norm))):
+        return "changed" if change == "undo" else None
+    known = turn.after is not None
+    went_on = known and change is None
+    # the agent undoing, redoing or conceding its last work shows what the message was about
+    reference = change in ("undo", "redo", "conceded") or refers(norm, agent_said, before)
+    # step 5: it still does not work
+    if acted and _STILL.search(norm[:300]):
+        return "still" if reference and not went_on else None
+    # step 6: weak cues
+    cue = _weak_cue(norm, before)
+    if cue is not None:
+        # "stop", "wait", "instead" and a "no" that answers no question point at what the agent
+        # is doing; "don't" names it (``_weak_cue``)
+        implied = cue in ("stop", "wait", "dont", "no", "you_did") or norm.startswith("instead")
+        return cue if (reference or implied) and not went_on else None
+    # step 7: a stated preference
+    if _PREFER.search(norm[:300]):
+        return "prefer" if reference and not went_on else None
+    # step 8: the agent changed course: undid, conceded, switched to the program the message
+    # names, or redid the work the message refers to while the message judges it, gives another
+    # number, or the agent acknowledges
+    if change in ("undo", "conceded") or _switched(norm, before, list(turn.after or ())[:AFTER_CALLS]):
+        return "changed"
+    if change == "redo" and reference and ((turn.after_said and _ACK.search(turn.after_said[:300])) or
+                                           _JUDGED.search(norm[:300]) or _contradicts(norm, agent_said)):
+        return "changed"
+    # step 9: it redid the work the message refers to, nothing else tells: a second opinion's
+    return _BORDERLINE if change == "redo" and reference else None
+
+
+_NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?!\w|\.\d)")
+
+
+def _contradicts(norm: str, agent_said: str | None) -> bool:
+    """The message gives a number where the agent's statement gave another ("88" after "line
+    length 120"): it corrects a value the agent just set."""
+    said = set(_NUMBER.findall((agent_said or "")[:600]))
+    mine = set(_NUMBER.findall(norm[:300]))
+    return bool(said and mine - said)
+
+
+def _switched(norm: str, before: list[dict], after: Iterable[dict]) -> bool:
+    """The agent ran next a program the message names, other than the ones it ran before, and the
+    message names one of those too ("use tox, plain pytest misses the env vars")."""
+    named = set(_WORD.findall(norm))
+    ran = {_program(a).split(" ")[0] for a in before if _is_shell(a)}
+    if not ran & named:
+        return False
+    for a in after:
+        if _is_shell(a):
+            program = _program(a).split(" ")[0]
+            if program and program in named and program not in ran and program not in ("git", "cd"):
+                return True
+    return False
+
+
+def _is_shell(action: dict) -> bool:
+    return bool(action.get("heads")) or (action.get("tool") or "").lower() in _SHELLS
+
+
+def _weak_cue(norm: str, before: list[dict]) -> str | None:
+    if _YOU_DID.match(norm):
+        return "you_did"
+    if _WAIT.match(norm):
+        return "wait"
+    dont = _DONT.match(norm)
+    if dont:
+        return "dont" if before and _names_action(dont.group(1), before[-8:]) else None
+    if _STOP.match(norm):
+        return "stop"
+    if _NO.match(norm):
+        return "no"
+    actually = _ACTUALLY.match(norm)
+    if actually:
+        rest = actually.group(1)
+        if not rest or _REQUEST.match(rest) or rest.rstrip().endswith("?"):
+            return None
+        return "actually"
+    return None
+
+
+def correction_cue(text: str, *, via: str = "message", agent_said: str | None = None,
+                   actions: Iterable[dict] = (), first: bool = False, after: Iterable[dict] | None = None,
+                   after_said: str | None = None, opinion: Callable[[Turn], bool] | None = None) -> str | None:
+    """The cue that makes ``text`` a correction of the agent's last action (see the module doc).
+
+    ``agent_said``: what the agent said just before; ``actions``: its recent tool calls, oldest
+    first, each ``{"tool", "heads", "command"}``; ``after``/``after_said``: its calls and first
+    statement after the message (None: not known); ``first``: nothing of the agent's came before.
+    """
+    return decide(Turn(text, via, agent_said, tuple(actions), None if after is None else tuple(after), after_said,
+                       first), opinion)
+
+
+# --- the same correction, restated (the repeat-yourself rate) ----------------------
+
+#: Two corrections whose terms' cosine reaches this are the same preference restated
+#: (when neither names a program, or both name the same ones).
+SAME_CORRECTION_COSINE = 0.5
+_PROGRAMS = frozenset(
+    "git npm npx yarn pnpm bun pip pip3 uv poetry conda cargo golang cmake mix iex elixir docker kubectl helm "
+    "terraform pytest ruff black isort flake8 mypy eslint prettier jest vitest tsc node deno python python3 "
+    "sudo brew apt apt-get bundle rake rails rspec gradle mvn dotnet gh psql mysql sqlite3 redis-cli curl wget "
+    "tmux vim nano chmod sed awk grep rg ssh scp rsync venv virtualenv pipenv".split())
+
+
+def correction_terms(message: str, action: dict | None = None) -> dict:
+    """What a correction is about: ``corrected`` (the program, or file name, of the action it
+    corrected), ``preferred`` (the programs its words name other than that one: the alternative
+    the person prefers) and ``words`` (its content words)."""
+    norm = _norm(message)
+    corrected = None
+    if action:
+        tool = (action.get("tool") or "").lower()
+        command = (action.get("command") or "").strip().lower()
+        if tool in _SHELLS and command:
+            first = [t for t in command.split() if "=" not in t and t != "sudo"][:1]
+            corrected = first[0].rsplit("/", 1)[-1] if first else None
+        elif command:
+            corrected = command.rsplit("/", 1)[-1]
+    named = {w for w in _WORD.findall(norm) if w in _PROGRAMS}
+    return {"corrected": corrected, "preferred": sorted(named - {corrected}), "words": sorted(_content(norm))}
+
+
+def _cosine(a, b) -> float:
+    a, b = set(a), set(b)
+    if not a or not b:
+        return 0.0
+    return len(a & b) / math.sqrt(len(a) * len(b))
+
+
+def same_correction(a: dict, b: dict, *, threshold: float = SAME_CORRECTION_COSINE) -> bool:
+    """Whether two corrections (each :func:`correction_terms`) restate the same preference.
+
+    Corrected actions of different programs (or files): never the same. Both name an alternative
+    program: the same when they name one in common ("no, use uv" after ``pip install`` and "this
+    project is on uv" after another ``pip install``), different when they name none in common.
+    Otherwise: the same when their content words' cosine reaches ``threshold`` and, where both
+    corrected actions are known, they are the same.
+    """
+    if a["corrected"] and b["corrected"] and a["corrected"] != b["corrected"]:
+        return False
+    if a["preferred"] and b["preferred"]:
+        return bool(set(a["preferred"]) & set(b["preferred"]))
+    if a["corrected"] and b["corrected"] and (a["preferred"] or b["preferred"]) and _cosine(a["words"], b["words"]) > 0:
+        return True  # the same program corrected, one naming the alternative, sharing words
+    return _cosine(a["words"], b["words"]) >= threshold
