@@ -738,6 +738,8 @@ def lesson_writer(transcripts: Path, out: Path, *, model: Path | None = None, ni
     observation rule), each answer kept."""
     import shutil
 
+    from .agents import ProcessEngine  # the engine's command line, built in one place
+
     out = Path(out)
     home = out / "home"
     if home.exists():
@@ -759,7 +761,7 @@ def lesson_writer(transcripts: Path, out: Path, *, model: Path | None = None, ni
         # the engine asks within its budget (120 s a run, 20 s an answer): runs until it has
         # asked about every lesson (or ``nights`` runs)
         for night in range(nights):
-            done = subprocess.run([sys.executable, "-m", "openmemory_local.cli", "run", "--json"], env=env, cwd=root,
+            done = subprocess.run(ProcessEngine.argv("run", "--json"), env=env, cwd=root,
                                   capture_output=True, text=True, timeout=3600)
             if done.returncode not in (0, 3):
                 raise RuntimeError(f"openmemory run exited {done.returncode}: {done.stderr[-1500:]}")
