@@ -299,7 +299,7 @@ class Agent:
             matched = lesson is not None and cosine >= self.model.match_cosine
             roll = self.avoid_rng.random()  # drawn at every encounter: both arms draw alike
             record: dict[str, Any] = {}
-            if getattr(self.model, "kind", "lexical") == "lm":
+            if getattr(self.model, "kind", "lexical") == "lm" and self.model.decides_for(self.name):
                 # the language model reads MEMORY.md and chooses among the step's commands;
                 # the lesson that counts is the one whose stated fix it ran (if any)
                 chosen, record = self._decide(encounter, sid, lessons, roll)

@@ -552,7 +552,10 @@ class LanguageAgentModel:
     threads: int = 0
     sample: bool = True  # sample from the probabilities with the agent's stream; False: argmax
     match_cosine: float = 0.3
-    p_avoid: float | None = None  # (no such parameter: the model decides)
+    #: the agents the language model plays (empty: every agent); the others are the lexical
+    #: model (:class:`simulations.agents.AgentModel`, this ``p_avoid``), to save time on a busy machine
+    agents: tuple[str, ...] = ()
+    p_avoid: float = 0.8
     index_max_lines: int = INDEX_MAX_LINES
     index_max_bytes: int = INDEX_MAX_BYTES
     _runtime: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
@@ -561,6 +564,9 @@ class LanguageAgentModel:
 
     def path(self) -> Path:
         return Path(self.model_path) if self.model_path else default_model_path()
+
+    def decides_for(self, agent: str) -> bool:
+        return not self.agents or agent in self.agents
 
     def model(self) -> LocalModel:
         lm = self._runtime.get("model")
@@ -654,6 +660,9 @@ class LanguageAgentModel:
                      "each index line carries the lesson's observation and its stated fix)",
             "candidates": "the failing call, the pitfall's own fix, and the fix each lesson about the same program "
                           "states when it differs (running it does not do the task: the failure follows)",
+            "played_by_the_language_model": list(self.agents) or "every agent",
+            **({"others": f"the lexical model (a matching lesson avoids the pitfall with p = {self.p_avoid})"}
+               if self.agents else {}),
             "choice": ("sampled from the answer digits' next-token probabilities with the agent's random stream"
                        if self.sample else "the most probable answer digit (argmax)"),
             "match": {"cosine_at_least": self.match_cosine,

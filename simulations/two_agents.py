@@ -531,6 +531,8 @@ def run(config: WorldConfig, out: Path, arms: list[str], *, plots: bool = True, 
         summary["decisions_by_what_ran"] = {
             arm: {k: sum((d[n].get("ran") or {}).get(k, 0) for d in o["days"] for n in world.names)
                   for k in ("fail", "fix", "lesson")} for arm, o in outcomes.items()}
+        summary["encounters"] = summary["decisions"]  # every agent's, the lexical model's included
+        summary["decisions"] = sum(sum(r.values()) for r in summary["decisions_by_what_ran"].values())
     poisons = {arm: ((summary["arms"][arm].get("commons") or {}).get("poison")) for arm in outcomes}
     for arm, poison in poisons.items():
         if poison is None:
@@ -633,6 +635,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "(default DIR/lm_choices.jsonl, new each run)")
     parser.add_argument("--lm-threads", type=int, default=0, help="--agent lm: llama.cpp threads (default: cores, "
                         "at most 4)")
+    parser.add_argument("--lm-agents", default="",
+                        help="--agent lm: the agents the language model plays, comma-separated (default: every "
+                        "agent; the others are the lexical model)")
     parser.add_argument("--lm-argmax", action="store_true",
                         help="--agent lm: run the most probable command instead of sampling")
     parser.add_argument("--drill", action="store_true",
@@ -674,7 +679,8 @@ def _agent_model(args):
         if args.lm_cache is None and Path(cache).exists():
             Path(cache).unlink()  # a new run computes its choices (--lm-cache FILE keeps them)
         return LanguageAgentModel(model_path=args.lm_model, cache_path=cache, threads=args.lm_threads,
-                                  sample=not args.lm_argmax, match_cosine=args.match_cosine)
+                                  sample=not args.lm_argmax, match_cosine=args.match_cosine, p_avoid=args.p_avoid,
+                                  agents=tuple(a.strip() for a in args.lm_agents.split(",") if a.strip()))
     return AgentModel(p_avoid=args.p_avoid, match_cosine=args.match_cosine)
 
 

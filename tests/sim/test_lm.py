@@ -180,15 +180,21 @@ def test_a_short_world_with_the_language_model(tmp_path):
     path = lm.default_model_path()
     if not path.exists():
         pytest.skip(f"no model file at {path}: python -m simulations.lm fetch")
-    model = lm.LanguageAgentModel(cache_path=str(tmp_path / "choices.jsonl"))
-    config = WorldConfig(days=2, seed=2, attesters=0, sessions_per_day=3, a_only=2, shared=1, b_own=1, b_from=0,
-                         engine="in-process", model=model)
+    # short: the model plays B only (A is the lexical model), two days of two sessions
+    model = lm.LanguageAgentModel(cache_path=str(tmp_path / "choices.jsonl"), agents=("B",))
+    config = WorldConfig(days=2, seed=2, attesters=0, sessions_per_day=2, a_only=2, shared=1, b_own=1, b_from=0,
+                         engine="in-process", model=model, benign_share=0.0)
     summary = run(config, tmp_path / "run", ["control"], plots=False)
     assert summary["agent_model"]["what"] == "language model"
     assert summary["agent_model"]["sha256"] == lm.MODEL_SHA256
     assert summary["decisions"] > 0
     ran = summary["decisions_by_what_ran"]["control"]
-    assert sum(ran.values()) == summary["decisions"]
+    assert sum(ran.values()) == summary["decisions"] == 4  # B's four encounters, no more
+    assert summary["encounters"] == 8
+    plans = [json.loads(x) for x in (tmp_path / "run/world/control/B/sessions.jsonl").read_text().splitlines()]
+    for enc in (e for plan in plans for e in plan["encounters"]):
+        assert enc["chose"] in ("fail", "fix", "lesson") and len(enc["p"]) == len(enc["options"]) >= 2
+        assert enc["failed"] == (enc["chose"] != "fix")
     assert summary["arms"]["control"]["ingest_check_ok"]
     lines = (tmp_path / "choices.jsonl").read_text().splitlines()
     assert lines and all(len(json.loads(x)["p"]) >= 2 for x in lines)
