@@ -620,7 +620,8 @@ class LanguageAgentModel:
     def decide(self, *, memory_index: str, task: str, options: list[Candidate], order_key: str,
                roll: float) -> dict:
         """Which candidate the agent runs: the probabilities of each candidate's digit (cached
-        by prompt), then the choice (sampled with ``roll``, or argmax)."""
+        by prompt), then the choice (sampled with ``roll``, or argmax) over the digits as shown;
+        ``probabilities`` in the order of ``options``."""
         shown = order(len(options), order_key)
         texts = [options[i].text for i in shown]
         system, user = prompt_messages(memory_index, task, texts)
@@ -634,7 +635,8 @@ class LanguageAgentModel:
             cache.put(key, probs)
         pick = choose(probs, roll if self.sample else None)
         chosen = options[shown[pick]]
-        return {"chosen": chosen, "shown": [options[i].kind for i in shown], "probabilities": probs,
+        by_option = [probs[shown.index(i)] for i in range(len(options))]
+        return {"chosen": chosen, "shown": [options[i].kind for i in shown], "probabilities": by_option,
                 "digit": pick + 1, "mass": round(sum(probs), 4)}
 
     def describe(self) -> dict[str, Any]:

@@ -129,6 +129,8 @@ def test_decide_reads_cached_probabilities_and_keeps_the_display_order(tmp_path)
     lm.ChoiceCache(cache).put(lm.ChoiceCache.key(agent.sha256(), prompt, 3), probs)
     decision = agent.decide(memory_index="memory", task="Push it.", options=options, order_key="sid-1-git", roll=0.5)
     assert decision["chosen"].kind == "lesson" and decision["chosen"].commons == "00aa"
+    assert decision["probabilities"] == [0.0, 0.0, 0.9]  # in the order of the options
+    assert decision["shown"] == [options[i].kind for i in shown]
     assert agent.cache().hits == 1 and agent.cache().misses == 0
     # a torn last line in the cache file is skipped, not fatal
     with open(cache, "a") as f:
