@@ -784,7 +784,9 @@ def lesson_writer(transcripts: Path, out: Path, *, model: Path | None = None, ni
         seconds = round(time.monotonic() - t0, 1)
         answers = list(server.answers)
     phrases = [(_find(r, "phrase") or {}) for r in results]
-    phrase = {k: sum(int(x.get(k) or 0) for x in phrases) for k in ("asked", "accepted", "rejected", "refused")}
+    phrase = _phrase_counts(data / "openmemory.db")
+    phrase["answers_received"] = len(answers)
+    phrase["answers_within_the_engines_timeout"] = sum(1 for a in answers if a["seconds"] <= 20.0)
     summary = {"what": "the engine's lessons from the transcripts, rephrased by the local model; the observation "
                        "rule decides what is kept",
                "transcripts": str(transcripts), "model": str(model or default_model_path()),
@@ -792,6 +794,23 @@ def lesson_writer(transcripts: Path, out: Path, *, model: Path | None = None, ni
     (out / "lesson_writer.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     log(f"lesson writer: {phrase} in {seconds} s; {len(answers)} answers in {out / 'lesson_writer.json'}")
     return summary
+
+
+def _phrase_counts(db: Path) -> dict:
+    """What the engine's store says of the rephrasing (every sleep's, the replayed days'
+    included): lessons asked about, texts the model wrote that were kept, answers the
+    observation rule refused (``model_refused`` events)."""
+    import sqlite3
+
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)
+    try:
+        asked = con.execute("SELECT COUNT(*) FROM lessons WHERE json_extract(details, '$.model_tried') IS NOT NULL"
+                            ).fetchone()[0]
+        accepted = con.execute("SELECT COUNT(*) FROM lessons WHERE text_source = 'model'").fetchone()[0]
+        refused = con.execute("SELECT COUNT(*) FROM events WHERE kind = 'model_refused'").fetchone()[0]
+    finally:
+        con.close()
+    return {"asked": asked, "accepted": accepted, "refused": refused}
 
 
 def _find(data: Any, key: str) -> Any:
