@@ -32,6 +32,10 @@ model), so this is a *model of an agent*, named as such wherever its results app
 * Recognised, it avoids the pitfall with probability ``p_avoid``: the transcript then shows the
   resolving call directly, no failure. Otherwise it shows the failing call, its output as the
   tool prints it, and then the resolution.
+
+With ``--agent lm`` a local language model plays the agent instead (:mod:`simulations.lm`,
+:meth:`Agent._decide`): it reads MEMORY.md and picks one of the step's commands (the failing
+call, the fix, a lesson's stated fix); a lesson's other fix runs, then the failure follows.
 """
 
 from __future__ import annotations
