@@ -29,8 +29,14 @@ HTML entity), so no text can open an HTML comment or tag or close Open Memory's 
 from __future__ import annotations
 
 import json
+from datetime import datetime, timezone
 from pathlib import Path
 
+from openmemory_local.commons.receive import attestations_of, withdraw
+from openmemory_local.core.clock import iso
+from openmemory_local.render.files import END, line_count, observe_files, sync_files
+from openmemory_local.storage.commons import veto_received_once, vetoed_received_ids
+from openmemory_local.storage.store import record_event
 from openmemory_local.sleep.lesson_text import clip
 from openmemory_local.text.markdown import escape_markdown
 from openmemory_protocol.observation import is_observation
@@ -98,10 +104,6 @@ def commons_file(lesson: dict) -> str:
 
 
 def _utc(seconds: int | None) -> str | None:
-    from datetime import datetime, timezone
-
-    from openmemory_local.core.clock import iso
-
     if not seconds:
         return None
     return iso(datetime.fromtimestamp(int(seconds), timezone.utc))
@@ -122,7 +124,6 @@ def add_commons_part(block: str, lessons: list[dict], outside: str, config) -> t
     personal part is never cut); and how many received lessons it lists."""
     if not lessons:
         return block, 0
-    from openmemory_local.render.files import END, line_count
 
     body, end = block[: -len(END)], END
     lines_left = config.memory_index_max_lines - line_count(outside) - line_count(block)
@@ -158,24 +159,18 @@ def add_commons_part(block: str, lessons: list[dict], outside: str, config) -> t
 def observe_commons(store, target, now_iso: str, result) -> None:
     """What the owner did to our commons files since the last render (inside the caller's
     write transaction): a file deleted is a veto, a file edited is left alone."""
-    from openmemory_local.commons.receive import withdraw
-    from openmemory_local.render.files import observe_files
-    from openmemory_local.storage.store import record_event
 
-    conn = store.conn
     if not Path(target.memory_dir).is_dir():
         return  # render forgets the folder's records itself
 
     def deleted(lesson_id: int, path: str) -> None:
-        row = conn.execute("SELECT vetoed_at, record_id, text FROM commons_lessons WHERE id = ?",
-                           (lesson_id,)).fetchone()
-        if row is not None and row[0] is None:
-            conn.execute("UPDATE commons_lessons SET vetoed_at = ?, updated = ? WHERE id = ?",
-                         (now_iso, now_iso, lesson_id))
+        vetoed = veto_received_once(store, lesson_id, now_iso)
+        if vetoed is not None:
+            record_id, text = vetoed
             withdraw(store, lesson_id, now_iso)
-            record_event(store, now_iso, "commons_vetoed", None, None, commons=lesson_id, record=row[1],
-                         text=row[2], why="its file was deleted", path=path)
-            result.commons_vetoed.append(row[1])
+            record_event(store, now_iso, "commons_vetoed", None, None, commons=lesson_id, record=record_id,
+                         text=text, why="its file was deleted", path=path)
+            result.commons_vetoed.append(record_id)
 
     def edited(lesson_id: int, path: str) -> None:
         record_event(store, now_iso, "edited", None, None, path=path, commons=lesson_id)
@@ -187,9 +182,7 @@ def live(store, lessons: list[dict]) -> list[dict]:
     """``lessons`` without those vetoed meanwhile (a file just deleted)."""
     if not lessons:
         return lessons
-    marks = ",".join("?" * len(lessons))
-    vetoed = {lid for (lid,) in store.conn.execute(
-        f"SELECT id FROM commons_lessons WHERE vetoed_at IS NOT NULL AND id IN ({marks})", [l["id"] for l in lessons])}
+    vetoed = vetoed_received_ids(store, [lesson["id"] for lesson in lessons])
     return [lesson for lesson in lessons if lesson["id"] not in vetoed]
 
 
@@ -197,8 +190,6 @@ def write_commons_files(store, target, now_iso: str, out: dict, result) -> None:
     """Write, rewrite or remove the commons files of one memory folder: those of the received
     lessons MEMORY.md lists (all those chosen when the section is not ours to write), so that no
     file sits in the folder without its line in the index."""
-    from openmemory_local.commons.receive import attestations_of
-    from openmemory_local.render.files import sync_files
 
     listed = out.get("commons_listed")
     if listed is not None and out.get("index") not in ("damaged", "busy", "removed by the owner"):

@@ -40,7 +40,7 @@ from typing import Iterable, Iterator
 
 from openmemory_local.core.clock import iso
 from openmemory_local.text.embed import STOP_WORDS, _raw_tokens
-from openmemory_local.core.jsonio import dumps, loads
+from openmemory_local.core.jsonio import loads
 from openmemory_local.text.normalize import family_label
 from openmemory_local.text.redact import PLACEHOLDERS
 from openmemory_protocol.observation import ObservationViolation, is_observation, observation_violation
@@ -363,10 +363,9 @@ def rephrase(store, now: datetime) -> dict:
     out = {"asked": 0, "accepted": 0, "rejected": 0, "refused": 0}
     if not config.lesson_model_url:
         return out
-    rows = store.conn.execute(
-        "SELECT id, rule_text, details FROM lessons WHERE state = 'active' AND vetoed_at IS NULL "
-        "AND text_source = 'rule' ORDER BY strength DESC, id"
-    ).fetchall()
+    from openmemory_local.storage import phrasing
+
+    rows = phrasing.lessons_with_rule_text(store)
     deadline = time.monotonic() + config.lesson_model_budget
     for lesson_id, basis, details_json in rows:
         details = loads(details_json, {})
@@ -383,8 +382,7 @@ def rephrase(store, now: datetime) -> dict:
         text = accept_model_text(answer, basis)
         details["model_tried"] = basis
         with store.write():
-            current = store.conn.execute("SELECT rule_text, text_source FROM lessons WHERE id = ?",
-                                         (lesson_id,)).fetchone()
+            current = phrasing.text_basis(store, lesson_id)
             if current is None or current[0] != basis or current[1] != "rule":
                 continue
             if text is None:
@@ -394,10 +392,8 @@ def rephrase(store, now: datetime) -> dict:
                     out["refused"] += 1
                     record_event(store, iso(now), "model_refused", lesson_id, rule=refusal.rule,
                                  answer=clip(answer, 200))
-                store.conn.execute("UPDATE lessons SET details = ? WHERE id = ?", (dumps(details), lesson_id))
+                phrasing.set_details(store, lesson_id, details)
             else:
                 out["accepted"] += 1
-                store.conn.execute(
-                    "UPDATE lessons SET text = ?, text_source = 'model', details = ?, updated = ? WHERE id = ?",
-                    (text, dumps(details), iso(now), lesson_id))
+                phrasing.set_model_text(store, lesson_id, text, details, iso(now))
     return out
