@@ -105,7 +105,7 @@ import gc
 import os
 import time
 from bisect import bisect_left, bisect_right
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from functools import lru_cache
 from datetime import datetime, timezone
@@ -118,7 +118,9 @@ from openmemory_local.sleep.cluster import GroupIndex
 from openmemory_local.text.embed import DIMS, _native, embed_features, feature_cosine, feature_norm, features
 from openmemory_local.core.embedders import HASHED_EMBEDDING, store_embedder
 from openmemory_local.core.jsonio import dumps, loads
-from openmemory_local.storage.store import record_event, withdraw_predictions
+from openmemory_local.sleep import lifecycle
+from openmemory_local.storage import lessons as lesson_store
+from openmemory_local.storage.store import record_event
 from openmemory_local.sleep.lesson_text import lesson_text, prediction_text, rephrase
 from openmemory_local.text.normalize import family, normalise, path_like
 from openmemory_local.sleep.situations import OPTION_ALIASES, _facets_native, facet_texts, probe_matches, probes, signature, subject
@@ -230,10 +232,6 @@ def _blob_vec(blob: bytes | None) -> np.ndarray:
     return np.frombuffer(blob, dtype="<f4").astype(np.float64)
 
 
-def _cap(config, value: float) -> float:
-    return min(config.lesson_max_strength, max(0.0, value))
-
-
 # --- the sleep ----------------------------------------------------------------------------------
 
 
@@ -275,7 +273,7 @@ def sleep(store, now: datetime, *, lock: bool = True, phrase: bool = True) -> Sl
     records no day, so a history that arrives later is still replayed as it happened."""
     started = time.perf_counter()
     result = SleepResult(now=iso(now))
-    holder = sleep_lock(store.config) if lock else _nothing()
+    holder = sleep_lock(store.config) if lock else nullcontext()
     with holder:
         with store.write(), _collector_paused():
             check_sleep_time(store, now)
@@ -300,11 +298,6 @@ def sleep(store, now: datetime, *, lock: bool = True, phrase: bool = True) -> Sl
             result.changed = True
     result.seconds = time.perf_counter() - started
     return result
-
-
-@contextmanager
-def _nothing() -> Iterator[None]:
-    yield
 
 
 @contextmanager
@@ -358,15 +351,12 @@ def decay(store, now: datetime) -> dict:
                 candidates.append((eid, strength, project, cwd, branch, since))
         active = Activity.of_days(days_seen)
         until = epoch(day)
-        half = lambda days: 0.5 ** (max(days or 0.0, 0.0) / half_life)  # noqa: E731
-        conn.create_function("om_half", 1, half, deterministic=True)
-        conn.create_function("om_family_days", 2, lambda fam, since: active.days(fam, since, until),
-                             deterministic=True)
+        factor = lifecycle.decay_factor  # L4: the lesson's rule, episodes' too
         decayed = []
         for eid, strength, project, cwd, branch, since in candidates:
             days = active.days(_family_of(project or cwd, branch), since, until)
             if days > 0:
-                decayed.append((strength * half(days), eid))
+                decayed.append((strength * factor(days, half_life), eid))
         # each row's new seq set here, the counter moved once: what the update trigger would do row by row
         # (the same values, in the same order; store.py, schema version 6), at half the writes
         seq = store.counter("episode_seq")
@@ -381,21 +371,17 @@ def decay(store, now: datetime) -> dict:
                          (config.archive_below,))
             out["episodes_archived"] = len(archived)
             record_event(store, now_iso, "episodes_archived", count=len(archived), ids=archived[:50])
-        out["lessons_decayed"] = conn.execute(
-            "UPDATE lessons SET strength = strength * om_half(om_family_days(family, MAX(reinforced, ?))) "
-            "WHERE state = 'active' AND strength > 0 AND MAX(reinforced, ?) < ? "
-            "AND om_family_days(family, MAX(reinforced, ?)) > 0",
-            (floor, floor, day, floor),
-        ).rowcount
-        for lesson_id, strength in conn.execute(
-            "SELECT id, strength FROM lessons WHERE state = 'active' AND strength < ? ORDER BY id",
-            (config.archive_below,)).fetchall():
-            _archive_lesson(store, lesson_id, now_iso, strength, "faded")
-            out["lessons_archived"].append(lesson_id)
-        out["groups_dropped"] = conn.execute(
-            "DELETE FROM lessons WHERE state = 'forming' AND NOT EXISTS (SELECT 1 FROM lesson_members m "
-            "JOIN episodes e ON e.id = m.episode_id WHERE m.lesson_id = lessons.id AND e.archived = 0)"
-        ).rowcount
+        out["lessons_decayed"] = lesson_store.decay_active_lessons(
+            conn, floor, day, lambda fam, since: active.days(fam, since, until),
+            lambda strength, days: lifecycle.decayed_strength(strength, days, config))
+        for lesson_id, strength, vetoed, kind in lesson_store.lessons_in_state(conn, lifecycle.ACTIVE):
+            change = lifecycle.after_decay(lifecycle.Lesson(lifecycle.ACTIVE, strength, vetoed, kind), 0, config)
+            if change.archived:
+                _archive_lesson(store, lesson_id, now_iso, strength, "faded")
+                out["lessons_archived"].append(lesson_id)
+        dropped = [gid for gid, kind, live in lesson_store.forming_groups(conn)
+                   if lifecycle.after_forgetting(lifecycle.Lesson(lifecycle.FORMING, kind=kind), live).dropped]
+        out["groups_dropped"] = lesson_store.delete_groups(conn, dropped)
         store.set_meta("decayed_until", day)
     return out
 
@@ -473,9 +459,8 @@ class Activity:
 
 
 def _archive_lesson(store, lesson_id: int, now_iso: str, strength: float, why: str) -> None:
-    store.conn.execute("UPDATE lessons SET state = 'archived', archived_at = ?, updated = ? WHERE id = ?",
-                       (now_iso, now_iso, lesson_id))
-    withdraw_predictions(store, lesson_id, now_iso)
+    """Persist a lesson's archiving (L4, L5: its open prediction withdrawn, P5) and its event."""
+    lesson_store.archive_lesson(store.conn, lesson_id, now_iso)
     record_event(store, now_iso, "archived", lesson_id, strength=round(strength, 4), why=why)
 
 
@@ -542,7 +527,7 @@ def _recentre(store, of) -> None:
     its members' vectors (signatures' for the hashed embedder, episodes' for another)."""
     dims = store_embedder(store).dims
     sums: dict[int, np.ndarray] = {}
-    members = store.conn.execute("SELECT lesson_id, episode_id, signature FROM lesson_members").fetchall()
+    members = lesson_store.all_members(store.conn)
     vectors = of(eid for _, eid, _ in members) if of else {}
     made: dict[str, np.ndarray] = {}
     for gid, eid, sig in members:
@@ -554,9 +539,8 @@ def _recentre(store, of) -> None:
                 vec = made[sig] = embed_features(features(sig)).astype(np.float64)
         if vec is not None:
             sums[gid] = sums.get(gid, np.zeros(dims)) + vec
-    store.conn.executemany("UPDATE lessons SET centroid = ? WHERE id = ?",
-                           [(_vec_blob(sums.get(gid, np.zeros(dims))), gid)
-                            for (gid,) in store.conn.execute("SELECT id FROM lessons").fetchall()])
+    lesson_store.set_centroids(store.conn, [(_vec_blob(sums.get(gid, np.zeros(dims))), gid)
+                                            for gid in lesson_store.all_lesson_ids(store.conn)])
     store.set_meta("centroid_embedding", store_embedder(store).embedding)
 
 
@@ -569,14 +553,9 @@ def _load_index(store, keys: set | None = None) -> tuple[GroupIndex, dict[int, _
                        dims=store_embedder(store).dims)
     groups: dict[int, _Group] = {}
     signatures: dict[int, list[str]] = {}
-    for lesson_id, sig in store.conn.execute(
-        "SELECT lesson_id, signature FROM lesson_members GROUP BY lesson_id, signature "
-        "ORDER BY lesson_id, MIN(created), signature"
-    ):
+    for lesson_id, sig in lesson_store.member_signatures(store.conn):
         signatures.setdefault(lesson_id, []).append(sig)
-    for gid, state, kind, fam, strength, reinforced, vetoed, centroid in store.conn.execute(
-        "SELECT id, state, kind, family, strength, reinforced, vetoed_at IS NOT NULL, centroid FROM lessons ORDER BY id"
-    ):
+    for gid, state, kind, fam, strength, reinforced, vetoed, centroid in lesson_store.group_rows(store.conn):
         if keys is not None and (kind, fam) not in keys:
             continue
         groups[gid] = _Group(gid, state, kind, fam, strength, reinforced, bool(vetoed))
@@ -613,7 +592,7 @@ def learn(store, now: datetime, memo: SleepMemo | None = None) -> dict:
         dims = embedder.dims
         members = []
         new_lessons = []
-        next_id = conn.execute("SELECT COALESCE(MAX(id), 0) + 1 FROM lessons").fetchone()[0]
+        next_id = lesson_store.next_lesson_id(conn)
         vectors: dict[str, np.ndarray] = {}  # a signature's vector, made once per sleep
         index.reserve(len(rows))  # at most one new group per surprise
         for (eid, kind, session_id, project, created, _fields_json, text), fields in zip(rows, parsed):
@@ -648,109 +627,84 @@ def learn(store, now: datetime, memo: SleepMemo | None = None) -> dict:
         touched = [g for g in groups.values() if g.joined]
         first_sigs = {gid: sig for gid, _kind, _fam, sig in new_lessons}
         # the sessions each group had before this sleep, in a few queries (not one per group)
-        before = _per_group(conn, "SELECT lesson_id, session_id FROM lesson_members WHERE lesson_id IN ({})",
-                            [g.id for g in touched if g.sessions_before is None])
+        before = lesson_store.member_sessions(conn, [g.id for g in touched if g.sessions_before is None])
         for group in touched:
             if group.sessions_before is None:
                 group.sessions_before = {sid for _, sid in before.get(group.id, ())}
-        # the groups made in this sleep are written once, settled (below), after their members: the
+        # the groups made in this sleep are written once, promoted or not (below), after their members: the
         # members' references to them are checked when the transaction ends (or when they are written)
         conn.execute("PRAGMA defer_foreign_keys = ON")
-        conn.executemany(
-            "INSERT INTO lesson_members (episode_id, lesson_id, session_id, created, signature, joined) "
-            "VALUES (?, ?, ?, ?, ?, ?)", members)
-        conn.executemany("UPDATE lessons SET centroid = ? WHERE id = ?",
-                         [(_vec_blob(index._sums[index._row[g.id]]), g.id) for g in touched if g.rows is None])
+        lesson_store.insert_members(conn, members)
+        lesson_store.set_centroids(conn, [(_vec_blob(index._sums[index._row[g.id]]), g.id)
+                                          for g in touched if g.rows is None])
         # a group made in this sleep is counted from its members in memory; the others by the store
         ids = [g.id for g in touched if g.rows is None]
-        counts = _per_group(conn, "SELECT lesson_id, COUNT(*), COUNT(DISTINCT session_id), MIN(created), "
-                                  "MAX(created) FROM lesson_members WHERE lesson_id IN ({}) GROUP BY lesson_id", ids)
-        sources = _per_group(conn, "SELECT id, text_source, rule_text FROM lessons WHERE id IN ({})", ids)
+        counts = lesson_store.member_counts(conn, ids)
+        sources = lesson_store.text_sources(conn, ids)
         updates: dict[str, list] = {}
         for group in touched:
             if group.rows is None:
-                _settle(store, group, now_iso, out, counts[group.id][0][1:], sources[group.id][0][1:], updates=updates)
+                _promote_or_reinforce(store, group, now_iso, out, counts[group.id][0][1:], sources[group.id][0][1:],
+                                      updates=updates)
             else:
                 created = [c for c, _ in group.joined]
                 counts_now = (len(group.rows), len({sid for _, sid in group.joined}), min(created), max(created))
                 made = {"state": "forming", "kind": group.kind, "family": group.family, "text": "", "rule_text": "",
                         "signature": first_sigs[group.id], "centroid": _vec_blob(index._sums[index._row[group.id]]),
                         "formed": now_iso, "updated": now_iso}
-                _settle(store, group, now_iso, out, counts_now, ("rule", ""), updates=updates, made=made)
-        for sql, values in updates.items():
-            conn.executemany(sql, values)
+                _promote_or_reinforce(store, group, now_iso, out, counts_now, ("rule", ""), updates=updates, made=made)
+        lesson_store.write_groups(conn, updates)
         conn.execute("PRAGMA defer_foreign_keys = OFF")
     return out
 
 
-def _per_group(conn, sql: str, ids: list[int], chunk: int = 500) -> dict[int, list[tuple]]:
-    """Rows of ``sql`` (``IN ({})`` filled with ``ids``, a chunk at a time) by their first column."""
-    out: dict[int, list[tuple]] = {}
-    for start in range(0, len(ids), chunk):
-        part = ids[start:start + chunk]
-        for row in conn.execute(sql.format(",".join("?" * len(part))), part):
-            out.setdefault(row[0], []).append(row)
-    return out
-
-
-def _min_sessions(config, kind: str) -> int:
-    return config.correction_min_sessions if kind == "correction" else config.error_min_sessions
-
-
-def _settle(store, group: _Group, now_iso: str, out: dict, counts: tuple | None = None,
-            source: tuple | None = None, updates: dict[str, list] | None = None, made: dict | None = None) -> None:
-    """Recount a group that gained members; make it a lesson, or strengthen or revive it.
+def _promote_or_reinforce(store, group: _Group, now_iso: str, out: dict, counts: tuple | None = None,
+                          source: tuple | None = None, updates: dict[str, list] | None = None,
+                          made: dict | None = None) -> None:
+    """Recount a group that gained members, and persist what the lifecycle decides of it
+    (:func:`openmemory_local.sleep.lifecycle.after_join`): a forming group promoted to a lesson
+    (L2), a lesson strengthened or an archived one revived (L3), or only recounted.
     ``counts`` (seen, sessions, first, last) and ``source`` (text_source, rule_text), when
     given, are the group's as they stand (``learn`` reads them for every group at once);
     ``updates``, when given, collects the UPDATE (by statement) for the caller to run at once.
     ``made``: a group made in this sleep and not written yet, the columns of its row as it was
-    made; the statement is then its INSERT with what settling sets (the row in one write)."""
+    made; the statement is then its INSERT with what this sets (the row in one write)."""
     config = store.config
     conn = store.conn
-    seen, sessions, first, last = counts or conn.execute(
-        "SELECT COUNT(*), COUNT(DISTINCT session_id), MIN(created), MAX(created) FROM lesson_members "
-        "WHERE lesson_id = ?", (group.id,)).fetchone()
+    seen, sessions, first, last = counts or lesson_store.member_counts(conn, [group.id])[group.id][0][1:]
     details = _details(store, group, seen, sessions)
     rule = lesson_text(details, group.id)
     new_sessions = {s for _, s in group.joined} - (group.sessions_before or set())
     latest = max(c for c, _ in group.joined)
-    state, strength, reinforced = group.state, group.strength, group.reinforced
     sets = {"seen": seen, "sessions": sessions, "first_seen": first, "last_seen": last,
             "details": dumps(details), "rule_text": rule, "signature": details["signature"], "updated": now_iso}
-    if state == "forming":
-        if sessions >= _min_sessions(config, group.kind):
-            state = "active"
-            strength = _cap(config, config.lesson_initial_strength
-                            + config.lesson_join_strength * (sessions - _min_sessions(config, group.kind)))
-            reinforced = latest
-            sets.update(state=state, strength=strength, learned=now_iso, reinforced=reinforced,
-                        file_name=f"openmemory-lesson-{group.id}.md")
-            out["learned"].append(group.id)
-            record_event(store, now_iso, "learned", group.id, strength=strength, seen=seen, sessions=sessions,
-                         text=rule)
-    elif new_sessions:
-        to = _cap(config, strength + config.lesson_join_strength * len(new_sessions))
-        reinforced = max(filter(None, [reinforced, latest]))
-        sets.update(strength=to, reinforced=reinforced)
-        if state == "archived" and to >= config.archive_below:
-            sets.update(state="active", archived_at=None)
+    change = lifecycle.after_join(lifecycle.Lesson(group.state, group.strength, group.vetoed, group.kind),
+                                  sessions, len(new_sessions), config)
+    strength, to = change.before.strength, change.after.strength
+    if change.learned:
+        sets.update(state=lifecycle.ACTIVE, strength=to, learned=now_iso, reinforced=latest,
+                    file_name=f"openmemory-lesson-{group.id}.md")
+        out["learned"].append(group.id)
+        record_event(store, now_iso, "learned", group.id, strength=to, seen=seen, sessions=sessions, text=rule)
+    elif group.state != lifecycle.FORMING and new_sessions:
+        sets.update(strength=to, reinforced=max(filter(None, [group.reinforced, latest])))
+        if change.revived:
+            sets.update(state=lifecycle.ACTIVE, archived_at=None)
             out["revived"].append(group.id)
             record_event(store, now_iso, "revived", group.id, strength=to, sessions=sorted(new_sessions))
-        if to > strength:
+        if change.strengthened:
             out["strengthened"].append(group.id)
             record_event(store, now_iso, "strengthened", group.id, before=round(strength, 4), after=round(to, 4),
                          joined=len(group.joined), new_sessions=len(new_sessions), why="recurred")
-    row = source or conn.execute("SELECT text_source, rule_text FROM lessons WHERE id = ?", (group.id,)).fetchone()
+    row = source or lesson_store.text_sources(conn, [group.id])[group.id][0][1:]
     if row[0] == "rule" or row[1] != rule:
         sets.update(text=rule, text_source="rule")
     if made is not None:
         sets = {**made, **sets}
-        sql = f"INSERT INTO lessons ({', '.join(sets)}, id) VALUES ({', '.join('?' * (len(sets) + 1))})"
-    else:
-        assignments = ", ".join(f"{k} = ?" for k in sets)
-        sql = f"UPDATE lessons SET {assignments} WHERE id = ?"
+    sql = lesson_store.group_statement(sets, new=made is not None)
     if updates is None:
-        conn.execute(sql, [*sets.values(), group.id])
+        updates = {}
+        lesson_store.write_groups(conn, {sql: [(*sets.values(), group.id)]})
     else:
         updates.setdefault(sql, []).append((*sets.values(), group.id))
 
@@ -764,10 +718,7 @@ def _details(store, group: _Group, seen: int, sessions: int) -> dict:
     if group.rows is not None:
         rows = group.rows[-_DETAIL_MEMBERS:]  # surprises come in (created, id) order
     else:
-        rows = store.conn.execute(
-            "SELECT m.session_id, m.created, m.signature, e.project, e.fields FROM lesson_members m "
-            "JOIN episodes e ON e.id = m.episode_id WHERE m.lesson_id = ? ORDER BY m.created DESC, m.episode_id DESC "
-            "LIMIT ?", (group.id, _DETAIL_MEMBERS)).fetchall()
+        rows = lesson_store.latest_members(store.conn, group.id, _DETAIL_MEMBERS)
         rows = [(*row[:4], loads(row[4], {}), None) for row in reversed(rows)]  # oldest first
     details: dict = {"kind": group.kind, "seen": seen, "sessions": sessions}
     branches, paths, projects = [], [], []
@@ -889,9 +840,7 @@ def _anchor(store, gid: int, top: dict) -> str | None:
     candidates = [w for w in candidates if "/" in w and path_like(w) and "{" not in w]
     if not candidates:
         return None
-    for (fields_json, project) in store.conn.execute(
-        "SELECT e.fields, e.project FROM lesson_members m JOIN episodes e ON e.id = m.episode_id "
-        "WHERE m.lesson_id = ? ORDER BY m.created DESC LIMIT 20", (gid,)):
+    for (fields_json, project) in lesson_store.member_commands(store.conn, gid, 20):
         fields = loads(fields_json, {})
         command = normalise(fields.get("command") or "", cwd=project or fields.get("cwd"), branch=fields.get("branch"))
         for word in candidates:
@@ -911,9 +860,7 @@ def verify(store, now: datetime, memo: SleepMemo | None = None) -> dict:
     now_iso = iso(now)
     out = {"open": 0, "episodes": 0, "sessions": 0, "confirmed": [], "failed": []}
     with store.write():
-        preds = conn.execute(
-            "SELECT p.id, p.lesson_id, p.made, p.probes, p.family FROM predictions p WHERE p.state = 'open' "
-            "ORDER BY p.id").fetchall()
+        preds = lesson_store.open_predictions(conn)
         if not preds:
             return out
         out["open"] = len(preds)
@@ -931,45 +878,31 @@ def verify(store, now: datetime, memo: SleepMemo | None = None) -> dict:
         evidence = _evidence(config, preds, by_family, episodes, now_iso, memo, ended)
         quiet = _quiet_sessions(episodes, epoch(now) - config.prediction_settle_minutes * 60, ended)
         out["sessions"] = len({sid for per in evidence.values() for sid in per})
-        for i, (pid, lesson_id, made, _probes, _fam) in enumerate(preds):
-            verdict = _verdict(evidence.get(i, {}), quiet)
-            if verdict is None:
-                continue
-            state, why, (eid, created, facet, sim) = verdict
-            if state == "confirmed":
-                before, after = _adjust(store, lesson_id, config.confirm_strength, reinforce=created)
-            else:
-                before, after = _adjust(store, lesson_id, -config.fail_strength)
-            conn.execute(
-                "UPDATE predictions SET state = ?, resolved = ?, episode_id = ?, similarity = ?, facet = ? "
-                "WHERE id = ?", (state, now_iso, eid, round(sim, 6), facet, pid))
-            record_event(store, now_iso, state, lesson_id, pid, episode=eid, facet=facet, why=why,
+        decided = [(pred, verdict) for i, pred in enumerate(preds)
+                   if (verdict := lifecycle.verdict(evidence.get(i, {}), quiet)).outcome != lifecycle.UNDECIDED]
+        # the lessons of the decided predictions, read at once and kept as they change (P2, P3, L5)
+        rows = lesson_store.strengths(conn, [pred[1] for pred, _ in decided])
+        lessons = {lid: lifecycle.Lesson(state, strength, vetoed, kind)
+                   for lid, (state, strength, _reinforced, vetoed, kind) in rows.items()}
+        reinforced = {lid: row[2] for lid, row in rows.items()}
+        for (pid, lesson_id, made, _probes, _fam), verdict in decided:
+            state = lifecycle.resolve(lifecycle.OPEN, lifecycle.CONFIRM if verdict.outcome == lifecycle.CONFIRMED
+                                      else lifecycle.FAIL)
+            eid, created, facet, sim = verdict.match
+            change = lifecycle.after_verdict(lessons[lesson_id], verdict.outcome, config)
+            lessons[lesson_id] = change.after
+            if state == lifecycle.CONFIRMED:  # decay counts from the confirming evidence (L5)
+                reinforced[lesson_id] = max(filter(None, [reinforced[lesson_id], created]))
+            before, after = change.before.strength, change.after.strength
+            lesson_store.set_strength(conn, lesson_id, after, reinforced[lesson_id])
+            lesson_store.resolve_prediction(conn, pid, state, now_iso, eid, round(sim, 6), facet)
+            record_event(store, now_iso, state, lesson_id, pid, episode=eid, facet=facet, why=verdict.why,
                          similarity=round(sim, 4), before=round(before, 4), after=round(after, 4),
                          days=round((epoch(now) - epoch(made)) / DAY, 1))
             out[state].append(pid)
-            if state == "failed" and after < config.archive_below:
+            if change.archived:
                 _archive_lesson(store, lesson_id, now_iso, after, "predictions failed")
     return out
-
-
-#: What a verdict says happened, by the role of the probe that decided it.
-_WHY = {"failure": "the failure recurred", "resolution": "its resolution was used",
-        "situation": "the situation recurred without the failure or its resolution"}
-
-
-def _verdict(sessions: dict, quiet: set) -> tuple | None:
-    """The first later session (in time) that met the situation or the outcome decides: the
-    failure or the resolution in it confirms; the situation alone fails, once that session is
-    quiet (until then nothing is decided: it may yet show them); nothing else decides."""
-    for sid, seen in sorted(sessions.items(), key=lambda kv: kv[1]["first"]):
-        for role in ("failure", "resolution"):
-            if role in seen:
-                return "confirmed", _WHY[role], seen[role]
-        if "situation" in seen:
-            if sid in quiet:
-                return "failed", _WHY["situation"], seen["situation"]
-            return None
-    return None
 
 
 def _quiet_sessions(episodes, before: float, ended_of: dict[int, str | None] | None = None) -> set:
@@ -988,15 +921,6 @@ def _quiet_sessions(episodes, before: float, ended_of: dict[int, str | None] | N
                     pass
         last[sid] = max(last.get(sid, 0.0), when)
     return {sid for sid, when in last.items() if when <= before}
-
-
-def _adjust(store, lesson_id: int, delta: float, reinforce: str | None = None) -> tuple[float, float]:
-    row = store.conn.execute("SELECT strength, reinforced FROM lessons WHERE id = ?", (lesson_id,)).fetchone()
-    before = float(row[0])
-    after = _cap(store.config, before + delta)
-    reinforced = max(filter(None, [row[1], reinforce])) if reinforce else row[1]
-    store.conn.execute("UPDATE lessons SET strength = ?, reinforced = ? WHERE id = ?", (after, reinforced, lesson_id))
-    return before, after
 
 
 def _evidence(config, preds, by_family: dict[str, list[int]], episodes, now_iso: str,
@@ -1100,8 +1024,8 @@ def _record_hits(names, times, fam_hits: dict, hits_for, found: dict, sid: str, 
             first = last = created
         else:
             first, last = times[n]
-            first = (_stamp(first) if first else None) or created
-            last = (_stamp(last) if last else None) or created
+            first = (_stored_time(first) if first else None) or created
+            last = (_stored_time(last) if last else None) or created
         # the failure recurs only as an error or correction whose signature (its first facet) matches
         failure = not is_session and n == 0
         for i, role, made, sim in hits:
@@ -1193,7 +1117,7 @@ _PAIR_SIMS = _Bounded(1 << 17)
 
 
 @lru_cache(maxsize=1 << 16)
-def _stamp(raw: str | None) -> str | None:
+def _stored_time(raw: str | None) -> str | None:
     """A transcript's time as stored (``iso``), or None."""
     if not raw:
         return None
@@ -1249,25 +1173,25 @@ class _RecentHeads:
             if rows[self.sessions - 1][0] == rows[self.sessions][0]:
                 return _recent_heads(self.store, projects, self.sessions)
             rows = rows[:self.sessions]
-        found = _per_group(self.store.conn, "SELECT id, json_extract(fields, '$.commands') FROM episodes "
+        found = lesson_store.per_id(self.store.conn, "SELECT id, json_extract(fields, '$.commands') FROM episodes "
                                             "WHERE id IN ({})", [eid for _, eid in rows])
         return _heads(commands[0][1] for commands in found.values())
 
 
 def predict(store, now: datetime) -> dict:
-    """Every strong enough lesson without an open prediction makes one."""
+    """Every strong enough lesson without an open prediction makes one (P1)."""
     config = store.config
     conn = store.conn
     now_iso = iso(now)
     out = {"made": []}
     with store.write():
-        rows = conn.execute(
-            "SELECT id, family, details FROM lessons l WHERE state = 'active' AND vetoed_at IS NULL "
-            "AND strength >= ? AND NOT EXISTS (SELECT 1 FROM predictions p WHERE p.lesson_id = l.id "
-            "AND p.state = 'open') ORDER BY id", (config.predict_min_strength,)).fetchall()
+        chosen = [lid for lid, state, strength, vetoed, kind in lesson_store.without_open_prediction(conn)
+                  if lifecycle.may_predict(lifecycle.Lesson(state, strength, vetoed, kind), False, config)]
+        found = lesson_store.details_of(conn, chosen)
         heads_of: dict[tuple, list[str]] = {}  # projects -> their recent heads, read once per predict
         recent_heads = _RecentHeads(store)
-        for lesson_id, fam, details_json in rows:
+        for lesson_id in chosen:
+            fam, details_json = found[lesson_id]
             details = loads(details_json, {})
             programs = ()
             if details.get("kind") == "correction":
@@ -1277,9 +1201,7 @@ def predict(store, now: datetime) -> dict:
                     programs = heads_of[projects] = recent_heads(list(projects))
             expected = probes(details, details.get("signature") or "", programs)
             text = prediction_text(details, fam, lesson_id)
-            pid = conn.execute(
-                "INSERT INTO predictions (lesson_id, made, text, probes, family) VALUES (?, ?, ?, ?, ?)",
-                (lesson_id, now_iso, text, dumps(expected), fam)).lastrowid
+            pid = lesson_store.insert_prediction(conn, lesson_id, now_iso, text, dumps(expected), fam)
             record_event(store, now_iso, "predicted", lesson_id, pid, text=text)
             out["made"].append(pid)
     return out
