@@ -46,7 +46,8 @@ L4  Decay (active -> archived). An active lesson's strength halves every ``decay
 L5  Verdicts. A confirmed prediction adds ``confirm_strength`` (0.5) to its lesson, and the
     confirming evidence's time becomes its last reinforcement (decay counts from there); a
     failed one takes ``fail_strength`` (0.5) away, and a lesson that falls below
-    ``archive_below`` is archived (active -> archived).
+    ``archive_below`` is archived (active -> archived). Only an active lesson has an open
+    prediction (P1, P5), so only an active lesson's strength moves this way.
 
 L6  Dropping (forming -> dropped). A forming group none of whose surprises is left unarchived is
     deleted: nothing remains to make it a lesson.
@@ -204,10 +205,6 @@ VETO_TRANSITIONS: tuple[tuple[str, bool, bool], ...] = (
 )
 
 
-def _prediction_guard_true(*_args) -> bool:
-    return True
-
-
 #: A prediction's transitions: (event, source, target, rule, when). The guards are the functions
 #: that decide the event (:func:`may_predict`, :func:`verdict`, :func:`withdraws`); no row, no change.
 PREDICTION_TRANSITIONS: tuple[tuple[str, str, str, str, str], ...] = (
@@ -330,7 +327,10 @@ def after_decay(lesson: Lesson, active_days: float | None, config) -> Change:
 
 
 def after_verdict(lesson: Lesson, outcome: str, config) -> Change:
-    """L5: a lesson whose prediction was ``confirmed`` or ``failed``."""
+    """L5: a lesson whose prediction was ``confirmed`` or ``failed``. Only an active lesson has an
+    open prediction (P1, P5): a lesson in another state is left as it is."""
+    if lesson.state != ACTIVE:
+        return Change(lesson, lesson)
     if outcome == CONFIRMED:
         event, delta = CONFIRM, config.confirm_strength
     elif outcome == FAILED:
