@@ -608,12 +608,20 @@ def veto_commons(store, ident: str, now: datetime, *, why: str = "openmemory vet
         return lesson, False
     now_iso = iso(now)
     with store.write():
-        store.conn.execute("UPDATE commons_lessons SET vetoed_at = ?, updated = ? WHERE id = ?",
-                           (now_iso, now_iso, lesson["id"]))
-        withdraw(store, lesson["id"], now_iso)
-        record_commons_event(store, now_iso, "commons_vetoed", commons=lesson["id"], record=lesson["record_id"],
-                      text=lesson["text"], why=why)
+        write_commons_veto(store, lesson["id"], lesson["record_id"], lesson["text"], now_iso, why=why)
     return lesson, True
+
+
+def write_commons_veto(store, commons_id: int, record_id: str, text: str, at: str, *, why: str, **detail) -> None:
+    """Write a received lesson's veto: the one place it is written, whichever way it came
+    (:func:`veto_commons`, its file deleted from a memory folder: ``why`` and ``detail`` say which).
+    The same flag with the same meaning as an own lesson's veto (rule L7 of
+    :mod:`openmemory_local.sleep.lifecycle`): never rendered, never attested; its open predictions
+    are withdrawn and its unsent attestations dropped."""
+    store.conn.execute("UPDATE commons_lessons SET vetoed_at = ?, updated = ? WHERE id = ?", (at, at, commons_id))
+    withdraw(store, commons_id, at)
+    record_commons_event(store, at, "commons_vetoed", commons=commons_id, record=record_id, text=text, why=why,
+                         **detail)
 
 
 def unveto_commons(store, ident: str, now: datetime) -> tuple[dict, bool]:

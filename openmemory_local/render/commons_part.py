@@ -158,7 +158,7 @@ def add_commons_part(block: str, lessons: list[dict], outside: str, config) -> t
 def observe_commons(store, target, now_iso: str, result) -> None:
     """What the owner did to our commons files since the last render (inside the caller's
     write transaction): a file deleted is a veto, a file edited is left alone."""
-    from openmemory_local.commons.receive import withdraw
+    from openmemory_local.commons.receive import write_commons_veto
     from openmemory_local.render.files import observe_files
     from openmemory_local.storage.store import record_event
 
@@ -170,11 +170,7 @@ def observe_commons(store, target, now_iso: str, result) -> None:
         row = conn.execute("SELECT vetoed_at, record_id, text FROM commons_lessons WHERE id = ?",
                            (lesson_id,)).fetchone()
         if row is not None and row[0] is None:
-            conn.execute("UPDATE commons_lessons SET vetoed_at = ?, updated = ? WHERE id = ?",
-                         (now_iso, now_iso, lesson_id))
-            withdraw(store, lesson_id, now_iso)
-            record_event(store, now_iso, "commons_vetoed", None, None, commons=lesson_id, record=row[1],
-                         text=row[2], why="its file was deleted", path=path)
+            write_commons_veto(store, lesson_id, row[1], row[2], now_iso, why="its file was deleted", path=path)
             result.commons_vetoed.append(row[1])
 
     def edited(lesson_id: int, path: str) -> None:

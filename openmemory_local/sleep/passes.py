@@ -1,6 +1,10 @@
 """Sleep: decay, lessons, verify, predict. Four passes, each a function of (store, now).
 
-Rules (every number is a :class:`openmemory_local.core.config.Config` field):
+Rules (every number is a :class:`openmemory_local.core.config.Config` field). What moves a lesson
+or a prediction from one state to another, and a lesson's strength, is decided by the pure
+lifecycle core, :mod:`openmemory_local.sleep.lifecycle` (rules L1-L7, P1-P5, and the transition
+tables); the passes read the store, ask it, and persist what it decides through
+:mod:`openmemory_local.storage.lessons`. What follows is how each pass gathers what the core reads:
 
 ``decay(store, now)``
     Strength halves every ``decay_half_life_days`` (45) *days of activity* without a touch:
@@ -66,7 +70,7 @@ Rules (every number is a :class:`openmemory_local.core.config.Config` field):
 
     The verdict, the facet and the episode that decided are kept on the prediction (and in
     the ``confirmed``/``failed`` event, with ``why``). The structure is one function per step
-    (:func:`_evidence` collects matches per session, :func:`_verdict` decides); a history
+    (:func:`_evidence` collects matches per session, :func:`openmemory_local.sleep.lifecycle.verdict` decides); a history
     brought in is replayed day by day (:mod:`openmemory_local.sleep.replay`) through the same passes.
     What learn computed of a surprise (signature, subject, features) verify reuses in the same
     sleep (:class:`SleepMemo`); each distinct facet is compared with a family's probes once, and
