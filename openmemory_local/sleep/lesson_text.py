@@ -358,15 +358,13 @@ def rephrase(store, now: datetime) -> dict:
     only if the lesson's deterministic text did not change meanwhile. Returns counts.
     """
     config = store.config
+    from openmemory_local.storage import lessons as lesson_store
     from openmemory_local.storage.store import record_event
 
     out = {"asked": 0, "accepted": 0, "rejected": 0, "refused": 0}
     if not config.lesson_model_url:
         return out
-    rows = store.conn.execute(
-        "SELECT id, rule_text, details FROM lessons WHERE state = 'active' AND vetoed_at IS NULL "
-        "AND text_source = 'rule' ORDER BY strength DESC, id"
-    ).fetchall()
+    rows = lesson_store.rule_texts_to_rephrase(store.conn)
     deadline = time.monotonic() + config.lesson_model_budget
     for lesson_id, basis, details_json in rows:
         details = loads(details_json, {})
@@ -383,9 +381,8 @@ def rephrase(store, now: datetime) -> dict:
         text = accept_model_text(answer, basis)
         details["model_tried"] = basis
         with store.write():
-            current = store.conn.execute("SELECT rule_text, text_source FROM lessons WHERE id = ?",
-                                         (lesson_id,)).fetchone()
-            if current is None or current[0] != basis or current[1] != "rule":
+            current = lesson_store.text_source_of(store.conn, lesson_id)  # (text_source, rule_text) or None
+            if current is None or current[1] != basis or current[0] != "rule":
                 continue
             if text is None:
                 out["rejected"] += 1
@@ -394,10 +391,8 @@ def rephrase(store, now: datetime) -> dict:
                     out["refused"] += 1
                     record_event(store, iso(now), "model_refused", lesson_id, rule=refusal.rule,
                                  answer=clip(answer, 200))
-                store.conn.execute("UPDATE lessons SET details = ? WHERE id = ?", (dumps(details), lesson_id))
+                lesson_store.set_details(store.conn, lesson_id, dumps(details))
             else:
                 out["accepted"] += 1
-                store.conn.execute(
-                    "UPDATE lessons SET text = ?, text_source = 'model', details = ?, updated = ? WHERE id = ?",
-                    (text, dumps(details), iso(now), lesson_id))
+                lesson_store.set_model_text(store.conn, lesson_id, text, dumps(details), iso(now))
     return out
