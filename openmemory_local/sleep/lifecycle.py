@@ -171,7 +171,7 @@ def _always(lesson: Lesson, facts: Facts, config) -> bool:
 
 
 def _enough_sessions(lesson: Lesson, facts: Facts, config) -> bool:
-    return facts.sessions >= min_sessions(lesson.kind, config)
+    return promote(lesson.kind, facts.sessions, config) is not None
 
 
 def _back_above_threshold(lesson: Lesson, facts: Facts, config) -> bool:
