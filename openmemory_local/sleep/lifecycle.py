@@ -93,8 +93,8 @@ another party decides.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import Callable
+from dataclasses import dataclass
+from typing import Callable, NamedTuple
 
 # -- states -------------------------------------------------------------------------------------
 
@@ -133,8 +133,7 @@ WITHDRAW = "withdraw"  # (P5)
 PREDICTION_EVENTS = (MAKE, CONFIRM, FAIL, WITHDRAW)
 
 
-@dataclass(frozen=True)
-class Lesson:
+class Lesson(NamedTuple):
     """What the rules need to know of a group or lesson."""
 
     state: str = FORMING
@@ -143,8 +142,7 @@ class Lesson:
     kind: str = "error"  # ``error`` or ``correction`` (L2)
 
 
-@dataclass(frozen=True)
-class Facts:
+class Facts(NamedTuple):
     """What a guard reads besides the lesson: the group's distinct sessions now and those new to it
     (L2, L3), whether any of its surprises is unarchived (L6)."""
 
@@ -222,8 +220,7 @@ class LifecycleError(ValueError):
 # -- the functions --------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Change:
+class Change(NamedTuple):
     """What an event did to a lesson: the lesson before and after, and the rule that moved its
     state (None when it stayed)."""
 
@@ -260,12 +257,32 @@ class Change:
 def step(lesson: Lesson, event: str, facts: Facts, config) -> tuple[str, str | None]:
     """The state after ``event`` (and the rule that moved it, or None): the first row of
     :data:`LESSON_TRANSITIONS` that matches. ``lesson`` carries the strength the event left."""
-    if event not in LESSON_EVENTS:
-        raise LifecycleError(f"unknown lesson event {event!r}")
-    for row in LESSON_TRANSITIONS:
-        if row.event == event and row.source == lesson.state and row.guard(lesson, facts, config):
+    rows = _ROWS.get((event, lesson.state))
+    if rows is None:
+        if event not in LESSON_EVENTS:
+            raise LifecycleError(f"unknown lesson event {event!r}")
+        return lesson.state, None
+    for row in rows:
+        if row.guard(lesson, facts, config):
             return row.target, row.rule
     return lesson.state, None
+
+
+#: The rows of :data:`LESSON_TRANSITIONS` by (event, source), in the table's order.
+_ROWS: dict[tuple[str, str], tuple[Row, ...]] = {}
+for _row in LESSON_TRANSITIONS:
+    _ROWS[(_row.event, _row.source)] = _ROWS.get((_row.event, _row.source), ()) + (_row,)
+del _row
+_NO_FACTS = Facts()
+
+
+def _moved(lesson: Lesson, strength: float, event: str, facts: Facts, config) -> Change:
+    """The change of ``lesson`` whose strength ``event`` made ``strength``: its state by the table."""
+    moved = lesson if strength == lesson.strength else Lesson(lesson.state, strength, lesson.vetoed, lesson.kind)
+    state, rule = step(moved, event, facts, config)
+    if state != moved.state:
+        moved = Lesson(state, moved.strength, moved.vetoed, moved.kind)
+    return Change(lesson, moved, rule)
 
 
 def capped(strength: float, config) -> float:
@@ -305,15 +322,13 @@ def decayed_strength(strength: float, active_days: float | None, config) -> floa
 def after_join(lesson: Lesson, sessions: int, new_sessions: int, config) -> Change:
     """L2, L3: a group that surprises joined, its surprises now from ``sessions`` distinct
     sessions, ``new_sessions`` of them new to it."""
+    strength = lesson.strength
     if lesson.state == FORMING:
-        strength = promote(lesson.kind, sessions, config)
-        moved = replace(lesson, strength=lesson.strength if strength is None else strength)
+        promoted = promote(lesson.kind, sessions, config)
+        strength = strength if promoted is None else promoted
     elif lesson.state in (ACTIVE, ARCHIVED) and new_sessions > 0:
-        moved = replace(lesson, strength=capped(lesson.strength + config.lesson_join_strength * new_sessions, config))
-    else:
-        moved = lesson
-    state, rule = step(moved, JOIN, Facts(sessions=sessions, new_sessions=new_sessions), config)
-    return Change(lesson, replace(moved, state=state), rule)
+        strength = capped(strength + config.lesson_join_strength * new_sessions, config)
+    return _moved(lesson, strength, JOIN, Facts(sessions=sessions, new_sessions=new_sessions), config)
 
 
 def after_decay(lesson: Lesson, active_days: float | None, config) -> Change:
@@ -321,9 +336,7 @@ def after_decay(lesson: Lesson, active_days: float | None, config) -> Change:
     applied); a lesson in any other state does not decay."""
     if lesson.state != ACTIVE:
         return Change(lesson, lesson)
-    moved = replace(lesson, strength=decayed_strength(lesson.strength, active_days, config))
-    state, rule = step(moved, DECAY, Facts(), config)
-    return Change(lesson, replace(moved, state=state), rule)
+    return _moved(lesson, decayed_strength(lesson.strength, active_days, config), DECAY, _NO_FACTS, config)
 
 
 def after_verdict(lesson: Lesson, outcome: str, config) -> Change:
@@ -337,16 +350,13 @@ def after_verdict(lesson: Lesson, outcome: str, config) -> Change:
         event, delta = FAIL, -config.fail_strength
     else:
         return Change(lesson, lesson)
-    moved = replace(lesson, strength=capped(lesson.strength + delta, config))
-    state, rule = step(moved, event, Facts(), config)
-    return Change(lesson, replace(moved, state=state), rule)
+    return _moved(lesson, capped(lesson.strength + delta, config), event, _NO_FACTS, config)
 
 
 def after_forgetting(lesson: Lesson, live_members: bool) -> Change:
     """L6: a group after decay archived surprises (``live_members``: one of its surprises is
     still unarchived)."""
-    state, rule = step(lesson, FORGET, Facts(live_members=live_members), None)
-    return Change(lesson, replace(lesson, state=state), rule)
+    return _moved(lesson, lesson.strength, FORGET, Facts(live_members=live_members), None)
 
 
 def veto(lesson: Lesson) -> Change:
@@ -365,7 +375,7 @@ def _flag(lesson: Lesson, event: str) -> Change:
         raise LifecycleError(f"a {lesson.state} group is not a lesson: it cannot be {event}ed")
     for on, source, target in VETO_TRANSITIONS:
         if on == event and source == lesson.vetoed:
-            return Change(lesson, replace(lesson, vetoed=target), "L7")
+            return Change(lesson, Lesson(lesson.state, lesson.strength, target, lesson.kind), "L7")
     return Change(lesson, lesson)
 
 
@@ -381,8 +391,7 @@ def may_predict(lesson: Lesson, has_open: bool, config) -> bool:
             and lesson.strength >= config.predict_min_strength)
 
 
-@dataclass(frozen=True)
-class Verdict:
+class Verdict(NamedTuple):
     """What the evidence decides of an open prediction (P2, P3, P4): ``outcome`` is
     :data:`CONFIRMED`, :data:`FAILED` or :data:`UNDECIDED`; ``why`` says it in words; ``match`` is
     the match that decided, ``(episode id, when, facet, similarity)``."""

@@ -378,13 +378,17 @@ def decay(store, now: datetime) -> dict:
         out["lessons_decayed"] = lesson_store.decay_active_lessons(
             conn, floor, day, lambda fam, since: active.days(fam, since, until),
             lambda strength, days: lifecycle.decayed_strength(strength, days, config))
+        # (the core is asked about the lessons below the threshold and the groups without a live
+        # surprise: its guards say no to the others, which a sleep need not build a question for)
         for lesson_id, strength, vetoed, kind in lesson_store.lessons_in_state(conn, lifecycle.ACTIVE):
+            if not lifecycle.fades(strength, config):
+                continue
             change = lifecycle.after_decay(lifecycle.Lesson(lifecycle.ACTIVE, strength, vetoed, kind), 0, config)
             if change.archived:
                 _archive_lesson(store, lesson_id, now_iso, strength, "faded")
                 out["lessons_archived"].append(lesson_id)
-        dropped = [gid for gid, kind, live in lesson_store.forming_groups(conn)
-                   if lifecycle.after_forgetting(lifecycle.Lesson(lifecycle.FORMING, kind=kind), live).dropped]
+        dropped = [gid for gid, kind, live in lesson_store.forming_groups(conn) if not live
+                   and lifecycle.after_forgetting(lifecycle.Lesson(lifecycle.FORMING, kind=kind), live).dropped]
         out["groups_dropped"] = lesson_store.delete_groups(conn, dropped)
         store.set_meta("decayed_until", day)
     return out
@@ -1189,8 +1193,9 @@ def predict(store, now: datetime) -> dict:
     now_iso = iso(now)
     out = {"made": []}
     with store.write():
-        chosen = [lid for lid, state, strength, vetoed, kind in lesson_store.without_open_prediction(conn)
-                  if lifecycle.may_predict(lifecycle.Lesson(state, strength, vetoed, kind), False, config)]
+        has_open = lesson_store.with_open_prediction(conn)
+        chosen = [lid for lid, state, strength, vetoed, kind in lesson_store.all_groups(conn)
+                  if lifecycle.may_predict(lifecycle.Lesson(state, strength, vetoed, kind), lid in has_open, config)]
         found = lesson_store.details_of(conn, chosen)
         heads_of: dict[tuple, list[str]] = {}  # projects -> their recent heads, read once per predict
         recent_heads = _RecentHeads(store)

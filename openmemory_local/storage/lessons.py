@@ -46,7 +46,8 @@ __all__ = [
     "strengths",
     "set_strength",
     "resolve_prediction",
-    "without_open_prediction",
+    "all_groups",
+    "with_open_prediction",
     "details_of",
     "insert_prediction",
     "select_lessons",
@@ -277,11 +278,15 @@ def resolve_prediction(conn: sqlite3.Connection, pid: int, state: str, at: str, 
                  "WHERE id = ?", (state, at, episode_id, similarity, facet, pid))
 
 
-def without_open_prediction(conn: sqlite3.Connection) -> list[tuple[int, str, float, bool, str]]:
-    """(id, state, strength, vetoed, kind) of every group without an open prediction, by id."""
+def all_groups(conn: sqlite3.Connection) -> list[tuple[int, str, float, bool, str]]:
+    """(id, state, strength, vetoed, kind) of every group and lesson, by id."""
     return [(lid, state, float(s), bool(v), kind) for lid, state, s, v, kind in conn.execute(
-        "SELECT id, state, strength, vetoed_at IS NOT NULL, kind FROM lessons l WHERE NOT EXISTS "
-        "(SELECT 1 FROM predictions p WHERE p.lesson_id = l.id AND p.state = 'open') ORDER BY id")]
+        "SELECT id, state, strength, vetoed_at IS NOT NULL, kind FROM lessons ORDER BY id")]
+
+
+def with_open_prediction(conn: sqlite3.Connection) -> set[int]:
+    """The lessons that have an open prediction."""
+    return {lid for (lid,) in conn.execute("SELECT DISTINCT lesson_id FROM predictions WHERE state = 'open'")}
 
 
 def details_of(conn: sqlite3.Connection, ids: list[int]) -> dict[int, tuple[str, str]]:

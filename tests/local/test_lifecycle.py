@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -141,7 +140,7 @@ def test_l3_a_new_session_strengthens_an_old_one_only_counts_and_an_archived_les
     assert lc.after_join(active, 5, 0, CONFIG).after == active  # a session already in it
     two = lc.after_join(active, 5, 2, CONFIG)
     assert two.after.strength == 1.0 + 2 * CONFIG.lesson_join_strength and two.strengthened and two.rule is None
-    assert lc.after_join(replace(active, strength=4.9), 5, 1, CONFIG).after.strength == CONFIG.lesson_max_strength
+    assert lc.after_join(active._replace(strength=4.9), 5, 1, CONFIG).after.strength == CONFIG.lesson_max_strength
     archived = lc.Lesson(lc.ARCHIVED, 0.1, vetoed=True)
     back = lc.after_join(archived, 3, 1, CONFIG)
     assert back.revived and back.rule == "L3" and back.after.vetoed  # a vetoed lesson still absorbs (L3, L7)
@@ -189,7 +188,7 @@ def test_l6_a_forming_group_without_a_live_surprise_is_dropped_and_a_lesson_neve
 def test_l7_veto_and_unveto_move_the_flag_only_and_a_veto_withdraws():
     lesson = lc.Lesson(lc.ACTIVE, 2.0)
     vetoed = lc.veto(lesson)
-    assert vetoed.after == replace(lesson, vetoed=True) and vetoed.withdraws
+    assert vetoed.after == lesson._replace(vetoed=True) and vetoed.withdraws
     assert lc.veto(vetoed.after).after == vetoed.after  # twice: unchanged
     assert lc.unveto(vetoed.after).after == lesson
     assert lc.unveto(lesson).after == lesson
