@@ -6,7 +6,8 @@
 with what the agent did just before, labelled correction or not (real ones from the shared
 transcripts, and hard cases written for the set, marked ``synthetic``);
 ``data/corrections_heldout*.json``: the sets of issue 32, each written before a revision of the
-rule and held out from it (:func:`correction_parts` says which is still held out).
+rule and held out from it (:func:`correction_parts` says which are still held out: G, whose
+misses were never read while revising, and J, the newest).
 """
 
 from __future__ import annotations
@@ -84,6 +85,14 @@ def correction_parts() -> list[tuple[str, str, list[dict]]]:
          held("corrections_heldout_d.json")),
         ("synthetic E, issue 32", "in-sample (held out for the fourth revision, read since)",
          held("corrections_heldout_e.json")),
-        ("synthetic F, issue 32", "HELD-OUT (written before the current rule, never tuned on)",
+        ("synthetic F, issue 32", "in-sample (held out for the fifth revision, read since)",
          held("corrections_heldout_f.json")),
+        ("synthetic G, issue 32", "HELD-OUT (written before the sixth revision; its misses never read while "
+         "revising)", held("corrections_heldout_g.json")),
+        ("synthetic H, issue 32", "in-sample (held out for the sixth revision, read for the seventh)",
+         held("corrections_heldout_h.json")),
+        ("synthetic I, issue 32", "in-sample (held out for the seventh revision, read for the eighth)",
+         held("corrections_heldout_i.json")),
+        ("synthetic J, issue 32", "HELD-OUT (written after the current, eighth revision, never tuned on)",
+         held("corrections_heldout_j.json")),
     ]

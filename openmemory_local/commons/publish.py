@@ -62,7 +62,7 @@ from typing import Callable
 from openmemory_protocol.claims import claim_violation
 
 from openmemory_local.core.clock import epoch, iso
-from openmemory_local.commons.form import commons_text
+from openmemory_local.commons.form import KINDS as COMMONS_KINDS, commons_text
 from openmemory_local.core.jsonio import dumps, loads
 from openmemory_local.commons.node_link import NodeError, NodeLink, NodeUnavailable, open_link
 from openmemory_local.text.normalize import family, family_matches
@@ -690,6 +690,26 @@ def _rows(store, state: str) -> list[dict]:
         f"SELECT {', '.join(_QUEUE_COLUMNS)} FROM publish_queue WHERE state = ? ORDER BY id", (state,))]
 
 
+def _hold_personal_kinds(store, now_iso: str) -> list[dict]:
+    """Pending rows of a kind that has no commons form (a correction, a rejected call: a person's
+    preference stays personal) are held, never sent, whatever queued them: an engine before
+    claims queued corrections, and its queue survives an upgrade. Checked at the last step
+    before a record leaves, so no path around :func:`plan` can send one."""
+    from openmemory_local.storage.store import record_event
+
+    held = []
+    for row in _rows(store, "pending"):
+        if row["kind"] in COMMONS_KINDS:
+            continue
+        reason = f"a {row['kind']} has no commons form: it stays personal"
+        with store.write():
+            store.conn.execute("UPDATE publish_queue SET state = 'held', reasons = ?, last_error = ? WHERE id = ?",
+                               (dumps([reason]), reason, row["id"]))
+            record_event(store, now_iso, "held", row["lesson_id"], reasons=[reason])
+        held.append({"lesson": row["lesson_id"], "reason": reason})
+    return held
+
+
 def _resolve_withdrawn(store, link: NodeLink, now: datetime) -> int:
     """Rows whose project was opted out after their send was tried: did the record land? If
     the node has it (same text and time, by its own key), it is published; else dropped."""
@@ -727,6 +747,7 @@ def send(store, now: datetime, *, link: NodeLink | None = None,
     from openmemory_local.storage.store import record_event
 
     out: dict = {"sent": [], "refused": [], "waiting": 0, "node": None, "error": None}
+    out["refused"] += _hold_personal_kinds(store, iso(now))
     rows = _rows(store, "pending")
     if not rows and not _rows(store, "withdrawn"):
         _note_waiting(store, iso(now), out)

@@ -2,7 +2,7 @@
 
 Standard library only, so that the SessionStart hook's fast path
 (:mod:`openmemory_local.integrations.session_start`) can ask it without importing the engine.
-This is the one implementation of the rule; :class:`openmemory_local.commons.receive.Chooser` reads the
+This is the one implementation of the rule; :class:`openmemory_local.commons.choose.Chooser` reads the
 lessons it lets through and ranks them by relevance.
 
 A received lesson may be rendered when all of these hold:

@@ -13,70 +13,67 @@ reads a transcript format.
 The rule, in order, first match wins (docs/corrections.md has it with examples and figures).
 *Refers*: a word of the agent's last statement or of its last calls, an opening "that", "it",
 "you", ..., or the agent undoing, redoing or conceding its last work right after.
-*Went on*: the calls after are known and show no course change.
+*Went on*: the calls after are known and show no course change (for steps 5-7, calls on a file
+or program the message names in place of its own are following it, not going on).
+*Interrupted*: the person stopped the agent just before; the message then refers, and the work
+did not go on, for steps 6-7; it is no correction by itself.
 
 ====  ===============================================  ===========================  ==================
 step  the message                                      the agent next (after)       decision
 ====  ===============================================  ===========================  ==================
 1     feedback given when rejecting a tool call        any                          ``rejected``
-2     the session's first message, or nothing of the   any                          not one
+2     the session's first message, or nothing of the  any                          not one
       agent's before it
 3     a *strong* cue: "that's not what I asked", "I    any                          the cue
       said ...", "why did you ...", "you forgot /
       didn't / broke ...", "that's wrong", "(no,)
       undo / revert ...", "did you push?" with no
       push among the calls before
-4     a shape that is not one: a request for more      undid its work               ``changed``
-      ("one more thing", "can you also / add", "while  anything else                not one
-      you're in there", "let's ..."), an answer to
-      the agent's question, praise or thanks, an
-      instruction for later ("wait until", "stop X
-      once ..."), the end of the work ("stop here"),
-      a question to the agent ("is it X or Y?", "who
-      merged ...?", "really?"), taking it back
-      ("nvm"), confirming ("that part's fine")
-5     it still / again does not work, the same error,  did not go on                ``still``
-      nothing changed: and it refers (else a bug       went on                      not one
-      report about the product: not one)
-6     a weak cue: "no, ...", "actually ...", "instead  did not go on                the cue
-      ...", "stop, ...", "wait, ...", "don't ..."      went on                      not one
-      naming what it just did, "you ran X without
-      Y": and it refers ("no", "stop", "wait",
-      "instead", "don't X" and "you ran" refer by
-      themselves)
-7     a stated preference: "please use X", "we use     did not go on                ``prefer``
-      X", "X, not Y", "that endpoint must ...",        went on                      not one
-      "that's the old X", "I'd rather you not", "not
-      with X", "doesn't exist": and it refers
-8     anything else                                    undid its work, conceded     ``changed``
-                                                       ("sorry", "you're right",
-                                                       "reverted"), ran the program
-                                                       the message names in place
-                                                       of the one it names from
-                                                       before, or redid the work
-                                                       the message refers to and
-                                                       the message judges it ("not",
-                                                       "never", "worse", "must",
-                                                       "lose the X", ...), gives
-                                                       another number than the
-                                                       agent's statement, or the
-                                                       agent acknowledges
-9     anything else that refers to the work the agent  redid it, nothing else tells borderline: not
-      redid                                                                         one, unless a
-                                                                                    second opinion
-                                                                                    says so
+4     a shape that is not one: a request for more,     undid its work, no question  ``changed``
+      an answer to the agent's question, praise,       to the person before
+      relief, later ("wait for", "at some point"),     anything else                not one
+      the end of the work, a question to the agent,
+      taking it back ("you're right"), resuming
+5     it still / again does not work: and it refers    did not go on                ``still``
+      (else a bug report about the product)            went on                      not one
+6     a weak cue ("no", "actually", "instead",         did not go on (interrupt:    the cue
+      "stop", "wait", "don't X", "you ran X without    any)
+      Y"; not one that goes on to ask): and it refers  went on                      not one
+7     a stated preference ("please use X", "we use     did not go on (interrupt:    ``prefer``
+      X", "X, not Y", "keep the X", "back to X", ...): any)
+      and it refers                                    went on                      not one
+8     anything else, the agent having asked the        undid or redid               not one
+      person a question
+      anything else                                    undid, conceded (or promised ``changed``
+                                                       to work otherwise), switched
+                                                       to the program the message
+                                                       names, or redid it and the
+                                                       message judges it, gives
+                                                       another number (not after
+                                                       approval), or the agent
+                                                       acknowledges
+8b    a rejection of the last work ("broke", "lost",   did not go on                ``rejects``
+      "fails", "missing", ...) that refers, accepting
+      nothing ("expected", "fine")
+9     anything else that refers to the work the agent  redid it                     ``changed``; if the
+      redid                                                                         message only asks
+                                                                                    for more:
+                                                                                    borderline (not one
+                                                                                    unless a second
+                                                                                    opinion says so)
 10    anything else                                    any                          not one
 ====  ===============================================  ===========================  ==================
 
 *Course change* (:func:`course_change`): ``undo`` (an after call reverts: ``git checkout --``,
 ``git restore``, ``git revert``, ``git reset``, a rollback, an uninstall, removing or moving a
-file it had just written), ``conceded`` (its next statement concedes: "sorry", "you're right",
-"good catch", "reverted", "restored"), ``stopped`` (no call at all after the message), ``redo``
-(it runs a program it had just run with other arguments, or edits again a file it had just
-edited). ``None``: it went on with other work (reads only count as going on). ``after=None``:
-the calls after are not known (the data has none): the words and the reference decide alone.
-The second opinion (step 9) is :mod:`openmemory_local.ingest.corrections_lm`, the local model, off by
-default.
+file it had just written or says it made, deleting what a call before created), ``conceded``
+(its next statement concedes: "sorry", "you're right", "good catch", "reverted", "restored", or
+promises to work otherwise: "won't ... again", "from now on"), ``stopped`` (no call at all after
+the message), ``redo`` (it runs a program it had just run with other arguments, or edits again
+a file it had just edited). ``None``: it went on with other work (reads only count as going on).
+``after=None``: the calls after are not known (the data has none): the words and the reference
+decide alone. The second opinion (step 9) is :mod:`openmemory_local.ingest.corrections_lm`, the local
+model, off by default.
 
 ``benchmarks/corrections.py`` prints precision and recall on each labelled set, saying which
 was used while writing this rule (in-sample) and which was not (held-out). Corrections feed the
@@ -96,7 +93,7 @@ __all__ = ["correction_cue", "decide", "is_borderline", "course_change", "is_rea
 
 STRONG_CUES = ("rejected", "restated", "why", "omitted", "reminder", "undo", "wrong")
 CUES = STRONG_CUES + ("still", "stop", "wait", "no", "dont", "actually", "you_did", "prefer", "changed",
-                      "second_opinion")
+                      "rejects", "second_opinion")
 
 
 @dataclass(frozen=True)
@@ -106,7 +103,8 @@ class Turn:
     ``before``/``after``: the agent's tool calls (oldest first) before the message and after it
     (up to the next message of the person), each ``{"tool", "heads", "command"}``; ``after``
     None: not known. ``agent_said``/``after_said``: its statement just before and its first one
-    after. ``first``: nothing of the agent's came before.
+    after. ``first``: nothing of the agent's came before. ``interrupted``: the person stopped the
+    agent's work (an interrupt, a rejected call) just before writing the message.
     """
 
     message: str
@@ -116,6 +114,7 @@ class Turn:
     after: tuple | None = None
     after_said: str | None = None
     first: bool = False
+    interrupted: bool = False
 
 
 _FILLER = re.compile(r"^(?:(?:ok(?:ay)?|hmm*|hm+|uh+|um+|oh|well|so|hey|erm|whoa|woah|ugh|argh|oops|yikes)\b[\s,.!]*)+")
@@ -142,6 +141,7 @@ _WAIT = re.compile(r"^(?:wait|hold on|hang on)(?:[\s,.!;:\-\u2014]|$)(?!\s*(?:fo
 _NO = re.compile(r"^(?:no+|nah|nope)(?:\s*[,.!;:\-\u2014]|\s*$|\s+no\b)")
 _DONT = re.compile(r"^(?:please )?(?:don'?t|do not|never)\s+(?!worry|forget|bother\b)(.*)")
 _ACTUALLY = re.compile(r"^(?:actually|instead)\b[\s,]*(.*)")
+_ASKS = re.compile(r"\b(?:(?:can|could|would) you|you (?:can|could|might))\b(?! not\b)")
 _REQUEST = re.compile(r"^(?:(?:can|could|would|will) you|also|let'?s|please (?:also )?add|and\b|how about|maybe also|"
                       r"add\b|what about)")
 # Shapes that are not corrections (step 4): asking for more, answering, thanking, later, done.
@@ -156,9 +156,15 @@ _NOT_ONE = re.compile(
     r"\bno (?:idea|hurry|rush|worries|problem|need to hurry)\b|"
     r"\b(?:can|could|would) you (?:please )?(?:also )?add\b|"
     # taking it back, confirming, being surprised
-    r"\b(?:nvm|never ?mind|forget it|scratch that)\b|\b(?:that|it|this)(?: part)?(?:'s| is) (?:fine|good|ok|right)\b|"
+    r"\b(?:nvm|never ?mind|forget it|scratch that)\b|\bno (?:\w+ ){0,2}(?:anymore|any more)\b|"
+    r"\b(?:at some point|some ?day|down the road|eventually)\b|\byou'?re (?:right|correct)\b|\bmy (?:bad|mistake)\b|"
+    r"\bi was (?:wrong|looking at|thinking of|confused)\b|"
+    # resuming after an interrupt
+    r"^(?:sorry,?\s+)?(?:go on|carry on|continue|keep going|proceed|resume)\b|\bby (?:accident|mistake)\b|"
+    r"\b(?:that|it|this|the [\w.-]+)(?: part)?(?:'s| is| was| looks) (?:fine|good|ok|okay|right|correct)\b|"
     r"^(?:wait,?\s+|hmm?,?\s+)?really\?")
-_LATER = re.compile(r"^(?:please )?(?:stop|wait)\b.{0,80}\b(?:once|when|after|until|till|before)\b")
+_LATER = re.compile(r"^(?:please )?(?:stop|wait)\b.{0,80}\b(?:once|when|after|until|till|before)\b|"
+                    r"^(?:please )?wait (?:for|till|until)\b")
 _QUESTION_TO_AGENT = re.compile(r"^(?:wait,?\s+|actually,?\s+)?(?:is|are|was|were|which|what|where|when|how|who|"
                                 r"whose|do|does|why (?:is|are|was|were|does|do))\b[^?]{0,160}\?")
 _QUESTION_TO_PERSON = re.compile(r"\?\s*$|\b(?:should i|do you want|would you like|want me to|shall i|let me know)\b",
@@ -172,7 +178,12 @@ _PREFER = re.compile(
     r"^(?:that'?s|this is|those are|that is) (?:the )?(?:old|wrong|other|previous|outdated|deprecated|v\d)\b|"
     r"\bi'?d rather (?:you )?not\b|\bi'?d (?:rather|prefer) you\b|^not (?:with|in|on|via|using)\b|"
     r"\b(?:doesn'?t|does not|don'?t|do not) exist\b|\berrored out\b|\bnot \S+ (?:please|thanks)\b|"
-    r"\b(?:rather than|instead of)\b|\b(?:is|are) the wrong\b|\bthe wrong one\b")
+    r"\b(?:rather than|instead of)\b|\b(?:is|are) the wrong\b|\bthe wrong one\b|"
+    r"\w,\s*not (?!by|for|just|only|yet|sure|really|much|bad|now|today)(?:the |a |an |my |our |in |on )?[\w./-]+|"
+    # asking to keep, or to go back to, what the agent's work changed
+    r"(?:^|[.!?;,]\s*)(?:please )?(?:keep|leave) (?:it|that|this|them|the|my|our)\b(?! (?:up|going|in mind|posted)\b)|"
+    r"\b(?:go|put (?:it|that|them)|change (?:it|that)|set (?:it|that)|switch) back\b|\b(?:back|revert) to\b|"
+    r"\bthe way (?:it|they) (?:was|were)\b|\bas (?:it|they) (?:was|were)\b")
 #: Words that judge what was done: wrong, unwanted, did not work (with a course change, step 8).
 _JUDGED = re.compile(r"\b(?:not|no|n't|never|wrong|worse|bad|broken|breaks?|bypass\w*|miss(?:es|ing)?|too|"
                      r"instead|rather|only|must|should(?:n't)?|needs? to|has to|have to|pointless|meaningless|"
@@ -188,7 +199,10 @@ _YOU_DID = re.compile(r"^you(?:'ve| have)? (?:ran|run|used|put|wrote|added|picke
 #: The agent's next statement concedes its last work was wrong (``conceded``) ...
 _CONCEDE = re.compile(
     r"\b(?:sorry|apologi[sz]e|my (?:mistake|bad)|you'?re (?:right|correct)|good (?:catch|point)|restored|reverted|"
-    r"undid|undone|rolled back|put it back|let me (?:revert|undo|restore|fix that))\b", re.IGNORECASE)
+    r"undid|undone|rolled back|put it back|let me (?:revert|undo|restore|fix that))\b|"
+    # a promise to change how it works from now on
+    r"\b(?:won'?t|will not|will no longer|i'?ll no longer) (?:\w+ ){0,5}(?:again|without asking)\b|\bfrom now on\b|"
+    r"\bgoing forward\b|\bin (?:the )?future\b|\bi'?ll ask (?:first|before)\b", re.IGNORECASE)
 #: ... or only acknowledges and redoes (with ``redo``: "Got it, switched to yarn").
 _ACK = re.compile(r"\b(?:understood|got it|right[,;:]|ok(?:ay)?[,;:]|switched|moved it|instead|removed it|replaced|"
                   r"changed it|i'?ll (?:use|switch|move))\b", re.IGNORECASE)
@@ -321,9 +335,12 @@ def _target(action: dict) -> str:
     return (action.get("command") or "").strip()
 
 
-def course_change(before: Iterable[dict], after: Iterable[dict] | None, after_said: str | None = None) -> str | None:
+def course_change(before: Iterable[dict], after: Iterable[dict] | None, after_said: str | None = None,
+                  agent_said: str | None = None) -> str | None:
     """How the agent's calls after a message changed course from its calls before it (see the
-    module doc): ``undo``, ``redo``, ``conceded``, ``stopped`` or None (it carried on)."""
+    module doc): ``undo``, ``redo``, ``conceded``, ``stopped`` or None (it carried on).
+    ``agent_said``: its statement before the message (a file it says it made, then removed, is
+    undone work)."""
     if after is None:
         return None
     looked = bool(after)  # it made calls, if only reads (it went on looking into something)
@@ -331,11 +348,21 @@ def course_change(before: Iterable[dict], after: Iterable[dict] | None, after_sa
     after = [a for a in after if not is_read(a)][:AFTER_CALLS]
     written = {_target(a).rsplit("/", 1)[-1] for a in before if (a.get("tool") or "").lower() in _WRITES}
     written.discard("")
+    # what it says it made ("Created migration 0042.") and what its calls named
+    said = (agent_said or "")[:600].lower()
+    made = (_content(said) | set(re.findall(r"\d{2,}", said))) if _MADE.search(said) else set()
+    made |= {w for w in _action_words(before) if len(w) >= 3}
     for a in after:
         command = (a.get("command") or "").lower()
         if _UNDO_CALL.search(command):
             return "undo"
-        if re.match(r"\s*(?:rm|mv|git rm|git mv)\b", command) and any(w.lower() in command for w in written):
+        if re.match(r"\s*(?:rm|mv|git rm|git mv|del)\b", command):
+            removed = command.split(None, 1)[-1].split()[-1] if command.split() else ""
+            stem = removed.rsplit("/", 1)[-1].split(".")[0]
+            if any(w.lower() in command for w in written) or any(
+                    part in made for part in re.split(r"[_\-]", stem) if len(part) >= 2):
+                return "undo"
+        if _DELETES.search(command) and _created_by(command, before):
             return "undo"
     if after_said and _CONCEDE.search(after_said[:300]):
         return "conceded"
@@ -352,6 +379,28 @@ def course_change(before: Iterable[dict], after: Iterable[dict] | None, after_sa
     return None
 
 
+_DELETES = re.compile(r"\b(?:delete|destroy|drop|rm|remove|uninstall)\b")
+_CREATES = re.compile(r"\b(?:create|add|new|run|apply|install|up|deploy|put|insert|make)\b")
+
+
+def _created_by(command: str, before: list[dict]) -> bool:
+    """A delete whose target a call before created (``instances create build-box``, then
+    ``instances delete build-box``): a name shared, other than the programs and verbs."""
+    mine = {t for t in re.findall(r"[\w.@/:-]{3,}", command) if not t.startswith("-")}
+    for b in before:
+        other = (b.get("command") or "").lower()
+        if not _CREATES.search(other):
+            continue
+        programs = {t for t in other.split()[:3]}
+        shared = {t for t in re.findall(r"[\w.@/:-]{3,}", other) if not t.startswith("-")} & mine
+        if {t for t in shared if t not in programs and not _DELETES.fullmatch(t) and not _CREATES.fullmatch(t)}:
+            return True
+    return False
+
+
+_MADE = re.compile(r"\b(?:created|added|wrote|written|generated|made|new|set up|installed)\b")
+
+
 #: What :func:`_decide` returns for a message the rule leaves undecided (step 9).
 _BORDERLINE = "borderline"
 
@@ -361,7 +410,7 @@ def decide(turn: Turn, opinion: Callable[[Turn], bool] | None = None) -> str | N
 
     ``opinion``: an optional second opinion (:mod:`openmemory_local.ingest.corrections_lm`, the local
     model, off by default), asked only about a *borderline* message (step 9: the agent redid
-    the work the message refers to, without a judgement word or an acknowledgement); its yes
+    the work the message refers to, and the message only asks for more); its yes
     makes the cue ``second_opinion``. Without it a borderline message is not a correction.
     """
     cue = _decide(turn)
@@ -393,8 +442,8 @@ def _decide(turn: Turn) -> str | None:
         return "why"
     if _OMITTED.search(norm[:200]):
         return "omitted"
-    if norm.startswith("did you"):
-        return "reminder" if _reminder(norm, before[-20:]) else None
+    if norm.startswith("did you") and _reminder(norm, before[-20:]):
+        return "reminder"
     bare = _INTERJECTION.sub("", norm, count=1)  # "no, revert it": the cue after the interjection
     # a strong cue opening the message, or one of its sentences ("ugh, pill buttons. revert to ...")
     starts = [norm, bare, *_SENTENCE.split(norm[:400])[1:]]
@@ -403,38 +452,102 @@ def _decide(turn: Turn) -> str | None:
     if any(_WRONG.match(part) for part in starts):
         return "wrong"
     # step 4: shapes that are not corrections
-    change = course_change(before, turn.after, turn.after_said)
+    change = course_change(before, turn.after, turn.after_said, agent_said)
     asked_person = bool(agent_said and _QUESTION_TO_PERSON.search(agent_said.strip()[-300:]))
     if (_NOT_ONE.search(norm[:300]) or _LATER.match(norm) or _QUESTION_TO_AGENT.match(norm)
             or (asked_person and _NO.match(norm))):
-        return "changed" if change == "undo" else None
+        return "changed" if change == "undo" and not asked_person else None
     known = turn.after is not None
     went_on = known and change is None
+    # for a message whose words object (steps 5-7): the agent's next calls on a file or program the
+    # message names, in place of its own, are following it, not going on (unless the message asks)
+    went_on_after_cue = went_on and not (_followed(norm, before, list(turn.after or ())[:AFTER_CALLS])
+                                         and not _ASKS.search(norm[:300]))
     # the agent undoing, redoing or conceding its last work shows what the message was about
     reference = change in ("undo", "redo", "conceded") or refers(norm, agent_said, before)
     # step 5: it still does not work
     if acted and _STILL.search(norm[:300]):
-        return "still" if reference and not went_on else None
+        return "still" if reference and not went_on_after_cue else None
     # step 6: weak cues
     cue = _weak_cue(norm, before)
     if cue is not None:
         # "stop", "wait", "instead" and a "no" that answers no question point at what the agent
-        # is doing; "don't" names it (``_weak_cue``)
-        implied = cue in ("stop", "wait", "dont", "no", "you_did") or norm.startswith("instead")
-        return cue if (reference or implied) and not went_on else None
+        # is doing; "don't" names it (``_weak_cue``). After an interrupt the message is about the
+        # work the person stopped (it refers), and that work did not go on, whatever came next.
+        implied = cue in ("stop", "wait", "dont", "no", "you_did") or norm.startswith("instead") or turn.interrupted
+        return cue if (reference or implied) and (turn.interrupted or not went_on_after_cue) else None
     # step 7: a stated preference
     if _PREFER.search(norm[:300]):
-        return "prefer" if reference and not went_on else None
+        return "prefer" if (reference or turn.interrupted) and (turn.interrupted or not went_on_after_cue) else None
     # step 8: the agent changed course: undid, conceded, switched to the program the message
     # names, or redid the work the message refers to while the message judges it, gives another
     # number, or the agent acknowledges
+    # (an answer to the agent's question: what it does next is what the answer asked for)
+    if asked_person and change in ("undo", "redo"):
+        return None
     if change in ("undo", "conceded") or _switched(norm, before, list(turn.after or ())[:AFTER_CALLS]):
         return "changed"
     if change == "redo" and reference and ((turn.after_said and _ACK.search(turn.after_said[:300])) or
-                                           _JUDGED.search(norm[:300]) or _contradicts(norm, agent_said)):
+                                           _JUDGED.search(norm[:300]) or
+                                           (_contradicts(norm, agent_said) and not _asks_for_more(norm))):
         return "changed"
-    # step 9: it redid the work the message refers to, nothing else tells: a second opinion's
-    return _BORDERLINE if change == "redo" and reference else None
+    # step 8b: a rejection addressed at what the agent just did, and the agent did not go on
+    if (acted and not went_on and refers(norm, agent_said, before) and _REJECTS.search(norm[:300])
+            and not _ACCEPTS.search(norm[:300])):
+        return "rejects"
+    # step 9: it redid the work the message refers to: a correction, unless the message only asks
+    # for more (a new part, a new property, a look: "make it sticky", "index the tags as well")
+    if change == "redo" and reference:
+        return _BORDERLINE if _asks_for_more(norm) else "changed"
+    return None
+
+
+#: Words that say the work is wrong, harmful or did not work (step 8b).
+_REJECTS = re.compile(r"\b(?:wrong|incorrect|broke|broken|breaks|worse|lost|loses|leaks?|unsafe|insecure|"
+                      r"dangerous|pointless|meaningless|useless|bogus|nonsense|off|bad|mess(?:ed)? up|"
+                      r"asserts nothing|does nothing|not what|no good|fail|fails|missing|crash(?:es|ed)?|forever|"
+                      r"infinite)\b")
+
+
+_ACCEPTS = re.compile(r"\b(?:expected|fine|ok|okay|acceptable|intended|on purpose|by design)\b")
+
+
+#: A message that only asks for more: an addition, a new property, a look, the next thing.
+_MORE = re.compile(
+    r"\b(?:also|too|as well|another|one more|additionally|in addition|next|new)\b|"
+    r"(?:^|[.!?;]\s+)(?:(?:now|then|ok|okay|great|nice|cool|good|perfect)[,.!]?\s+)?(?:please\s+)?"
+    r"(?:add|make|create|include|implement|write|extend|support|show|print|display|try|check|look|tell|explain|"
+    r"continue|tackle|go ahead|proceed|stop by|see|find|search|give|let'?s|(?:can|could|would|will) (?:you|we)"
+    r"(?! not\b))\b|"
+    r"(?:^|[.!?;]\s+)[\w\s'-]{0,30}\b(?:works|worked|looks (?:good|great|fine|nice))\b[.!,]|"
+    # approval first ("nice. now ..."), the same again elsewhere, the next thing
+    r"^(?:nice|great|perfect|good|cool|awesome|excellent|love it|lovely|sweet)\b\s*[.!,]|"
+    r"\b(?:the same|same thing) (?:for|with|on|in)\b|\breminds me\b|\bmove on\b")
+
+
+def _asks_for_more(norm: str) -> bool:
+    """Whether the message only asks for more (step 9: the agent's redo then answers a request)."""
+    return bool(_MORE.search(norm[:300]) or _MORE.search(_INTERJECTION.sub("", norm[:300], count=1)))
+
+
+def _followed(norm: str, before: list[dict], after: list[dict]) -> bool:
+    """The agent's next calls are on a file or program the message names and its calls before did
+    not: it did what the message says in place of what it did."""
+    named = _content(norm[:400])
+    if not named:
+        return False
+    done = {w for w in _action_words(before) if len(w) >= 3}
+    for a in after:
+        if is_read(a):
+            continue
+        if _is_shell(a):
+            words = {_program(a).split(" ")[0]}
+        else:
+            target = _target(a).lower().rsplit("/", 1)[-1]
+            words = {target, target.split(".")[0]}
+        if (words & named) - done:
+            return True
+    return False
 
 
 _NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?!\w|\.\d)")
@@ -482,7 +595,8 @@ def _weak_cue(norm: str, before: list[dict]) -> str | None:
     actually = _ACTUALLY.match(norm)
     if actually:
         rest = actually.group(1)
-        if not rest or _REQUEST.match(rest) or rest.rstrip().endswith("?"):
+        if (not rest or _REQUEST.match(rest) or rest.rstrip().endswith("?") or _ASKS.search(rest)
+                or _asks_for_more(rest)):
             return None
         return "actually"
     return None
@@ -490,15 +604,17 @@ def _weak_cue(norm: str, before: list[dict]) -> str | None:
 
 def correction_cue(text: str, *, via: str = "message", agent_said: str | None = None,
                    actions: Iterable[dict] = (), first: bool = False, after: Iterable[dict] | None = None,
-                   after_said: str | None = None, opinion: Callable[[Turn], bool] | None = None) -> str | None:
+                   after_said: str | None = None, opinion: Callable[[Turn], bool] | None = None,
+                   interrupted: bool = False) -> str | None:
     """The cue that makes ``text`` a correction of the agent's last action (see the module doc).
 
     ``agent_said``: what the agent said just before; ``actions``: its recent tool calls, oldest
     first, each ``{"tool", "heads", "command"}``; ``after``/``after_said``: its calls and first
-    statement after the message (None: not known); ``first``: nothing of the agent's came before.
+    statement after the message (None: not known); ``first``: nothing of the agent's came before;
+    ``interrupted``: the person stopped the agent just before.
     """
     return decide(Turn(text, via, agent_said, tuple(actions), None if after is None else tuple(after), after_said,
-                       first), opinion)
+                       first, interrupted), opinion)
 
 
 # --- the same correction, restated (the repeat-yourself rate) ----------------------

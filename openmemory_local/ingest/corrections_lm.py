@@ -1,10 +1,9 @@
 """The local model as a second opinion on borderline corrections (issue 32, optional, off by default).
 
 The rule (:mod:`openmemory_local.ingest.corrections`) leaves one kind of message undecided: the agent
-redid the very work the message refers to, and neither a judgement word in the message nor an
-acknowledgement in the agent's answer tells whether the person corrected it ("lose the emojis")
-or asked for more on it ("make it sticky on scroll"). Without a second opinion such a message is
-not a correction. With one, :func:`load` gives a callable for
+redid the very work the message refers to, and the message reads as asking for more on it ("make
+it sticky on scroll"), though it may be a correction phrased so ("make it 2px, 4 is too heavy").
+Without a second opinion such a message is not a correction. With one, :func:`load` gives a callable for
 :func:`openmemory_local.ingest.corrections.decide`'s ``opinion``: a small instruction model, run locally
 through llama-cpp-python (the ``agent-lm`` extra; a GGUF file named by ``OPENMEMORY_LM_MODEL``),
 asked one yes/no question and read greedily. :func:`load` returns None, and the rule decides

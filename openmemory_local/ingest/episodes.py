@@ -665,14 +665,16 @@ class EpisodeBuilder:
         if d["asked"] is None:
             d["asked"] = {"text": _clip(text, 600), "line": ev.line}
         d["person_last"] = {"text": _clip(text, 400), "line": ev.line}
+        interrupted = d["last_event"] == "interrupt"  # the person stopped the agent just before
         d["last_event"] = "person"
         self._settle_turn()  # the previous message's calls after it end here
         before = self._statement_before(ev.parent)
-        turn = {"text": text, "via": ev.via, "uid": ev.uid, "line": ev.line, "ts": ev.ts,
+        turn = {"text": text, "via": ev.via, "uid": ev.uid, "line": ev.line, "ts": ev.ts, "interrupted": interrupted,
                 "said": before["text"] if before else None, "said_line": before["line"] if before else None,
                 "before": list(self.s.recent_actions), "action": self.s.last_action, "after": [],
                 "after_said": None}
-        if correction_cue(text, via=ev.via, agent_said=turn["said"], actions=turn["before"]) in _DECIDED_NOW:
+        if correction_cue(text, via=ev.via, agent_said=turn["said"], actions=turn["before"],
+                          interrupted=interrupted) in _DECIDED_NOW:
             self._decide_turn(turn, known=False)  # the words alone decide (what follows cannot change it)
         elif turn["before"] or turn["said"]:
             self.s.open_turn = turn  # decided with the agent's next calls (_settle_turn)
@@ -697,7 +699,8 @@ class EpisodeBuilder:
 
     def _decide_turn(self, turn: dict, *, known: bool) -> None:
         cue = correction_cue(turn["text"], via=turn["via"], agent_said=turn["said"], actions=turn["before"],
-                             after=turn["after"] if known else None, after_said=turn["after_said"])
+                             after=turn["after"] if known else None, after_said=turn["after_said"],
+                             interrupted=turn.get("interrupted", False))
         if not cue:
             return
         d = self.s.digest
@@ -713,7 +716,7 @@ class EpisodeBuilder:
             "agent_statement_line": turn["said_line"],
             "agent_action": action,
             "via": turn["via"],
-            "course": course_change(turn["before"], turn["after"], turn["after_said"]) if known else None,
+            "course": course_change(turn["before"], turn["after"], turn["after_said"], turn["said"]) if known else None,
         }
         said = f' after the agent said: "{_clip(turn["said"], 300)}"' if turn["said"] else ""
         did = ""

@@ -384,7 +384,7 @@ COMMONS_NOTE = ("Reported by other agents through the Open Memory commons (not t
 
 
 def commons_for(store, project: Path) -> list[dict[str, Any]]:
-    """The received lessons rendered for ``project`` (:func:`openmemory_local.commons.receive.for_project`)."""
+    """The received lessons rendered for ``project`` (:func:`openmemory_local.commons.choose.for_project`)."""
     from openmemory_local.commons.receive import public_view
     from openmemory_local.commons.choose import for_project
 
@@ -392,7 +392,7 @@ def commons_for(store, project: Path) -> list[dict[str, Any]]:
 
 
 def commons_recalled(store, query: str, k: int) -> list[dict[str, Any]]:
-    """Received lessons resembling ``query`` (:func:`openmemory_local.commons.receive.recall_commons`)."""
+    """Received lessons resembling ``query`` (:func:`openmemory_local.commons.choose.recall_commons`)."""
     from openmemory_local.commons.receive import public_view
     from openmemory_local.commons.choose import recall_commons
 

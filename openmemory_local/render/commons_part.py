@@ -29,8 +29,13 @@ HTML entity), so no text can open an HTML comment or tag or close Open Memory's 
 from __future__ import annotations
 
 import json
+from datetime import datetime, timezone
 from pathlib import Path
 
+from openmemory_local.commons.receive import attestations_of, write_commons_veto
+from openmemory_local.core.clock import iso
+from openmemory_local.render.files import END, line_count, observe_files, sync_files
+from openmemory_local.storage.store import record_event
 from openmemory_local.sleep.lesson_text import clip
 from openmemory_local.text.markdown import escape_markdown
 from openmemory_protocol.observation import is_observation
@@ -98,10 +103,6 @@ def commons_file(lesson: dict) -> str:
 
 
 def _utc(seconds: int | None) -> str | None:
-    from datetime import datetime, timezone
-
-    from openmemory_local.core.clock import iso
-
     if not seconds:
         return None
     return iso(datetime.fromtimestamp(int(seconds), timezone.utc))
@@ -122,7 +123,6 @@ def add_commons_part(block: str, lessons: list[dict], outside: str, config) -> t
     personal part is never cut); and how many received lessons it lists."""
     if not lessons:
         return block, 0
-    from openmemory_local.render.files import END, line_count
 
     body, end = block[: -len(END)], END
     lines_left = config.memory_index_max_lines - line_count(outside) - line_count(block)
@@ -158,9 +158,6 @@ def add_commons_part(block: str, lessons: list[dict], outside: str, config) -> t
 def observe_commons(store, target, now_iso: str, result) -> None:
     """What the owner did to our commons files since the last render (inside the caller's
     write transaction): a file deleted is a veto, a file edited is left alone."""
-    from openmemory_local.commons.receive import write_commons_veto
-    from openmemory_local.render.files import observe_files
-    from openmemory_local.storage.store import record_event
 
     conn = store.conn
     if not Path(target.memory_dir).is_dir():
@@ -193,8 +190,6 @@ def write_commons_files(store, target, now_iso: str, out: dict, result) -> None:
     """Write, rewrite or remove the commons files of one memory folder: those of the received
     lessons MEMORY.md lists (all those chosen when the section is not ours to write), so that no
     file sits in the folder without its line in the index."""
-    from openmemory_local.commons.receive import attestations_of
-    from openmemory_local.render.files import sync_files
 
     listed = out.get("commons_listed")
     if listed is not None and out.get("index") not in ("damaged", "busy", "removed by the owner"):

@@ -15,7 +15,7 @@ received lesson. :func:`publishing` is what each project family shares. What the
 Search. :func:`search` is the one adapter between the engine's recall and the page: recall
 with ``touch=False`` (looking is not using), its results turned into rows, with the lessons
 recalled beside them (this agent's, :func:`openmemory_local.recall.query.recall_lessons`, and
-received ones, :func:`openmemory_local.commons.receive.recall_commons`), as ``openmemory recall``
+received ones, :func:`openmemory_local.commons.choose.recall_commons`), as ``openmemory recall``
 shows them.
 """
 
@@ -433,7 +433,7 @@ def search(store, query: str, k: int, now: datetime, *, kinds: list[str] | None 
     ``url`` and ``lessons`` (the lessons the memory is in). Beside them, as ``openmemory
     recall`` and the MCP ``recall`` tool show them: this agent's lessons
     (:func:`openmemory_local.recall.query.recall_lessons`) and the received lessons resembling the
-    query (:func:`openmemory_local.commons.receive.recall_commons`); none of either when a kind of
+    query (:func:`openmemory_local.commons.choose.recall_commons`); none of either when a kind of
     episode is asked for. Raises ``EmptyQuery``."""
     from openmemory_local.commons.choose import recall_commons
     from openmemory_local.recall.query import recall, recall_lessons

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from openmemory_local.ingest.corrections import correction_cue, correction_terms, course_change, same_correction
-from openmemory_local.ingest.episodes import AgentSaid, EpisodeBuilder, Meta, PersonSaid, ToolCalled, ToolReturned
+from openmemory_local.ingest.episodes import (AgentSaid, EpisodeBuilder, Interrupted, Meta, PersonSaid, ToolCalled,
+                                       ToolReturned)
 from openmemory_local.eval.measures import _restated
 
 DATA = Path(__file__).resolve().parents[2] / "benchmarks" / "data"
@@ -20,7 +21,7 @@ DATA = Path(__file__).resolve().parents[2] / "benchmarks" / "data"
 
 def _cue(c: dict) -> str | None:
     return correction_cue(c["message"], via=c["via"], agent_said=c.get("agent_said"), actions=c.get("actions") or [],
-                          after=c.get("after"), after_said=c.get("after_said"))
+                          after=c.get("after"), after_said=c.get("after_said"), interrupted=c.get("interrupted", False))
 
 
 def test_in_sample_sets_are_all_right():
@@ -208,18 +209,23 @@ def _as_events(case: dict) -> list:
     if case.get("agent_said"):
         events.append(AgentSaid(line, None, case["agent_said"]))
         line += 1
+    if case.get("interrupted"):
+        events.append(Interrupted(line, None))
+        line += 1
     events.append(PersonSaid(line, None, case["message"]))
     line += 1
     if case.get("after_said") is not None:
         events.append(AgentSaid(line, None, case["after_said"]))
         line += 1
-    calls(case["after"], "a")
+    calls(case["after"] or [], "a")
     return events
 
 
 @pytest.mark.parametrize("name", ["corrections_heldout.json", "corrections_heldout_b.json",
                                   "corrections_heldout_c.json", "corrections_heldout_d.json",
-                                  "corrections_heldout_e.json", "corrections_heldout_f.json"])
+                                  "corrections_heldout_e.json", "corrections_heldout_f.json",
+                                  "corrections_heldout_g.json", "corrections_heldout_h.json",
+                                  "corrections_heldout_i.json", "corrections_heldout_j.json"])
 def test_the_builder_decides_as_the_rule_on_every_labelled_session(name):
     """The episode builder applies the one rule: on every session of the issue-32 sets it finds a
     correction exactly where ``correction_cue`` does on the same session (the builder reads the
@@ -236,7 +242,8 @@ def test_the_builder_decides_as_the_rule_on_every_labelled_session(name):
                     for a in actions]
 
         expected = correction_cue(case["message"], agent_said=case.get("agent_said"), actions=norm(case["actions"]),
-                                  after=norm(case["after"]), after_said=case.get("after_said"))
+                                  after=norm(case["after"] or []), after_said=case.get("after_said"),
+                                  interrupted=case.get("interrupted", False))
         assert (found[0].fields["cue"] if found else None) == expected, case["message"]
 
 
@@ -257,3 +264,204 @@ def test_a_correction_lesson_is_never_planned_for_the_commons(store):
     mine = [c for c in planned if c.kind == "correction"]
     assert mine and all(c.strength >= 1.5 for c in mine)  # eligible by strength and opt-in
     assert all(c.action == "none" and c.text is None for c in mine), [(c.action, c.text) for c in mine]
+
+
+# --- the sixth revision (issue 32): general principles read from sets A-F and the real data.
+# Every example below is synthetic, written for these tests.
+
+EDIT_STYLES = ({"tool": "Edit", "heads": [], "command": "src/styles/theme.css"},)
+
+
+@pytest.mark.parametrize("message,cue", [
+    # the agent redid the work the message refers to, and the message asks for nothing more: a correction
+    ("the accent colour was #0055ff, the brand guide has not changed", "changed"),
+    ("the theme.css tokens are generated from figma, hand edits get overwritten", "changed"),
+    # a request for more, a new property, a look: still left to a second opinion (borderline, None)
+    ("theme.css: add a high-contrast variant as well", None),
+    ("nice, the theme works. try a warmer grey for the borders", None),
+    ("could you make the theme.css focus rings thicker?", None),
+])
+def test_a_redo_answers_a_correction_unless_the_message_asks_for_more(message, cue):
+    from openmemory_local.ingest.corrections import Turn, decide
+
+    turn = Turn(message, agent_said="Changed the accent colour in theme.css to #0066ff.", before=EDIT_STYLES,
+                after=EDIT_STYLES, after_said="Updated theme.css.")
+    assert decide(turn) == cue
+
+
+def test_asking_to_keep_what_the_work_changed_is_a_stated_preference():
+    before = [{"tool": "Edit", "heads": [], "command": "src/api/routes.py"}]
+    said = "Renamed the endpoint /v1/export to /v1/exports."
+    assert correction_cue("clients call /v1/export, keep the endpoint name", agent_said=said,
+                          actions=before) == "prefer"
+    assert correction_cue("clients call /v1/export, leave the endpoint as it was", agent_said=said,
+                          actions=before) == "prefer"
+    # about other work: not one
+    assert correction_cue("keep me posted on the export", agent_said=said, actions=before) is None
+
+
+def test_a_promise_to_work_otherwise_is_a_concession():
+    before = [{"tool": "Bash", "command": "terraform destroy -target=module.cache"}]
+    for said in ("Understood. I won't run destroy without asking again.", "Noted, from now on I'll ask first."):
+        assert course_change(before, [], said) == "conceded"
+        assert correction_cue("check with me before you destroy anything", agent_said="Destroyed the cache module.",
+                              actions=before, after=[], after_said=said) == "changed"
+    assert course_change(before, [], "The cache module is gone.") == "stopped"
+
+
+def test_removing_a_file_the_agent_says_it_made_is_undoing_it():
+    before = [{"tool": "Bash", "command": "python manage.py makemigrations"}]
+    after = [{"tool": "Bash", "command": "rm app/migrations/0057_rename_title.py"}]
+    assert course_change(before, after, None, "Created migration 0057.") == "undo"
+    assert course_change(before, after, None, "The migrations are up to date.") is None  # it did not say it made it
+
+
+def test_an_objection_taken_back_or_a_resumption_is_not_a_correction():
+    before = [{"tool": "Edit", "heads": [], "command": "pubspec.yaml"}]
+    for message in ("no wait, you're right, 3.2.0 is the one, I had the old lockfile open",
+                    "hmm no, the pubspec is fine. I was looking at the wrong branch"):
+        assert correction_cue(message, agent_said="Set the version to 3.2.0.", actions=before, after=[],
+                              after_said="OK.") is None
+    assert correction_cue("sorry, go on, hit escape by accident", agent_said="Editing pubspec.yaml.", actions=before,
+                          after=before, interrupted=True) is None
+
+
+def test_a_rejection_of_the_last_work_counts_when_the_agent_does_not_go_on():
+    before = [{"tool": "Write", "heads": [], "command": "db/migrate/20261201_add_index.rb"}]
+    said = "Added an index on orders.customer_id."
+    msg = "the index you added breaks the bulk import"
+    assert correction_cue(msg, agent_said=said, actions=before) == "rejects"  # the calls after not known
+    assert correction_cue(msg, agent_said=said, actions=before,
+                          after=[{"tool": "Write", "heads": [], "command": "app/models/invoice.rb"}],
+                          after_said="Added the invoice model.") is None  # it went on: the person's words alone
+    assert correction_cue("the import totals are off until the backfill, that is expected; the index is fine",
+                          agent_said=said, actions=before) is None
+
+
+def _interrupted_session(agent: str, path: Path) -> Path:
+    """The same session, synthetic, as Claude Code and Codex write it: the agent runs ``npm
+    install zod``, the person interrupts it and says the project is on pnpm, the agent adds zod
+    with pnpm."""
+    if agent == "claude-code":
+        from .transcripts import T
+
+        t = T()
+        t.person("add zod for the form validation")
+        t.says("Installing zod.")
+        t.call("Bash", {"command": "npm install zod"}, "c1")
+        t.result("c1", "The user doesn't want to proceed with this tool use. The tool use was rejected.", True)
+        t.person("[Request interrupted by user for tool use]")
+        t.person("this repo is on pnpm")
+        t.call("Bash", {"command": "pnpm add zod"}, "c2")
+        t.result("c2", "ok", False)
+        t.says("Added zod with pnpm.")
+        return t.write(path / "s.jsonl")
+    records = [
+        {"type": "session_meta", "payload": {"id": "0199aaaa-0000-7000-8000-000000000001", "cwd": "/home/me/app",
+                                             "originator": "codex_cli_rs", "cli_version": "0.66.0"}},
+        {"type": "response_item", "payload": {"type": "message", "role": "user", "content": [
+            {"type": "input_text", "text": "add zod for the form validation"}]}},
+        {"type": "response_item", "payload": {"type": "message", "role": "assistant", "content": [
+            {"type": "output_text", "text": "Installing zod."}]}},
+        {"type": "response_item", "payload": {"type": "function_call", "name": "shell_command",
+                                              "arguments": json.dumps({"command": "npm install zod"}),
+                                              "call_id": "call_1"}},
+        {"type": "event_msg", "payload": {"type": "turn_aborted", "reason": "interrupted"}},
+        {"type": "response_item", "payload": {"type": "message", "role": "user", "content": [
+            {"type": "input_text", "text": "this repo is on pnpm"}]}},
+        {"type": "response_item", "payload": {"type": "function_call", "name": "shell_command",
+                                              "arguments": json.dumps({"command": "pnpm add zod"}),
+                                              "call_id": "call_2"}},
+        {"type": "response_item", "payload": {"type": "function_call_output", "call_id": "call_2",
+                                              "output": "Exit code: 0\nWall time: 1 seconds\nOutput:\nok\n"}},
+        {"type": "response_item", "payload": {"type": "message", "role": "assistant", "content": [
+            {"type": "output_text", "text": "Added zod with pnpm."}]}},
+    ]
+    target = path / "rollout-2026-12-01T10-00-00-0199aaaa-0000-7000-8000-000000000001.jsonl"
+    ts = "2026-12-01T10:00:00.000Z"
+    target.write_text("".join(json.dumps({"timestamp": ts, **r}) + "\n" for r in records))
+    return target
+
+
+@pytest.mark.parametrize("agent", ["claude-code", "codex"])
+def test_a_correction_after_an_interrupt_is_found_the_same_way_in_claude_code_and_codex(tmp_path, agent):
+    from openmemory_local.ingest.adapters.claude_code import ClaudeCodeAdapter
+    from openmemory_local.ingest.adapters.codex import CodexAdapter
+    from openmemory_local.ingest.rawstream import Line
+
+    path = _interrupted_session(agent, tmp_path)
+    parser = (ClaudeCodeAdapter() if agent == "claude-code" else CodexAdapter()).parser(path)
+    events = []
+    with open(path, "rb") as f:
+        for number, raw in enumerate(f, 1):
+            events += list(parser.feed(Line(number, 0, raw.rstrip(b"\n"), len(raw))))
+    b = EpisodeBuilder()
+    b.feed_all(events)
+    found = [e for e in b.take() if e.kind == "correction"]
+    assert [(c.fields["message"], c.fields["cue"]) for c in found] == [("this repo is on pnpm", "prefer")]
+    # the rule alone: after an interrupt the stopped work needs no course change after it to be
+    # what the words object to; without the interrupt, the agent going on to other work says no
+    npm = [{"tool": "Bash", "heads": ["npm install"], "command": "npm install zod"}]
+    went_on = [{"tool": "Edit", "heads": [], "command": "src/forms/signup.ts"}]
+    for interrupted, cue in ((True, "prefer"), (False, None)):
+        assert correction_cue("this repo is on pnpm", agent_said="Installing zod.", actions=npm, after=went_on,
+                              after_said="Wrote the signup schema.", interrupted=interrupted) == cue
+
+
+def test_doing_what_an_objection_names_in_place_of_its_own_work_is_not_going_on():
+    before = [{"tool": "write_file", "heads": [], "command": "src/helpers/slugify.ts"}]
+    said = "Created src/helpers/slugify.ts."
+    moved = [{"tool": "replace", "heads": [], "command": "src/lib/strings.ts"}]
+    other = [{"tool": "replace", "heads": [], "command": "src/pages/index.tsx"}]
+    msg = "no, that belongs in lib/strings.ts with the others"
+    assert correction_cue(msg, agent_said=said, actions=before, after=moved, after_said="Moved it.") == "no"
+    assert correction_cue(msg, agent_said=said, actions=before, after=other, after_said="Wired it up.") is None
+    # asking for something else, on a file it names: a request, not a correction
+    assert correction_cue("instead of the helper, can you add tests in lib/strings.ts?", agent_said=said,
+                          actions=before, after=moved, after_said="Added tests.") is None
+
+
+@pytest.mark.parametrize("message,after,cue", [
+    # approval first, then the next run with other arguments: the next step, not a correction
+    ("great. now with a batch size of 64 and compare", [{"tool": "Bash", "command": "python bench.py --batch 64"}],
+     None),
+    # a weak opening word that goes on to ask for the same elsewhere: a request
+    ("actually, while I think of it, we need the same for the staging config",
+     [{"tool": "Bash", "command": "python bench.py --batch 32 --config staging"}], None),
+    ("wait for the warmup and then rerun it", [{"tool": "Bash", "command": "python bench.py --batch 32 --warm"}], None),
+    # the calls after unknown: a rejection of what was just run ("fails") still counts
+    ("the bench run with batch 32 fails the memory budget on the CI runner", None, "rejects"),
+])
+def test_approval_then_more_is_a_request_and_a_failure_of_the_last_run_a_rejection(message, after, cue):
+    before = [{"tool": "Bash", "heads": [], "command": "python bench.py --batch 32"}]
+    assert correction_cue(message, agent_said="Ran the bench with batch 32: 1.2k items/s.", actions=before,
+                          after=after, after_said=None if after is None else "Done.") == cue
+
+
+def test_deleting_what_a_call_before_created_is_undoing_it():
+    before = [{"tool": "run_shell_command", "command": "az vm create -n ci-runner --size Standard_D32s_v5"}]
+    deleted = [{"tool": "run_shell_command", "command": "az vm delete -n ci-runner --yes"}]
+    other = [{"tool": "run_shell_command", "command": "az vm delete -n old-runner-2019 --yes"}]
+    assert course_change(before, deleted, "Deleted it.") == "undo"
+    assert course_change(before, other, "Deleted the old runner.") != "undo"  # something it did not create
+
+
+@pytest.mark.parametrize("message,said,after,after_said,cue", [
+    # a question that is no reminder is decided by the rest of the rule: here the agent concedes
+    ("did you pick the threshold on the holdout set? then the score is meaningless",
+     "Picked the threshold 0.62: F1 0.91 on the holdout set.", [], "You're right, I tuned on the holdout.", "changed"),
+    # "X, not Y", the calls after unknown
+    ("that compares the cached copy, not the live table", "Compared the two tables: no differences.", None, None,
+     "prefer"),
+    ("the retries are handled by the queue, not by us", "Compared the two tables: no differences.", None, None,
+     None),
+    # the agent asked which to undo: the undo answers it
+    ("the third one", "Which of the three migrations should I roll back?",
+     [{"tool": "Bash", "command": "git revert a1b2c3d"}], "Reverted it.", None),
+    # relief, and a suggestion for some day
+    ("no flicker anymore. now the header please", "Compared the two tables: no differences.",
+     [{"tool": "Bash", "command": "python compare.py --table orders --live"}], "Done.", None),
+])
+def test_questions_contrasts_and_answers(message, said, after, after_said, cue):
+    before = [{"tool": "Bash", "heads": [], "command": "python compare.py --table orders"}]
+    assert correction_cue(message, agent_said=said, actions=before, after=after, after_said=after_said) == cue

@@ -209,3 +209,27 @@ def test_the_node_refusing_a_record_holds_it_back(cluster, base_home, tmp_path):
         made = make_report(store, now())
         assert "Held back from the commons" in made["markdown"]
     assert lesson_texts(node) == []
+
+
+def test_a_correction_queued_by_an_older_engine_never_leaves(cluster, base_home, tmp_path):
+    """An engine before claims queued corrections (they had a commons form then); its queue
+    survives an upgrade. The last step before a record leaves holds every kind without a commons
+    form, so the node never sees the person's preference, whatever queued it."""
+    node = cluster.node("a").init().start()
+    home = copy_home(base_home, tmp_path / "home")
+    with open_store(home, node.home) as store:
+        lessons = store.conn.execute("SELECT id, family FROM lessons WHERE state = 'active' LIMIT 2").fetchall()
+        with store.write():
+            for (lesson_id, family), kind in zip(lessons, ("correction", "rejection")):
+                store.conn.execute(
+                    "INSERT INTO publish_queue (lesson_id, family, state, text, kind, strength, created, provenance, "
+                    "salt, queued) VALUES (?, ?, 'pending', ?, ?, 1.5, 1770940800, ?, ?, ?)",
+                    (lesson_id, family, f"The person corrected the agent: use pnpm, not npm ({kind}).", kind,
+                     "ab" * 32, "cd" * 32, NOW))
+        result = publish(store, now())
+        assert result["sent"] == []
+        assert sorted(r["lesson"] for r in result["refused"]) == sorted(lesson_id for lesson_id, _ in lessons)
+        assert all("stays personal" in r["reason"] for r in result["refused"])
+        states = store.conn.execute("SELECT state FROM publish_queue WHERE kind IN ('correction', 'rejection')").fetchall()
+        assert states == [("held",), ("held",)]
+    assert lesson_texts(node) == []
