@@ -164,10 +164,6 @@ class Row:
     guard: Callable[[Lesson, Facts, object], bool]
 
 
-def _always(lesson: Lesson, facts: Facts, config) -> bool:
-    return True
-
-
 def _enough_sessions(lesson: Lesson, facts: Facts, config) -> bool:
     return promote(lesson.kind, facts.sessions, config) is not None
 
