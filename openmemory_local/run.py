@@ -74,7 +74,7 @@ def publish_step(store: Store, now: datetime, report: dict) -> dict:
 
 def commons_step(store: Store, now: datetime, report: dict) -> dict:
     """Pull from the node, verify the received lessons' predictions, attest."""
-    from openmemory_local.commons.receive import pull
+    from openmemory_local.commons.receive import pull, report_domains
     from openmemory_local.commons.verify import attest, verify_commons
     from openmemory_local.commons.node_link import NodeError, NodeUnavailable, open_link
 
@@ -88,6 +88,11 @@ def commons_step(store: Store, now: datetime, report: dict) -> dict:
     except (NodeUnavailable, NodeError) as exc:
         out["node"] = f"unavailable: {exc}"
         link = None
+    if link is not None:
+        try:  # (a node without domains answers 404: it takes every domain, nothing lost)
+            out["domains"] = report_domains(store, link)
+        except (NodeUnavailable, NodeError) as exc:
+            out["domains"] = f"not reported: {exc}"
     out["verify"] = verify_commons(store, now)
     if link is not None:
         try:

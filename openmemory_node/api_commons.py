@@ -279,6 +279,26 @@ def install_commons(api: HttpServer, daemon: NodeInterface) -> None:
                 nursery.start_soon(one, peer)
         return 200, {"sessions": sorted(reports, key=lambda r: r["peer"])}
 
+    # -- domains -----------------------------------------------------------------------------
+    @api.route("GET", "/v1/domains")
+    async def domains_status(req: Request) -> tuple[int, Any]:
+        return 200, {**daemon.following.status(), "topics": sorted(daemon.gossip.topics())}
+
+    @api.route("PUT", "/v1/domains")
+    async def follow_domains(req: Request) -> tuple[int, Any]:
+        """The engine's domains (those its projects touch): the node follows them, its
+        ``[domains] follow`` and ``general``. Replaces the last report."""
+        from openmemory_protocol.domains import DOMAINS
+
+        body = req.fields({"domains"})
+        names = body.array("domains", max_items=len(DOMAINS), required=True)
+        unknown = sorted(set(names) - set(DOMAINS))
+        if unknown:
+            raise HttpError(400, "bad-domain", f"unknown domain(s) {', '.join(repr(n)[:40] for n in unknown[:5])} "
+                                               f"(known: {', '.join(DOMAINS)})")
+        result = await daemon.follow_domains(names)
+        return 200, {**result, "topics": sorted(daemon.gossip.topics())}
+
     # -- peers -------------------------------------------------------------------------------
     @api.route("POST", "/v1/peers")
     async def add_peer(req: Request) -> tuple[int, Any]:

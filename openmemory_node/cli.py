@@ -342,6 +342,9 @@ def cmd_status(args: argparse.Namespace) -> int:
     if sy:
         print(f"sync       every {sy['interval']:g} s; {sy['initiated']} sessions run, {sy['served']} served, "
               f"{sy['received']} records received, {sy['bytes_sent'] + sy['bytes_received']} bytes")
+        following = sy.get("following")
+        if following is not None:
+            print("domains    following " + (following if isinstance(following, str) else ", ".join(following)))
     for line in _reach_lines(_home(args)):
         print(line)
     return EXIT_OK

@@ -150,6 +150,13 @@ class DiscoverySection:
 
 
 @dataclass
+class DomainsSection:
+    # Domains this node follows beyond those its engine reports (PUT /v1/domains), "general"
+    # always; "*" for every domain. Empty, and no report yet: every domain (as before domains).
+    follow: list[str] = field(default_factory=list)
+
+
+@dataclass
 class Config:
     node: NodeSection = field(default_factory=NodeSection)
     api: ApiSection = field(default_factory=ApiSection)
@@ -163,6 +170,7 @@ class Config:
     relay: RelaySection = field(default_factory=RelaySection)
     reachability: ReachabilitySection = field(default_factory=ReachabilitySection)
     discovery: DiscoverySection = field(default_factory=DiscoverySection)
+    domains: DomainsSection = field(default_factory=DomainsSection)
 
     def api_host_port(self) -> tuple[str, int]:
         return parse_host_port(self.api.address)
@@ -184,6 +192,7 @@ _SECTION_TYPES = {
     "relay": RelaySection,
     "reachability": ReachabilitySection,
     "discovery": DiscoverySection,
+    "domains": DomainsSection,
 }
 
 
@@ -330,6 +339,9 @@ def validate_reach(config: Config) -> None:
     unknown = sorted(set(config.discovery.domains) - set(DOMAINS))
     if unknown:
         raise ConfigError(f"[discovery] domains: unknown {', '.join(unknown)} (known: {', '.join(DOMAINS)})")
+    unknown = sorted(set(config.domains.follow) - set(DOMAINS) - {"*"})
+    if unknown:
+        raise ConfigError(f"[domains] follow: unknown {', '.join(unknown)} (known: {', '.join(DOMAINS)}, or \"*\")")
 
 
 def load(home: Path) -> Config:
@@ -375,6 +387,8 @@ _COMMENTS = {
                     "then upgrade to a direct connection by hole punching (DCUtR)",
     "discovery": "finding peers beyond the bootstrap list: mDNS on the local network, "
                  "rendezvous points (one well-known address is enough)",
+    "domains": "the ecosystems whose lessons this node takes (git, python, node, ...; \"*\" for all): "
+               "with those its engine reports, and general; empty and no report: every domain",
 }
 
 

@@ -55,6 +55,7 @@ from .api_changes import install_changes
 from .api_commons import install_commons
 from .config import Config
 from .fetch import Fetch
+from .follow import DomainIndex, Following
 from .gossip import Gossip
 from .home import ADDRS_FILE, API_ADDR_FILE, LOCK_FILE, ensure_token
 from .host import build_host, dial, peer_info
@@ -153,10 +154,23 @@ class Daemon:
         self.peer_id = self.host.get_id().to_base58()
         #: relays, reachability, hole punching, rendezvous and mDNS (openmemory_node.reach)
         self.reach = Reach(self.host, config, self.home, found=self._found_peer, clock=clock)
+        #: the domains this node follows, and those of the records it holds (openmemory_node.follow)
+        self.following = Following(config.domains.follow, self.home)
+        self.domains = DomainIndex.from_store(self.store)
+        self.ingest.record_domains = self.domains.of_record
+        self.ingest.follows = self.following.follows
+        own = self.identity.public_key.hex()
+        for (idb,) in self.store.conn.execute(
+                "SELECT idb FROM records WHERE type = 'lesson' AND author = ?", (own,)):
+            self.following.add_authored(self.domains.of_lesson(bytes(idb)) or ())
+        self.ingest.on_accept_hooks.append(self._follow_own_domains)
+        self.reach.followed = lambda: self.following.domains
         self.gossip = Gossip(self.host, self.ingest, config.gossip,
-                             author=self.identity.public_key, clock=clock)
+                             author=self.identity.public_key, clock=clock,
+                             following=self.following, domains=self.domains)
         self.fetch = Fetch(self.host, self.ingest, config.fetch, clock)
-        self.sync = Sync(self.host, self.ingest, config.sync, clock, connected=self.connected_ids)
+        self.sync = Sync(self.host, self.ingest, config.sync, clock, connected=self.connected_ids,
+                         following=self.following, domains=self.domains)
         self.ingest.on_accept_hooks.append(self._relay_synced_revocation)
         #: Stream protocols served by this node.
         self.protocols: list[StreamProtocol] = [self.fetch, self.sync]
@@ -244,6 +258,27 @@ class Daemon:
             from . import wire
 
             self.gossip.publish(record.id, record.record_type, wire.encode(record))
+
+    def _follow_own_domains(self, record: Any, via: str, peer: str | None) -> None:
+        """A lesson this node wrote: follow its domains (its attestations come back here)."""
+        if peer is None and record.record_type == "lesson" and record.signer == self.identity.public_key:
+            if self.following.add_authored(self.domains.of_record(record) or ()) and self._nursery is not None:
+                self._nursery.start_soon(self._refollow)
+
+    async def _refollow(self) -> None:
+        await self.gossip.follow()
+        self.sync.sync_soon()
+
+    async def follow_domains(self, domains: list[str]) -> dict[str, Any]:
+        """The engine's domains (``PUT /v1/domains``): kept, then the gossip topics and the
+        rendezvous namespaces follow, and a sync session with each peer pulls what the newly
+        followed domains hold."""
+        changed = self.following.report(domains, self.clock())
+        topics: dict[str, list[str]] = {"joined": [], "left": []}
+        if changed:
+            topics = await self.gossip.follow()
+            self.sync.sync_soon()
+        return {**self.following.status(), "changed": changed, **topics}
 
     def add_bootstrap(self, addrs: list[str]) -> None:
         for addr in addrs:

@@ -1,4 +1,5 @@
-"""GossipSub for records: one topic per record type, message id = record id.
+"""GossipSub for records: one topic per record type (per domain for lessons and
+attestations), message id = record id.
 
 What this adds to py-libp2p 0.8.1 (see /work/shared/notes/py-libp2p-0.8.1.md):
 
@@ -20,6 +21,11 @@ What this adds to py-libp2p 0.8.1 (see /work/shared/notes/py-libp2p-0.8.1.md):
   joined the topic is answered with a PRUNE and a 60 s backoff on both sides; subscribing
   every topic before any peer can connect closes that window, and a GRAFT for a topic not
   joined is ignored (as go-libp2p-pubsub does) rather than pruned.
+* **Topics by domain** (:mod:`openmemory_node.follow`): a lesson goes out as one message on
+  the topics of its domains, an attestation on its lesson's; revocations and vouches on their
+  type's topic. The node joins the topics of the domains it follows, and changes them while
+  it runs when the engine reports other domains (:meth:`Gossip.follow`). A message on several
+  topics must be a lesson or attestation on its own domains' topics (``wrong-topic``).
 * **Scoring**: the node's ledger is GossipSub's application-specific score (P6).
 * **No silent drops**: the per-peer outbound queue is raised from 32 to
   ``gossip.outbound_queue``, local publishing is paced (author token bucket, queue depth,
@@ -45,7 +51,10 @@ from libp2p.pubsub.validators import signature_validator
 from libp2p.tools.anyio_service import background_trio_service
 
 from . import wire
+from openmemory_protocol.domains import DOMAINS, domain_topic
+
 from .config import GossipSection
+from .follow import DOMAIN_TYPES, DomainIndex, Following, record_topics, topic_domain
 from .ingest import Ingest
 from .log import event
 from .policy import WRONG_TOPIC, Limits, TokenBucket
@@ -64,8 +73,13 @@ def topic_for(record_type: str) -> str:
     return TOPIC_PREFIX + record_type
 
 
-TOPICS = tuple(topic_for(t) for t in RECORD_TYPES)
-_TOPIC_TYPE = {topic_for(t): t for t in RECORD_TYPES}
+TOPICS = tuple(topic_for(t) for t in RECORD_TYPES)  # (lessons' and attestations' general topics)
+#: Every topic a node may join: the type topics and the domain topics.
+ALL_TOPICS = TOPICS + tuple(domain_topic(t, d) for t in DOMAIN_TYPES for d in DOMAINS
+                            if domain_topic(t, d) not in TOPICS)
+#: Seconds with peers connected, none of which joined a record's topics, after which the
+#: record is published anyway (to no one: sync brings it to its domains' followers later).
+SUBSCRIPTION_GRACE = 3.0
 
 
 def message_id(msg: rpc_pb2.Message) -> bytes:
@@ -93,6 +107,11 @@ class NodePubsub(Pubsub):
         self.on_seen = on_seen
         self.received = 0  # messages from peers that reached push_msg or the topic filter
         self.dropped: Counter[str] = Counter()  # dropped before the validator, by reason
+
+    def get_msg_validators(self, msg: rpc_pb2.Message) -> tuple[Any, ...]:
+        # Every topic has the same validator, which checks the message as a whole: run it once
+        # for a message on several topics (py-libp2p would run it once per topic).
+        return super().get_msg_validators(msg)[:1]
 
     def _is_subscribed_to_msg(self, msg: rpc_pb2.Message) -> bool:
         # Called for every message of an inbound RPC, before push_msg.
@@ -203,6 +222,8 @@ class Gossip:
         *,
         author: bytes,
         clock: Callable[[], float],
+        following: Following | None = None,
+        domains: DomainIndex | None = None,
     ):
         self.host = host
         self.ingest = ingest
@@ -210,6 +231,8 @@ class Gossip:
         self.author = author
         self.clock = clock
         self.my_id = host.get_id()
+        self.following = following or Following()
+        self.domains = domains or DomainIndex()
         limits = ingest.policy.limits
         self.router = NodeGossipSub(
             protocols=[PROTOCOL_ID_V12, PROTOCOL_ID_V11],
@@ -232,8 +255,10 @@ class Gossip:
             on_seen=self._on_seen,
             max_inbound_rpc_size=max(64 * 1024, 4 * limits.max_record_bytes + 4096),
         )
-        for topic in TOPICS:
+        for topic in ALL_TOPICS:
             self.pubsub.set_topic_validator(topic, self._validator, False)
+        self._subscriptions: dict[str, Any] = {}
+        self._nursery: trio.Nursery | None = None
         self._outbox: deque[tuple[str, str, bytes]] = deque()
         self._outbox_event = trio.Event()
         # Pace our own publishing below the author limit every peer applies, so that timing
@@ -255,20 +280,60 @@ class Gossip:
         scorer = self.router.scorer
         return bool(scorer and scorer.is_graylisted(peer, list(TOPICS)))
 
+    # -- topics ---------------------------------------------------------------------------
+    def topics(self) -> list[str]:
+        """The topics this node joins (its followed domains')."""
+        return self.following.topics(TOPICS)
+
+    def topics_of(self, record_type: str, data: bytes) -> list[str]:
+        """The topics a record is published on (:func:`openmemory_node.follow.record_topics`)."""
+        if record_type not in DOMAIN_TYPES:
+            return [topic_for(record_type)]
+        domains = self.domains.of_record(wire.decode(data))
+        return record_topics(record_type, domains, topic_for(record_type))
+
+    async def follow(self) -> dict[str, list[str]]:
+        """Join the topics of the domains now followed and leave the others (after the engine
+        reported its domains). A GRAFT for a topic not yet joined is ignored, not pruned
+        (NodeGossipSub), so joining late costs at most a heartbeat."""
+        wanted = self.topics()
+        joined = [t for t in wanted if t not in self._subscriptions]
+        left = [t for t in self._subscriptions if t not in wanted]
+        for topic in joined:
+            await self._join(topic)
+        for topic in left:
+            self._subscriptions.pop(topic)
+            await self.pubsub.unsubscribe(topic)
+        return {"joined": joined, "left": left}
+
+    async def _join(self, topic: str) -> None:
+        subscription = await self.pubsub.subscribe(topic)
+        self._subscriptions[topic] = subscription
+        if self._nursery is not None:
+            self._nursery.start_soon(self._drain, subscription)
+
     # -- validation -----------------------------------------------------------------------
     def _validator(self, forwarder: ID, msg: rpc_pb2.Message) -> bool:
         if forwarder == self.my_id:
             return True  # our own publish: validated and stored before it was queued
         peer = forwarder.to_base58()
-        if len(msg.topicIDs) != 1:
-            self.ingest.charge(peer, self.ingest.policy.bad_input(WRONG_TOPIC, "one topic per message"))
+        if not msg.topicIDs:
+            self.ingest.charge(peer, self.ingest.policy.bad_input(WRONG_TOPIC, "a message on no topic"))
             self.inbound["reject:" + WRONG_TOPIC] += 1
             return False
-        expect = _TOPIC_TYPE.get(msg.topicIDs[0])
+        scopes = [topic_domain(t) for t in msg.topicIDs]
+        types = {scope[0] for scope in scopes if scope is not None}
+        if None in scopes or len(types) != 1 or (len(scopes) > 1 and not types <= set(DOMAIN_TYPES)):
+            self.ingest.charge(peer, self.ingest.policy.bad_input(
+                WRONG_TOPIC, "a message on several topics that are not one type's domain topics"))
+            self.inbound["reject:" + WRONG_TOPIC] += 1
+            return False
+        expect = types.pop()
+        topic_domains = frozenset(scope[1] for scope in scopes if scope[1] is not None) or None  # type: ignore[index]
         try:
             outcome = self.ingest.accept(
                 msg.data, peer=peer, originated=(msg.from_id == forwarder.to_bytes()),
-                via="gossip", expect_type=expect,
+                via="gossip", expect_type=expect, topic_domains=topic_domains,
             )
         except Exception:  # e.g. the disk is full: refuse (not forwarded), say why, go on
             log.exception("could not store a record from %s; refused it", peer)
@@ -303,13 +368,15 @@ class Gossip:
         async with background_trio_service(self.pubsub):
             async with background_trio_service(self.router):
                 await self.pubsub.wait_until_ready()
-                self._subscriptions = [await self.pubsub.subscribe(topic) for topic in TOPICS]
+                for topic in self.topics():
+                    await self._join(topic)
                 yield
 
     async def run(self) -> None:
         """Drain the subscriptions, run the paced publisher."""
         async with trio.open_nursery() as nursery:
-            for subscription in self._subscriptions:
+            self._nursery = nursery
+            for subscription in self._subscriptions.values():
                 nursery.start_soon(self._drain, subscription)
             for row in self.ingest.store.unpublished(self.author.hex()):
                 self._outbox.append((row.id, row.type, row.data))
@@ -337,27 +404,48 @@ class Gossip:
                 await self._outbox_event.wait()
                 continue
             record_id, record_type, data = self._outbox[0]
-            topic = topic_for(record_type)
-            await self._wait_for_mesh(topic)
+            topics = self.topics_of(record_type, data)
+            await self._wait_for_peers(topics)
             wait = self._author_bucket.wait_time(self.clock())
             if wait > 0 and math.isfinite(wait):
                 await trio.sleep(wait)
             await self._wait_for_queues()
             self._author_bucket.take(self.clock())
-            await self.pubsub.publish(topic, data)
+            await self.pubsub.publish(topics, data)
             self._outbox.popleft()
             self.ingest.store.mark_published(record_id)
             self.published += 1
-            event(log, logging.DEBUG, "published", id=record_id, topic=topic)
+            event(log, logging.DEBUG, "published", id=record_id, topics=",".join(topics))
 
     def live_mesh(self, topic: str) -> set[ID]:
         """Mesh peers with an open connection (the mesh forgets a dead peer a little later)."""
         connections = self.host.get_network().connections
         return {p for p in self.router.mesh.get(topic, ()) if connections.get(p)}
 
-    async def _wait_for_mesh(self, topic: str) -> None:
-        # Publishing into an empty mesh reaches nobody: wait for a connected peer in it.
-        while not self.live_mesh(topic):
+    def live_subscribers(self, topic: str) -> set[ID]:
+        """Connected peers that joined a topic this node has not (a fanout's candidates)."""
+        connections = self.host.get_network().connections
+        return {p for p in self.pubsub.peer_topics.get(topic, ()) if connections.get(p)}
+
+    async def _wait_for_peers(self, topics: list[str]) -> None:
+        # Publishing into an empty mesh reaches nobody: wait for a connected peer in the mesh
+        # of one of the record's topics this node joined (for topics it did not join, a
+        # connected peer that joined one: the fanout). When the peers have been connected for
+        # SUBSCRIPTION_GRACE seconds and none joined any of the record's topics (a domain no
+        # peer here follows), publish at once rather than hold up the records behind it:
+        # sync brings it to that domain's followers.
+        joined = [t for t in topics if t in self._subscriptions]
+        since: float | None = None
+        while True:
+            if any(self.live_mesh(t) for t in joined):
+                return
+            subscribed = any(self.live_subscribers(t) for t in topics)
+            if subscribed and not joined:
+                return
+            now = trio.current_time()
+            since = (since or now) if self.host.get_network().connections else None
+            if not subscribed and since is not None and now - since >= SUBSCRIPTION_GRACE:
+                return
             await trio.sleep(0.05)
 
     async def _wait_for_queues(self) -> None:

@@ -31,6 +31,9 @@ def build_host(identity: Identity, listen: Sequence[str] = (), *, mdns: bool = F
         sec_opt={NOISE: Noise(key_pair, noise_privkey=x25519_key_pair().private_key)},
         listen_addrs=[multiaddr.Multiaddr(a) for a in listen] or None,
         enable_mDNS=mdns,
+        # QUIC (py-libp2p's transport/quic, TLS 1.3 inside QUIC) beside TCP when a listen
+        # address asks for it (``/udp/4771/quic-v1``): docs/node.md, "QUIC"
+        enable_quic=any("/quic" in a for a in listen),
     )
     _disable_auto_connector(host)
     return host

@@ -37,7 +37,7 @@ from typing import Any, Callable
 
 from . import wire
 from .log import event
-from .policy import DUPLICATE, WRONG_TOPIC, Action, NodePolicy, Verdict, evictions
+from .policy import DUPLICATE, UNFOLLOWED_DOMAIN, WRONG_TOPIC, Action, NodePolicy, Verdict, evictions
 from .sync_plan import ends_session
 from .status import ArrivalStatus, StatusRules
 from .store import Store
@@ -189,6 +189,10 @@ class Ingest:
         self.status_rules = status_rules or ArrivalStatus()
         self.on_graylist = on_graylist
         self.on_accept_hooks: list[Callable[[Any, str, str | None], None]] = []
+        #: A record's domains (None: none or unknown) and whether this node follows such a
+        #: record (:mod:`openmemory_node.follow`); unset, every record is for this node.
+        self.record_domains: Callable[[Any], tuple[str, ...] | None] | None = None
+        self.follows: Callable[[tuple[str, ...] | None], bool] | None = None
         #: Called with [(id, id bytes, type, data)] when records without standing are dropped.
         self.on_evict_hooks: list[Callable[[list[tuple[str, bytes, str, bytes]]], None]] = []
         self._without: int | None = None  # records without standing in the store (lazy)
@@ -203,7 +207,7 @@ class Ingest:
 
     def accept(
         self, data: bytes, *, peer: str | None, originated: bool = False, via: str = "gossip",
-        expect_type: str | None = None, solicited: bool = False,
+        expect_type: str | None = None, solicited: bool = False, topic_domains: frozenset[str] | None = None,
     ) -> Outcome:
         """Validate ``data`` received from ``peer`` (None: this node) and store it if new.
 
@@ -212,12 +216,15 @@ class Ingest:
         ``expect_type`` is the record type the channel carries (a gossip topic is typed).
         ``solicited`` records (answers to our own fetch or sync requests) skip the rate
         limits: we chose to ask for them; size, validation and the graylist still apply.
+        ``topic_domains``: the domains of the gossip topics the message came on (each must be
+        one of the record's domains: ``wrong-topic``). A record from a peer, by gossip or sync,
+        of no domain this node follows (:attr:`follows`) is ignored (``unfollowed-domain``).
         """
-        return self._accept(data, peer, originated, via, expect_type, solicited, None)
+        return self._accept(data, peer, originated, via, expect_type, solicited, None, topic_domains)
 
     def _accept(
         self, data: bytes, peer: str | None, originated: bool, via: str, expect_type: str | None,
-        solicited: bool, checked: "_Checked | None",
+        solicited: bool, checked: "_Checked | None", topic_domains: frozenset[str] | None = None,
     ) -> Outcome:
         """:meth:`accept`; ``checked``: the pure checks of ``data`` done ahead (a solicited
         batch, :meth:`_check_ahead`), whose results are taken here at the same step."""
@@ -256,6 +263,19 @@ class Ingest:
         if expect_type is not None and record.record_type != expect_type:
             return self._refuse(self.policy.bad_input(
                 WRONG_TOPIC, f"a {record.record_type} on the {expect_type} topic"), peer, record)
+        if peer is not None and self.record_domains is not None and via in ("gossip", "sync"):
+            domains = self.record_domains(record)
+            # (a lesson's domains are its claim's, the same everywhere; an attestation's are its
+            # lesson's, which its author may not have held: only a lesson's topic is checked)
+            if (topic_domains and record.record_type == "lesson" and domains is not None
+                    and not topic_domains <= set(domains)):
+                return self._refuse(self.policy.bad_input(
+                    WRONG_TOPIC, f"a {record.record_type} of {'+'.join(domains)} on the topic of "
+                    f"{'+'.join(sorted(topic_domains))}"), peer, record)
+            if self.follows is not None and not self.follows(domains):
+                return self._refuse(Verdict(Action.IGNORE, UNFOLLOWED_DOMAIN,
+                                            f"a {record.record_type} of {'+'.join(domains or ())}, "
+                                            "a domain this node does not follow"), peer, record)
         if peer is not None and record.signer in self.blocked_keys():
             return self._refuse(self.policy.blocked_author(), peer, record)
         if peer is not None and not solicited:

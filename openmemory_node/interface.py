@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol
 if TYPE_CHECKING:
     from .config import Config
     from .fetch import Fetch
+    from .follow import Following
     from .gossip import Gossip
     from .httpserver import HttpServer
     from .identity import Identity
@@ -42,6 +43,7 @@ class NodeInterface(Protocol):
     gossip: "Gossip"
     fetch: "Fetch"
     sync: "Sync"
+    following: "Following"
     plan: "ReconnectPlan"
     reconnector: "Reconnector"
     api: "HttpServer"
@@ -54,6 +56,9 @@ class NodeInterface(Protocol):
 
     def graylisted_ids(self) -> set[str]:
         """Peers whose penalty put them on the graylist."""
+
+    async def follow_domains(self, domains: list[str]) -> dict[str, Any]:
+        """Follow the engine's domains (``PUT /v1/domains``): topics, namespaces, a sync soon."""
 
     async def dial(self, info: Any) -> None:
         """Connect to a PeerInfo now (within ``[reconnect] dial_timeout``; raises on failure)."""

@@ -91,6 +91,14 @@ def conn_is_relayed(conn: Any) -> bool:
     return any("/p2p-circuit" in str(a) for a in addrs)
 
 
+def conn_transport(conn: Any) -> str:
+    """"relayed", "quic" or "tcp": what carries a connection."""
+    if conn_is_relayed(conn):
+        return "relayed"
+    muxed = getattr(conn, "muxed_conn", None)
+    return "quic" if "quic" in type(muxed).__name__.lower() else "tcp"
+
+
 def relayed_addr(relay_addr: str, relay_peer: str) -> str:
     """Our address through a relay: ``<relay transport addr>/p2p/<relay>/p2p-circuit``."""
     return f"{relay_addr}/p2p/{relay_peer}/p2p-circuit"
@@ -117,6 +125,8 @@ class Reach:
         self.host = host
         self.config = config
         self.home = Path(home)
+        #: the domains the node follows (None: every one), for the rendezvous namespaces
+        self.followed: Callable[[], Any] | None = None
         self.found = found  # (peer id, addrs, source) -> None: into the reconnect plan
         self.clock = clock
         self.started = clock()
@@ -207,6 +217,15 @@ class Reach:
                 out[pid.to_base58()] = "direct" if "direct" in kinds else "relayed"
         return out
 
+    def transports(self) -> dict[str, list[str]]:
+        """peer id -> the kinds of its open connections: "tcp", "quic", "relayed"."""
+        out: dict[str, list[str]] = {}
+        for pid, conns in dict(self.host.get_network().connections).items():
+            kinds = {conn_transport(c) for c in (conns if isinstance(conns, list) else [conns])}
+            if kinds:
+                out[pid.to_base58()] = sorted(kinds)
+        return out
+
     def view(self) -> dict[str, Any]:
         return {
             "state": self.state, "mode": self.config.reachability.mode,
@@ -214,6 +233,7 @@ class Reach:
             "reservations": {p: int(e) for p, e in self.reservations.items()},
             "relayed_addrs": self.relayed_addrs(), "advertised": self.advertised(),
             "connections": self.connections(),
+            "transports": self.transports(),
             "relay_served": self.relay_served(),
             "discovered": sorted(self.discovered), "counters": dict(self.counters),
             "namespaces": {ns: sorted(self.by_namespace.get(ns, ())) for ns in self.namespaces()},
@@ -310,9 +330,14 @@ class Reach:
                 self.reservations.pop(pid, None)
 
     def namespaces(self) -> list[str]:
-        """The commons' namespace, and one per followed domain (``<namespace>/<domain>``)."""
+        """The commons' namespace, and one per domain of ``[discovery] domains`` and per domain
+        the node follows (``<namespace>/<domain>``)."""
         ns = self.config.discovery.namespace
-        return [ns] + [f"{ns}/{d}" for d in self.config.discovery.domains]
+        domains = set(self.config.discovery.domains)
+        followed = self.followed() if self.followed is not None else None
+        if followed is not None:  # (a node that follows every domain registers under the commons' only)
+            domains |= set(followed) - {"general"}
+        return [ns] + [f"{ns}/{d}" for d in sorted(domains)]
 
     async def _rendezvous(self, now: float) -> None:
         if not self.rendezvous_points:

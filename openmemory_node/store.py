@@ -33,8 +33,25 @@ every status change, so no write path can miss it). ``GET /v1/changes`` reads
 records by it, so a reader with a cursor sees what is new, including a lesson that became
 common, faded or revoked without a record of its own arriving.
 
-Schema changes go in :data:`MIGRATIONS` (append only); ``PRAGMA user_version`` says how
-many have run.
+Migrations: the same style as the engine's store (:mod:`openmemory_local.storage.store`).
+:data:`MIGRATIONS` is an append-only list of :class:`Migration` (a version number, a description,
+and a function over the :class:`sqlite_utils.Database`); the ``schema_version(version,
+description, applied_at)`` table holds one row per applied migration. Opening a store applies the
+missing ones in order, in one write transaction; a store whose version is newer than this code
+knows is refused (:class:`StoreError`), never run against; a store that is current is only read.
+
+Why this style rather than ``PRAGMA user_version`` (the node's first style): the history is in
+the file, in a table a user reads with ``sqlite-utils`` or Datasette (what ran, when, and what it
+was for), not a bare integer in the header; a migration is named by its number in the list and in
+the file alike, so "entry i takes version i to i+1" cannot drift; and the engine, which needs
+migrations that touch files beside the database, already had it, so the two halves now read
+alike. A store made by the old runner (``user_version`` N, no ``schema_version`` table) is
+adopted on open: versions 1..N are recorded as applied ("before schema_version"), then N+1.. run.
+``user_version`` is left as the old runner set it (an older node binary then runs nothing twice).
+
+The runner is written here and in the engine's store (the same small shape) rather than shared:
+the engine never imports the node, and ``openmemory_protocol`` holds pure rules without I/O, so a
+SQLite runner belongs in neither.
 """
 
 from __future__ import annotations
@@ -51,6 +68,17 @@ from typing import Any, Callable, Iterable, Iterator
 import sqlite_utils
 
 DB_FILE = "node.db"
+
+
+class StoreError(RuntimeError):
+    """The node's store cannot be used (its schema is newer than this code knows)."""
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    description: str
+    apply: Callable[[sqlite_utils.Database], None]
 
 
 def _m1(db: sqlite_utils.Database) -> None:
@@ -124,8 +152,15 @@ def _m5(db: sqlite_utils.Database) -> None:
     db.conn.execute("DROP INDEX IF EXISTS idx_records_idb")
 
 
-#: Append-only list of schema migrations; entry i takes the schema from version i to i+1.
-MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_m1, _m2, _m3, _m4, _m5]
+#: Forward migrations, in order (append only; never edit a released one).
+MIGRATIONS: list[Migration] = [
+    Migration(1, "records, peers, rejections", _m1),
+    Migration(2, "commons_keys, local_revocations, blocked_peers (commons settings at run time)", _m2),
+    Migration(3, "records.change: the change sequence, bumped on every arrival and status change", _m3),
+    Migration(4, "an arrival numbered by its own INSERT is not rewritten by the trigger", _m4),
+    Migration(5, "no index of records.idb (the primary key finds a record as fast)", _m5),
+]
+SCHEMA_VERSION = MIGRATIONS[-1].version
 
 
 @dataclass(frozen=True)
@@ -172,7 +207,7 @@ class Store:
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("PRAGMA busy_timeout=5000")
-        self._migrate()
+        self.migrate()
         # Counters flushed in batches (flush()): duplicates and refusals are frequent and
         # losing the last second of them on a crash loses no record.
         self._dup: Counter[bytes] = Counter()  # keyed by id bytes
@@ -213,13 +248,57 @@ class Store:
     def open(cls, home: Path, clock: Callable[[], float] = time.time) -> "Store":
         return cls(Path(home) / DB_FILE, clock)
 
-    def _migrate(self) -> None:
-        version = self.conn.execute("PRAGMA user_version").fetchone()[0]
-        for index in range(version, len(MIGRATIONS)):
-            with self.db.conn:
-                self.conn.execute("BEGIN IMMEDIATE")
-                MIGRATIONS[index](self.db)
-                self.conn.execute(f"PRAGMA user_version={index + 1}")
+    def schema_version(self) -> int:
+        row = self.conn.execute("SELECT MAX(version) FROM schema_version").fetchone()
+        return int(row[0] or 0)
+
+    def migrate(self) -> list[int]:
+        """Apply the missing migrations; return the versions applied. A current store is only
+        read (no write transaction)."""
+        try:
+            current = self.schema_version()
+        except sqlite3.OperationalError:  # no schema_version table: a new file, or the old runner's
+            current = -1
+        if current == SCHEMA_VERSION:
+            return []
+        applied: list[int] = []
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            self.conn.execute(
+                "CREATE TABLE IF NOT EXISTS schema_version ("
+                "version INTEGER PRIMARY KEY, description TEXT NOT NULL, applied_at TEXT NOT NULL)")
+            current = self.schema_version()
+            if current == 0:  # made by the old runner: PRAGMA user_version counted what ran
+                legacy = int(self.conn.execute("PRAGMA user_version").fetchone()[0])
+                if legacy > SCHEMA_VERSION:
+                    raise StoreError(f"{self.path} has schema version {legacy}, newer than this node knows "
+                                     f"({SCHEMA_VERSION}): upgrade openmemory-node")
+                for migration in MIGRATIONS[:legacy]:
+                    self._record_migration(migration, "before schema_version (user_version "
+                                                      f"{legacy}): {migration.description}")
+                current = legacy
+            if current > SCHEMA_VERSION:
+                raise StoreError(f"{self.path} has schema version {current}, newer than this node knows "
+                                 f"({SCHEMA_VERSION}): upgrade openmemory-node")
+            for migration in MIGRATIONS:
+                if migration.version <= current:
+                    continue
+                migration.apply(self.db)
+                self._record_migration(migration, migration.description)
+                applied.append(migration.version)
+            self.conn.execute("COMMIT")
+        except BaseException:
+            if self.conn.in_transaction:
+                self.conn.execute("ROLLBACK")
+            raise
+        return applied
+
+    def _record_migration(self, migration: Migration, description: str) -> None:
+        from datetime import datetime, timezone
+
+        self.conn.execute("INSERT INTO schema_version (version, description, applied_at) VALUES (?, ?, ?)",
+                          (migration.version, description,
+                           datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")))
 
     def close(self) -> None:
         try:

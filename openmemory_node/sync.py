@@ -20,14 +20,20 @@ Frames are unsigned-varint length-prefixed (as fetch's), each starting with a ki
 
     client -> server   0x01 RECONCILE  type(1 byte) message      (reconcile.py's format)
                        0x02 WANT       varint n (1..64), n ids (34 bytes each)
+                       0x07 RECONCILE_DOMAIN  type(1 byte) n(1 byte) domain(n ASCII bytes) message:
+                                       the same, over the ids of that type in that domain
+                                       (lessons and attestations: openmemory_node/follow.py)
     server -> client   0x01 RECONCILE  type message              (the answer)
+                       0x07 RECONCILE_DOMAIN  type n domain message   (the answer)
                        0x03 RECORD     record bytes              one frame per id wanted,
                        0x04 NOT_FOUND                            in order
                        0x05 BUSY       (then the server closes: over its limits, not an error)
                        0x06 ERROR      (then the server closes: the client broke the protocol)
 
 Type codes: 0 revocation, 1 vouch, 2 lesson, 3 attestation. The client ends the session by
-closing its side.
+closing its side. A client that follows every domain reconciles each type whole (0x01); one
+that follows some reconciles revocations and vouches whole and lessons and attestations per
+followed domain (0x07), so that it is never offered what it does not follow.
 
 Limits and penalties (PROTOCOL.md, "Sync"): a message at most ``max_receive_bytes``; a frame
 within ``frame_timeout``; ``max_rounds`` reconciliation rounds per type; at most
@@ -50,20 +56,23 @@ import trio
 from libp2p.custom_types import TProtocol
 from libp2p.peer.id import ID
 
+from openmemory_protocol.domains import DOMAINS
+
 from .config import SyncSection
+from .follow import DOMAIN_TYPES, DomainIndex, Following
 from .ingest import Ingest
 from .log import event
 from .policy import FETCH_MISMATCH, Action, RateLimiter, Verdict
 from .reconcile import ID_BYTES, IdSet, Params, Reconciler, SyncError, decode_varint, encode_varint
 from .streams import FrameError, FrameReader, close_quietly, frame
-from .sync_plan import MAX_WANT, REFUSED_TTL, after_answer, wanted as plan_wanted
+from .sync_plan import MAX_WANT, REFUSED_TTL, after_answer, scopes as plan_scopes, wanted as plan_wanted
 
 log = logging.getLogger(__name__)
 
 PROTOCOL_ID = "/openmemory/sync/1.0.0"
 TYPE_ORDER = ("revocation", "vouch", "lesson", "attestation")  # the order of a session
 TYPE_CODES = {t: i for i, t in enumerate(TYPE_ORDER)}
-RECONCILE, WANT, RECORD, NOT_FOUND, BUSY, ERROR = 1, 2, 3, 4, 5, 6
+RECONCILE, WANT, RECORD, NOT_FOUND, BUSY, ERROR, RECONCILE_DOMAIN = 1, 2, 3, 4, 5, 6, 7
 _RECORD_KIND = bytes([RECORD])
 _NOT_FOUND_FRAME = frame(bytes([NOT_FOUND]))
 #: WANT frames a client keeps in flight (pipelined: the server answers them in order).
@@ -91,28 +100,49 @@ class SyncAbort(Exception):
 
 
 class SyncIndex:
-    """The node's record ids, one sorted :class:`IdSet` per type, kept current by the
-    ingest's on-accept hook."""
+    """The node's record ids, one sorted :class:`IdSet` per type, and per (type, domain) for
+    lessons and attestations (:mod:`openmemory_node.follow`), kept current by the ingest's
+    on-accept hook."""
 
-    def __init__(self) -> None:
+    def __init__(self, domains: DomainIndex | None = None) -> None:
         self.sets: dict[str, IdSet] = {t: IdSet() for t in TYPE_ORDER}
+        self.domains = domains if domains is not None else DomainIndex()
+        self.domain_sets: dict[tuple[str, str], IdSet] = {(t, d): IdSet() for t in DOMAIN_TYPES for d in DOMAINS}
 
     @classmethod
-    def from_store(cls, store: Any) -> "SyncIndex":
-        index = cls()
+    def from_store(cls, store: Any, domains: DomainIndex | None = None) -> "SyncIndex":
+        index = cls(domains if domains is not None else DomainIndex.from_store(store))
         grouped: dict[str, list[bytes]] = {t: [] for t in TYPE_ORDER}
+        by_domain: dict[tuple[str, str], list[bytes]] = {k: [] for k in index.domain_sets}
         for idb, type_ in store.ids_by_type():
             if type_ in grouped:
                 grouped[type_].append(idb)
+            if type_ in DOMAIN_TYPES:
+                for d in index.domains.of_id(type_, idb) or ():
+                    by_domain[(type_, d)].append(idb)
         index.sets = {t: IdSet(ids) for t, ids in grouped.items()}
+        index.domain_sets = {k: IdSet(ids) for k, ids in by_domain.items()}
         return index
 
     def on_accept(self, record: Any, via: str, peer: str | None) -> None:
-        self.sets[record.record_type].add(record.id_bytes)
+        type_ = record.record_type
+        self.sets[type_].add(record.id_bytes)
+        if type_ not in DOMAIN_TYPES:
+            return
+        gained = self.domains.add(record)  # (attestations held of a lesson just arrived)
+        domains = self.domains.of_record(record) or ()
+        for d in domains:
+            self.domain_sets[(type_, d)].add(record.id_bytes)
+            for attestation in gained:
+                self.domain_sets[("attestation", d)].add(attestation)
 
     def on_evict(self, rows: list[tuple[str, bytes, str, bytes]]) -> None:
         for _, idb, type_, _ in rows:
             self.sets[type_].discard(idb)
+            if type_ in DOMAIN_TYPES:
+                for d in DOMAINS:
+                    self.domain_sets[(type_, d)].discard(idb)
+                self.domains.discard(idb)
 
     def __len__(self) -> int:
         return sum(len(s) for s in self.sets.values())
@@ -168,6 +198,7 @@ class Sync:
     def __init__(
         self, host: Any, ingest: Ingest, settings: SyncSection, clock: Callable[[], float],
         *, connected: Callable[[], list[str]], rng: random.Random | None = None,
+        following: Following | None = None, domains: DomainIndex | None = None,
     ):
         self.host = host
         self.ingest = ingest
@@ -175,7 +206,8 @@ class Sync:
         self.clock = clock
         self.connected = connected
         self.rng = rng or random.Random()
-        self.index = SyncIndex.from_store(ingest.store)
+        self.following = following or Following()
+        self.index = SyncIndex.from_store(ingest.store, domains)
         ingest.on_accept_hooks.append(self.index.on_accept)
         ingest.on_evict_hooks.append(self._on_evict)
         self._evicted: OrderedDict[bytes, tuple[float, bytes]] = OrderedDict()  # idb -> (when, data)
@@ -203,6 +235,13 @@ class Sync:
         """A session with a peer shortly after it connects (either direction)."""
         self._next[peer] = min(self._next.get(peer, float("inf")),
                                self.clock() + self.settings.connect_delay)
+        self._wake.set()
+
+    def sync_soon(self) -> None:
+        """A session with every connected peer shortly (the followed domains changed)."""
+        due = self.clock() + self.settings.connect_delay
+        for peer in self.connected():
+            self._next[peer] = min(self._next.get(peer, float("inf")), due)
         self._wake.set()
 
     def peer_disconnected(self, peer: str) -> None:
@@ -267,8 +306,8 @@ class Sync:
                 counted = _Counted(raw, report)
                 stream = FrameReader(counted, self.max_frame)
                 budget = s.max_records
-                for type_ in TYPE_ORDER:
-                    got = await self._session_type(stream, peer, type_, budget, report)
+                for type_, domain in plan_scopes(TYPE_ORDER, DOMAIN_TYPES, self.following.domains):
+                    got = await self._session_type(stream, peer, type_, budget, report, domain)
                     budget -= got
                     if budget <= 0:
                         report.outcome = "partial"
@@ -299,27 +338,34 @@ class Sync:
         return report
 
     async def _session_type(self, stream: FrameReader, peer: str, type_: str, budget: int,
-                            report: SessionReport) -> int:
+                            report: SessionReport, domain: str | None = None) -> int:
+        """Reconcile one type (``domain`` None) or one type's ids in one domain, then pull."""
         s = self.settings
         code = TYPE_CODES[type_]
-        reconciler = Reconciler(self.index.sets[type_], self.params, max_need=budget)
+        if domain is None:
+            ids, header, scope = self.index.sets[type_], bytes([RECONCILE, code]), type_
+        else:
+            ids, scope = self.index.domain_sets[(type_, domain)], f"{type_}/{domain}"
+            header = bytes([RECONCILE_DOMAIN, code, len(domain)]) + domain.encode("ascii")
+        reconciler = Reconciler(ids, self.params, max_need=budget)
         message: bytes | None = reconciler.initiate()
         while message is not None:
             if reconciler.rounds > s.max_rounds:
-                self._charge(peer, SYNC_ROUNDS, f"{type_} not reconciled in {s.max_rounds} rounds",
+                self._charge(peer, SYNC_ROUNDS, f"{scope} not reconciled in {s.max_rounds} rounds",
                              self.ingest.policy.limits.rate_penalty)
-                raise SyncAbort(f"{type_}: more than {s.max_rounds} rounds")
-            payload = bytes([RECONCILE, code]) + message
+                raise SyncAbort(f"{scope}: more than {s.max_rounds} rounds")
+            payload = header + message
             await _write(stream.stream, frame(payload))
             answer = await self._read(stream, peer)
-            if answer[:2] != bytes([RECONCILE, code]):
-                self._bad(peer, f"expected a RECONCILE answer for {type_}, got kind {answer[0]}")
+            if answer[:len(header)] != header:
+                self._bad(peer, f"expected a {'RECONCILE' if domain is None else 'RECONCILE_DOMAIN'} answer "
+                                f"for {scope}, got kind {answer[0]}")
             report.reconcile_bytes += len(payload) + len(answer)
             try:
-                message = reconciler.reply(answer[2:])
+                message = reconciler.reply(answer[len(header):])
             except SyncError as exc:
-                self._bad(peer, f"{type_}: {exc}")
-        report.rounds[type_] = reconciler.rounds
+                self._bad(peer, f"{scope}: {exc}")
+        report.rounds[scope] = reconciler.rounds
         now = self.clock()
         wanted = plan_wanted(reconciler.need, self._refused, now)
         report.need[type_] = len(wanted)
@@ -526,7 +572,7 @@ class Sync:
 
     async def _serve(self, stream: _Counted, peer: str) -> None:
         s = self.settings
-        rounds = {t: 0 for t in TYPE_ORDER}
+        rounds: dict[Any, int] = {}  # per type, or per (type, domain)
         served = 0
         reader = FrameReader(stream, self.max_frame)
         while True:
@@ -539,20 +585,26 @@ class Sync:
             if data is None:
                 return
             kind = data[0] if data else -1
-            if kind == RECONCILE and len(data) >= 2 and data[1] < len(TYPE_ORDER):
-                type_ = TYPE_ORDER[data[1]]
-                rounds[type_] += 1
-                if rounds[type_] > s.max_rounds:
+            if kind in (RECONCILE, RECONCILE_DOMAIN):
+                scope = _reconcile_scope(data)
+                if scope is None:
+                    await self._refuse(stream, peer, "a RECONCILE frame of no known type or domain")
+                    return
+                type_, domain, header = scope
+                key = type_ if domain is None else (type_, domain)
+                rounds[key] = rounds.get(key, 0) + 1
+                if rounds[key] > s.max_rounds:
                     self._charge(peer, SYNC_ROUNDS, f"{type_}: more than {s.max_rounds} rounds",
                                  self.ingest.policy.limits.rate_penalty)
                     await _try_write(stream, frame(bytes([BUSY])))
                     return
+                ids = self.index.sets[type_] if domain is None else self.index.domain_sets[(type_, domain)]
                 try:
-                    answer = Reconciler(self.index.sets[type_], self.params).respond(data[2:])
+                    answer = Reconciler(ids, self.params).respond(data[len(header):])
                 except SyncError as exc:
                     await self._refuse(stream, peer, f"{type_}: {exc}")
                     return
-                await _write(stream, frame(bytes([RECONCILE, data[1]]) + answer))
+                await _write(stream, frame(header + answer))
             elif kind == WANT:
                 try:
                     count, pos = decode_varint(data, 1, limit=MAX_WANT)
@@ -589,6 +641,7 @@ class Sync:
         return {
             **self.stats,
             "ids": {t: len(s) for t, s in self.index.sets.items()},
+            "following": self.following.status()["following"],
             "interval": self.settings.interval,
             "running": sorted(self._running),
             "unsupported": sorted(self._unsupported),
@@ -605,6 +658,23 @@ def protocol_refused(exc: BaseException) -> bool:
             return True
         seen = seen.__cause__ or seen.__context__
     return False
+
+
+def _reconcile_scope(data: bytes) -> tuple[str, str | None, bytes] | None:
+    """A RECONCILE or RECONCILE_DOMAIN frame's (type, domain or None, header), or None when
+    its type or domain is not one this protocol knows."""
+    if len(data) < 2 or data[1] >= len(TYPE_ORDER):
+        return None
+    type_ = TYPE_ORDER[data[1]]
+    if data[0] == RECONCILE:
+        return type_, None, data[:2]
+    if len(data) < 3 or type_ not in DOMAIN_TYPES:
+        return None
+    end = 3 + data[2]
+    domain = data[3:end].decode("ascii", "replace")
+    if len(data) < end or domain not in DOMAINS:
+        return None
+    return type_, domain, data[:end]
 
 
 def _broken_frame(data: bytes | None) -> bool:

@@ -3,6 +3,8 @@
 The trio code (:mod:`openmemory_node.sync`) reconciles, reads and writes frames; every choice
 it makes about records lives here, so that it can be read and tested without a network:
 
+* :func:`scopes`: what a session reconciles, in order: each record type whole, or, for a node
+  that follows some domains only, lessons and attestations once per followed domain.
 * :func:`wanted`: of the ids the reconciliation found missing, the ones to ask for (not those
   refused or dropped here within the last hour, ``REFUSED_TTL``), in WANTs of ``MAX_WANT``.
 * :func:`after_answer`: what an answered record's outcome means for the session: counted as
@@ -21,7 +23,7 @@ from typing import Iterable
 
 from .policy import BLOCKED_KEY, FRESH_KEY, Action, Verdict
 
-__all__ = ["MAX_WANT", "REFUSED_TTL", "Answer", "wanted", "after_answer", "ends_session", "ADMISSION_CODES"]
+__all__ = ["scopes", "MAX_WANT", "REFUSED_TTL", "Answer", "wanted", "after_answer", "ends_session", "ADMISSION_CODES"]
 
 #: Ids in one WANT frame.
 MAX_WANT = 64
@@ -39,6 +41,17 @@ class Answer:
     counted: str  # "received", "duplicate" or "refused"
     remember: bool  # not asked for again for REFUSED_TTL
     ends_session: bool
+
+
+def scopes(type_order: Iterable[str], domain_types: Iterable[str],
+           followed: Iterable[str] | None) -> list[tuple[str, str | None]]:
+    """(type, domain or None for the whole type) in session order: every type whole when
+    ``followed`` is None (every domain), else the types of ``domain_types`` once per followed
+    domain, in the domains' order, and the others whole."""
+    domain_types = set(domain_types)
+    per_domain = None if followed is None else sorted(followed)
+    return [(t, d) for t in type_order
+            for d in ([None] if per_domain is None or t not in domain_types else per_domain)]
 
 
 def ends_session(verdict: Verdict) -> bool:

@@ -10,10 +10,11 @@ The same table gives the domains of a project, from the programs its sessions ru
 (:func:`domains_of_programs`): a node follows the domains its agent's projects touch, plus
 ``general``. The gossip topic of a record in a domain is :func:`domain_topic`.
 
-Status (issue 33, item 3): this module, its tests, the scale figures
-(``simulations/domains_des.py``) and per-domain rendezvous namespaces on the node
-(``[discovery] domains``) exist; the node does not yet subscribe by domain nor filter sync by
-domain (every node still takes every topic), and the engine does not yet pass its domains.
+On the node (``openmemory_node/follow.py``): a lesson is gossiped on the topic of each of its
+domains (:func:`lesson_domains`), an attestation on its lesson's; revocations and vouches stay
+on their type's one topic, which every node joins; sync reconciles lessons and attestations
+per followed domain. The engine tells its node the domains of its own projects
+(``PUT /v1/domains``, from the commands its sessions ran: :func:`domains_of_programs`).
 """
 
 from __future__ import annotations
@@ -76,6 +77,22 @@ def domains_of(claim: Claim) -> tuple[str, ...]:
     return tuple(sorted(found)) or (GENERAL,)
 
 
+def lesson_domains(claim: Claim | None) -> tuple[str, ...]:
+    """A lesson record's domains: its claim's (:func:`domains_of`); ``("general",)`` for a
+    version 1 lesson (free text, no claim)."""
+    return domains_of(claim) if claim is not None else (GENERAL,)
+
+
+def check_domains(names: Iterable[str]) -> set[str]:
+    """The names as a set of known domains; ValueError naming the unknown ones."""
+    names = set(names)
+    unknown = sorted(n for n in names if n not in DOMAINS)
+    if unknown:
+        raise ValueError(f"unknown domain(s) {', '.join(repr(n)[:40] for n in unknown[:5])} "
+                         f"(known: {', '.join(DOMAINS)})")
+    return names
+
+
 def domains_of_programs(programs: Iterable[str]) -> set[str]:
     """The domains of a project from the commands (or programs) its sessions ran; always
     ``general`` too (what belongs to no ecosystem concerns everyone)."""
@@ -89,8 +106,12 @@ def domains_of_programs(programs: Iterable[str]) -> set[str]:
 
 
 def domain_topic(record_type: str, domain: str) -> str:
-    """``/openmemory/1/<type>/<domain>``: the topic of a record of that domain (planned; the
-    node publishes on ``/openmemory/1/<type>`` today)."""
+    """``/openmemory/1/<type>/<domain>``: the gossip topic of a lesson or an attestation of
+    that domain; ``general``'s is the type's own topic, ``/openmemory/1/<type>`` (the topic of
+    every record of that type before domains: a peer that knows nothing of domains meets
+    every node there). Revocations and vouches have only their type's topic."""
     if domain not in DOMAINS:
         raise ValueError(f"unknown domain {domain!r} (known: {', '.join(DOMAINS)})")
+    if domain == GENERAL:
+        return f"/openmemory/1/{record_type}"
     return f"/openmemory/1/{record_type}/{domain}"

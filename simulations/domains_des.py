@@ -17,7 +17,7 @@ from the author's domains' programs.
 Two questions:
 
 1. **Traffic and store.** Records a node receives (unique and with the mesh's duplicates) and
-   stores per day, when every node takes every topic (today) and when it follows only its
+   stores per day, when a node takes every topic (follows every domain) and when it follows only its
    domains and ``general``.
 2. **Does a domain's topic hold together?** A topic's mesh forms among the topic's subscribers
    among a node's *connections*. With random connections, the followers of a domain followed

@@ -183,8 +183,9 @@ class NodeProc:
     """One openmemory-node in a namespace, driven through a small shim process in the same
     namespace (the node's API listens on that namespace's loopback only)."""
 
-    def __init__(self, name: str, ns: str, home: Path, listen: str):
+    def __init__(self, name: str, ns: str, home: Path, listen: str, also: tuple[str, ...] = ()):
         self.name, self.ns, self.home, self.listen = name, ns, home, listen
+        self.also = list(also)  # more listen addresses (QUIC: --quic)
         self.proc: subprocess.Popen | None = None
         self.shim: subprocess.Popen | None = None
         self.peer_id = ""
@@ -194,7 +195,7 @@ class NodeProc:
         from openmemory_node.home import init_home
 
         cfg = config_mod.Config()
-        cfg.node.listen = [self.listen]
+        cfg.node.listen = [self.listen, *self.also]
         cfg.api.address = "127.0.0.1:0"
         ident, _ = init_home(self.home, cfg)
         self.peer_id = ident.peer_id
@@ -343,15 +344,17 @@ interval = 5.0
 """
 
 
-def scenario(root: Path, topo: Topology, timeout: float, log: Callable[[str], None]) -> dict[str, Any]:
+def scenario(root: Path, topo: Topology, timeout: float, log: Callable[[str], None],
+             quic: bool = False) -> dict[str, Any]:
     started = time.monotonic()
     deadline = started + timeout
     summary: dict[str, Any] = {"nat": topo.nat, "delivered_via_relay": False,
                                "direct_after_holepunch": False, "revocation_reached_s": None}
     relay = NodeProc("relay", topo.ns["pub"], root / "relay", f"/ip4/{PUBLIC_IP}/tcp/{PORT}")
     relay.init(RELAY_CONFIG)
-    a = NodeProc("a", topo.ns["a"], root / "a", f"/ip4/{topo.node_ip('a')}/tcp/{PORT}")
-    b = NodeProc("b", topo.ns["b"], root / "b", f"/ip4/{topo.node_ip('b')}/tcp/{PORT}")
+    a, b = (NodeProc(side, topo.ns[side], root / side, f"/ip4/{topo.node_ip(side)}/tcp/{PORT}",
+                     (f"/ip4/{topo.node_ip(side)}/udp/{PORT}/quic-v1",) if quic else ()) for side in "ab")
+    summary["quic"] = quic
     for node in (a, b):
         node.init(node_config(relay, probe_after=5.0, interval=2.0))
     # b applies a's revocations (the author's key is a revoker there)
@@ -417,6 +420,7 @@ def scenario(root: Path, topo: Topology, timeout: float, log: Callable[[str], No
         except TimeoutError:
             log("no direct connection: the nodes stay relayed")
         summary["connection_at_revocation"] = b.reach().get("connections", {}).get(a.peer_id)
+        summary["transports_at_revocation"] = b.reach().get("transports", {}).get(a.peer_id)
         a.call("POST", "/v1/revoke", {"id": rid, "reason_code": "incorrect"})
         t2 = time.monotonic()
         try:
@@ -444,6 +448,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     parser.add_argument("--timeout", type=float, default=150.0, help="stop after this many seconds")
     parser.add_argument("--nat", choices=("cone", "symmetric"), default="cone")
+    parser.add_argument("--quic", action="store_true",
+                        help="a and b listen on QUIC (UDP) beside TCP: does QUIC help hole punching?")
     parser.add_argument("--keep", help="keep the nodes' folders and logs in this directory")
     parser.add_argument("--cleanup", action="store_true", help="remove leftovers of a killed run")
     parser.add_argument("--log-level", default="info", help="the nodes' log level (their logs: --keep)")
@@ -476,7 +482,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         topo.build()
         log(f"namespaces: {', '.join(topo.ns.values())} (NAT: {args.nat})")
-        summary = scenario(root, topo, args.timeout, log)
+        summary = scenario(root, topo, args.timeout, log, quic=args.quic)
     except KeyboardInterrupt as exc:
         summary["interrupted"] = str(exc) or "SIGINT"
         code = 130

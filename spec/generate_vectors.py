@@ -1434,6 +1434,7 @@ def build() -> dict[str, Any]:
         },
         "json.json": json_vectors(),
         "claims.json": claims_vectors(),
+        "domains.json": domains_vectors(),
         "observation.json": {
             "description": "The observation rule: whether each text is an observation, else which rule it breaks; "
                            "the SHA-256 of each table of spec/observation/.",
@@ -1447,6 +1448,42 @@ def build() -> dict[str, Any]:
             "tables": observation_tables(),
             "vectors": observation_vectors(),
         },
+    }
+
+
+DOMAIN_SITUATIONS = [
+    "git push", "npm test", "pytest", "python -m pytest", "uv sync", "cargo build", "go test",
+    "docker compose", "make", "mvn package", "bundle exec", "dotnet build", "terraform plan",
+    "cd web && npm test && git push", "cd app && pytest", "env CI=1 pytest", "CI=1 npm ci",
+    "sudo docker ps", "time cargo test", "timeout 60 pytest", "/usr/bin/python3.11 -m venv",
+    "python3.12 setup.py", "pip3 install", "node18 index.js", "gcc-12 main.c", "NPM test",
+    "./gradlew build", "frobnicate --all", "Read", "Bash", "mcp__github__create_issue",
+    "npm test && npm run build", "git status && git diff", "cd x && cd y", "nohup uvx ruff",
+    "helm install && kubectl apply", "/usr/bin/env python3", "g++ -O2", "clang++ main.cc",
+]
+
+
+def domains_vectors() -> dict[str, Any]:
+    """Domains (PROTOCOL.md "Topics"): a claim's situation -> its domains and its lesson topics."""
+    from openmemory_node.follow import record_topics
+    from openmemory_protocol.claims import Claim
+    from openmemory_protocol.domains import _TABLE, DOMAINS, NEUTRAL, domains_of
+
+    vectors = []
+    for situation in DOMAIN_SITUATIONS:
+        domains = list(domains_of(Claim(situation=situation, failure="error: failed")))
+        vectors.append({"situation": situation, "domains": domains,
+                        "lesson_topics": record_topics("lesson", domains, "/openmemory/1/lesson"),
+                        "attestation_topics": record_topics("attestation", domains, "/openmemory/1/attestation")})
+    return {
+        "description": "Domains: a claim's situation gives its domains (sorted; 'general' when none) and the "
+                       "topics a lesson and an attestation of it are published on. 'table' is PROTOCOL.md's "
+                       "list of domains (domain -> programs), 'wrappers' its list of wrappers.",
+        "format_version": 1,
+        "domains": list(DOMAINS),
+        "table": {eco: progs.split() for eco, progs in _TABLE.items()},
+        "wrappers": sorted(NEUTRAL),
+        "vectors": vectors,
     }
 
 

@@ -1,5 +1,5 @@
 """Which received lessons a project's memory folder shows: the trust boundary's rule
-(:mod:`openmemory_local.commons.state`, as SQL) applied, then the lessons that fit the project
+(:mod:`openmemory_local.storage.trust_boundary`, as SQL) applied, then the lessons that fit the project
 (its programs, languages and paths: :class:`Profile`), one per claim group, best first.
 :class:`Chooser` is what the renderer asks; ``openmemory commons`` and the page show the same.
 """
@@ -10,7 +10,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from openmemory_local.commons.receive import EXTENSIONS, received_rows
-from openmemory_local.commons.state import eligible_sql
+from openmemory_local.storage.episodes import session_profiles
+from openmemory_local.storage.trust_boundary import eligible_sql
 from openmemory_local.core.jsonio import loads
 from openmemory_local.sleep.lessons import project_families
 from openmemory_local.text.embed import embed
@@ -37,11 +38,7 @@ def _extension_language(path: str) -> str | None:
 def project_profiles(store) -> dict[str, Profile]:
     """Project family -> its :class:`Profile`, from every session episode in the store."""
     out: dict[str, Profile] = defaultdict(Profile)
-    for cwd, branch, commands, tools, edited, read in store.conn.execute(
-        "SELECT project, json_extract(fields, '$.branch'), json_extract(fields, '$.commands'), "
-        "json_extract(fields, '$.tools'), json_extract(fields, '$.files_edited'), "
-        "json_extract(fields, '$.files_read') FROM episodes WHERE kind = 'session' AND project IS NOT NULL"
-    ):
+    for cwd, branch, commands, tools, edited, read in session_profiles(store):
         profile = out[family(cwd, branch)]
         profile.sessions += 1
         for head in loads(commands, {}) or {}:
@@ -97,7 +94,7 @@ def _merged(profiles: dict[str, Profile], families: set[str]) -> Profile | None:
 
 def _eligible(config, table: str = "") -> tuple[str, list]:
     """The SQL condition of a received lesson that may be rendered (``table``: a prefix): the
-    trust boundary (:mod:`openmemory_local.commons.state`)."""
+    trust boundary (:mod:`openmemory_local.storage.trust_boundary`)."""
     return eligible_sql(config.commons_candidates, table, config.commons_team_candidates)
 
 

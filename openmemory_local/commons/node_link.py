@@ -156,6 +156,9 @@ class NodeLink:
     def delete(self, path: str) -> Any:
         return self.request("DELETE", path)
 
+    def put(self, path: str, body: Any) -> Any:
+        return self.request("PUT", path, body)
+
     # --- the calls the engine makes ------------------------------------------------------
 
     def node(self) -> dict:
@@ -171,6 +174,11 @@ class NodeLink:
 
     # --- what `openmemory-node` commands ask, for the page's node view: the same endpoints
     # --- and the same bodies as the node's CLI (the engine never imports openmemory_node)
+
+    def follow_domains(self, domains: list[str]) -> dict:
+        """``PUT /v1/domains``: the domains this agent's projects touch (git, python, node...),
+        which the node then follows with ``general`` (its gossip topics, its sync)."""
+        return self.put("/v1/domains", {"domains": sorted(domains)})
 
     def status(self) -> dict:
         """``openmemory-node status``: ``GET /v1/status``."""

@@ -1,4 +1,4 @@
-"""Publishing lessons to the commons: per-project opt-in, the redaction gate, an outbox.
+"""Publishing lessons to the commons: per-project opt-in, the redaction gate, an publishing.
 
 Nothing is ever published by default. A project family is opted in with :func:`enable`
 (``openmemory publish enable [PROJECT]``) and out with :func:`disable`. Then each
@@ -67,6 +67,7 @@ from openmemory_local.core.jsonio import dumps, loads
 from openmemory_local.commons.node_link import NodeError, NodeLink, NodeUnavailable, open_link
 from openmemory_local.text.normalize import family, family_matches
 from openmemory_protocol.observation import NotAnObservation, check_observation
+from openmemory_local.storage import published as publishing
 from openmemory_local.text.redact import GENERIC_BRANCHES, GENERIC_DIRS, GENERIC_USERS, Identity, gate, project_names, users_in_path
 
 __all__ = [
@@ -144,9 +145,7 @@ def _git_dir(path: Path) -> Path | None:
 def _known_families(store) -> dict[str, set[str]]:
     """Every working directory with a session, or a lesson, in the store -> its families."""
     out: dict[str, set[str]] = {}
-    for cwd, branch in store.conn.execute(
-            "SELECT DISTINCT project, json_extract(fields, '$.branch') FROM episodes WHERE kind = 'session' "
-            "AND project IS NOT NULL"):
+    for cwd, branch in publishing.session_branches(store):
         out.setdefault(cwd, set()).add(family(cwd, branch))
     return out
 
@@ -166,7 +165,7 @@ def resolve_families(store, project: str | os.PathLike) -> list[str]:
     if path in known:
         return sorted(known[path])
     families = {f for fams in known.values() for f in fams}
-    families |= {f for (f,) in store.conn.execute("SELECT DISTINCT family FROM lessons")}
+    families |= publishing.lesson_families(store, with_null=True)
     inside = sorted(f for f in families if family_matches(f, path) or (f.endswith("/*") and f[:-2] == path))
     if inside:
         return inside
@@ -180,19 +179,15 @@ def enable(store, project: str | os.PathLike, now: datetime) -> dict:
     now_iso = iso(now)
     with store.write():
         for fam in families:
-            row = store.conn.execute("SELECT enabled FROM publish_projects WHERE family = ?", (fam,)).fetchone()
-            if row and row[0]:
+            if publishing.project_enabled(store, fam):
                 continue
-            store.conn.execute(
-                "INSERT INTO publish_projects (family, enabled, path, enabled_at) VALUES (?, 1, ?, ?) "
-                "ON CONFLICT (family) DO UPDATE SET enabled = 1, path = excluded.path, "
-                "enabled_at = excluded.enabled_at, disabled_at = NULL",
-                (fam, os.path.abspath(os.fspath(project)) if not os.fspath(project).endswith("/*") else fam, now_iso))
+            publishing.enable_project(
+                store, fam, os.path.abspath(os.fspath(project)) if not os.fspath(project).endswith("/*") else fam,
+                now_iso)
             changed.append(fam)
-    lessons = {fam: store.conn.execute("SELECT COUNT(*) FROM lessons WHERE family = ? AND state = 'active'",
-                                       (fam,)).fetchone()[0] for fam in families}
+    lessons = {fam: publishing.active_lesson_count(store, fam) for fam in families}
     known = {f for fams in _known_families(store).values() for f in fams}
-    known |= {f for (f,) in store.conn.execute("SELECT DISTINCT family FROM lessons WHERE family IS NOT NULL")}
+    known |= publishing.lesson_families(store)
     # not known yet (no session ingested): the opt-in will cover the family its sessions form (_folder_opt_ins)
     return {"families": families, "changed": changed, "lessons": lessons,
             "unknown": [f for f in families if f not in known]}
@@ -209,33 +204,20 @@ def disable(store, project: str | os.PathLike, now: datetime, *, revoke_publishe
     through = {f: row for f, row in _covered(store).items() if f in families}  # opted in through a folder
     with store.write():
         for fam in families:
-            n = store.conn.execute(
-                "UPDATE publish_projects SET enabled = 0, disabled_at = ? WHERE family = ? AND enabled = 1",
-                (now_iso, fam)).rowcount
+            n = publishing.disable_project(store, fam, now_iso)
             if fam in through:
-                n += store.conn.execute(
-                    "UPDATE publish_projects SET enabled = 0, disabled_at = ? WHERE family = ? AND enabled = 1",
-                    (now_iso, through[fam][0])).rowcount
+                n += publishing.disable_project(store, through[fam][0], now_iso)
             if n:
                 changed.append(fam)
-            dropped += store.conn.execute(
-                "DELETE FROM publish_queue WHERE family = ? AND (state = 'held' OR (state = 'pending' "
-                "AND attempts = 0))", (fam,)).rowcount
-            withdrawn += store.conn.execute(
-                "UPDATE publish_queue SET state = 'withdrawn' WHERE family = ? AND state = 'pending'",
-                (fam,)).rowcount
-    marks = ",".join("?" * len(families))
-    published = [dict(record_id=r, lesson_id=lid) for r, lid in store.conn.execute(
-        f"SELECT record_id, lesson_id FROM published WHERE family IN ({marks}) AND revoked_at IS NULL "
-        "ORDER BY published_at, record_id", families)]
+            dropped += publishing.drop_family_unsent(store, fam)
+            withdrawn += publishing.withdraw_family_pending(store, fam)
+    published = [dict(record_id=r, lesson_id=lid) for r, lid in publishing.published_of_families(store, families)]
     out = {"families": families, "changed": changed, "dropped": dropped, "withdrawn": withdrawn,
            "published": published, "revoked": []}
     if revoke_published and (published or withdrawn):
         link = link or open_link(store.config)
         _resolve_withdrawn(store, link, now)
-        lessons = sorted({lid for (lid,) in store.conn.execute(
-            f"SELECT DISTINCT lesson_id FROM published WHERE family IN ({marks}) AND revoked_at IS NULL",
-            families)})
+        lessons = sorted({lid for _, lid in publishing.published_of_families(store, families)})
         for lesson_id in lessons:
             out["revoked"].extend(revoke(store, lesson_id, now, code="withdrawn", reason=reason, link=link)["revoked"])
     return out
@@ -247,10 +229,9 @@ def _folder_opt_ins(store) -> dict[str, list[str]]:
     named it: ``openmemory publish enable ~/src/app`` before the first ingest) now belongs to
     families the store knows (its worktrees' family, ``~/src/app-worktrees/*``) -> those families."""
     known = {f for fams in _known_families(store).values() for f in fams}
-    known |= {f for (f,) in store.conn.execute("SELECT DISTINCT family FROM lessons WHERE family IS NOT NULL")}
+    known |= publishing.lesson_families(store)
     out: dict[str, list[str]] = {}
-    for fam, path in store.conn.execute("SELECT family, path FROM publish_projects WHERE enabled = 1 "
-                                        "AND path IS NOT NULL ORDER BY family").fetchall():
+    for fam, path in publishing.enabled_folders(store):
         if fam in known or path.endswith("/*"):
             continue
         resolved = [f for f in resolve_families(store, path) if f != fam and f in known]
@@ -262,12 +243,12 @@ def _folder_opt_ins(store) -> dict[str, list[str]]:
 def _covered(store) -> dict[str, tuple[str, str, str]]:
     """Families opted in through a folder opt-in (:func:`_folder_opt_ins`) -> (the row's family, its
     folder, when it was opted in); not those opted out by themselves since that opt-in."""
-    rows = {fam: (enabled, disabled_at) for fam, enabled, disabled_at in store.conn.execute(
-        "SELECT family, enabled, disabled_at FROM publish_projects")}
+    projects = {fam: (enabled, path, enabled_at, disabled_at)
+                for fam, enabled, path, enabled_at, disabled_at in publishing.project_rows(store)}
+    rows = {fam: (enabled, disabled_at) for fam, (enabled, _path, _since, disabled_at) in projects.items()}
     out: dict[str, tuple[str, str, str]] = {}
     for fam, resolved in _folder_opt_ins(store).items():
-        path, since = store.conn.execute("SELECT path, enabled_at FROM publish_projects WHERE family = ?",
-                                         (fam,)).fetchone()
+        _enabled, path, since, _disabled = projects[fam]
         for f in resolved:
             own = rows.get(f)
             if own is None or (not own[0] and (own[1] or "") < (since or "")):
@@ -279,7 +260,7 @@ def opted_in(store) -> list[str]:
     """The families opted in: by their own row, or through a folder opted in before the project's
     sessions were known, once they are (:func:`_folder_opt_ins`: the opt-in covers the family the
     folder's worktrees form)."""
-    own = {f for (f,) in store.conn.execute("SELECT family FROM publish_projects WHERE enabled = 1")}
+    own = publishing.enabled_families(store)
     return sorted(own | set(_covered(store)))
 
 
@@ -288,8 +269,7 @@ def status(store, *, known: bool = False) -> dict:
     ``known``: also every other family the store has sessions or lessons of (never opted in)."""
     threshold = store.config.publish_min_strength
     families = []
-    rows = store.conn.execute(
-        "SELECT family, enabled, path, enabled_at, disabled_at FROM publish_projects ORDER BY family").fetchall()
+    rows = publishing.project_rows(store)
     covered = _covered(store)  # a folder opted in before its sessions were known: listed as its families
     folders = {row[0] for row in covered.values()}
     rows = sorted([r for r in rows if r[0] not in folders and r[0] not in covered]
@@ -297,23 +277,12 @@ def status(store, *, known: bool = False) -> dict:
     if known:
         listed = {r[0] for r in rows}
         others = {f for fams in _known_families(store).values() for f in fams}
-        others |= {f for (f,) in store.conn.execute("SELECT DISTINCT family FROM lessons WHERE family IS NOT NULL")}
+        others |= publishing.lesson_families(store)
         rows = sorted(rows + [(f, 0, None, None, None) for f in others - listed if f])
     for fam, enabled, path, enabled_at, disabled_at in rows:
-        count = lambda sql, *a: store.conn.execute(sql, (fam, *a)).fetchone()[0]  # noqa: E731
         families.append({
             "family": fam, "enabled": bool(enabled), "path": path, "enabled_at": enabled_at,
-            "disabled_at": disabled_at,
-            "lessons": count("SELECT COUNT(*) FROM lessons WHERE family = ? AND state = 'active'"),
-            "eligible": count("SELECT COUNT(*) FROM lessons WHERE family = ? AND state = 'active' "
-                              "AND vetoed_at IS NULL AND strength >= ?", threshold),
-            "published_records": count("SELECT COUNT(*) FROM published WHERE family = ? AND revoked_at IS NULL"),
-            "published_lessons": count("SELECT COUNT(DISTINCT lesson_id) FROM published WHERE family = ? "
-                                       "AND revoked_at IS NULL"),
-            "revoked_records": count("SELECT COUNT(*) FROM published WHERE family = ? AND revoked_at IS NOT NULL"),
-            "pending": count("SELECT COUNT(*) FROM publish_queue WHERE family = ? AND state IN ('pending', "
-                             "'withdrawn')"),
-            "held": count("SELECT COUNT(*) FROM publish_queue WHERE family = ? AND state = 'held'"),
+            "disabled_at": disabled_at, **publishing.family_counts(store, fam, threshold),
         })
     return {"threshold": threshold, "families": families, "node_home": str(store.config.node_home or "")}
 
@@ -400,9 +369,7 @@ class _Context:
         self.machine = _machine(store.config)
         self.known = _known_families(store)
         self.branches_by_cwd: dict[str, set[str]] = {}
-        for cwd, branch in store.conn.execute(
-                "SELECT DISTINCT project, json_extract(fields, '$.branch') FROM episodes WHERE kind = 'session' "
-                "AND project IS NOT NULL AND json_extract(fields, '$.branch') IS NOT NULL"):
+        for cwd, branch in publishing.session_branches(store, with_branch_only=True):
             self.branches_by_cwd.setdefault(cwd, set()).add(branch)
         self.path_users = {u for cwd in self.known if (u := users_in_path(cwd))}
         self._cache: dict[str, Identity] = {}
@@ -480,8 +447,9 @@ class Candidate:
 
 def _latest_published(store) -> dict[int, dict]:
     out: dict[int, dict] = {}
-    for record_id, lesson_id, text, kind, revoked in store.conn.execute(
-            "SELECT record_id, lesson_id, text, kind, revoked_at FROM published ORDER BY published_at, rowid"):
+    for row in publishing.published_rows(store):
+        record_id, lesson_id, text, kind, revoked = (row["record_id"], row["lesson_id"], row["text"], row["kind"],
+                                                     row["revoked_at"])
         entry = out.setdefault(lesson_id, {"revoked": False})
         entry["revoked"] = entry["revoked"] or revoked is not None
         entry.update(record_id=record_id, text=text, kind=kind)
@@ -498,13 +466,8 @@ def plan(store, now: datetime, context: _Context | None = None, *, families: lis
     if not families:
         return []
     context = context or _Context(store)
-    marks = ",".join("?" * len(families))
-    rows = store.conn.execute(
-        f"SELECT id, family, kind, strength, details, text FROM lessons WHERE state = 'active' AND vetoed_at IS NULL "
-        f"AND strength >= ? AND family IN ({marks}) ORDER BY strength DESC, id",
-        [store.config.publish_min_strength, *families]).fetchall()
-    queued = {r[0]: r for r in store.conn.execute(
-        "SELECT lesson_id, state, text, kind, strength, derived_from FROM publish_queue")}
+    rows = publishing.publishable_lessons(store, families, store.config.publish_min_strength)
+    queued = publishing.queued_by_lesson(store)
     latest = _latest_published(store)
     taken = {(e["kind"], e["text"]): lid for lid, e in latest.items() if not e["revoked"]}
     taken.update({(r[3], r[2]): lid for lid, r in queued.items() if r[1] in ("pending", "withdrawn")})
@@ -563,9 +526,7 @@ def commitment(salt: bytes, hashes) -> bytes:
 
 def _episodes_of(store, lesson_id: int) -> list[dict]:
     return [{"id": eid, "kind": kind, "key": key, "hash": episode_hash(kind, key).hex()}
-            for eid, kind, key in store.conn.execute(
-                "SELECT e.id, e.kind, e.key FROM lesson_members m JOIN episodes e ON e.id = m.episode_id "
-                "WHERE m.lesson_id = ? ORDER BY e.id", (lesson_id,))]
+            for eid, kind, key in publishing.lesson_member_keys(store, lesson_id)]
 
 
 def open_provenance(store, target: str | int) -> list[dict]:
@@ -579,11 +540,7 @@ def open_provenance(store, target: str | int) -> list[dict]:
         hashes = [bytes.fromhex(e["hash"]) for e in episodes]
         recomputed = commitment(bytes.fromhex(row["salt"]), hashes).hex()
         ids = [e["id"] for e in episodes]
-        where = {}
-        if ids:
-            marks = ",".join("?" * len(ids))
-            where = {eid: (session, created, path, line) for eid, session, created, path, line in store.conn.execute(
-                f"SELECT id, session_id, created, source_path, source_line FROM episodes WHERE id IN ({marks})", ids)}
+        where = publishing.episode_sources(store, ids) if ids else {}
         for e in episodes:
             session, created, path, line = where.get(e["id"], (None, None, None, None))
             e.update(session_id=session, created=created, source=f"{path}:{line}" if path else None,
@@ -609,45 +566,31 @@ def queue(store, now: datetime, candidates: list[Candidate]) -> dict:
     with store.write():
         # A lesson vetoed (or archived) while its record waited: it does not leave. A send
         # already tried may have landed: the row waits as withdrawn for the node's answer.
-        for row_id, lesson_id, attempts in store.conn.execute(
-                "SELECT q.id, q.lesson_id, q.attempts FROM publish_queue q JOIN lessons l ON l.id = q.lesson_id "
-                "WHERE q.state = 'pending' AND (l.vetoed_at IS NOT NULL OR l.state != 'active')").fetchall():
+        for row_id, lesson_id, attempts in publishing.pending_of_gone_lessons(store):
             if attempts:
-                store.conn.execute("UPDATE publish_queue SET state = 'withdrawn' WHERE id = ?", (row_id,))
+                publishing.set_queue_withdrawn(store, row_id)
             else:
-                store.conn.execute("DELETE FROM publish_queue WHERE id = ?", (row_id,))
+                publishing.delete_queue_row(store, row_id)
             out["withdrawn"].append(lesson_id)
-        held = {lid: (text, reasons) for lid, text, reasons in store.conn.execute(
-            "SELECT lesson_id, text, reasons FROM publish_queue WHERE state = 'held'")}
+        held = publishing.held_rows(store)
         for lesson_id in held:
             c = by_lesson.get(lesson_id)
             if c is None or c.action != "held":
-                store.conn.execute("DELETE FROM publish_queue WHERE lesson_id = ? AND state = 'held'", (lesson_id,))
+                publishing.release_held(store, lesson_id)
                 out["released"].append(lesson_id)
         for c in candidates:
             if c.action == "held":
                 before = held.get(c.lesson_id)
                 if before is None or before[0] != c.text or loads(before[1], []) != c.reasons:
-                    store.conn.execute(
-                        "INSERT INTO publish_queue (lesson_id, family, state, text, kind, strength, reasons, queued) "
-                        "VALUES (?, ?, 'held', ?, ?, ?, ?, ?) ON CONFLICT (lesson_id) DO UPDATE SET state = 'held', "
-                        "text = excluded.text, reasons = excluded.reasons, queued = excluded.queued",
-                        (c.lesson_id, c.family, c.text or "", c.kind, c.strength, dumps(c.reasons), now_iso))
+                    publishing.hold(store, c.lesson_id, c.family, c.text or "", c.kind, c.strength, c.reasons, now_iso)
                     record_event(store, now_iso, "held", c.lesson_id, reasons=c.reasons)
                     out["held"].append(c.lesson_id)
             elif c.action == "new":
                 salt = os.urandom(32)
                 episodes = _episodes_of(store, c.lesson_id)
                 provenance = commitment(salt, [bytes.fromhex(e["hash"]) for e in episodes]).hex()
-                store.conn.execute(
-                    "INSERT INTO publish_queue (lesson_id, family, state, text, kind, strength, created, provenance, "
-                    "salt, episodes, derived_from, queued) VALUES (?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, ?) "
-                    "ON CONFLICT (lesson_id) DO UPDATE SET state = 'pending', text = excluded.text, "
-                    "kind = excluded.kind, strength = excluded.strength, created = excluded.created, "
-                    "provenance = excluded.provenance, salt = excluded.salt, episodes = excluded.episodes, "
-                    "derived_from = excluded.derived_from, reasons = '[]', queued = excluded.queued, attempts = 0",
-                    (c.lesson_id, c.family, c.text, c.kind, c.strength, created, provenance, salt.hex(),
-                     dumps(episodes), dumps(sorted(c.derived_from)), now_iso))
+                publishing.enqueue(store, c.lesson_id, c.family, c.text, c.kind, c.strength, created, provenance,
+                               salt.hex(), episodes, sorted(c.derived_from), now_iso)
                 out["queued"].append(c.lesson_id)
     return out
 
@@ -667,27 +610,14 @@ def _record_sent(store, row: dict, view: dict, author: str | None, now_iso: str)
 
     record_id = view["id"]
     with store.write():
-        store.conn.execute(
-            "INSERT OR IGNORE INTO published (record_id, lesson_id, family, text, kind, strength, created, provenance, "
-            "salt, episodes, derived_from, author, published_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (record_id, row["lesson_id"], row["family"], row["text"], row["kind"], row["strength"], row["created"],
-             row["provenance"], row["salt"], row["episodes"], row["derived_from"], view.get("author") or author,
-             now_iso))
-        for parent in loads(row["derived_from"], []):
-            store.conn.execute("UPDATE published SET superseded_by = ? WHERE record_id = ? AND lesson_id = ?",
-                               (record_id, parent, row["lesson_id"]))
-        store.conn.execute("DELETE FROM publish_queue WHERE id = ?", (row["id"],))
+        publishing.record_published(store, row, record_id, view.get("author") or author, now_iso,
+                                loads(row["derived_from"], []))
         record_event(store, now_iso, "published", row["lesson_id"], record=record_id, text=row["text"],
                      duplicate=bool(view.get("duplicate")), derived_from=loads(row["derived_from"], []))
 
 
-_QUEUE_COLUMNS = ("id", "lesson_id", "family", "state", "text", "kind", "strength", "created", "provenance", "salt",
-                  "episodes", "derived_from", "attempts")
-
-
 def _rows(store, state: str) -> list[dict]:
-    return [dict(zip(_QUEUE_COLUMNS, r)) for r in store.conn.execute(
-        f"SELECT {', '.join(_QUEUE_COLUMNS)} FROM publish_queue WHERE state = ? ORDER BY id", (state,))]
+    return publishing.queue_rows(store, state)
 
 
 def _hold_personal_kinds(store, now_iso: str) -> list[dict]:
@@ -703,8 +633,7 @@ def _hold_personal_kinds(store, now_iso: str) -> list[dict]:
             continue
         reason = f"a {row['kind']} has no commons form: it stays personal"
         with store.write():
-            store.conn.execute("UPDATE publish_queue SET state = 'held', reasons = ?, last_error = ? WHERE id = ?",
-                               (dumps([reason]), reason, row["id"]))
+            publishing.hold_queued(store, row["id"], reason)
             record_event(store, now_iso, "held", row["lesson_id"], reasons=[reason])
         held.append({"lesson": row["lesson_id"], "reason": reason})
     return held
@@ -733,7 +662,7 @@ def _resolve_withdrawn(store, link: NodeLink, now: datetime) -> int:
             break
     with store.write():
         for row in wanted.values():
-            store.conn.execute("DELETE FROM publish_queue WHERE id = ?", (row["id"],))
+            publishing.delete_queue_row(store, row["id"])
     return found
 
 
@@ -762,8 +691,7 @@ def send(store, now: datetime, *, link: NodeLink | None = None,
         _resolve_withdrawn(store, link, now)
         for row in rows:
             with store.write():
-                store.conn.execute("UPDATE publish_queue SET attempts = attempts + 1, last_attempt = ? WHERE id = ?",
-                                   (now_iso, row["id"]))
+                publishing.note_attempt(store, row["id"], now_iso)
             body = {"text": row["text"], "kind": row["kind"], "strength": row["strength"],
                     "provenance": row["provenance"], "derived_from": loads(row["derived_from"], []),
                     "created": row["created"]}
@@ -773,8 +701,7 @@ def send(store, now: datetime, *, link: NodeLink | None = None,
                 if exc.status == 422 and exc.code != "clock-skew":
                     reason = f"the node refused it ({exc.code}: {exc.message})"
                     with store.write():
-                        store.conn.execute("UPDATE publish_queue SET state = 'held', reasons = ?, last_error = ? "
-                                           "WHERE id = ?", (dumps([reason]), reason, row["id"]))
+                        publishing.hold_queued(store, row["id"], reason)
                         record_event(store, now_iso, "held", row["lesson_id"], reasons=[reason])
                     out["refused"].append({"lesson": row["lesson_id"], "reason": reason})
                     continue
@@ -791,10 +718,8 @@ def send(store, now: datetime, *, link: NodeLink | None = None,
         out["error"] = str(exc)
         out["unavailable"] = isinstance(exc, NodeUnavailable)
         with store.write():
-            store.conn.execute("UPDATE publish_queue SET last_error = ? WHERE state IN ('pending', 'withdrawn')",
-                               (str(exc)[:500],))
-    out["waiting"] = store.conn.execute(
-        "SELECT COUNT(*) FROM publish_queue WHERE state IN ('pending', 'withdrawn')").fetchone()[0]
+            publishing.note_waiting_error(store, str(exc)[:500])
+    out["waiting"] = publishing.waiting_count(store)
     _note_waiting(store, now_iso, out)
     return out
 
@@ -813,7 +738,7 @@ def _note_waiting(store, now_iso: str, out: dict) -> None:
 
 
 def _fill_dedup_keys(store, link: NodeLink) -> None:
-    for (record_id,) in store.conn.execute("SELECT record_id FROM published WHERE dedup_key IS NULL").fetchall():
+    for record_id in publishing.records_without_dedup_key(store):
         try:
             view = link.get(f"/v1/commons/{record_id}")
         except NodeError:
@@ -821,7 +746,7 @@ def _fill_dedup_keys(store, link: NodeLink) -> None:
         key = ((view.get("commons") or {}).get("group") or {}).get("dedup_key")
         if key:
             with store.write():
-                store.conn.execute("UPDATE published SET dedup_key = ? WHERE record_id = ?", (key, record_id))
+                publishing.set_dedup_key(store, record_id, key)
 
 
 def publish(store, now: datetime, *, link: NodeLink | None = None, on_sent=None) -> dict:
@@ -865,19 +790,12 @@ def dry_run(store, now: datetime, *, families: list[str] | None = None) -> dict:
 
 # --- revoking and viewing ----------------------------------------------------------------------
 
-_PUBLISHED_COLUMNS = ("record_id", "lesson_id", "family", "text", "kind", "strength", "created", "provenance", "salt",
-                      "episodes", "derived_from", "author", "dedup_key", "published_at", "superseded_by",
-                      "revoked_at", "revocation_id", "revoke_code", "revoke_reason")
-
-
 def _published_rows(store, target: str | int, *, active_only: bool = False) -> list[dict]:
     where = "lesson_id = ?" if isinstance(target, int) or str(target).isdigit() else "record_id = ?"
-    value = int(target) if where.startswith("lesson") else str(target).lower()
-    sql = f"SELECT {', '.join(_PUBLISHED_COLUMNS)} FROM published WHERE {where}"
-    if active_only:
-        sql += " AND revoked_at IS NULL"
-    rows = [dict(zip(_PUBLISHED_COLUMNS, r)) for r in store.conn.execute(sql + " ORDER BY published_at, rowid",
-                                                                         (value,))]
+    if where.startswith("lesson"):
+        rows = publishing.published_rows(store, lesson_id=int(target), active_only=active_only)
+    else:
+        rows = publishing.published_rows(store, record_id=str(target).lower(), active_only=active_only)
     if not rows:
         raise PublishError(f"lesson {target} was never published" if where.startswith("lesson")
                            else f"no published record {target}")
@@ -887,9 +805,7 @@ def _published_rows(store, target: str | int, *, active_only: bool = False) -> l
 def published_records(store, lesson_ids=None) -> dict[int, list[dict]]:
     """The records each lesson became on the commons (oldest first), by lesson id."""
     out: dict[int, list[dict]] = {}
-    for row in store.conn.execute(f"SELECT {', '.join(_PUBLISHED_COLUMNS)} FROM published "
-                                  "ORDER BY published_at, rowid"):
-        entry = dict(zip(_PUBLISHED_COLUMNS, row))
+    for entry in publishing.published_rows(store):
         if lesson_ids is None or entry["lesson_id"] in lesson_ids:
             entry.pop("salt")
             entry.pop("episodes")
@@ -914,13 +830,11 @@ def revoke(store, lesson_id: int, now: datetime, *, code: str = "withdrawn", rea
         except NotAnObservation as exc:
             raise PublishError(f"the reason must be an observation: {exc}") from None
     lesson_id = int(lesson_id)
-    tried = store.conn.execute("SELECT COUNT(*) FROM publish_queue WHERE lesson_id = ? AND state IN ('pending', "
-                               "'withdrawn') AND attempts > 0", (lesson_id,)).fetchone()[0]
+    tried = publishing.tried_sends_of_lesson(store, lesson_id)
     if tried:  # a send of this lesson was tried and not recorded: ask the node first
         link = link or open_link(store.config)
         with store.write():
-            store.conn.execute("UPDATE publish_queue SET state = 'withdrawn' WHERE lesson_id = ? AND state = "
-                               "'pending'", (lesson_id,))
+            publishing.withdraw_pending_of_lesson(store, lesson_id)
         _resolve_withdrawn(store, link, now)
     rows = _published_rows(store, lesson_id)
     targets = [r for r in rows if r["revoked_at"] is None]
@@ -932,15 +846,13 @@ def revoke(store, lesson_id: int, now: datetime, *, code: str = "withdrawn", rea
     for row in targets:
         answer = link.post("/v1/revoke", {"id": row["record_id"], "reason_code": code, "reason": reason})
         with store.write():
-            store.conn.execute("UPDATE published SET revoked_at = ?, revocation_id = ?, revoke_code = ?, "
-                               "revoke_reason = ? WHERE record_id = ?",
-                               (now_iso, answer.get("id"), code, reason, row["record_id"]))
+            publishing.set_revoked(store, row["record_id"], now_iso, answer.get("id"), code, reason)
             record_event(store, now_iso, "published_revoked", lesson_id, record=row["record_id"], code=code,
                          revocation=answer.get("id"), effect=(answer.get("effect") or {}).get("status"))
         out["revoked"].append({"record": row["record_id"], "revocation": answer.get("id"),
                                "status": answer.get("target_status")})
     with store.write():  # never published again: what waits for it does not leave
-        store.conn.execute("DELETE FROM publish_queue WHERE lesson_id = ? AND attempts = 0", (lesson_id,))
+        publishing.drop_untried_of_lesson(store, lesson_id)
     return out
 
 

@@ -67,7 +67,8 @@ from datetime import datetime
 from openmemory_protocol import claims as claim_rules
 
 from openmemory_local.core.clock import iso
-from openmemory_local.commons.state import stale_folders
+from openmemory_local.storage import commons as commons_table
+from openmemory_local.storage.trust_boundary import stale_folders
 from openmemory_local.ingest.episodes import command_heads
 from openmemory_local.core.jsonio import dumps, loads
 from openmemory_local.sleep.lesson_text import clip
@@ -262,8 +263,7 @@ def _row(row) -> dict:
 
 
 def received_rows(store, where: str = "1", params=()) -> list[dict]:
-    return [_row(r) for r in store.conn.execute(
-        f"SELECT {', '.join(_COLUMNS)} FROM commons_lessons WHERE {where} ORDER BY id", list(params))]
+    return [_row(r) for r in commons_table.received_lesson_rows(store, _COLUMNS, where, params)]
 
 
 def public_view(row: dict) -> dict:
@@ -287,10 +287,7 @@ def record_commons_event(store, at: str, kind: str, **detail) -> None:
 
 def withdraw(store, commons_id: int, at: str) -> None:
     """Close a commons lesson's open predictions and drop its unsent attestations."""
-    store.conn.execute("UPDATE commons_predictions SET state = 'withdrawn', resolved = ? WHERE commons_id = ? "
-                       "AND state = 'open'", (at, commons_id))
-    store.conn.execute("UPDATE commons_attestations SET state = 'dropped' WHERE commons_id = ? AND state = 'pending'",
-                       (commons_id,))
+    commons_table.withdraw_received(store, commons_id, at)
 
 
 def _summary(entry: dict) -> dict | None:
@@ -335,12 +332,6 @@ def _group_fields(summary: dict | None) -> dict:
             "parts": summary.get("parts") if isinstance(summary.get("parts"), dict) else None}
 
 
-def _rendered_in(store, commons_id: int) -> list[str]:
-    return [d for (d,) in store.conn.execute(
-        "SELECT DISTINCT memory_dir FROM rendered_files WHERE role = 'commons' AND lesson_id = ? ORDER BY memory_dir",
-        (commons_id,))]
-
-
 def apply_changes(store, entries: list, node_key: str, now: datetime, team=None) -> dict:
     """Take one page of ``GET /v1/changes`` into the store (inside the caller's transaction
     or one of its own). Malformed entries are counted and skipped, never stored. ``team``: the
@@ -349,7 +340,6 @@ def apply_changes(store, entries: list, node_key: str, now: datetime, team=None)
     team = frozenset(team_keys(store) if team is None else team)
     out = {"received": 0, "updated": 0, "status_changed": 0, "revoked": 0, "mine": 0, "bad": 0,
            "attestations": 0}
-    conn = store.conn
     with store.write():
         for entry in entries:
             if not isinstance(entry, dict):
@@ -368,13 +358,9 @@ def apply_changes(store, entries: list, node_key: str, now: datetime, team=None)
                 if summary is not None and isinstance(summary.get("lesson"), str):
                     group = _group_fields(summary)
                     if group.get("group_head"):
-                        conn.execute("UPDATE commons_lessons SET confirmers = ?, threshold = ?, policy = ?, votes = ?, "
-                                     "counted = ?, updated = ? WHERE group_head = ?",
-                                     (group["confirmers"], group["threshold"], group["policy"], group["votes"],
-                                      group["counted"], now_iso, group["group_head"]))
+                        commons_table.set_group_tally(store, group, now_iso)
                 if record.get("signer") == node_key and isinstance(entry.get("id"), str):
-                    conn.execute("UPDATE commons_attestations SET node_status = ? WHERE record_id = ?",
-                                 (entry.get("status"), entry["id"]))
+                    commons_table.set_attestation_node_status(store, entry["id"], entry.get("status"))
                 out["attestations"] += 1
             elif kind not in ("revocation", "vouch"):
                 out["bad"] += 1
@@ -383,11 +369,9 @@ def apply_changes(store, entries: list, node_key: str, now: datetime, team=None)
 
 def _apply_lesson(store, fields: dict, group: dict, node_key: str, now_iso: str, out: dict,
                   team: frozenset[str] = frozenset()) -> None:
-    conn = store.conn
     authors = group.get("authors") or [fields["author"]]
     mine = fields["author"] == node_key or node_key in authors
-    row = conn.execute("SELECT id, status, mine FROM commons_lessons WHERE record_id = ?",
-                       (fields["record_id"],)).fetchone()
+    row = commons_table.received_by_record(store, fields["record_id"])
     sets = {"status": fields["status"], "change": fields["change"], "mine": int(mine), "updated": now_iso,
             "authors": dumps(authors)}
     for name in ("group_head", "confirmers", "threshold", "policy", "votes", "counted"):
@@ -410,9 +394,7 @@ def _apply_lesson(store, fields: dict, group: dict, node_key: str, now_iso: str,
                     refused=receipt_refusal(fields["text"], claim),
                     layer="team" if fields["author"] in team else "commons")
         sets["group_head"] = sets.get("group_head") or fields["record_id"]
-        names = ", ".join(sets)
-        cid = conn.execute(f"INSERT INTO commons_lessons ({names}) VALUES ({', '.join('?' * len(sets))})",
-                           list(sets.values())).lastrowid
+        cid = commons_table.insert_received(store, sets)
         if mine:
             out["mine"] += 1
         else:
@@ -431,7 +413,7 @@ def _apply_lesson(store, fields: dict, group: dict, node_key: str, now_iso: str,
                       "text": fields["text"], "confirmers": group.get("confirmers")}
             if fields["status"] == "revoked":
                 out["revoked"] += 1
-                detail["rendered_in"] = _rendered_in(store, cid)
+                detail["rendered_in"] = commons_table.folders_rendering(store, cid)
                 record_commons_event(store, now_iso, "commons_revoked", **detail)
             else:
                 record_commons_event(store, now_iso, "commons_status", **detail)
@@ -439,8 +421,7 @@ def _apply_lesson(store, fields: dict, group: dict, node_key: str, now_iso: str,
             withdraw(store, cid, now_iso)
     else:
         out["updated"] += 1
-    assignments = ", ".join(f"{k} = ?" for k in sets)
-    conn.execute(f"UPDATE commons_lessons SET {assignments} WHERE id = ?", [*sets.values(), cid])
+    commons_table.update_received(store, cid, sets)
 
 
 def team_keys(store) -> list[str]:
@@ -463,13 +444,10 @@ def apply_lists(store, team: list[str] | None = None, blocked: list[str] | None 
     with store.write():
         if team is not None:
             store.set_meta("commons_team", dumps(sorted(set(team))))
-            store.conn.execute("UPDATE commons_lessons SET layer = CASE WHEN author IN (SELECT value FROM "
-                               "json_each(?)) THEN 'team' ELSE 'commons' END", (dumps(sorted(set(team))),))
+            commons_table.set_layers(store, team)
         if blocked is not None:
             store.set_meta("commons_blocked", dumps(sorted(set(blocked))))
-            store.conn.execute("UPDATE commons_lessons SET refused = NULL WHERE refused = ?", (_BLOCKED,))
-            store.conn.execute("UPDATE commons_lessons SET refused = ? WHERE refused IS NULL AND author IN "
-                               "(SELECT value FROM json_each(?))", (_BLOCKED, dumps(sorted(set(blocked)))))
+            commons_table.set_refused_authors(store, blocked, _BLOCKED)
 
 
 def _node_lists(link) -> dict[str, list[str]]:
@@ -505,7 +483,7 @@ def pull(store, link, now: datetime, *, max_pages: int = 1000) -> dict:
         with store.write():
             store.set_meta("commons_node", node_key)
             store.set_meta("commons_cursor", "0")
-            store.conn.execute("UPDATE commons_lessons SET mine = 1 WHERE author = ?", (node_key,))
+            commons_table.mark_authored_by(store, node_key)
         totals["reset"] = previous is not None
     lists = _node_lists(link)
     apply_lists(store, lists.get("team"), lists.get("blocked"))
@@ -536,6 +514,26 @@ def pull(store, link, now: datetime, *, max_pages: int = 1000) -> dict:
     return totals
 
 
+def project_domains(store) -> list[str]:
+    """The domains this agent's projects touch: those of the programs its sessions ran (the
+    command heads of its session episodes, archived or not), by the commons' rule
+    (:func:`openmemory_protocol.domains.domains_of_programs`), ``general`` always."""
+    from openmemory_protocol.domains import domains_of_programs
+
+    from openmemory_local.storage.episodes import session_command_heads
+
+    return sorted(domains_of_programs(session_command_heads(store)))
+
+
+def report_domains(store, link) -> dict:
+    """Tell the node the domains this agent's projects touch (``PUT /v1/domains``): it
+    follows those and ``general``, so that it takes the lessons of its agent's ecosystems and
+    not the others' (PROTOCOL.md, "Topics")."""
+    domains = project_domains(store)
+    answer = link.follow_domains(domains)
+    return {"domains": domains, "changed": bool(isinstance(answer, dict) and answer.get("changed"))}
+
+
 # --- predict, verify, attest --------------------------------------------------------------------
 
 
@@ -555,12 +553,10 @@ def commons_rows(store, *, include_all: bool = False) -> list[dict]:
     rows = received_rows(store, where)
     rows.sort(key=lambda r: (-r["created"], r["record_id"]))
     rendered = defaultdict(list)
-    for lesson_id, path, state in store.conn.execute(
-        "SELECT lesson_id, path, state FROM rendered_files WHERE role = 'commons' ORDER BY path"):
+    for lesson_id, path, state in commons_table.commons_files(store):
         rendered[lesson_id].append({"path": path, "state": state})
     preds = defaultdict(lambda: {"open": 0, "confirmed": 0, "failed": 0, "withdrawn": 0})
-    for cid, state, n in store.conn.execute(
-        "SELECT commons_id, state, COUNT(*) FROM commons_predictions GROUP BY commons_id, state"):
+    for cid, state, n in commons_table.prediction_counts(store):
         preds[cid][state] = n
     atts = attestations_of(store, [row["id"] for row in rows])
     for row in rows:
@@ -573,17 +569,12 @@ def commons_rows(store, *, include_all: bool = False) -> list[dict]:
 def attestations_of(store, ids: list[int]) -> dict[int, list[dict]]:
     """This agent's attestations of these received lessons, oldest first."""
     out: dict[int, list[dict]] = defaultdict(list)
-    for start in range(0, len(ids), 500):
-        chunk = ids[start:start + 500]
-        for (cid, verdict, met, sessions, matched, window, made, state, record_id, node_status, failure, fix,
-             exposed) in store.conn.execute(
-            "SELECT commons_id, verdict, met_before, sessions, matched, window, made, state, record_id, node_status, "
-            f"failure, fix, exposed FROM commons_attestations WHERE commons_id IN ({','.join('?' * len(chunk))}) "
-            "ORDER BY id", chunk):
-            out[cid].append({"verdict": verdict, "failure": failure, "fix": fix, "exposed": bool(exposed),
-                             "met_before": bool(met), "evidence": {
-                                 "sessions": sessions, "matched": matched, "window": window}, "made": made,
-                             "state": state, "record": record_id, "node_status": node_status})
+    for (cid, verdict, met, sessions, matched, window, made, state, record_id, node_status, failure, fix,
+         exposed) in commons_table.attestation_rows(store, ids):
+        out[cid].append({"verdict": verdict, "failure": failure, "fix": fix, "exposed": bool(exposed),
+                         "met_before": bool(met), "evidence": {
+                             "sessions": sessions, "matched": matched, "window": window}, "made": made,
+                         "state": state, "record": record_id, "node_status": node_status})
     return dict(out)
 
 
@@ -608,20 +599,25 @@ def veto_commons(store, ident: str, now: datetime, *, why: str = "openmemory vet
         return lesson, False
     now_iso = iso(now)
     with store.write():
-        write_commons_veto(store, lesson["id"], lesson["record_id"], lesson["text"], now_iso, why=why)
+        write_commons_veto(store, lesson["id"], now_iso, why=why)
     return lesson, True
 
 
-def write_commons_veto(store, commons_id: int, record_id: str, text: str, at: str, *, why: str, **detail) -> None:
-    """Write a received lesson's veto: the one place it is written, whichever way it came
-    (:func:`veto_commons`, its file deleted from a memory folder: ``why`` and ``detail`` say which).
-    The same flag with the same meaning as an own lesson's veto (rule L7 of
-    :mod:`openmemory_local.sleep.lifecycle`): never rendered, never attested; its open predictions
-    are withdrawn and its unsent attestations dropped."""
-    store.conn.execute("UPDATE commons_lessons SET vetoed_at = ?, updated = ? WHERE id = ?", (at, at, commons_id))
+def write_commons_veto(store, commons_id: int, at: str, *, why: str, **detail) -> str | None:
+    """Write a received lesson's veto unless it has one: the one place it is written, whichever way
+    it came (:func:`veto_commons`, its file deleted from a memory folder: ``why`` and ``detail`` say
+    which, in the ``commons_vetoed`` event). The same flag with the same meaning as an own lesson's
+    veto (rule L7 of :mod:`openmemory_local.sleep.lifecycle`): never rendered, never attested; its
+    open predictions are withdrawn and its unsent attestations dropped. Returns its record id if it
+    was vetoed now, else None."""
+    vetoed = commons_table.veto_received_once(store, commons_id, at)
+    if vetoed is None:
+        return None
+    record_id, text = vetoed
     withdraw(store, commons_id, at)
     record_commons_event(store, at, "commons_vetoed", commons=commons_id, record=record_id, text=text, why=why,
                          **detail)
+    return record_id
 
 
 def unveto_commons(store, ident: str, now: datetime) -> tuple[dict, bool]:
@@ -630,8 +626,7 @@ def unveto_commons(store, ident: str, now: datetime) -> tuple[dict, bool]:
         return lesson, False
     now_iso = iso(now)
     with store.write():
-        store.conn.execute("UPDATE commons_lessons SET vetoed_at = NULL, updated = ? WHERE id = ?",
-                           (now_iso, lesson["id"]))
+        commons_table.set_received_veto(store, lesson["id"], None, now_iso)
         record_commons_event(store, now_iso, "commons_unvetoed", commons=lesson["id"], record=lesson["record_id"],
                       text=lesson["text"])
     return lesson, True

@@ -20,12 +20,14 @@ from openmemory_local.commons.choose import Chooser, relevance
 from openmemory_local.commons.receive import (_MAX_SESSIONS, _MAX_WINDOW, _TESTABLE, claim_of, lesson_details,
                                               lesson_probes, received_rows, record_commons_event)
 from openmemory_local.core.clock import DAY, epoch, iso
-from openmemory_local.core.jsonio import dumps, loads
+from openmemory_local.core.jsonio import loads
 from openmemory_local.sleep.lesson_text import prediction_text
 from openmemory_local.sleep.lessons import project_families
 from openmemory_local.sleep.situations import facets, probe_matches, subject
 from openmemory_local.text.embed import feature_cosine, features
 from openmemory_local.text.normalize import normalise
+from openmemory_local.storage import commons as commons_table
+from openmemory_local.storage.episodes import episodes_between, errors_before
 
 
 def memory_folders(store) -> dict[str, str]:
@@ -47,8 +49,7 @@ def _rendered_families(store) -> dict[int, set[str]]:
         return {}
     families = project_families(store)
     out: dict[int, set[str]] = defaultdict(set)
-    for lesson_id, memory_dir in store.conn.execute(
-            "SELECT lesson_id, memory_dir FROM rendered_files WHERE role = 'commons' AND state IN ('ours', 'edited')"):
+    for lesson_id, memory_dir in commons_table.commons_files_shown(store):
         cwd = folders.get(memory_dir)
         out[lesson_id].update(families.get(cwd, ()) if cwd else ())
     return dict(out)
@@ -73,26 +74,23 @@ def predict_commons(store, now: datetime) -> dict:
         for fam in fams:
             cwds_of[fam].append(cwd)
     with store.write():
-        open_preds = {(cid, fam): (pid, exposed) for pid, cid, fam, exposed in store.conn.execute(
-            "SELECT id, commons_id, family, exposed_at FROM commons_predictions WHERE state = 'open'")}
+        open_preds = {(cid, fam): (pid, exposed)
+                      for pid, cid, fam, _made, _probes, exposed in commons_table.open_commons_predictions(store)}
         for lesson in received_rows(store, _TESTABLE):
             for fam, profile in sorted(profiles.items()):
                 held = open_preds.get((lesson["id"], fam))
                 shown = fam in rendered.get(lesson["id"], ())
                 if held is not None:
                     if shown and held[1] is None:
-                        store.conn.execute("UPDATE commons_predictions SET exposed_at = ? WHERE id = ?",
-                                           (now_iso, held[0]))
+                        commons_table.set_prediction_exposed(store, held[0], now_iso)
                         out["exposed"].append(held[0])
                     continue
                 if relevance(lesson["terms"], profile)[0] < store.config.commons_min_relevance:
                     continue
                 expected = lesson_probes(lesson["kind"], lesson["terms"], _recent_heads(store, sorted(cwds_of[fam])))
                 text = prediction_text(lesson_details(lesson["kind"], lesson["terms"]), fam, lesson["short"])
-                pid = store.conn.execute(
-                    "INSERT INTO commons_predictions (commons_id, family, made, text, probes, exposed_at) "
-                    "VALUES (?, ?, ?, ?, ?, ?)",
-                    (lesson["id"], fam, now_iso, text, dumps(expected), now_iso if shown else None)).lastrowid
+                pid = commons_table.insert_commons_prediction(store, lesson["id"], fam, now_iso, text, expected,
+                                                              now_iso if shown else None)
                 out["made"].append(pid)
     return out
 
@@ -214,16 +212,12 @@ def verify_commons(store, now: datetime) -> dict:
     window = config.commons_window_days * DAY
     with store.write():
         preds = [(pid, cid, fam, made, loads(probes_json, []), exposed_at)
-                 for pid, cid, fam, made, probes_json, exposed_at in store.conn.execute(
-                     "SELECT id, commons_id, family, made, probes, exposed_at FROM commons_predictions "
-                     "WHERE state = 'open' ORDER BY id")]
+                 for pid, cid, fam, made, probes_json, exposed_at in commons_table.open_commons_predictions(store)]
         out["open"] = len(preds)
         if preds:
             lessons = {row["id"]: row for row in received_rows(store, f"id IN ({','.join(str(p[1]) for p in preds)})")}
             claims = {cid: _claim(row) for cid, row in lessons.items()}
-            episodes = store.conn.execute(
-                "SELECT id, kind, session_id, project, created, fields FROM episodes WHERE created > ? "
-                "AND created <= ? ORDER BY created, id", (min(p[3] for p in preds), now_iso)).fetchall()
+            episodes = episodes_between(store, min(p[3] for p in preds), now_iso)
             situations = _scan(config, [(pid, fam, made, [p for p in probes if p.get("role") == "situation"])
                                         for pid, _cid, fam, made, probes, _e in preds], episodes)
             by_family: dict[str, list[int]] = defaultdict(list)
@@ -254,16 +248,11 @@ def verify_commons(store, now: datetime) -> dict:
                     matched = len({h[4] or h[3] for h in hits[i] if h[0] == exposed})
                     # (a resolved prediction's exposed_at says whether the evidence it went with was
                     # exposed: NULL when the episode that confirmed it came before the lesson was shown)
-                    store.conn.execute(
-                        "UPDATE commons_predictions SET state = 'confirmed', resolved = ?, sessions = ?, matched = ?, "
-                        "episode_id = ?, failure = 'confirmed', fix = ?, facet = NULL, similarity = NULL, "
-                        "exposed_at = CASE WHEN ? THEN exposed_at ELSE NULL END WHERE id = ?",
-                        (now_iso, max(sessions, matched), matched, eid, fix, int(exposed), pid))
+                    commons_table.confirm_commons_prediction(store, pid, now_iso, max(sessions, matched), matched,
+                                                             eid, fix, exposed)
                     out["confirmed"].append(pid)
                 elif seen["matched"] and epoch(now) - epoch(made) >= window:
-                    store.conn.execute("UPDATE commons_predictions SET state = 'failed', resolved = ?, sessions = ?, "
-                                       "matched = 0, failure = 'failed', fix = 'untested' WHERE id = ?",
-                                       (now_iso, len(seen["matched"]), pid))
+                    commons_table.fail_commons_prediction(store, pid, now_iso, len(seen["matched"]))
                     out["failed"].append(pid)
         out["attestations"] = _decide(store, now)
     return out
@@ -275,9 +264,7 @@ def met_before(store, lesson: dict) -> bool:
     claim = _claim(lesson)
     if claim is None:
         return False
-    for eid, kind, project, fields_json in store.conn.execute(
-            "SELECT id, kind, project, fields FROM episodes WHERE kind = 'error' AND created < ? "
-            "ORDER BY created DESC", (lesson["received"],)):
+    for eid, kind, project, fields_json in errors_before(store, lesson["received"]):
         if failure_met(claim, {"id": eid, "kind": kind, "project": project, "fields": loads(fields_json, {})}):
             return True
     return False
@@ -303,34 +290,25 @@ def _decide(store, now: datetime) -> list[int]:
     now_iso = iso(now)
     made_ids = []
     by_lesson: dict[int, list[tuple]] = defaultdict(list)
-    for row in store.conn.execute(
-        "SELECT commons_id, id, state, sessions, matched, made, exposed_at IS NOT NULL, fix FROM commons_predictions "
-        "WHERE state IN ('confirmed', 'failed') AND attestation_id IS NULL ORDER BY id"):
+    for row in commons_table.resolved_unattested(store):
         by_lesson[row[0]].append(row[1:])
     for cid, preds in sorted(by_lesson.items()):
         ids = [p[0] for p in preds]
-        marks = ",".join("?" * len(ids))
         lesson = received_rows(store, "id = ?", (cid,))[0]
         if lesson["mine"] or lesson["status"] == "revoked" or lesson["vetoed"] or lesson["refused"]:
-            store.conn.execute(f"UPDATE commons_predictions SET attestation_id = 0 WHERE id IN ({marks})", ids)
+            commons_table.set_predictions_attestation(store, ids, 0)
             continue
         failure, fix, exposed, sessions, matched = _verdicts(preds)
         verdict = "confirmed" if failure == "confirmed" else "failed"
         window = int(min(_MAX_WINDOW, max(1, max(epoch(now) - epoch(p[4]) for p in preds))))
-        last = store.conn.execute(
-            "SELECT id, failure, fix, exposed, made, verdict FROM commons_attestations WHERE commons_id = ? "
-            "AND state IN ('pending', 'sent') ORDER BY id DESC LIMIT 1", (cid,)).fetchone()
+        last = commons_table.last_live_attestation(store, cid)
         if last and (last[1] or last[5], last[2] or "untested", bool(last[3])) == (failure, fix, exposed) \
                 and epoch(now) - epoch(last[4]) < config.commons_window_days * DAY:
-            store.conn.execute(f"UPDATE commons_predictions SET attestation_id = ? WHERE id IN ({marks})",
-                               [last[0], *ids])
+            commons_table.set_predictions_attestation(store, ids, last[0])
             continue
-        aid = store.conn.execute(
-            "INSERT INTO commons_attestations (commons_id, lesson_record, verdict, met_before, sessions, matched, "
-            "window, made, failure, fix, exposed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (cid, lesson["record_id"], verdict, int(met_before(store, lesson)), sessions, matched, window, now_iso,
-             failure, fix, int(exposed))).lastrowid
-        store.conn.execute(f"UPDATE commons_predictions SET attestation_id = ? WHERE id IN ({marks})", [aid, *ids])
+        aid = commons_table.insert_attestation(store, cid, lesson["record_id"], verdict, met_before(store, lesson),
+                                               sessions, matched, window, now_iso, failure, fix, exposed)
+        commons_table.set_predictions_attestation(store, ids, aid)
         made_ids.append(aid)
     return made_ids
 
@@ -359,23 +337,18 @@ def attest(store, link, now: datetime) -> dict:
 
     now_iso = iso(now)
     out = {"sent": [], "refused": [], "dropped": [], "waiting": 0}
-    pending = store.conn.execute(
-        "SELECT a.id, a.commons_id, a.lesson_record, a.verdict, a.met_before, a.sessions, a.matched, a.window, "
-        "a.failure, a.fix, a.exposed FROM commons_attestations a WHERE a.state = 'pending' ORDER BY a.id").fetchall()
+    pending = commons_table.pending_attestations(store)
     if not pending:
         return out
     node_key = str(link.node().get("public_key") or "")
-    names = ("id", "commons_id", "lesson_record", "verdict", "met_before", "sessions", "matched", "window", "failure",
-             "fix", "exposed")
-    for values in pending:
-        row = dict(zip(names, values))
+    for row in pending:
         aid, cid, record = row["id"], row["commons_id"], row["lesson_record"]
         lesson = received_rows(store, "id = ?", (cid,))[0]
         body = attestation_body(lesson, row)
         if lesson["author"] == node_key or node_key in lesson["authors"] or lesson["mine"] \
                 or lesson["status"] == "revoked" or lesson["vetoed"] or lesson["refused"] or body is None:
             with store.write():
-                store.conn.execute("UPDATE commons_attestations SET state = 'dropped' WHERE id = ?", (aid,))
+                commons_table.set_attestation_dropped(store, aid)
             out["dropped"].append(aid)
             continue
         try:
@@ -385,14 +358,12 @@ def attest(store, link, now: datetime) -> dict:
             break
         except NodeError as exc:
             with store.write():
-                store.conn.execute("UPDATE commons_attestations SET state = 'refused', error = ? WHERE id = ?",
-                                   (f"{exc.status} {exc.code}: {exc.message}"[:300], aid))
+                commons_table.set_attestation_refused(store, aid, f"{exc.status} {exc.code}: {exc.message}"[:300])
             out["refused"].append(aid)
             continue
         answer = answer if isinstance(answer, dict) else {}
         with store.write():
-            store.conn.execute("UPDATE commons_attestations SET state = 'sent', sent = ?, record_id = ?, "
-                               "node_status = ? WHERE id = ?", (now_iso, answer.get("id"), answer.get("status"), aid))
+            commons_table.set_attestation_sent(store, aid, now_iso, answer.get("id"), answer.get("status"))
             record_commons_event(store, now_iso, "commons_attested", commons=cid, record=record, verdict=row["verdict"],
                           failure=row["failure"], fix=row["fix"], exposed=bool(row["exposed"]),
                           met_before=bool(row["met_before"]), sessions=row["sessions"], matched=row["matched"],

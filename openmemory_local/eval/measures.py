@@ -42,13 +42,13 @@ from __future__ import annotations
 
 import json
 import shutil
-import sqlite3
 import sys
 import tempfile
 from datetime import datetime, timedelta
 from pathlib import Path
 
 from openmemory_local.core.clock import iso, parse_time
+from openmemory_local.storage import measures as tables
 
 __all__ = ["evaluate", "table", "two_agent_result", "week_of", "register", "EvalError"]
 
@@ -81,31 +81,24 @@ def _surprise_kinds(config) -> tuple[str, list]:
     return ",".join("?" * len(kinds)), kinds
 
 
-def _sessions(conn, after: str | None) -> dict[str, str]:
+def _sessions(store, after: str | None) -> dict[str, str]:
     """session id -> when it started (session episodes), after ``after`` if given."""
-    rows = conn.execute("SELECT session_id, created FROM episodes WHERE kind = 'session' AND created > ?",
-                        (after or "",))
+    rows = tables.session_starts(store, after)
     return {sid: created for sid, created in rows if sid}
 
 
-def _surprises(conn, config, after: str | None) -> list[tuple]:
+def _surprises(store, config, after: str | None) -> list[tuple]:
     """(episode id, kind, session, created, lesson id or None) of failures and corrections."""
-    marks, kinds = _surprise_kinds(config)
-    return conn.execute(
-        "SELECT e.id, e.kind, e.session_id, e.created, m.lesson_id FROM episodes e "
-        "LEFT JOIN lesson_members m ON m.episode_id = e.id WHERE e.created > ? AND (e.kind = 'correction' OR "
-        f"(e.kind = 'error' AND json_extract(e.fields, '$.failure') IN ({marks}))) ORDER BY e.created, e.id",
-        [after or "", *kinds]).fetchall()
+    _marks, kinds = _surprise_kinds(config)
+    return tables.surprise_rows(store, after, kinds)
 
 
-def _corrections_said(conn) -> list[tuple]:
+def _corrections_said(store) -> list[tuple]:
     """(id, session, created, family, terms) of every correction, oldest first (measure 1)."""
     from openmemory_local.ingest.corrections import correction_terms
     from openmemory_local.sleep.passes import _ep_family
     out = []
-    for eid, session_id, created, project, fields in conn.execute(
-            "SELECT id, session_id, created, project, fields FROM episodes WHERE kind = 'correction' "
-            "ORDER BY created, id"):
+    for eid, session_id, created, project, fields in tables.correction_rows(store):
         f = json.loads(fields) if fields else {}
         out.append((eid, session_id, created, _ep_family(project, f),
                     correction_terms(f.get("message") or "", f.get("agent_action"))))
@@ -134,16 +127,15 @@ def _weekly(rows, key, fields) -> list[dict]:
     return [dict(week=w, **v) for w, v in sorted(weeks.items())]
 
 
-def _measure_counts(conn, config, *, after: str | None,
+def _measure_counts(store, config, *, after: str | None,
                     lessons_before: dict[int, str] | None) -> tuple[dict, dict, dict, list]:
     """Measures 1, 2 and 4 (and the queries of 6). ``lessons_before``: lesson id -> when it was
     learned; ``after``: a split's time (corrections then restate only ones made before it)."""
-    sessions = _sessions(conn, after)
-    surprises = _surprises(conn, config, after)
-    learned = lessons_before if lessons_before is not None else {
-        lid: when for lid, when in conn.execute("SELECT id, learned FROM lessons WHERE learned IS NOT NULL")}
+    sessions = _sessions(store, after)
+    surprises = _surprises(store, config, after)
+    learned = lessons_before if lessons_before is not None else tables.learned_times(store)
     rows1, rows2, rows4, queries = [], [], [], []
-    said = _corrections_said(conn)
+    said = _corrections_said(store)
     for eid, kind, session_id, created, lesson_id in surprises:
         rows4.append({"at": created, "surprises": 1})
         if kind == "correction":
@@ -181,12 +173,8 @@ def _measure_counts(conn, config, *, after: str | None,
     )
 
 
-def _predictions(conn, ids: list[int] | None = None) -> dict:
-    sql = "SELECT state, resolved FROM predictions"
-    if ids is None:
-        rows = conn.execute(sql).fetchall()
-    else:
-        rows = conn.execute(sql + f" WHERE id IN ({','.join('?' * len(ids))})", ids).fetchall() if ids else []
+def _predictions(store, ids: list[int] | None = None) -> dict:
+    rows = tables.prediction_outcomes(store, ids)
     counts = {s: 0 for s in ("confirmed", "failed", "open", "withdrawn")}
     weeks: dict[str, dict] = {}
     for state, resolved in rows:
@@ -201,7 +189,7 @@ def _predictions(conn, ids: list[int] | None = None) -> dict:
             "weeks": out_weeks}
 
 
-def _retrieval(conn, queries: list[tuple], methods: tuple[str, ...], *, before: str | None,
+def _retrieval(store, queries: list[tuple], methods: tuple[str, ...], *, before: str | None,
                evidence: dict[int, set] | None = None) -> dict:
     """Measure 6: rank every memory that existed before each query (other sessions), score the
     lesson's earlier members as the relevant ones."""
@@ -213,12 +201,12 @@ def _retrieval(conn, queries: list[tuple], methods: tuple[str, ...], *, before: 
     queries = queries[-MAX_RETRIEVAL_QUERIES:]  # the latest: each query ranks the whole store
     import numpy as np
 
-    corpus = conn.execute("SELECT id, session_id, created, text FROM episodes ORDER BY id").fetchall()
+    corpus = tables.episode_corpus(store)
     position = {row[0]: i for i, row in enumerate(corpus)}
     created_at = np.array([row[2] for row in corpus])
     session_of = np.array([row[1] or "" for row in corpus])
     members: dict[int, set] = {}
-    for episode_id, lesson_id in conn.execute("SELECT episode_id, lesson_id FROM lesson_members"):
+    for lesson_id, episode_id in tables.memberships(store):
         members.setdefault(lesson_id, set()).add(episode_id)
     texts = [row[3] for row in corpus]
     qtexts, exclude, relevant, weeks = [], [], [], []
@@ -300,11 +288,10 @@ def evaluate(store, now: datetime, *, split: datetime | None = None, experiment=
     methods = _methods(learned)
     out = {"now": iso(now), "split": iso(split) if split else None, "home": str(store.config.home)}
     if split is None:
-        conn = store.conn
-        m1, m2, m4, queries = _measure_counts(conn, store.config, after=None, lessons_before=None)
-        m3 = _predictions(conn)
-        m6 = _retrieval(conn, queries, methods, before=None)
-        out["episodes"] = conn.execute("SELECT COUNT(*) FROM episodes").fetchone()[0]
+        m1, m2, m4, queries = _measure_counts(store, store.config, after=None, lessons_before=None)
+        m3 = _predictions(store)
+        m6 = _retrieval(store, queries, methods, before=None)
+        out["episodes"] = tables.episode_count(store)
     else:
         m1, m2, m3, m4, m6, extra = _split(store, split, methods)
         out.update(extra)
@@ -320,29 +307,20 @@ def _split(store, split: datetime, methods) -> tuple:
     from openmemory_local.storage.store import Store
 
     cut = iso(split)
-    last = store.conn.execute("SELECT MAX(created), MAX(json_extract(fields, '$.ended')) FROM episodes").fetchone()
+    last = tables.last_times(store)
     tmp = Path(tempfile.mkdtemp(prefix="openmemory-eval-"))
     try:
-        target = sqlite3.connect(tmp / "openmemory.db")
-        with target:
-            store.conn.backup(target)
-        target.close()
+        tables.copy_database(store, tmp / "openmemory.db")
         config = store.config.with_(home=tmp, claude_dir=None, lesson_model_url=None, sources=())
         with Store.open(config) as copy:
-            conn = copy.conn
-            with copy.write():
-                for table in ("events", "reports", "predictions", "lesson_members", "lessons", "rendered_files"):
-                    conn.execute(f"DELETE FROM {table}")
-                conn.execute("DELETE FROM meta WHERE key IN ('decayed_until', 'last_sleep')")
-                conn.execute("UPDATE episodes SET strength = 1.0, archived = 0, touches = 0")
+            tables.forget_learning(copy)
             replay(copy, split)
             sleep(copy, split, phrase=False)
-            lessons_before = {lid: when for lid, when in conn.execute(
-                "SELECT id, learned FROM lessons WHERE learned IS NOT NULL AND state != 'forming'")}
+            lessons_before = tables.learned_times(copy, formed_only=True)
             evidence: dict[int, set] = {}
-            for lesson_id, episode_id in conn.execute("SELECT lesson_id, episode_id FROM lesson_members"):
+            for lesson_id, episode_id in tables.memberships(copy):
                 evidence.setdefault(lesson_id, set()).add(episode_id)
-            open_at_split = [pid for (pid,) in conn.execute("SELECT id FROM predictions WHERE state = 'open'")]
+            open_at_split = tables.open_prediction_ids(copy)
             # what came after: the surprises join the groups they resemble, the sessions decide the
             # predictions open at the split (once every session is over: its end, plus the settling time)
             end = max(filter(None, [cut, *(last or ())]))
@@ -350,14 +328,12 @@ def _split(store, split: datetime, methods) -> tuple:
             with copy.write():
                 learn(copy, after)
                 verify(copy, after)
-            m1, m2, m4, queries = _measure_counts(conn, copy.config, after=cut, lessons_before=lessons_before)
-            m3 = _predictions(conn, open_at_split)
-            m6 = _retrieval(conn, queries, methods, before=cut, evidence=evidence)
+            m1, m2, m4, queries = _measure_counts(copy, copy.config, after=cut, lessons_before=lessons_before)
+            m3 = _predictions(copy, open_at_split)
+            m6 = _retrieval(copy, queries, methods, before=cut, evidence=evidence)
             extra = {"learned_before_split": len(lessons_before), "open_at_split": len(open_at_split),
-                     "episodes_before_split": conn.execute("SELECT COUNT(*) FROM episodes WHERE created <= ?",
-                                                           (cut,)).fetchone()[0],
-                     "episodes_after_split": conn.execute("SELECT COUNT(*) FROM episodes WHERE created > ?",
-                                                          (cut,)).fetchone()[0]}
+                     "episodes_before_split": tables.episode_count(copy, created_before=cut),
+                     "episodes_after_split": tables.episode_count(copy, created_after=cut)}
         return m1, m2, m3, m4, m6, extra
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

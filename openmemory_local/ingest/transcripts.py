@@ -56,6 +56,7 @@ from openmemory_local.core.embedders import store_embedder
 from openmemory_local.ingest.episodes import Episode, EpisodeBuilder, session_episode
 from openmemory_local.ingest.rawstream import HEAD_BYTES, TAIL_BYTES, Consumed, Line, LineReader, chain_hash
 from openmemory_local.core.config import Config
+from openmemory_local.storage import episodes as episodes_table
 from openmemory_local.storage.store import Store, dumps, loads
 from openmemory_local.storage.vectors import VectorFile, embed_pending
 
@@ -339,14 +340,14 @@ def _cleanup(store: Store) -> None:
             except OSError:
                 pass
     # Only when no other writer is active (a rebuild may be writing a new matrix file).
-    store.conn.execute("PRAGMA busy_timeout = 50")
+    store.set_busy_timeout(0.05)
     try:
         with store.write():
             VectorFile(store).remove_stale_files()
     except Exception:  # a busy store: the next run cleans up
         pass
     finally:
-        store.conn.execute(f"PRAGMA busy_timeout = {int(store.config.busy_timeout * 1000)}")
+        store.set_busy_timeout(store.config.busy_timeout)
 
 
 # --- one transcript ---------------------------------------------------------------------
@@ -421,8 +422,7 @@ def _job(store: Store, ad, path: Path, row: dict | None) -> _Job:
     subset = {k: row[k] for k in _ROW_FIELDS} if row else None
     hints = None
     if getattr(ad, "needs_cwd_hint", False):
-        hints = {"known_cwds": [cwd for (cwd,) in store.conn.execute(
-            "SELECT DISTINCT project FROM transcripts WHERE project IS NOT NULL ORDER BY project")]}
+        hints = {"known_cwds": episodes_table.known_projects(store)}
     return _Job(str(path), ad.name, store.config, archive_relpath(ad.name, path), subset, hints)
 
 
@@ -469,11 +469,7 @@ def _drop_member(outcome: _Read) -> None:
 
 
 def _transcript_row(store: Store, path: str) -> dict | None:
-    cur = store.conn.execute("SELECT * FROM transcripts WHERE path = ?", (path,))
-    row = cur.fetchone()
-    if row is None:
-        return None
-    return dict(zip([c[0] for c in cur.description], row))
+    return episodes_table.transcript_row(store, path)
 
 
 def _fingerprint(row: dict | None) -> tuple:
@@ -685,8 +681,7 @@ def _apply(store: Store, ad, path: Path, row0: dict | None, outcome: _Read, now:
             row = _transcript_row(store, str(path))
             if _fingerprint(row) != _fingerprint(row0):
                 raise _Conflict()
-            store.conn.execute("UPDATE transcripts SET size = ?, mtime = ? WHERE id = ?",
-                               (outcome.size, outcome.mtime, row["id"]))
+            episodes_table.update_transcript(store, row["id"], {"size": outcome.size, "mtime": outcome.mtime})
         return FileResult(str(path), "unchanged", session_id=row0["session_id"], role=row0["role"])
     return _commit(store, ad, path, outcome, row0, archive_relpath(ad.name, path), now)
 
@@ -793,16 +788,10 @@ def _transcript_values(ad, path, size, mtime, parsed: _Parsed, row, relpath, arc
 
 def _upsert_transcript(store: Store, row: dict | None, values: dict, now_iso: str) -> int:
     if row is None:
-        values = dict(values, first_ingested=now_iso)
-        cols = ", ".join(values)
-        cur = store.conn.execute(
-            f"INSERT INTO transcripts ({cols}) VALUES ({', '.join('?' * len(values))})", list(values.values())
-        )
-        return cur.lastrowid
+        return episodes_table.insert_transcript(store, dict(values, first_ingested=now_iso))
     if row.get("first_ingested") is None:
         values = dict(values, first_ingested=now_iso)
-    sets = ", ".join(f"{k} = ?" for k in values)
-    store.conn.execute(f"UPDATE transcripts SET {sets} WHERE id = ?", [*values.values(), row["id"]])
+    episodes_table.update_transcript(store, row["id"], values)
     return row["id"]
 
 
@@ -827,23 +816,17 @@ def _embed_one(store: Store, text: str):
 def _apply_episodes(store: Store, tid: int, relpath: str, episodes: list[Episode], vectors: list,
                     replace: bool, now_iso: str, result: FileResult) -> None:
     """Upsert episodes by (kind, key); with ``replace``, remove this transcript's others."""
-    conn = store.conn
     keys = {(ep.kind, ep.key) for ep in episodes}
     if replace:
-        stale = [
-            (eid,) for eid, kind, key in conn.execute(
-                "SELECT id, kind, key FROM episodes WHERE transcript_id = ? AND kind != 'session'", (tid,))
-            if (kind, key) not in keys
-        ]
+        stale = [eid for eid, kind, key in episodes_table.transcript_episode_keys(store, tid)
+                 if (kind, key) not in keys]
         if stale:
-            conn.executemany("DELETE FROM episodes WHERE id = ?", stale)
+            episodes_table.delete_episodes(store, stale)
             result.removed += len(stale)
     added: Counter = Counter()
     inserts, new_vectors = [], []
     for ep, vec in zip(episodes, vectors):
-        existing = conn.execute(
-            "SELECT id, transcript_id, text, fields FROM episodes WHERE kind = ? AND key = ?", (ep.kind, ep.key)
-        ).fetchone()
+        existing = episodes_table.episode_by_key(store, ep.kind, ep.key)
         fields = dumps(ep.fields)
         if existing is None:
             inserts.append((ep, fields))
@@ -890,10 +873,8 @@ def _insert_episode(store: Store, ep: Episode, fields: str, vec, row: int | None
     made by ``embedding`` (default: the store's)."""
     created = _normal_time(ep.created, now_iso)
     touched = _normal_time(touched, created) if touched else None
-    store.conn.execute(
-        "INSERT INTO episodes (kind, key, session_id, agent_id, project, text, fields, embedder, "
-        "created, last_touched, transcript_id, source_path, source_line, vec_row, ingested, updated) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+    episodes_table.insert_episode(
+        store,
         (ep.kind, ep.key, ep.session_id, ep.agent_id, ep.project, ep.text, fields,
          None if row is None else (embedding or store.get_meta("embedding")), created, touched or created, tid, relpath,
          ep.source_line, row, now_iso, now_iso),
@@ -925,26 +906,24 @@ def _update_episode(store: Store, eid: int, ep: Episode, fields: str, vec, tid: 
         row = VectorFile(store).append(np.asarray(vec)[None, :])
         sets += ["embedder = ?", "vec_row = ?"]
         params += [store.get_meta("embedding"), row]
-    store.conn.execute(f"UPDATE episodes SET {', '.join(sets)} WHERE id = ?", [*params, eid])
+    episodes_table.update_episode(store, eid, sets, params)
 
 
 def _mark_dirty(store: Store, session_id: str | None, previous_row: dict | None) -> None:
     """Queue the session (and the one this transcript belonged to before) for re-merging."""
-    for sid in {session_id, previous_row.get("session_id") if previous_row else None}:
-        if sid:
-            store.conn.execute("INSERT OR IGNORE INTO dirty_sessions (session_id) VALUES (?)", (sid,))
+    episodes_table.mark_sessions_dirty(
+        store, [sid for sid in {session_id, previous_row.get("session_id") if previous_row else None} if sid])
 
 
 def _finish_run(store: Store, now_iso: str, result: FileResult) -> None:
     """Re-merge every dirty session episode (one transaction each), then compact vectors."""
     while True:
-        row = store.conn.execute("SELECT session_id FROM dirty_sessions LIMIT 1").fetchone()
-        if row is None:
+        session_id = episodes_table.a_dirty_session(store)
+        if session_id is None:
             break
         with store.write():
-            taken = store.conn.execute("DELETE FROM dirty_sessions WHERE session_id = ?", (row[0],))
-            if taken.rowcount:  # not already merged by a concurrent run
-                _refresh_session(store, row[0], now_iso, result)
+            if episodes_table.take_dirty_session(store, session_id):  # not already merged by a concurrent run
+                _refresh_session(store, session_id, now_iso, result)
     embed_pending(store)
     with store.write():
         VectorFile(store).maybe_compact()
@@ -961,10 +940,7 @@ def _refresh_session(store: Store, session_id: str | None, now_iso: str, result:
         return
     parts = []
     main_tid, main_path, main_line = None, None, None
-    for tid, role, agent_id, digest, archive_path in store.conn.execute(
-        "SELECT id, role, agent_id, digest, archive_path FROM transcripts "
-        "WHERE session_id = ? AND status = 'active' ORDER BY id", (session_id,)
-    ):
+    for tid, role, agent_id, digest, archive_path in episodes_table.session_transcripts(store, session_id):
         d = loads(digest, {})
         parts.append({"role": role, "agent_id": agent_id, "digest": d, "tid": tid, "archive": archive_path})
     episode = session_episode(session_id, parts)
@@ -975,10 +951,7 @@ def _refresh_session(store: Store, session_id: str | None, now_iso: str, result:
               else max(parts, key=lambda p: p["digest"].get("last_line") or 0))
     main_tid, main_path = source["tid"], source["archive"]
     fields = dumps(episode.fields)
-    existing = store.conn.execute(
-        "SELECT id, text, fields, transcript_id, source_path, source_line FROM episodes "
-        "WHERE kind = 'session' AND key = ?", (session_id,)
-    ).fetchone()
+    existing = episodes_table.session_episode_row(store, session_id)
     touched = episode.fields.get("ended") or episode.created or now_iso
     if existing is None:
         vec = _embed_one(store, episode.text)

@@ -11,7 +11,7 @@ and adds what it prints to the session's context, so it prints nothing: it logs 
 1. *Fast path*, standard library only (an interpreter start, a read of the store, one
    request): the engine's cursor and the memory folders holding a commons file that may no
    longer be there are read from the store (read-only,
-   :mod:`openmemory_local.commons.state`), and the node is asked whether any
+   :mod:`openmemory_local.storage.trust_boundary`), and the node is asked whether any
    lesson changed since the cursor (``GET /v1/changes?limit=1&type=lesson``, with
    ``Config.commons_hook_timeout``, 2 s). Nothing new and nothing stale: exit.
 2. Otherwise, in the same process: pull what changed (:func:`openmemory_local.commons.receive.pull`)
@@ -51,7 +51,7 @@ def _options(argv: list[str]) -> dict:
 def _fast_check(config) -> tuple[bool, bool, list[str], str]:
     """(node answered, lessons changed since the cursor, stale folders, what happened)."""
     from openmemory_local.commons.node_link import NodeError, NodeLink, NodeUnavailable
-    from openmemory_local.commons.state import cursor, stale_folders
+    from openmemory_local.storage.trust_boundary import cursor, stale_folders
     from openmemory_local.core.config import default_node_home
 
     try:

@@ -52,6 +52,8 @@ from openmemory_local.core.clock import DAY, epoch, iso, resolve_now
 from openmemory_local.text.embed import features
 from openmemory_local.core.embedders import store_embedder
 from openmemory_local.storage.vectors import VectorFile, _size, validate
+from openmemory_local.storage import recall as recall_reads
+from openmemory_local.storage.episodes import episodes_changed_since
 
 __all__ = ["recall", "recall_lessons", "RecallResult", "LessonHit", "RecallIndex", "EmptyQuery", "score_of"]
 
@@ -211,8 +213,7 @@ class RecallIndex:
                 meta = json.loads(np.load(saved, allow_pickle=False).tobytes().decode())
                 if meta.get("file") != name or meta.get("epoch") != epoch_ or meta.get("rows", 0) > rows:
                     return None
-                changed = self.store.conn.execute(
-                    "SELECT COUNT(*) FROM episodes WHERE seq > ?", (meta["seq"],)).fetchone()[0]
+                changed = episodes_changed_since(self.store, meta["seq"])
                 if changed > max(1000, rows // 10):
                     return None  # a full load is quicker than so many single rows
                 arrays = {key: np.load(saved, allow_pickle=False) for key in self._SAVED}
@@ -252,7 +253,6 @@ class RecallIndex:
     def _load(self, rows: int, changed_since: int | None) -> int:
         """Load every row (``changed_since`` None) or those changed since; return how many
         changed rows were applied (0 for a full load)."""
-        sql = "SELECT id, vec_row, kind, project, last_touched, strength, archived FROM episodes"
         if changed_since is None:
             self.ids = np.full(rows, -1, dtype=np.int64)
             self.touched = np.zeros(rows, dtype=np.float64)
@@ -265,7 +265,7 @@ class RecallIndex:
             changes = []
         else:
             self._grow(rows)
-            changes = self.store.conn.execute(sql + " WHERE seq > ?", (changed_since,)).fetchall()
+            changes = recall_reads.episodes_changed_after(self.store, changed_since)
             row_of = self._rows_of if self._rows_of is not None else self._old_rows(changes, rows)
             for eid, row, kind, project, touched, strength, archived in changes:
                 old = row_of.get(eid)
@@ -305,15 +305,7 @@ class RecallIndex:
     def _load_all(self, rows: int) -> None:
         """A full load, vectorised: SQLite concatenates each column, numpy parses it, so
         100k memories load without creating a Python object per value."""
-        conn = self.store.conn
-        where = "WHERE vec_row IS NOT NULL AND vec_row < ?"
-        cols = conn.execute(
-            "SELECT group_concat(vec_row), group_concat(id), "
-            "group_concat((julianday(last_touched) - 2440587.5) * 86400.0), "
-            "group_concat(strength), group_concat(archived), "
-            "group_concat(kind, char(31)), group_concat(ifnull(project, ''), char(31)) "
-            f"FROM episodes {where}", (rows,)
-        ).fetchone()
+        cols = recall_reads.episode_index_columns(self.store, rows)
         if cols[0] is None:
             return
         at = _ints(cols[0])
@@ -625,14 +617,7 @@ def _evidence(store, index: RecallIndex, vector: np.ndarray) -> dict[int, tuple[
     """Active lesson id -> (the member episode that matches ``vector`` best, its relevance),
     in one pass: SQLite lists the members' rows, numpy scores them and takes each lesson's best."""
     big = bool(store.config.recall_index_min_rows) and index._rows >= store.config.recall_index_min_rows
-    sql = ("SELECT group_concat(m.lesson_id), group_concat(m.episode_id), group_concat(e.vec_row) "
-           "FROM lesson_members m JOIN lessons l ON l.id = m.lesson_id JOIN episodes e ON e.id = m.episode_id "
-           "WHERE l.state = 'active' AND l.vetoed_at IS NULL AND e.vec_row IS NOT NULL AND e.vec_row < ?")
-    if big:
-        sql = ("SELECT group_concat(lesson_id), group_concat(episode_id), group_concat(vec_row) FROM ("
-               "SELECT m.lesson_id, m.episode_id, e.vec_row, ROW_NUMBER() OVER (PARTITION BY m.lesson_id "
-               "ORDER BY m.created DESC) AS n " + sql[sql.index("FROM"):] + ") WHERE n <= " + str(_EVIDENCE_MEMBERS))
-    lids, eids, vrows = store.conn.execute(sql, (index._rows,)).fetchone()
+    lids, eids, vrows = recall_reads.lesson_member_rows(store, index._rows, _EVIDENCE_MEMBERS if big else None)
     if lids is None:
         return {}
     lids, eids, vrows = _ints(lids), _ints(eids), _ints(vrows)
@@ -689,9 +674,7 @@ def recall_lessons(store, query: str, k: int = 3, now: datetime | None = None, *
         from openmemory_local.text.normalize import family_matches
     now, vector, index = _prepare(store, query, now)
     config = store.config
-    rows = store.conn.execute(
-        "SELECT id, kind, family, text, strength, seen, sessions, last_seen, reinforced, details, file_name "
-        "FROM lessons WHERE state = 'active' AND vetoed_at IS NULL").fetchall()
+    rows = recall_reads.recallable_lessons(store)
     if not rows:
         return []
     evidence_of = _evidence(store, index, vector)

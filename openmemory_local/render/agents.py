@@ -48,6 +48,8 @@ from openmemory_local.sleep.lessons import lesson_rows, project_families, veto
 from openmemory_protocol.observation import is_observation
 from openmemory_local.render.files import BEGIN, END, atomic_write, read_bytes, sha256_hex
 from openmemory_local.render.memory_folder import escape_text, owner_removed_section, split_index
+from openmemory_local.storage import rendered
+from openmemory_local.storage.episodes import agent_projects
 
 __all__ = ["AGENT_FILES", "AgentRenderResult", "render_agents", "section", "project_root", "codex_budget"]
 
@@ -158,8 +160,7 @@ def codex_budget(root: Path, cwd: str, environ=None) -> int:
 def _agent_projects(store) -> dict[str, set[str]]:
     """adapter name -> the working folders of its sessions (Codex, Gemini CLI)."""
     out: dict[str, set[str]] = {}
-    for adapter, project in store.conn.execute(
-            "SELECT DISTINCT adapter, project FROM transcripts WHERE status = 'active' AND project IS NOT NULL"):
+    for adapter, project in agent_projects(store):
         if adapter in AGENT_FILES:
             out.setdefault(adapter, set()).add(project)
     return out
@@ -191,7 +192,7 @@ def render_agents(store, now: datetime, *, environ=None) -> AgentRenderResult:
             chosen = [lesson for lesson in lessons
                       if lesson["family"] in families or cwd in lesson["projects"]]
             _observe(store, path, now, result)
-            vetoed = {lid for (lid,) in store.conn.execute("SELECT id FROM lessons WHERE vetoed_at IS NOT NULL")}
+            vetoed = rendered.vetoed_lesson_ids(store)
             ranked = [lesson for lesson in chosen if lesson["id"] not in vetoed
                       and lesson["strength"] >= store.config.render_min_strength]
             ranked = ranked[: store.config.render_max_lessons]
@@ -218,8 +219,7 @@ def _ids_in(block: str) -> set[int]:
 
 def _observe(store, path: Path, now: datetime, result: AgentRenderResult) -> None:
     """A line of ours the owner deleted from the section vetoes its lesson."""
-    row = store.conn.execute("SELECT sha256, state FROM rendered_files WHERE path = ? AND role = ?",
-                             (str(path), _ROLE)).fetchone()
+    row = rendered.rendered_record_state(store, str(path), _ROLE)
     if row is None or row[1] != "ours":
         return
     data = read_bytes(path)
@@ -228,20 +228,17 @@ def _observe(store, path: Path, now: datetime, result: AgentRenderResult) -> Non
     parts = split_index(data.decode("utf-8", "surrogateescape"))
     if not isinstance(parts, tuple):
         return  # removed or damaged: handled when writing
-    listed = store.conn.execute("SELECT lesson_id FROM rendered_files WHERE memory_dir = ? AND role = 'agent-line'",
-                                (str(path),)).fetchall()
     present = _ids_in(parts[1])
-    for (lesson_id,) in listed:
+    for lesson_id in rendered.lines_listed(store, str(path)):
         if lesson_id not in present and veto(store, lesson_id, now, why=f"its line was deleted from {path}"):
             result.vetoed.append(lesson_id)
 
 
 def _write(store, adapter: str, path: Path, lessons: list[dict], budget: int, now_iso: str,
            result: AgentRenderResult) -> dict:
-    conn = store.conn
     out = {"agent": adapter, "file": str(path), "lessons": [lesson["id"] for lesson in lessons], "index": "unchanged",
            "listed": 0}
-    record = conn.execute("SELECT state FROM rendered_files WHERE path = ? AND role = ?", (str(path), _ROLE)).fetchone()
+    record = rendered.rendered_index_record(store, str(path), _ROLE)
     original = read_bytes(path)
     text = original.decode("utf-8", "surrogateescape") if original is not None else ""
     parts = split_index(text)
@@ -291,14 +288,6 @@ def _write(store, adapter: str, path: Path, lessons: list[dict], budget: int, no
         out["index"] = "busy"
         return out
     with store.write():
-        conn.execute(
-            "INSERT INTO rendered_files (path, memory_dir, lesson_id, role, sha256, pending_sha256, state, written) "
-            "VALUES (?, ?, NULL, ?, ?, NULL, 'ours', ?) ON CONFLICT (path) DO UPDATE SET sha256 = excluded.sha256, "
-            "state = 'ours', written = excluded.written", (str(path), str(path.parent), _ROLE, sha256_hex(new), now_iso))
-        conn.execute("DELETE FROM rendered_files WHERE memory_dir = ? AND role = 'agent-line'", (str(path),))
-        conn.executemany(
-            "INSERT INTO rendered_files (path, memory_dir, lesson_id, role, sha256, pending_sha256, state, written) "
-            "VALUES (?, ?, ?, 'agent-line', NULL, NULL, 'ours', ?)",
-            [(f"{path}#lesson-{lid}", str(path), lid, now_iso) for lid in shown])
+        rendered.record_agent_section(store, str(path), str(path.parent), _ROLE, sha256_hex(new), shown, now_iso)
     out["index"] = "created" if created else "written"
     return out

@@ -35,6 +35,7 @@ from pathlib import Path
 from openmemory_local.commons.receive import attestations_of, write_commons_veto
 from openmemory_local.core.clock import iso
 from openmemory_local.render.files import END, line_count, observe_files, sync_files
+from openmemory_local.storage.commons import vetoed_received_ids
 from openmemory_local.storage.store import record_event
 from openmemory_local.sleep.lesson_text import clip
 from openmemory_local.text.markdown import escape_markdown
@@ -159,16 +160,13 @@ def observe_commons(store, target, now_iso: str, result) -> None:
     """What the owner did to our commons files since the last render (inside the caller's
     write transaction): a file deleted is a veto, a file edited is left alone."""
 
-    conn = store.conn
     if not Path(target.memory_dir).is_dir():
         return  # render forgets the folder's records itself
 
     def deleted(lesson_id: int, path: str) -> None:
-        row = conn.execute("SELECT vetoed_at, record_id, text FROM commons_lessons WHERE id = ?",
-                           (lesson_id,)).fetchone()
-        if row is not None and row[0] is None:
-            write_commons_veto(store, lesson_id, row[1], row[2], now_iso, why="its file was deleted", path=path)
-            result.commons_vetoed.append(row[1])
+        record_id = write_commons_veto(store, lesson_id, now_iso, why="its file was deleted", path=path)
+        if record_id is not None:
+            result.commons_vetoed.append(record_id)
 
     def edited(lesson_id: int, path: str) -> None:
         record_event(store, now_iso, "edited", None, None, path=path, commons=lesson_id)
@@ -180,9 +178,7 @@ def live(store, lessons: list[dict]) -> list[dict]:
     """``lessons`` without those vetoed meanwhile (a file just deleted)."""
     if not lessons:
         return lessons
-    marks = ",".join("?" * len(lessons))
-    vetoed = {lid for (lid,) in store.conn.execute(
-        f"SELECT id FROM commons_lessons WHERE vetoed_at IS NOT NULL AND id IN ({marks})", [l["id"] for l in lessons])}
+    vetoed = vetoed_received_ids(store, [lesson["id"] for lesson in lessons])
     return [lesson for lesson in lessons if lesson["id"] not in vetoed]
 
 

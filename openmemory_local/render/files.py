@@ -11,6 +11,8 @@ import hashlib
 import os
 from pathlib import Path
 
+from openmemory_local.storage import rendered
+
 BEGIN = "<!-- openmemory:begin -->"
 END = "<!-- openmemory:end -->"
 _TMP_SUFFIX = ".openmemory-tmp"
@@ -64,17 +66,14 @@ def observe_files(store, key: str, role: str, result, deleted, edited) -> None:
     """What the owner did to the files of ``role`` we wrote in one folder (real path ``key``):
     finish an interrupted removal, call ``deleted(lesson_id, path)`` for a file gone (a veto)
     and ``edited(lesson_id, path)`` once for a file whose bytes are no longer ours."""
-    conn = store.conn
-    for path, lesson_id, sha, pending, state in conn.execute(
-        "SELECT path, lesson_id, sha256, pending_sha256, state FROM rendered_files WHERE memory_dir = ? "
-        "AND role = ? ORDER BY path", (key, role)).fetchall():
+    for path, lesson_id, sha, pending, state in rendered.rendered_records(store, key, role):
         data = read_bytes(Path(path))
         if state == "removing":
             if data is not None and sha256_hex(data) in (sha, pending):
                 Path(path).unlink()
-            conn.execute("DELETE FROM rendered_files WHERE path = ?", (path,))
+            rendered.forget_rendered(store, [path])
         elif data is None:
-            conn.execute("DELETE FROM rendered_files WHERE path = ?", (path,))
+            rendered.forget_rendered(store, [path])
             if sha is None:
                 continue  # a first write that was interrupted: not the owner's doing
             deleted(lesson_id, path)
@@ -82,11 +81,9 @@ def observe_files(store, key: str, role: str, result, deleted, edited) -> None:
             digest = sha256_hex(data)
             if digest in (sha, pending):
                 if pending is not None or state != "ours" or digest != sha:
-                    conn.execute("UPDATE rendered_files SET sha256 = ?, pending_sha256 = NULL, state = 'ours' "
-                                 "WHERE path = ?", (digest, path))
+                    rendered.mark_ours(store, path, digest)
             elif state != "edited":
-                conn.execute("UPDATE rendered_files SET state = 'edited', pending_sha256 = NULL WHERE path = ?",
-                             (path,))
+                rendered.mark_edited(store, path)
                 edited(lesson_id, path)
                 result.edited.append(path)
 
@@ -97,10 +94,9 @@ def sync_files(store, key: str, role: str, planned: list[tuple[str, int, bytes]]
     (file name, lesson id, bytes): write what changed, remove ours that are no longer
     planned, leave edited and foreign files alone. Recorded as pending, done, then recorded
     as done, so a render killed midway is finished by the next one."""
-    conn = store.conn
     real = Path(key)
-    records = {path: (lesson_id, sha, state) for path, lesson_id, sha, state in conn.execute(
-        "SELECT path, lesson_id, sha256, state FROM rendered_files WHERE memory_dir = ? AND role = ?", (key, role))}
+    records = {path: (lesson_id, sha, state)
+               for path, lesson_id, sha, _pending, state in rendered.rendered_records(store, key, role)}
     writes, removals = [], []
     wanted = set()
     for name, lesson_id, data in planned:
@@ -125,13 +121,9 @@ def sync_files(store, key: str, role: str, planned: list[tuple[str, int, bytes]]
     # 1. record what we are about to do, 2. do it, 3. record that it is done
     if writes or removals:
         with store.write():
-            for path, lesson_id, data in writes:
-                conn.execute(
-                    "INSERT INTO rendered_files (path, memory_dir, lesson_id, role, sha256, pending_sha256, state, "
-                    "written) VALUES (?, ?, ?, ?, NULL, ?, 'ours', ?) ON CONFLICT (path) DO UPDATE SET "
-                    "pending_sha256 = excluded.pending_sha256", (path, key, lesson_id, role, sha256_hex(data), now_iso))
-            for path, _, _ in removals:
-                conn.execute("UPDATE rendered_files SET state = 'removing' WHERE path = ?", (path,))
+            rendered.record_pending_writes(
+                store, key, role, [(path, lesson_id, sha256_hex(data)) for path, lesson_id, data in writes], now_iso)
+            rendered.mark_removing(store, [path for path, _, _ in removals])
         for path, lesson_id, data in writes:
             atomic_write(Path(path), data)
             out["written"].append(path)
@@ -141,8 +133,5 @@ def sync_files(store, key: str, role: str, planned: list[tuple[str, int, bytes]]
                 Path(path).unlink()
             out["removed"].append(path)
         with store.write():
-            for path, lesson_id, data in writes:
-                conn.execute("UPDATE rendered_files SET sha256 = ?, pending_sha256 = NULL, written = ? WHERE path = ?",
-                             (sha256_hex(data), now_iso, path))
-            for path, _, _ in removals:
-                conn.execute("DELETE FROM rendered_files WHERE path = ?", (path,))
+            rendered.record_written(store, [(path, sha256_hex(data)) for path, _, data in writes], now_iso)
+            rendered.forget_rendered(store, [path for path, _, _ in removals])

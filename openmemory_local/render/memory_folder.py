@@ -71,6 +71,7 @@ from openmemory_local.text.markdown import break_comments, escape_markdown
 from openmemory_local.text.normalize import family
 from openmemory_protocol.observation import is_observation
 from openmemory_local.sleep.passes import sleep_lock
+from openmemory_local.storage import rendered
 from openmemory_local.storage.store import record_event
 
 __all__ = [
@@ -378,8 +379,7 @@ def _targets(store, lessons: list[dict], memory_dir: Path | None, project: str |
         chosen = [lesson for lesson in lessons if lesson["family"] in families or cwd in lesson["projects"]]
         received = commons.for_families(families)
         folder = memory_dir_for(claude_dir, cwd)
-        has_records = store.conn.execute("SELECT 1 FROM rendered_files WHERE memory_dir = ? LIMIT 1",
-                                         (os.path.realpath(folder),)).fetchone() is not None
+        has_records = rendered.folder_has_records(store, os.path.realpath(folder))
         if not chosen and not received and not has_records:
             continue
         if not folder.parent.is_dir():
@@ -394,7 +394,7 @@ def owner_removed_section(store, record, path, now_iso: str) -> None:
     ``GEMINI.md``): recorded once (its state, an event), and never written back."""
     if record[0] != "removed":
         with store.write():
-            store.conn.execute("UPDATE rendered_files SET state = 'removed' WHERE path = ?", (str(path),))
+            rendered.mark_removed(store, str(path))
             record_event(store, now_iso, "index_removed", path=str(path))
 
 
@@ -437,7 +437,7 @@ def _render(store, now: datetime, memory_dir: Path | None, project: str | None, 
         for target in targets:
             _observe(store, target, now_iso, result)
             observe_commons(store, target, now_iso, result)
-    vetoed = {lid for (lid,) in store.conn.execute("SELECT id FROM lessons WHERE vetoed_at IS NOT NULL")}
+    vetoed = rendered.vetoed_lesson_ids(store)
     for target in targets:
         ranked = [lesson for lesson in target.lessons if lesson["id"] not in vetoed and not lesson["vetoed"]
                   and lesson["strength"] >= config.render_min_strength]
@@ -447,11 +447,10 @@ def _render(store, now: datetime, memory_dir: Path | None, project: str | None, 
 
 
 def _observe(store, target: _Target, now_iso: str, result: RenderResult) -> None:
-    conn = store.conn
     folder = target.memory_dir
     if not folder.is_dir():
         # a folder gone altogether vetoes nothing: forget what we wrote there, render anew
-        conn.execute("DELETE FROM rendered_files WHERE memory_dir = ?", (target.key,))
+        rendered.forget_folder(store, target.key)
         return
     for leftover in folder.glob("." + "*" + _TMP_SUFFIX):
         try:
@@ -475,12 +474,10 @@ def _observe(store, target: _Target, now_iso: str, result: RenderResult) -> None
 
 
 def _write_target(store, target: _Target, now_iso: str, result: RenderResult) -> dict:
-    conn = store.conn
     folder = target.memory_dir
     out = {"memory_dir": str(folder), "project": target.project, "lessons": [l["id"] for l in target.lessons],
            "written": [], "unchanged": [], "removed": [], "left_alone": [], "index": "unchanged", "listed": 0}
-    has_records = conn.execute("SELECT 1 FROM rendered_files WHERE memory_dir = ? AND role IN ('lesson', 'commons') "
-                               "LIMIT 1", (target.key,)).fetchone() is not None
+    has_records = rendered.folder_has_lesson_records(store, target.key)
     if not target.lessons and not target.commons and not has_records and not folder.is_dir():
         out["index"] = "none"
         return out
@@ -494,10 +491,8 @@ def _write_target(store, target: _Target, now_iso: str, result: RenderResult) ->
 
 
 def _write_index(store, target: _Target, real: Path, now_iso: str, out: dict, result: RenderResult) -> None:
-    conn = store.conn
     index = Path(os.path.realpath(real / INDEX))
-    record = conn.execute("SELECT state FROM rendered_files WHERE path = ? AND role = 'index'",
-                          (str(index),)).fetchone()
+    record = rendered.rendered_index_record(store, str(index))
     original = read_bytes(index)
     text = original.decode("utf-8", "surrogateescape") if original is not None else ""
     parts = split_index(text)
@@ -536,8 +531,7 @@ def _write_index(store, target: _Target, real: Path, now_iso: str, out: dict, re
     if new == original:
         if record is None:  # our section, written by a render killed before it could record it
             with store.write():
-                conn.execute("INSERT INTO rendered_files (path, memory_dir, lesson_id, role, sha256, state, written) "
-                             "VALUES (?, ?, NULL, 'index', ?, 'ours', ?)", (str(index), target.key, sha256_hex(new), now_iso))
+                rendered.record_index_if_missing(store, str(index), target.key, sha256_hex(new), now_iso)
         return
     mode = os.stat(index).st_mode if original is not None else None
     if not atomic_write(index, new, expect=original, mode=mode):
@@ -548,10 +542,7 @@ def _write_index(store, target: _Target, real: Path, now_iso: str, out: dict, re
     with store.write():
         if repaired:
             record_event(store, now_iso, "index_repaired", path=str(index))
-        conn.execute(
-            "INSERT INTO rendered_files (path, memory_dir, lesson_id, role, sha256, pending_sha256, state, written) "
-            "VALUES (?, ?, NULL, 'index', ?, NULL, 'ours', ?) ON CONFLICT (path) DO UPDATE SET "
-            "sha256 = excluded.sha256, state = 'ours', written = excluded.written", (str(index), target.key, sha256_hex(new), now_iso))
+        rendered.record_index(store, str(index), target.key, "index", sha256_hex(new), now_iso)
     out["index"] = "created" if created else "repaired" if repaired else "written"
     if repaired:
         result.problems.append(f"{index}: the Open Memory markers were damaged: the section was rebuilt from the "

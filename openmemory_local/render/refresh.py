@@ -19,6 +19,7 @@ from openmemory_local.commons.receive import (KEY_LISTS, file_name_for, pull, st
 from openmemory_local.render.memory_folder import RenderError, render
 from openmemory_local.sleep.lessons import unveto, veto
 from openmemory_local.sleep.passes import SleepBusy
+from openmemory_local.storage import rendered
 
 __all__ = ["set_veto", "set_commons_veto", "change_key_list", "refresh_folders"]
 
@@ -53,16 +54,14 @@ def set_veto(store, lesson_id: int, now: datetime, *, vetoed: bool = True) -> di
                           + ("removes its files (those not edited)" if vetoed else "writes it again")
                           + f" ({pending})." + out.get("commons_hint", ""))
         return out
-    row = store.conn.execute("SELECT file_name FROM lessons WHERE id = ?", (lesson_id,)).fetchone()
-    name = row[0] if row else None
+    name = rendered.lesson_file_name(store, lesson_id)
 
     def ours(paths: list) -> int:
         return sum(1 for path in paths if name and os.path.basename(str(path)) == name)
 
     if vetoed:
         removed = sum(ours(t["removed"]) for t in result["targets"])
-        kept = store.conn.execute("SELECT COUNT(*) FROM rendered_files WHERE lesson_id = ? AND role = 'lesson' "
-                                  "AND state = 'edited'", (lesson_id,)).fetchone()[0]
+        kept = rendered.kept_edited_count(store, lesson_id)
         out["message"] = (f"Lesson {lesson_id} vetoed: never rendered again; its file was removed from "
                           f"{removed} memory folder{'s' if removed != 1 else ''}"
                           + (f", and left alone in {kept} where you edited it" if kept else "") + "."

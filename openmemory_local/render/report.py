@@ -21,8 +21,9 @@ from datetime import datetime
 from pathlib import Path
 
 from openmemory_local.core.clock import iso
-from openmemory_local.core.jsonio import dumps, loads
+from openmemory_local.core.jsonio import loads
 from openmemory_local.sleep.lesson_text import clip
+from openmemory_local.storage import events as events_table
 
 __all__ = ["make_report", "latest_report", "latest_report_data", "report_markdown", "SECTIONS"]
 
@@ -54,21 +55,12 @@ def _stamp(moment: str) -> str:
 
 
 def _lesson_texts(store, ids: set[int]) -> dict[int, tuple[str, float, int, int]]:
-    if not ids:
-        return {}
-    marks = ",".join("?" * len(ids))
-    return {lid: (text, strength, seen, sessions) for lid, text, strength, seen, sessions in store.conn.execute(
-        f"SELECT id, text, strength, seen, sessions FROM lessons WHERE id IN ({marks})", list(ids))}
+    return events_table.lesson_summaries(store, ids)
 
 
 def _collect(store, events: list[tuple]) -> dict:
     lessons = _lesson_texts(store, {e[3] for e in events if e[3] is not None})
-    predictions = {}
-    pids = {e[4] for e in events if e[4] is not None}
-    if pids:
-        marks = ",".join("?" * len(pids))
-        predictions = {pid: text for pid, text in store.conn.execute(
-            f"SELECT id, text FROM predictions WHERE id IN ({marks})", list(pids))}
+    predictions = events_table.prediction_texts(store, {e[4] for e in events if e[4] is not None})
     sections: dict[str, list] = {key: [] for key, _, _ in SECTIONS}
     kind_to_section = {kind: key for key, _, kinds in SECTIONS for kind in kinds}
     for eid, at, kind, lesson_id, prediction_id, detail_json in events:
@@ -105,24 +97,18 @@ def make_report(store, now: datetime) -> dict | None:
     now_iso = iso(now)
     ensure_report_files(store)
     with store.write():
-        row = store.conn.execute("SELECT MAX(last_event), MAX(made) FROM reports").fetchone()
-        last_event, previous = row[0] or 0, row[1]
-        events = store.conn.execute(
-            "SELECT id, at, kind, lesson_id, prediction_id, detail FROM events WHERE id > ? ORDER BY id",
-            (last_event,)).fetchall()
+        last_event, previous = events_table.last_reported(store)
+        events = events_table.events_after(store, last_event)
         if not events:
             return None
         data = _collect(store, events)
         data.update({"made": now_iso, "since": previous, "first_event": events[0][0], "last_event": events[-1][0]})
-        report_id = (store.conn.execute("SELECT COALESCE(MAX(id), 0) + 1 FROM reports").fetchone()[0])
+        report_id = events_table.next_report_id(store)
         name = f"{_stamp(now_iso)}-{report_id}.md"
         data["id"] = report_id
         data["file"] = f"reports/{name}"
         markdown = report_markdown(data)
-        store.conn.execute(
-            "INSERT INTO reports (id, made, first_event, last_event, file, data, markdown) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (report_id, now_iso, data["first_event"], data["last_event"], data["file"], dumps(data), markdown))
+        events_table.insert_report(store, report_id, now_iso, data, markdown)
     _write_file(store.config.reports_dir / name, markdown)
     data["markdown"] = markdown
     return data
@@ -286,7 +272,7 @@ def latest_report(home: str | os.PathLike) -> tuple[Path, str] | None:
 
 def latest_report_data(store) -> dict | None:
     """The latest stored report as data (``counts``, ``sections``, ``markdown``, ...), or None."""
-    row = store.conn.execute("SELECT data, markdown FROM reports ORDER BY id DESC LIMIT 1").fetchone()
+    row = events_table.latest_report(store)
     if row is None:
         return None
     data = loads(row[0], {})
@@ -298,7 +284,8 @@ def ensure_report_files(store) -> int:
     """Write the Markdown of the latest stored report if its file is missing (a run killed
     between the commit and the file). Returns how many were written."""
     written = 0
-    for file, markdown in store.conn.execute("SELECT file, markdown FROM reports ORDER BY id DESC LIMIT 1"):
+    latest = events_table.latest_report(store)
+    for _data, markdown, file in [latest] if latest else []:
         path = store.config.home / file
         if not path.exists():
             _write_file(path, markdown)

@@ -40,7 +40,7 @@ from typing import Iterable, Iterator
 
 from openmemory_local.core.clock import iso
 from openmemory_local.text.embed import STOP_WORDS, _raw_tokens
-from openmemory_local.core.jsonio import dumps, loads
+from openmemory_local.core.jsonio import loads
 from openmemory_local.text.normalize import family_label
 from openmemory_local.text.redact import PLACEHOLDERS
 from openmemory_protocol.observation import ObservationViolation, is_observation, observation_violation
@@ -358,13 +358,14 @@ def rephrase(store, now: datetime) -> dict:
     only if the lesson's deterministic text did not change meanwhile. Returns counts.
     """
     config = store.config
-    from openmemory_local.storage import lessons as lesson_store
     from openmemory_local.storage.store import record_event
 
     out = {"asked": 0, "accepted": 0, "rejected": 0, "refused": 0}
     if not config.lesson_model_url:
         return out
-    rows = lesson_store.rule_texts_to_rephrase(store.conn)
+    from openmemory_local.storage import phrasing
+
+    rows = phrasing.lessons_with_rule_text(store)
     deadline = time.monotonic() + config.lesson_model_budget
     for lesson_id, basis, details_json in rows:
         details = loads(details_json, {})
@@ -381,8 +382,8 @@ def rephrase(store, now: datetime) -> dict:
         text = accept_model_text(answer, basis)
         details["model_tried"] = basis
         with store.write():
-            current = lesson_store.text_source_of(store.conn, lesson_id)  # (text_source, rule_text) or None
-            if current is None or current[1] != basis or current[0] != "rule":
+            current = phrasing.text_basis(store, lesson_id)
+            if current is None or current[0] != basis or current[1] != "rule":
                 continue
             if text is None:
                 out["rejected"] += 1
@@ -391,8 +392,8 @@ def rephrase(store, now: datetime) -> dict:
                     out["refused"] += 1
                     record_event(store, iso(now), "model_refused", lesson_id, rule=refusal.rule,
                                  answer=clip(answer, 200))
-                lesson_store.set_details(store.conn, lesson_id, dumps(details))
+                phrasing.set_details(store, lesson_id, details)
             else:
                 out["accepted"] += 1
-                lesson_store.set_model_text(store.conn, lesson_id, text, dumps(details), iso(now))
+                phrasing.set_model_text(store, lesson_id, text, details, iso(now))
     return out

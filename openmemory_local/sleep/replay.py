@@ -32,6 +32,7 @@ from typing import Callable
 
 from openmemory_local.core.clock import iso
 from openmemory_local.sleep.passes import sleep
+from openmemory_local.storage.episodes import episode_days_between
 
 __all__ = ["pending_days", "replay", "REPLAY_TIME"]
 
@@ -47,12 +48,8 @@ def pending_days(store, now: datetime) -> list[datetime]:
     last = store.get_meta("last_sleep")
     after = last[:10] if last else ""
     today = iso(now)[:10]
-    rows = store.conn.execute(
-        "SELECT substr(created, 1, 10) AS day FROM episodes WHERE day > ? AND day < ? UNION "
-        "SELECT substr(json_extract(fields, '$.ended'), 1, 10) AS day FROM episodes WHERE kind = 'session' "
-        "AND day > ? AND day < ? ORDER BY day", (after, today, after, today)).fetchall()
     out = []
-    for (day,) in rows:
+    for day in episode_days_between(store, after, today):
         try:
             date = datetime.strptime(day, "%Y-%m-%d").date()
         except (TypeError, ValueError):

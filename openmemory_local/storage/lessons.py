@@ -34,14 +34,10 @@ __all__ = [
     "member_sessions",
     "member_counts",
     "text_sources",
-    "text_source_of",
     "latest_members",
     "member_commands",
     "write_groups",
     "group_statement",
-    "rule_texts_to_rephrase",
-    "set_details",
-    "set_model_text",
     "open_predictions",
     "strengths",
     "set_strength",
@@ -198,11 +194,6 @@ def text_sources(conn: sqlite3.Connection, ids: list[int]) -> dict[int, list[tup
     return per_id(conn, "SELECT id, text_source, rule_text FROM lessons WHERE id IN ({})", ids)
 
 
-def text_source_of(conn: sqlite3.Connection, lesson_id: int) -> tuple[str, str] | None:
-    """A lesson's ``(text_source, rule_text)``, or None."""
-    return conn.execute("SELECT text_source, rule_text FROM lessons WHERE id = ?", (lesson_id,)).fetchone()
-
-
 def latest_members(conn: sqlite3.Connection, gid: int, limit: int) -> list[tuple]:
     """A group's latest ``limit`` members: (session id, created, signature, project, fields JSON),
     latest first."""
@@ -232,23 +223,6 @@ def group_statement(columns: Iterable[str], new: bool) -> str:
     if new:
         return f"INSERT INTO lessons ({', '.join(columns)}, id) VALUES ({', '.join('?' * (len(columns) + 1))})"
     return f"UPDATE lessons SET {', '.join(f'{k} = ?' for k in columns)} WHERE id = ?"
-
-
-def rule_texts_to_rephrase(conn: sqlite3.Connection) -> list[tuple[int, str, str]]:
-    """(id, rule_text, details JSON) of the active, unvetoed lessons whose text is the rule's,
-    strongest first (what the local model is asked to rephrase)."""
-    return conn.execute("SELECT id, rule_text, details FROM lessons WHERE state = 'active' AND vetoed_at IS NULL "
-                        "AND text_source = 'rule' ORDER BY strength DESC, id").fetchall()
-
-
-def set_details(conn: sqlite3.Connection, lesson_id: int, details: str) -> None:
-    conn.execute("UPDATE lessons SET details = ? WHERE id = ?", (details, lesson_id))
-
-
-def set_model_text(conn: sqlite3.Connection, lesson_id: int, text: str, details: str, at: str) -> None:
-    """Write the local model's rephrasing of a lesson."""
-    conn.execute("UPDATE lessons SET text = ?, text_source = 'model', details = ?, updated = ? WHERE id = ?",
-                 (text, details, at, lesson_id))
 
 
 # --- verify and predict ------------------------------------------------------------------------

@@ -8,8 +8,16 @@ Schema (version 1)
 ------------------
 ``schema_version(version, description, applied_at)``
     One row per applied migration. :data:`MIGRATIONS` lists them; opening a store runs
-    the missing ones in order, each in its own transaction. A store whose version is
+    the missing ones in order, in one write transaction. A store whose version is
     newer than this code knows is refused (:class:`StoreError`), never downgraded.
+
+    The node's store (:mod:`openmemory_node.store`) migrates the same way (it used ``PRAGMA
+    user_version`` and adopts such a file on open). Why this style: the history is in the
+    file, in a table a user reads with ``sqlite3`` or Datasette (what ran, when, what for),
+    not a bare integer in the header; each :class:`Migration` carries its number and says
+    what it does; a migration may take the :class:`Store` (files beside the database,
+    version 5). The runner is written in both halves rather than shared: the engine never
+    imports the node, and ``openmemory_protocol`` holds pure rules without I/O.
 
 ``meta(key, value)``
     ``embedding`` (the name of the embedding in ``episodes.embedding``, see
@@ -692,9 +700,13 @@ class Store:
             raise StoreError(f"cannot open the store {config.db_path}: {exc}") from exc
         return store
 
+    def set_busy_timeout(self, seconds: float) -> None:
+        """How long a statement waits for another process's lock before it gives up."""
+        self.conn.execute(f"PRAGMA busy_timeout = {int(seconds * 1000)}")
+
     def _prepare(self) -> None:
         conn = self.conn
-        conn.execute(f"PRAGMA busy_timeout = {int(self.config.busy_timeout * 1000)}")
+        self.set_busy_timeout(self.config.busy_timeout)
         self._enable_wal()
         conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute("PRAGMA foreign_keys = ON")

@@ -31,6 +31,7 @@ from openmemory_local.core.clock import iso, parse_time
 from openmemory_local.core.jsonio import loads
 from openmemory_local.sleep.lessons import lesson_rows
 from openmemory_local.text.normalize import family_label
+from openmemory_local.storage import views
 
 __all__ = [
     "summary",
@@ -61,11 +62,10 @@ _MEMBERS_SHOWN = 200
 
 def summary(store) -> dict:
     """The header's counts: episodes, lessons, last sleep, last report."""
-    c = store.conn
-    lessons = dict(c.execute("SELECT state, COUNT(*) FROM lessons GROUP BY state").fetchall())
-    vetoed = c.execute("SELECT COUNT(*) FROM lessons WHERE vetoed_at IS NOT NULL AND state != 'forming'").fetchone()[0]
-    episodes = c.execute("SELECT COUNT(*) FROM episodes WHERE archived = 0").fetchone()[0]
-    report_row = c.execute("SELECT id, made FROM reports ORDER BY id DESC LIMIT 1").fetchone()
+    lessons = views.lesson_states(store)
+    vetoed = views.vetoed_lesson_count(store)
+    episodes = views.live_episode_count(store)
+    report_row = views.latest_report_made(store)
     return {
         "home": str(store.config.home),
         "episodes": episodes,
@@ -135,28 +135,20 @@ def commons_page(store, record_id: str) -> dict | None:
     except CommonsNotFound:
         return None
     cid = row["id"]
-    c = store.conn
     row["files"] = [{"path": path, "state": state, "written": written, "exists": os.path.exists(path)}
-                    for path, state, written in c.execute(
-                        "SELECT path, state, written FROM rendered_files WHERE role = 'commons' AND lesson_id = ? "
-                        "ORDER BY path", (cid,))]
+                    for path, state, written in views.files_of(store, cid, "commons")]
     row["predictions"] = [
         {"id": pid, "family": fam, "label": family_label(fam), "made": made, "text": text, "state": state,
          "resolved": resolved, "sessions": sessions, "matched": matched, "episode_id": eid, "facet": facet,
          "similarity": sim}
-        for pid, fam, made, text, state, resolved, sessions, matched, eid, facet, sim in c.execute(
-            "SELECT id, family, made, text, state, resolved, sessions, matched, episode_id, facet, similarity "
-            "FROM commons_predictions WHERE commons_id = ? ORDER BY id DESC", (cid,))]
+        for pid, fam, made, text, state, resolved, sessions, matched, eid, facet, sim
+        in views.commons_lesson_predictions(store, cid)]
     row["attestations"] = attestations_of(store, [cid]).get(cid, [])
-    row["events"] = [{"at": at, "kind": kind, "detail": loads(detail, {})} for at, kind, detail in c.execute(
-        "SELECT at, kind, detail FROM events WHERE lesson_id IS NULL AND json_extract(detail, '$.commons') = ? "
-        "ORDER BY id", (cid,))]
-    held = {rid for (rid,) in c.execute(
-        f"SELECT record_id FROM commons_lessons WHERE record_id IN ({','.join('?' * len(row['derived_from']))})",
-        row["derived_from"])} if row["derived_from"] else set()
+    row["events"] = [{"at": at, "kind": kind, "detail": loads(detail, {})}
+                     for at, kind, detail in views.commons_lesson_events(store, cid)]
+    held = views.received_record_ids(store, row["derived_from"]) if row["derived_from"] else set()
     row["parents"] = [{"id": rid, "held": rid in held} for rid in row["derived_from"]]
-    own = c.execute("SELECT lesson_id FROM published WHERE record_id = ?", (row["record_id"],)).fetchone()
-    row["own_lesson"] = own[0] if own else None
+    row["own_lesson"] = views.own_lesson_of_record(store, row["record_id"])
     return row
 
 
@@ -164,8 +156,7 @@ def local_chain(store, record_id: str, max_nodes: int = 200) -> dict:
     """A received lesson's provenance chain as this engine's store has it (each lesson's
     ``derived_from``), in the shape of the node's ``chain``: what the page draws when the
     node is not running."""
-    rows = {rid: (status, text, loads(derived, [])) for rid, status, text, derived in store.conn.execute(
-        "SELECT record_id, status, text, derived_from FROM commons_lessons")}
+    rows = {rid: (status, text, loads(derived, [])) for rid, status, text, derived in views.received_chain_rows(store)}
     children: dict[str, list[str]] = defaultdict(list)
     for rid, (_, _, derived) in rows.items():
         for parent in derived:
@@ -188,7 +179,7 @@ def local_chain(store, record_id: str, max_nodes: int = 200) -> dict:
 
 def commons_ids(store) -> set[str]:
     """The record ids of every received lesson the store holds (for links)."""
-    return {rid for (rid,) in store.conn.execute("SELECT record_id FROM commons_lessons")}
+    return views.received_record_ids(store)
 
 
 # --- publishing ---------------------------------------------------------------------------------
@@ -204,15 +195,11 @@ def publishing(store, on_node: dict | None = None) -> dict:
 
     state = status(store, known=True)
     held, waiting = defaultdict(list), defaultdict(list)
-    for lesson_id, fam, qstate, text, kind, strength, reasons, queued, attempts, last_error in store.conn.execute(
-            "SELECT q.lesson_id, q.family, q.state, q.text, q.kind, q.strength, q.reasons, q.queued, q.attempts, "
-            "q.last_error FROM publish_queue q ORDER BY q.id"):
+    for lesson_id, fam, qstate, text, kind, strength, reasons, queued, attempts, last_error in views.outbox_rows(store):
         entry = {"lesson": lesson_id, "text": text, "kind": kind, "strength": strength, "queued": queued,
                  "reasons": loads(reasons, []), "attempts": attempts, "last_error": last_error, "state": qstate}
         (held if qstate == "held" else waiting)[fam].append(entry)
-    local = {lid: text for lid, text in store.conn.execute(
-        "SELECT id, COALESCE(text, rule_text) FROM lessons WHERE id IN (SELECT lesson_id FROM publish_queue "
-        "UNION SELECT lesson_id FROM published)")}
+    local = views.local_texts_of_published(store)
     published = defaultdict(list)
     for lesson_id, records in published_records(store).items():
         fam = records[-1]["family"]
@@ -245,31 +232,22 @@ def lesson_page(store, lesson_id: int) -> dict | None:
     if not rows:
         return None
     lesson = rows[0]
-    c = store.conn
     lesson["predictions"] = [
         {"id": pid, "made": made, "text": text, "state": state, "resolved": resolved, "episode_id": eid,
          "similarity": sim, "facet": facet}
-        for pid, made, text, state, resolved, eid, sim, facet in c.execute(
-            "SELECT id, made, text, state, resolved, episode_id, similarity, facet FROM predictions "
-            "WHERE lesson_id = ? ORDER BY id DESC", (lesson_id,))]
+        for pid, made, text, state, resolved, eid, sim, facet in views.lesson_predictions(store, lesson_id)]
     lesson["events"] = [
         {"id": eid, "at": at, "kind": kind, "prediction": pid, "detail": loads(detail, {})}
-        for eid, at, kind, pid, detail in c.execute(
-            "SELECT id, at, kind, prediction_id, detail FROM events WHERE lesson_id = ? ORDER BY id", (lesson_id,))]
+        for eid, at, kind, pid, detail in views.lesson_events(store, lesson_id)]
     lesson["members"] = [
         {"id": eid, "kind": kind, "created": created, "session_id": sid, "text": text, "archived": bool(archived),
          "source_path": path, "source_line": line, "joined": joined}
-        for eid, kind, created, sid, text, archived, path, line, joined in c.execute(
-            "SELECT e.id, e.kind, e.created, e.session_id, e.text, e.archived, e.source_path, e.source_line, "
-            "m.joined FROM lesson_members m JOIN episodes e ON e.id = m.episode_id WHERE m.lesson_id = ? "
-            "ORDER BY e.created, e.id LIMIT ?", (lesson_id, _MEMBERS_SHOWN))]
-    lesson["members_total"] = c.execute("SELECT COUNT(*) FROM lesson_members WHERE lesson_id = ?",
-                                        (lesson_id,)).fetchone()[0]
+        for eid, kind, created, sid, text, archived, path, line, joined
+        in views.lesson_members_shown(store, lesson_id, _MEMBERS_SHOWN)]
+    lesson["members_total"] = views.lesson_member_count(store, lesson_id)
     lesson["files"] = [
         {"path": path, "state": state, "written": written, "exists": os.path.exists(path)}
-        for path, state, written in c.execute(
-            "SELECT path, state, written FROM rendered_files WHERE lesson_id = ? AND role = 'lesson' ORDER BY path",
-            (lesson_id,))]
+        for path, state, written in views.files_of(store, lesson_id, "lesson")]
     lesson["history"] = strength_history(store, lesson_id)
     return lesson
 
@@ -281,9 +259,7 @@ def strength_history(store, lesson_id: int) -> list[tuple[datetime, float, str]]
     group still forming."""
     points: list[tuple[datetime, float, str]] = []
     last = None
-    rows = store.conn.execute("SELECT at, kind, detail FROM events WHERE lesson_id = ? ORDER BY id",
-                              (lesson_id,)).fetchall()
-    for at, kind, detail_json in rows:
+    for _eid, at, kind, _pid, detail_json in views.lesson_events(store, lesson_id):
         detail = loads(detail_json, {})
         when = parse_time(at)
         if "before" in detail and "after" in detail:
@@ -295,7 +271,7 @@ def strength_history(store, lesson_id: int) -> list[tuple[datetime, float, str]]
             last = float(detail["strength"])
         elif kind in ("vetoed", "unvetoed", "edited") and last is not None:
             points.append((when, last, kind))
-    row = store.conn.execute("SELECT state, strength FROM lessons WHERE id = ?", (lesson_id,)).fetchone()
+    row = views.lesson_state_strength(store, lesson_id)
     if points and row is not None and row[0] == "active":
         decayed = store.get_meta("decayed_until")
         when = max(points[-1][0], parse_time(decayed)) if decayed else points[-1][0]
@@ -314,9 +290,7 @@ def episode_page(store, episode_id: int, *, context: int = CONTEXT_LINES) -> dic
         return None
     episode["lessons"] = [
         {"id": lid, "text": text, "state": state, "vetoed": vetoed is not None}
-        for lid, text, state, vetoed in store.conn.execute(
-            "SELECT l.id, COALESCE(l.text, l.rule_text), l.state, l.vetoed_at FROM lesson_members m "
-            "JOIN lessons l ON l.id = m.lesson_id WHERE m.episode_id = ?", (episode_id,))]
+        for lid, text, state, vetoed in views.lessons_of_episode(store, episode_id)]
     episode["fields_json"] = json.dumps(episode["fields"], ensure_ascii=False, indent=2)
     episode["transcript"] = transcript_lines(store, episode.get("source_path"), episode.get("source_line"),
                                              context=context)
@@ -399,19 +373,14 @@ def line_summary(raw: str, limit: int = 240) -> str:
 def reports(store, limit: int = 100) -> list[dict]:
     """The morning reports, newest first: id, when, counts, file."""
     out = []
-    for rid, made, data, file in store.conn.execute(
-            "SELECT id, made, data, file FROM reports ORDER BY id DESC LIMIT ?", (limit,)):
+    for rid, made, data, file in views.report_list(store, limit):
         out.append({"id": rid, "made": made, "counts": loads(data, {}).get("counts", {}), "file": file})
     return out
 
 
 def report(store, report_id: int | None = None) -> dict | None:
     """One morning report (the latest without ``report_id``): its data and Markdown."""
-    columns = "SELECT id, made, data, markdown, file FROM reports"
-    if report_id is None:
-        row = store.conn.execute(f"{columns} ORDER BY id DESC LIMIT 1").fetchone()
-    else:
-        row = store.conn.execute(f"{columns} WHERE id = ?", (report_id,)).fetchone()
+    row = views.report_row(store, report_id)
     if row is None:
         return None
     rid, made, data, markdown, file = row
@@ -443,9 +412,7 @@ def search(store, query: str, k: int, now: datetime, *, kinds: list[str] | None 
     ids = [r.id for r in results]
     in_lessons: dict[int, list[int]] = {}
     if ids:
-        for eid, lid in store.conn.execute(
-                f"SELECT episode_id, lesson_id FROM lesson_members WHERE episode_id IN ({','.join('?' * len(ids))})",
-                ids):
+        for eid, lid in views.lessons_of_episodes(store, ids):
             in_lessons.setdefault(eid, []).append(lid)
     rows = []
     for r in results:

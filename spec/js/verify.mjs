@@ -2385,10 +2385,63 @@ function checkTranscript(file, name, rec, maxBytes) {
   });
 }
 
+// ---- domains (PROTOCOL.md "Topics") -----------------------------------------------------
+
+function domainTables() {
+  const table = {};
+  for (const line of protocolNumbered("domains")) {
+    const [domain, ...programs] = line.split(" ");
+    table[domain] = programs;
+  }
+  const wrappers = new Set(protocolNumbered("domain-wrappers")[0].split(" "));
+  return { table, wrappers };
+}
+
+function programOf(word) {
+  const name = word.slice(word.lastIndexOf("/") + 1).toLowerCase();
+  const m = /^(python|pip|node|ruby|java|go|gcc|g\+\+|clang)-?\d+(\.\d+)*$/.exec(name);
+  return m ? m[1] : name;
+}
+
+// a claim's situation -> its domains, sorted ("general" when none)
+function domainsOf(situation, { table, wrappers }) {
+  const ecosystem = new Map();
+  for (const [domain, programs] of Object.entries(table)) for (const p of programs) ecosystem.set(p, domain);
+  const found = new Set();
+  const heads = isTool(situation) ? [] : situation.split(" && ");
+  for (const head of heads) {
+    for (const word of head.split(" ").filter((w) => w)) {
+      if (word.includes("=") && !word.startsWith("=")) continue;
+      const program = programOf(word);
+      if (wrappers.has(program)) continue;
+      if (ecosystem.has(program)) found.add(ecosystem.get(program));
+      break;
+    }
+  }
+  return found.size ? [...found].sort() : ["general"];
+}
+
+function domainTopics(type, domains) {
+  return [...domains].sort().map((d) => (d === "general" ? `/openmemory/1/${type}` : `/openmemory/1/${type}/${d}`));
+}
+
+function checkDomains(dv) {
+  const file = "domains.json";
+  const tables = domainTables();
+  check(file, "PROTOCOL.md's domain table is the vectors'", () => same(JSON.stringify(tables.table), JSON.stringify(dv.table)));
+  check(file, "PROTOCOL.md's wrappers are the vectors'", () => same(JSON.stringify([...tables.wrappers].sort()), JSON.stringify(dv.wrappers)));
+  dv.vectors.forEach((v) => {
+    check(file, `domains of ${JSON.stringify(v.situation)}`, () => same(JSON.stringify(domainsOf(v.situation, tables)), JSON.stringify(v.domains)));
+    check(file, `topics of ${JSON.stringify(v.situation)}`, () =>
+      same(JSON.stringify([domainTopics("lesson", v.domains), domainTopics("attestation", v.domains)]),
+        JSON.stringify([v.lesson_topics, v.attestation_topics])));
+  });
+}
+
 // ----------------------------------------------------------------------------------------
 
 function main() {
-  const FILES = ["valid.json", "invalid.json", "json.json", "claims.json", "dedup.json", "observation.json", "commons.json", "sync.json", "worked-example.txt", "PROTOCOL.md"];
+  const FILES = ["valid.json", "invalid.json", "json.json", "claims.json", "domains.json", "dedup.json", "observation.json", "commons.json", "sync.json", "worked-example.txt", "PROTOCOL.md"];
   let missing = 0;
   try {
     const ex = checkProtocolLists();
@@ -2398,6 +2451,7 @@ function main() {
     checkInvalid(load("invalid.json"));
     checkJson(load("json.json"));
     checkClaims(load("claims.json"));
+    checkDomains(load("domains.json"));
     checkDedup(load("dedup.json"));
     checkObservation(load("observation.json"));
     checkCommons(load("commons.json"));

@@ -88,3 +88,39 @@ def test_link_to_a_real_node(cluster, tmp_path):
     node.stop()
     with pytest.raises(NodeUnavailable):
         open_link(config).node()
+
+
+@pytest.mark.slow
+def test_the_engine_tells_its_node_the_domains_its_projects_touch(cluster, tmp_path, shared_data):
+    """Real transcripts (the public ones in $OPENMEMORY_TEST_DATA) ingested into a real store:
+    the domains of the programs its sessions ran reach a real node by PUT /v1/domains, and the
+    node follows those and general (its gossip topics change with them)."""
+    from datetime import datetime, timezone
+
+    from openmemory_local.commons.receive import project_domains, report_domains
+    from openmemory_local.core.config import Config
+    from openmemory_local.ingest.transcripts import ingest
+    from openmemory_local.storage.store import Store
+    from openmemory_protocol.domains import DOMAINS, GENERAL
+
+    store = Store.open(Config(home=tmp_path / "engine"))
+    ingest(store, [shared_data / "claude-code" / "public"], now=datetime(2026, 12, 1, tzinfo=timezone.utc))
+    domains = project_domains(store)
+    heads = {row[0] for row in store.conn.execute(
+        "SELECT DISTINCT j.key FROM episodes AS e, json_each(e.fields, '$.commands') AS j WHERE e.kind = 'session'")}
+    assert heads, "the public transcripts ran commands"
+    assert GENERAL in domains and set(domains) <= set(DOMAINS) and len(domains) > 1, (domains, sorted(heads)[:20])
+    if any(h.split()[0] == "git" for h in heads):
+        assert "git" in domains
+
+    node = cluster.node("a")
+    node.init()
+    node.start()
+    assert node.get("/v1/domains")["following"] == "every domain"
+    config = load_config(tmp_path / "engine", {"HOME": str(tmp_path)}, node_home_option=node.home)
+    reported = report_domains(store, open_link(config))
+    assert reported == {"domains": domains, "changed": True}
+    seen = node.get("/v1/domains")
+    assert seen["following"] == domains and seen["reported"] == domains
+    assert ("/openmemory/1/lesson/rust" in seen["topics"]) == ("rust" in domains)
+    assert report_domains(store, open_link(config))["changed"] is False  # the same again: nothing changes

@@ -59,8 +59,10 @@ class Rogue:
                                created=int(time.time()), signature=bytes(64))
         return wire.encode(wire.sign(unsigned, self.key))
 
-    async def send(self, data: bytes, topic: str = LESSON_TOPIC, pace: float = 0.02) -> None:
-        await self.pubsub.publish(topic, data)
+    async def send(self, data: bytes, topic: str | None = None, pace: float = 0.02) -> None:
+        """Publish ``data`` on ``topic``; by default on its lesson topics (a lesson's domains'
+        topics, as an honest node does; the general one for what does not decode)."""
+        await self.pubsub.publish(topic or lesson_topics(data), data)
         if pace:
             await trio.sleep(pace)
 
@@ -81,6 +83,19 @@ class Rogue:
 
     async def reconnect(self) -> None:
         await self.host.connect(self.target)
+
+
+def lesson_topics(data: bytes) -> list[str]:
+    from openmemory_node.follow import record_topics
+    from openmemory_protocol.domains import lesson_domains
+
+    try:
+        record = wire.decode(data)
+    except wire.WireError:
+        return [LESSON_TOPIC]
+    if record.record_type != "lesson":
+        return [LESSON_TOPIC]
+    return record_topics("lesson", lesson_domains(record.claim), LESSON_TOPIC)
 
 
 @asynccontextmanager

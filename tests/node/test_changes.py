@@ -45,8 +45,8 @@ def _store_of_schema(path, version: int, numbers) -> sqlite3.Connection:
     """A node.db file at schema ``version`` holding a lesson row of id f"{n:068x}" for each n."""
     conn = sqlite3.connect(path, isolation_level=None)
     db = sqlite_utils.Database(conn)
-    for migration in store_mod.MIGRATIONS[:version]:
-        migration(db)
+    for migration in store_mod.MIGRATIONS[:version]:  # the old runner's way: PRAGMA user_version
+        migration.apply(db)
     conn.execute(f"PRAGMA user_version={version}")
     for n in numbers:
         rid = f"{n:068x}"

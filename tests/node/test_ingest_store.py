@@ -193,7 +193,7 @@ def test_store_lists_filters_and_pages(tmp_path):
     assert store.counts() == {"lesson": {"candidate": 10}}
     assert store.set_status([(ids[0], "common"), (ids[1], "common")]) == 2
     assert store.count(status="common") == 2
-    assert store.conn.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS)
+    assert store.schema_version() == len(MIGRATIONS) == MIGRATIONS[-1].version
     assert store.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     store.close()
     reopened = Store.open(tmp_path, Clock())  # migrations do not run twice

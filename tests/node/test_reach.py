@@ -85,10 +85,12 @@ def test_nodes_given_only_the_rendezvous_point_find_each_other(cluster):
                                                 "[reachability]\nmode = \"public\"\n")
     point.init().start()
     nodes = []
-    for name, domains in (("x", '["rust"]'), ("y", '["rust", "go"]'), ("z", "[]")):
+    # x and y name domains to meet in ([discovery] domains); z follows go ([domains] follow), which
+    # is enough: a node registers under each domain it follows
+    for name, domains, follow in (("x", '["rust"]', "[]"), ("y", '["rust", "go"]', "[]"), ("z", "[]", '["go"]')):
         node = cluster.node(name, extra_config=(
             f'[discovery]\nrendezvous = ["{point.multiaddr}"]\ninterval = 1.0\ndomains = {domains}\n'
-            '[reachability]\nmode = "public"\n'))
+            f'[reachability]\nmode = "public"\n[domains]\nfollow = {follow}\n'))
         node.init()  # no bootstrap list
         nodes.append(node.start(wait=False))
     for node in nodes:
@@ -106,13 +108,18 @@ def test_nodes_given_only_the_rendezvous_point_find_each_other(cluster):
     # what a node found is remembered with its source
     peers = {p["peer_id"]: p for p in nodes[0].get("/v1/peers")["peers"]}
     assert {peers[p]["source"] for p in ids - {nodes[0].peer_id}} <= {"rendezvous", "seen"}, peers
-    # domains: x and y also meet under openmemory/1/rust; z, following none, only in the commons'
+    # domains: x and y also meet under openmemory/1/rust, y and z under openmemory/1/go
     x, y, z = nodes
-    views = {n.name: json.loads((n.home / "node.reach").read_text()) for n in nodes}
-    assert views["x"]["namespaces"]["openmemory/1/rust"] == [y.peer_id]
-    assert views["y"]["namespaces"]["openmemory/1/rust"] == [x.peer_id]
-    assert views["y"]["namespaces"]["openmemory/1/go"] == []
-    assert set(views["z"]["namespaces"]) == {"openmemory/1"}
+
+    def namespaces(node) -> dict:
+        return json.loads((node.home / "node.reach").read_text())["namespaces"]
+
+    wait_until(lambda: namespaces(y).get("openmemory/1/go") == [z.peer_id], 30, what="y found z under go")
+    assert namespaces(x)["openmemory/1/rust"] == [y.peer_id]
+    assert namespaces(y)["openmemory/1/rust"] == [x.peer_id]
+    assert set(namespaces(z)) == {"openmemory/1", "openmemory/1/go"}
+    assert namespaces(z)["openmemory/1/go"] == [y.peer_id]
+    assert z.get("/v1/domains")["following"] == ["general", "go"]
 
     from .harness import cli
 
@@ -300,3 +307,28 @@ def test_nat_scenario_relay_then_hole_punch_then_revocation_and_nothing_left():
     assert summary["direct_after_holepunch"] is True, (summary, done.stderr)
     assert summary["revocation_reached_s"] is not None, (summary, done.stderr)
     assert done.returncode == 0
+
+
+async def test_a_quic_listen_address_adds_quic_beside_tcp_and_two_hosts_connect_over_it():
+    """[node] listen with a /udp/.../quic-v1 address: the host listens on TCP and QUIC at once,
+    and another reaches it over QUIC (loopback; docs/node.md says why QUIC stays off by default)."""
+    from libp2p.peer.peerinfo import info_from_p2p_addr
+
+    from openmemory_node.reach import conn_transport
+
+    listen = ["/ip4/127.0.0.1/tcp/0", "/ip4/127.0.0.1/udp/0/quic-v1"]
+    a = build_host(Identity(nacl.signing.SigningKey.generate()), listen)
+    b = build_host(Identity(nacl.signing.SigningKey.generate()), listen)
+    try:
+        async with a.run([multiaddr.Multiaddr(x) for x in listen]), b.run([multiaddr.Multiaddr(x) for x in listen]):
+            addrs = [str(x) for x in b.get_addrs()]
+            assert any("/tcp/" in x for x in addrs) and any("/quic-v1" in x for x in addrs), addrs
+            quic = next(x for x in b.get_addrs() if "/quic-v1" in str(x))
+            with trio.fail_after(30):
+                await a.connect(info_from_p2p_addr(quic))
+            conns = a.get_network().connections[b.get_id()]
+            assert {conn_transport(c) for c in (conns if isinstance(conns, list) else [conns])} == {"quic"}
+    finally:
+        with trio.CancelScope(shield=True), trio.move_on_after(2):
+            await a.close()
+            await b.close()

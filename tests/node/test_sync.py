@@ -110,6 +110,9 @@ async def test_sessions_run_on_connect_then_every_interval_but_not_with_a_peer_w
         def ids_by_type(self):
             return iter(())
 
+        def scan(self):  # (the domains of the records held: none)
+            return iter(())
+
     ingest = Ingest.__new__(Ingest)
     ingest.store, ingest.policy, ingest.on_accept_hooks, ingest.on_evict_hooks = FakeStore(), NodePolicy(), [], []
     now = [1000.0]

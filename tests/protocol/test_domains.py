@@ -48,3 +48,29 @@ def test_topics_by_domain():
     assert GENERAL in DOMAINS
     with pytest.raises(ValueError):
         domain_topic("lesson", "cobol")
+
+
+def test_the_spec_vectors_and_protocol_table_are_this_rule():
+    """spec/vectors/domains.json (made by spec/generate_vectors.py) and PROTOCOL.md's two lists
+    are what openmemory_protocol/domains.py decides: a change to the rule shows here."""
+    import json
+    import re
+    from pathlib import Path
+
+    from openmemory_node.follow import record_topics
+    from openmemory_protocol.claims import Claim
+    from openmemory_protocol.domains import _TABLE, NEUTRAL
+
+    root = Path(__file__).resolve().parents[2]
+    vectors = json.loads((root / "spec" / "vectors" / "domains.json").read_text())
+    assert vectors["table"] == {eco: progs.split() for eco, progs in _TABLE.items()}
+    assert vectors["wrappers"] == sorted(NEUTRAL)
+    for v in vectors["vectors"]:
+        domains = domains_of(Claim(situation=v["situation"], failure="error: failed"))
+        assert list(domains) == v["domains"], v
+        assert record_topics("lesson", domains, "/openmemory/1/lesson") == v["lesson_topics"]
+    protocol = (root / "PROTOCOL.md").read_text()
+    listed = re.search(r"<!-- list: domains -->\s*```text\n(.*?)```", protocol, re.S).group(1)
+    assert {line.split()[1]: line.split()[2:] for line in listed.strip().splitlines()} == vectors["table"]
+    wrappers = re.search(r"<!-- list: domain-wrappers -->\s*```text\n(.*?)```", protocol, re.S).group(1)
+    assert sorted(wrappers.split()[1:]) == sorted(NEUTRAL)

@@ -35,6 +35,7 @@ def _minimum_checks():
         "json.json": len(json_form["lines"]) + len(json_form["files"]) + 2,
         "claims.json": sum(len(_vectors("claims.json")[k]) for k in ("render", "parse", "shapes", "unsafe", "markers",
                                                                      "same")) + 2,
+        "domains.json": 2 * len(_vectors("domains.json")["vectors"]) + 2,
         "dedup.json": 2 * len(_vectors("dedup.json")["vectors"]),
         "observation.json": len(_vectors("observation.json")["vectors"]) + 2,
         "commons.json": 4 * len(_vectors("commons.json")["vectors"]),  # valid, then three orders
