@@ -27,6 +27,7 @@ from datetime import datetime
 from openmemory_local.core.clock import iso
 from openmemory_local.core.jsonio import loads
 from openmemory_local.sleep import lifecycle
+from openmemory_local.storage import episodes as episode_store
 from openmemory_local.storage import lessons as lesson_store
 from openmemory_local.storage.store import record_event
 from openmemory_local.text.normalize import family, family_matches
@@ -157,9 +158,6 @@ def unveto(store, lesson_id: int, now: datetime) -> bool:
 def project_families(store) -> dict[str, set[str]]:
     """Every working directory with a session in the store -> its project families."""
     out: dict[str, set[str]] = {}
-    for cwd, branch in store.conn.execute(
-        "SELECT DISTINCT project, json_extract(fields, '$.branch') FROM episodes WHERE kind = 'session' "
-        "AND project IS NOT NULL ORDER BY project"
-    ):
+    for cwd, branch in episode_store.session_projects_and_branches(store):
         out.setdefault(cwd, set()).add(family(cwd, branch))
     return out

@@ -123,6 +123,7 @@ from openmemory_local.text.embed import DIMS, _native, embed_features, feature_c
 from openmemory_local.core.embedders import HASHED_EMBEDDING, store_embedder
 from openmemory_local.core.jsonio import dumps, loads
 from openmemory_local.sleep import lifecycle
+from openmemory_local.storage import episodes as episode_store
 from openmemory_local.storage import lessons as lesson_store
 from openmemory_local.storage.store import record_event
 from openmemory_local.sleep.lesson_text import lesson_text, prediction_text, rephrase
@@ -266,8 +267,7 @@ def check_sleep_time(store, now: datetime) -> None:
 
 def holds_anything(store) -> bool:
     """Whether the store holds an episode or a lesson: something a sleep consolidates."""
-    return bool(store.conn.execute(
-        "SELECT EXISTS (SELECT 1 FROM episodes) OR EXISTS (SELECT 1 FROM lessons)").fetchone()[0])
+    return episode_store.holds_episodes_or_lessons(store)
 
 
 def sleep(store, now: datetime, *, lock: bool = True, phrase: bool = True) -> SleepResult:
@@ -342,11 +342,8 @@ def decay(store, now: datetime) -> dict:
         start = floor[:10]
         days_seen: set[tuple] = set()
         candidates = []
-        for eid, decays, strength, project, cwd, branch, since, created, ended in conn.execute(
-                "SELECT id, archived = 0 AND strength > 0 AND MAX(last_touched, ?) < ?, strength, project, "
-                "json_extract(fields, '$.cwd'), json_extract(fields, '$.branch'), MAX(last_touched, ?), created, "
-                "CASE WHEN kind = 'session' THEN json_extract(fields, '$.ended') END FROM episodes ORDER BY id",
-                (floor, day, floor)):
+        for eid, decays, strength, project, cwd, branch, since, created, ended in episode_store.decay_scan(
+                store, floor, day):
             if created >= start:
                 days_seen.add((project, cwd, branch, created[:10]))
             if isinstance(ended, str) and ended >= start:
@@ -365,14 +362,11 @@ def decay(store, now: datetime) -> dict:
         # (the same values, in the same order; store.py, schema version 6), at half the writes
         seq = store.counter("episode_seq")
         if decayed:
-            _update_strengths(conn, [(eid, strength, seq + n) for n, (strength, eid) in enumerate(decayed, 1)])
+            episode_store.set_strengths(store, [(eid, strength, seq + n) for n, (strength, eid) in enumerate(decayed, 1)])
             store.set_counter("episode_seq", seq + len(decayed))
         out["episodes_decayed"] = len(decayed)
-        archived = [row[0] for row in conn.execute(
-            "SELECT id FROM episodes WHERE archived = 0 AND strength < ? ORDER BY id", (config.archive_below,))]
+        archived = episode_store.archive_weaker_than(store, config.archive_below)  # (L4's threshold)
         if archived:
-            conn.execute("UPDATE episodes SET archived = 1 WHERE archived = 0 AND strength < ?",
-                         (config.archive_below,))
             out["episodes_archived"] = len(archived)
             record_event(store, now_iso, "episodes_archived", count=len(archived), ids=archived[:50])
         out["lessons_decayed"] = lesson_store.decay_active_lessons(
@@ -394,19 +388,6 @@ def decay(store, now: datetime) -> dict:
     return out
 
 
-def _update_strengths(conn, rows: list[tuple[int, float, int]]) -> None:
-    """Set each episode's (id, strength, seq) of ``rows``: the values go to a temporary table in
-    one pass, then one ``UPDATE ... FROM`` writes them (the same rows as an UPDATE by id per row, whose statement
-    and update trigger's program are set up again for every row)."""
-    conn.execute("CREATE TEMP TABLE IF NOT EXISTS om_strengths "
-                 "(id INTEGER PRIMARY KEY, strength REAL NOT NULL, seq INTEGER NOT NULL)")
-    conn.execute("DELETE FROM temp.om_strengths")
-    conn.executemany("INSERT INTO temp.om_strengths (id, strength, seq) VALUES (?, ?, ?)", rows)
-    conn.execute("UPDATE episodes SET strength = s.strength, seq = s.seq FROM temp.om_strengths s "
-                 "WHERE episodes.id = s.id")
-    conn.execute("DELETE FROM temp.om_strengths")
-
-
 class Activity:
     """The UTC days on which each project family was active (it had an episode: a session
     started or ended, a failure, a correction), from ``since`` on; what decay counts.
@@ -417,12 +398,7 @@ class Activity:
 
     def __init__(self, store, since: str):
         start = since[:10]
-        self._set(store.conn.execute(
-            "SELECT DISTINCT project, json_extract(fields, '$.cwd'), json_extract(fields, '$.branch'), "
-            "substr(created, 1, 10) FROM episodes WHERE created >= ? UNION "
-            "SELECT DISTINCT project, json_extract(fields, '$.cwd'), json_extract(fields, '$.branch'), "
-            "substr(json_extract(fields, '$.ended'), 1, 10) FROM episodes WHERE kind = 'session' "
-            "AND json_extract(fields, '$.ended') >= ?", (start, start)))
+        self._set(episode_store.active_days_since(store, start))
 
     @classmethod
     def of_days(cls, rows) -> "Activity":
@@ -489,19 +465,6 @@ class _Group:
     rows: list | None = None  # a group made in this sleep: its members as _details reads them, oldest first
 
 
-def _surprise_sql(config) -> tuple[str, list]:
-    kinds = list(config.surprise_failures)
-    marks = ",".join("?" * len(kinds))
-    sql = (
-        "SELECT e.id, e.kind, e.session_id, e.project, e.created, e.fields, e.text FROM episodes e "
-        "LEFT JOIN lesson_members m ON m.episode_id = e.id "
-        "WHERE m.episode_id IS NULL AND e.archived = 0 AND e.created <= ? AND "
-        f"(e.kind = 'correction' OR (e.kind = 'error' AND json_extract(e.fields, '$.failure') IN ({marks}))) "
-        "ORDER BY e.created, e.id"
-    )
-    return sql, kinds
-
-
 def _cluster_vectors(store):
     """How surprises are embedded for clustering: None for the hashed embedder (a surprise's
     normalised signature, embedded: the rule above); with another embedder (the learned one),
@@ -516,15 +479,10 @@ def _cluster_vectors(store):
     matrix = vectors.map(vectors.current_name(), vectors.committed_rows())
 
     def of(episode_ids) -> dict[int, np.ndarray]:
-        ids = list(episode_ids)
         out: dict[int, np.ndarray] = {}
-        for start in range(0, len(ids), 500):
-            part = ids[start:start + 500]
-            for eid, row in store.conn.execute(
-                    f"SELECT id, vec_row FROM episodes WHERE id IN ({','.join('?' * len(part))}) "
-                    "AND vec_row IS NOT NULL", part):
-                if row < len(matrix):
-                    out[eid] = np.asarray(matrix[row], dtype=np.float64)
+        for eid, row in episode_store.vector_rows(store, list(episode_ids)):
+            if row < len(matrix):
+                out[eid] = np.asarray(matrix[row], dtype=np.float64)
         return out
 
     return of
@@ -584,8 +542,7 @@ def learn(store, now: datetime, memo: SleepMemo | None = None) -> dict:
         of = _cluster_vectors(store)
         if (store.get_meta("centroid_embedding") or HASHED_EMBEDDING) != store_embedder(store).embedding:
             _recentre(store, of)  # the store's embedder changed since the centroids were made
-        sql, params = _surprise_sql(config)
-        rows = conn.execute(sql, [now_iso, *params]).fetchall()
+        rows = episode_store.unclustered_surprises(store, now_iso, list(config.surprise_failures))
         if not rows:
             return out
         episode_vectors = of(r[0] for r in rows) if of else None
@@ -641,7 +598,7 @@ def learn(store, now: datetime, memo: SleepMemo | None = None) -> dict:
                 group.sessions_before = {sid for _, sid in before.get(group.id, ())}
         # the groups made in this sleep are written once, promoted or not (below), after their members: the
         # members' references to them are checked when the transaction ends (or when they are written)
-        conn.execute("PRAGMA defer_foreign_keys = ON")
+        lesson_store.defer_foreign_keys(conn, True)
         lesson_store.insert_members(conn, members)
         lesson_store.set_centroids(conn, [(_vec_blob(index._sums[index._row[g.id]]), g.id)
                                           for g in touched if g.rows is None])
@@ -662,7 +619,7 @@ def learn(store, now: datetime, memo: SleepMemo | None = None) -> dict:
                         "formed": now_iso, "updated": now_iso}
                 _promote_or_reinforce(store, group, now_iso, out, counts_now, ("rule", ""), updates=updates, made=made)
         lesson_store.write_groups(conn, updates)
-        conn.execute("PRAGMA defer_foreign_keys = OFF")
+        lesson_store.defer_foreign_keys(conn, False)
     return out
 
 
@@ -877,10 +834,7 @@ def verify(store, now: datetime, memo: SleepMemo | None = None) -> dict:
         for i, p in enumerate(preds):
             by_family.setdefault(p[4], []).append(i)
         # a session that started before the prediction and went on after it shows what it met after
-        episodes = conn.execute(
-            "SELECT id, kind, project, created, fields, session_id FROM episodes WHERE created <= ? AND "
-            "(created > ? OR (kind = 'session' AND json_extract(fields, '$.ended') > ?)) "
-            "ORDER BY created, id", (now_iso, since, since)).fetchall()
+        episodes = episode_store.episodes_met_after(store, since, now_iso)
         out["episodes"] = len(episodes)
         ended: dict[int, str | None] = {}
         evidence = _evidence(config, preds, by_family, episodes, now_iso, memo, ended)
@@ -1142,10 +1096,7 @@ def _recent_heads(store, projects: list[str], sessions: int = 200) -> list[str]:
     """The command heads run in the last ``sessions`` sessions of these projects."""
     if not projects:
         return []
-    marks = ",".join("?" * len(projects))
-    return _heads(commands for (commands,) in store.conn.execute(
-        f"SELECT json_extract(fields, '$.commands') FROM episodes WHERE kind = 'session' AND project IN ({marks}) "
-        "ORDER BY created DESC LIMIT ?", [*projects, sessions]))
+    return _heads(commands for (commands,) in episode_store.latest_session_commands(store, projects, sessions))
 
 
 def _heads(commands_json) -> list[str]:
@@ -1172,8 +1123,7 @@ class _RecentHeads:
             return []
         if self._by_project is None:
             self._by_project = {}
-            for eid, project, created in self.store.conn.execute(
-                    "SELECT id, project, created FROM episodes WHERE kind = 'session' AND project IS NOT NULL"):
+            for eid, project, created in episode_store.session_times(self.store):
                 self._by_project.setdefault(project, []).append((created, eid))
         rows = [row for project in dict.fromkeys(projects) for row in self._by_project.get(project, ())]
         if len(rows) > self.sessions:
@@ -1181,9 +1131,7 @@ class _RecentHeads:
             if rows[self.sessions - 1][0] == rows[self.sessions][0]:
                 return _recent_heads(self.store, projects, self.sessions)
             rows = rows[:self.sessions]
-        found = lesson_store.per_id(self.store.conn, "SELECT id, json_extract(fields, '$.commands') FROM episodes "
-                                            "WHERE id IN ({})", [eid for _, eid in rows])
-        return _heads(commands[0][1] for commands in found.values())
+        return _heads(episode_store.session_commands(self.store, [eid for _, eid in rows]).values())
 
 
 def predict(store, now: datetime) -> dict:

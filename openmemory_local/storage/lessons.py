@@ -36,6 +36,7 @@ __all__ = [
     "text_sources",
     "latest_members",
     "member_commands",
+    "defer_foreign_keys",
     "write_groups",
     "group_statement",
     "open_predictions",
@@ -208,6 +209,12 @@ def member_commands(conn: sqlite3.Connection, gid: int, limit: int = 20) -> Iter
     return conn.execute(
         "SELECT e.fields, e.project FROM lesson_members m JOIN episodes e ON e.id = m.episode_id "
         "WHERE m.lesson_id = ? ORDER BY m.created DESC LIMIT ?", (gid, limit))
+
+
+def defer_foreign_keys(conn: sqlite3.Connection, on: bool) -> None:
+    """Check the members' references to their groups when the transaction ends (``on``), so that
+    the groups made in a sleep can be written after their members; or at once again."""
+    conn.execute(f"PRAGMA defer_foreign_keys = {'ON' if on else 'OFF'}")
 
 
 def write_groups(conn: sqlite3.Connection, statements: dict[str, list]) -> None:
