@@ -68,7 +68,7 @@ def applies_to(lesson_family: str, projects: list[str], path: str) -> bool:
 def lesson_rows(store, *, states: tuple[str, ...] = ("active",), include_vetoed: bool = True,
                 ids: list[int] | None = None) -> list[dict]:
     """Lessons as dicts (see :func:`lesson_view`), strongest first."""
-    rows = lesson_store.select_lessons(store.conn, _COLUMNS, states, include_vetoed, ids)
+    rows = lesson_store.select_lessons(store, _COLUMNS, states, include_vetoed, ids)
     out = []
     for row in rows:
         lesson = dict(zip(_COLUMNS, row))
@@ -85,16 +85,16 @@ def lesson_view(store, lesson: dict) -> dict:
     lesson["vetoed"] = lesson["vetoed_at"] is not None
     lesson["strength"] = round(float(lesson["strength"]), 6)
     record = {"confirmed": 0, "failed": 0, "withdrawn": 0}
-    for state, n in lesson_store.prediction_record(store.conn, lid):
+    for state, n in lesson_store.prediction_record(store, lid):
         record[state] = n
     lesson["record"] = record
-    row = lesson_store.open_prediction(store.conn, lid)
+    row = lesson_store.open_prediction(store, lid)
     lesson["prediction"] = row[1] if row else None
     lesson["prediction_made"] = row[2] if row else None
     lesson["prediction_id"] = row[0] if row else None
     episodes = []
     for eid, session_id, created, source_path, source_line, archived in lesson_store.provenance_episodes(
-            store.conn, lid, _PROVENANCE_EPISODES):
+            store, lid, _PROVENANCE_EPISODES):
         episodes.append({"id": eid, "session_id": session_id, "created": created, "source_path": source_path,
                          "source_line": source_line, "archived": bool(archived)})
     episodes.reverse()
@@ -121,7 +121,7 @@ def lessons_for_project(store, project: str, now: datetime | None = None) -> lis
 
 
 def _lesson(store, lesson_id: int) -> lifecycle.Lesson:
-    found = lesson_store.lesson_state(store.conn, lesson_id)
+    found = lesson_store.lesson_state(store, lesson_id)
     if found is None or found[0] not in lifecycle.VETOABLE:
         raise LessonNotFound(f"no lesson #{lesson_id}")
     state, vetoed_at, strength, kind = found
@@ -138,7 +138,7 @@ def veto(store, lesson_id: int, now: datetime | str, *, why: str = "openmemory v
         change = lifecycle.veto(_lesson(store, lesson_id))
         if not change.after.vetoed or change.before.vetoed:
             return False
-        lesson_store.set_veto(store.conn, lesson_id, now_iso, now_iso)
+        lesson_store.set_veto(store, lesson_id, now_iso, now_iso)
         record_event(store, now_iso, "vetoed", lesson_id, why=why, **detail)
     return True
 
@@ -150,7 +150,7 @@ def unveto(store, lesson_id: int, now: datetime) -> bool:
         change = lifecycle.unveto(_lesson(store, lesson_id))
         if change.after.vetoed or not change.before.vetoed:
             return False
-        lesson_store.set_veto(store.conn, lesson_id, None, now_iso)
+        lesson_store.set_veto(store, lesson_id, None, now_iso)
         record_event(store, now_iso, "unvetoed", lesson_id)
     return True
 

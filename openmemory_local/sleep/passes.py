@@ -326,7 +326,6 @@ def _collector_paused() -> Iterator[None]:
 def decay(store, now: datetime) -> dict:
     """Halve strengths every ``decay_half_life_days`` of activity without a touch; archive the weak."""
     config = store.config
-    conn = store.conn
     day = iso(_day_start(now))
     now_iso = iso(now)
     out = {"until": day, "episodes_decayed": 0, "episodes_archived": 0, "lessons_decayed": 0,
@@ -370,20 +369,20 @@ def decay(store, now: datetime) -> dict:
             out["episodes_archived"] = len(archived)
             record_event(store, now_iso, "episodes_archived", count=len(archived), ids=archived[:50])
         out["lessons_decayed"] = lesson_store.decay_active_lessons(
-            conn, floor, day, lambda fam, since: active.days(fam, since, until),
+            store, floor, day, lambda fam, since: active.days(fam, since, until),
             lambda strength, days: lifecycle.decayed_strength(strength, days, config))
         # (the core is asked about the lessons below the threshold and the groups without a live
         # surprise: its guards say no to the others, which a sleep need not build a question for)
-        for lesson_id, strength, vetoed, kind in lesson_store.lessons_in_state(conn, lifecycle.ACTIVE):
+        for lesson_id, strength, vetoed, kind in lesson_store.lessons_in_state(store, lifecycle.ACTIVE):
             if not lifecycle.fades(strength, config):
                 continue
             change = lifecycle.after_decay(lifecycle.Lesson(lifecycle.ACTIVE, strength, vetoed, kind), 0, config)
             if change.archived:
                 _archive_lesson(store, lesson_id, now_iso, strength, "faded")
                 out["lessons_archived"].append(lesson_id)
-        dropped = [gid for gid, kind, live in lesson_store.forming_groups(conn) if not live
+        dropped = [gid for gid, kind, live in lesson_store.forming_groups(store) if not live
                    and lifecycle.after_forgetting(lifecycle.Lesson(lifecycle.FORMING, kind=kind), live).dropped]
-        out["groups_dropped"] = lesson_store.delete_groups(conn, dropped)
+        out["groups_dropped"] = lesson_store.delete_groups(store, dropped)
         store.set_meta("decayed_until", day)
     return out
 
@@ -444,7 +443,7 @@ class Activity:
 
 def _archive_lesson(store, lesson_id: int, now_iso: str, strength: float, why: str) -> None:
     """Persist a lesson's archiving (L4, L5: its open prediction withdrawn, P5) and its event."""
-    lesson_store.archive_lesson(store.conn, lesson_id, now_iso)
+    lesson_store.archive_lesson(store, lesson_id, now_iso)
     record_event(store, now_iso, "archived", lesson_id, strength=round(strength, 4), why=why)
 
 
@@ -493,7 +492,7 @@ def _recentre(store, of) -> None:
     its members' vectors (signatures' for the hashed embedder, episodes' for another)."""
     dims = store_embedder(store).dims
     sums: dict[int, np.ndarray] = {}
-    members = lesson_store.all_members(store.conn)
+    members = lesson_store.all_members(store)
     vectors = of(eid for _, eid, _ in members) if of else {}
     made: dict[str, np.ndarray] = {}
     for gid, eid, sig in members:
@@ -505,8 +504,8 @@ def _recentre(store, of) -> None:
                 vec = made[sig] = embed_features(features(sig)).astype(np.float64)
         if vec is not None:
             sums[gid] = sums.get(gid, np.zeros(dims)) + vec
-    lesson_store.set_centroids(store.conn, [(_vec_blob(sums.get(gid, np.zeros(dims))), gid)
-                                            for gid in lesson_store.all_lesson_ids(store.conn)])
+    lesson_store.set_centroids(store, [(_vec_blob(sums.get(gid, np.zeros(dims))), gid)
+                                            for gid in lesson_store.all_lesson_ids(store)])
     store.set_meta("centroid_embedding", store_embedder(store).embedding)
 
 
@@ -519,9 +518,9 @@ def _load_index(store, keys: set | None = None) -> tuple[GroupIndex, dict[int, _
                        dims=store_embedder(store).dims)
     groups: dict[int, _Group] = {}
     signatures: dict[int, list[str]] = {}
-    for lesson_id, sig in lesson_store.member_signatures(store.conn):
+    for lesson_id, sig in lesson_store.member_signatures(store):
         signatures.setdefault(lesson_id, []).append(sig)
-    for gid, state, kind, fam, strength, reinforced, vetoed, centroid in lesson_store.group_rows(store.conn):
+    for gid, state, kind, fam, strength, reinforced, vetoed, centroid in lesson_store.group_rows(store):
         if keys is not None and (kind, fam) not in keys:
             continue
         groups[gid] = _Group(gid, state, kind, fam, strength, reinforced, bool(vetoed))
@@ -535,7 +534,6 @@ def learn(store, now: datetime, memo: SleepMemo | None = None) -> dict:
     """Surprises join the lesson they resemble, or cluster among themselves (see the module doc).
     ``memo``, when given, receives what was computed of each surprise (for verify)."""
     config = store.config
-    conn = store.conn
     now_iso = iso(now)
     out = {"surprises": 0, "joined": 0, "new_groups": 0, "learned": [], "strengthened": [], "revived": []}
     with store.write():
@@ -557,7 +555,7 @@ def learn(store, now: datetime, memo: SleepMemo | None = None) -> dict:
         dims = embedder.dims
         members = []
         new_lessons = []
-        next_id = lesson_store.next_lesson_id(conn)
+        next_id = lesson_store.next_lesson_id(store)
         vectors: dict[str, np.ndarray] = {}  # a signature's vector, made once per sleep
         index.reserve(len(rows))  # at most one new group per surprise
         for (eid, kind, session_id, project, created, _fields_json, text), fields in zip(rows, parsed):
@@ -592,20 +590,20 @@ def learn(store, now: datetime, memo: SleepMemo | None = None) -> dict:
         touched = [g for g in groups.values() if g.joined]
         first_sigs = {gid: sig for gid, _kind, _fam, sig in new_lessons}
         # the sessions each group had before this sleep, in a few queries (not one per group)
-        before = lesson_store.member_sessions(conn, [g.id for g in touched if g.sessions_before is None])
+        before = lesson_store.member_sessions(store, [g.id for g in touched if g.sessions_before is None])
         for group in touched:
             if group.sessions_before is None:
                 group.sessions_before = {sid for _, sid in before.get(group.id, ())}
         # the groups made in this sleep are written once, promoted or not (below), after their members: the
         # members' references to them are checked when the transaction ends (or when they are written)
-        lesson_store.defer_foreign_keys(conn, True)
-        lesson_store.insert_members(conn, members)
-        lesson_store.set_centroids(conn, [(_vec_blob(index._sums[index._row[g.id]]), g.id)
+        lesson_store.defer_foreign_keys(store, True)
+        lesson_store.insert_members(store, members)
+        lesson_store.set_centroids(store, [(_vec_blob(index._sums[index._row[g.id]]), g.id)
                                           for g in touched if g.rows is None])
         # a group made in this sleep is counted from its members in memory; the others by the store
         ids = [g.id for g in touched if g.rows is None]
-        counts = lesson_store.member_counts(conn, ids)
-        sources = lesson_store.text_sources(conn, ids)
+        counts = lesson_store.member_counts(store, ids)
+        sources = lesson_store.text_sources(store, ids)
         updates: dict[str, list] = {}
         for group in touched:
             if group.rows is None:
@@ -618,8 +616,8 @@ def learn(store, now: datetime, memo: SleepMemo | None = None) -> dict:
                         "signature": first_sigs[group.id], "centroid": _vec_blob(index._sums[index._row[group.id]]),
                         "formed": now_iso, "updated": now_iso}
                 _promote_or_reinforce(store, group, now_iso, out, counts_now, ("rule", ""), updates=updates, made=made)
-        lesson_store.write_groups(conn, updates)
-        lesson_store.defer_foreign_keys(conn, False)
+        lesson_store.write_groups(store, updates)
+        lesson_store.defer_foreign_keys(store, False)
     return out
 
 
@@ -635,8 +633,7 @@ def _promote_or_reinforce(store, group: _Group, now_iso: str, out: dict, counts:
     ``made``: a group made in this sleep and not written yet, the columns of its row as it was
     made; the statement is then its INSERT with what this sets (the row in one write)."""
     config = store.config
-    conn = store.conn
-    seen, sessions, first, last = counts or lesson_store.member_counts(conn, [group.id])[group.id][0][1:]
+    seen, sessions, first, last = counts or lesson_store.member_counts(store, [group.id])[group.id][0][1:]
     details = _details(store, group, seen, sessions)
     rule = lesson_text(details, group.id)
     new_sessions = {s for _, s in group.joined} - (group.sessions_before or set())
@@ -661,7 +658,7 @@ def _promote_or_reinforce(store, group: _Group, now_iso: str, out: dict, counts:
             out["strengthened"].append(group.id)
             record_event(store, now_iso, "strengthened", group.id, before=round(strength, 4), after=round(to, 4),
                          joined=len(group.joined), new_sessions=len(new_sessions), why="recurred")
-    row = source or lesson_store.text_sources(conn, [group.id])[group.id][0][1:]
+    row = source or lesson_store.text_sources(store, [group.id])[group.id][0][1:]
     if row[0] == "rule" or row[1] != rule:
         sets.update(text=rule, text_source="rule")
     if made is not None:
@@ -669,7 +666,7 @@ def _promote_or_reinforce(store, group: _Group, now_iso: str, out: dict, counts:
     sql = lesson_store.group_statement(sets, new=made is not None)
     if updates is None:
         updates = {}
-        lesson_store.write_groups(conn, {sql: [(*sets.values(), group.id)]})
+        lesson_store.write_groups(store, {sql: [(*sets.values(), group.id)]})
     else:
         updates.setdefault(sql, []).append((*sets.values(), group.id))
 
@@ -683,7 +680,7 @@ def _details(store, group: _Group, seen: int, sessions: int) -> dict:
     if group.rows is not None:
         rows = group.rows[-_DETAIL_MEMBERS:]  # surprises come in (created, id) order
     else:
-        rows = lesson_store.latest_members(store.conn, group.id, _DETAIL_MEMBERS)
+        rows = lesson_store.latest_members(store, group.id, _DETAIL_MEMBERS)
         rows = [(*row[:4], loads(row[4], {}), None) for row in reversed(rows)]  # oldest first
     details: dict = {"kind": group.kind, "seen": seen, "sessions": sessions}
     branches, paths, projects = [], [], []
@@ -805,7 +802,7 @@ def _anchor(store, gid: int, top: dict) -> str | None:
     candidates = [w for w in candidates if "/" in w and path_like(w) and "{" not in w]
     if not candidates:
         return None
-    for (fields_json, project) in lesson_store.member_commands(store.conn, gid, 20):
+    for (fields_json, project) in lesson_store.member_commands(store, gid, 20):
         fields = loads(fields_json, {})
         command = normalise(fields.get("command") or "", cwd=project or fields.get("cwd"), branch=fields.get("branch"))
         for word in candidates:
@@ -821,11 +818,10 @@ def verify(store, now: datetime, memo: SleepMemo | None = None) -> dict:
     """Decide open predictions on the sessions that came after them (see the module doc).
     ``memo``: what :func:`learn` computed in this sleep (not computed again)."""
     config = store.config
-    conn = store.conn
     now_iso = iso(now)
     out = {"open": 0, "episodes": 0, "sessions": 0, "confirmed": [], "failed": []}
     with store.write():
-        preds = lesson_store.open_predictions(conn)
+        preds = lesson_store.open_predictions(store)
         if not preds:
             return out
         out["open"] = len(preds)
@@ -843,7 +839,7 @@ def verify(store, now: datetime, memo: SleepMemo | None = None) -> dict:
         decided = [(pred, verdict) for i, pred in enumerate(preds)
                    if (verdict := lifecycle.verdict(evidence.get(i, {}), quiet)).outcome != lifecycle.UNDECIDED]
         # the lessons of the decided predictions, read at once and kept as they change (P2, P3, L5)
-        rows = lesson_store.strengths(conn, [pred[1] for pred, _ in decided])
+        rows = lesson_store.strengths(store, [pred[1] for pred, _ in decided])
         lessons = {lid: lifecycle.Lesson(state, strength, vetoed, kind)
                    for lid, (state, strength, _reinforced, vetoed, kind) in rows.items()}
         reinforced = {lid: row[2] for lid, row in rows.items()}
@@ -856,8 +852,8 @@ def verify(store, now: datetime, memo: SleepMemo | None = None) -> dict:
             if state == lifecycle.CONFIRMED:  # decay counts from the confirming evidence (L5)
                 reinforced[lesson_id] = max(filter(None, [reinforced[lesson_id], created]))
             before, after = change.before.strength, change.after.strength
-            lesson_store.set_strength(conn, lesson_id, after, reinforced[lesson_id])
-            lesson_store.resolve_prediction(conn, pid, state, now_iso, eid, round(sim, 6), facet)
+            lesson_store.set_strength(store, lesson_id, after, reinforced[lesson_id])
+            lesson_store.resolve_prediction(store, pid, state, now_iso, eid, round(sim, 6), facet)
             record_event(store, now_iso, state, lesson_id, pid, episode=eid, facet=facet, why=verdict.why,
                          similarity=round(sim, 4), before=round(before, 4), after=round(after, 4),
                          days=round((epoch(now) - epoch(made)) / DAY, 1))
@@ -1137,14 +1133,13 @@ class _RecentHeads:
 def predict(store, now: datetime) -> dict:
     """Every strong enough lesson without an open prediction makes one (P1)."""
     config = store.config
-    conn = store.conn
     now_iso = iso(now)
     out = {"made": []}
     with store.write():
-        has_open = lesson_store.with_open_prediction(conn)
-        chosen = [lid for lid, state, strength, vetoed, kind in lesson_store.all_groups(conn)
+        has_open = lesson_store.with_open_prediction(store)
+        chosen = [lid for lid, state, strength, vetoed, kind in lesson_store.all_groups(store)
                   if lifecycle.may_predict(lifecycle.Lesson(state, strength, vetoed, kind), lid in has_open, config)]
-        found = lesson_store.details_of(conn, chosen)
+        found = lesson_store.details_of(store, chosen)
         heads_of: dict[tuple, list[str]] = {}  # projects -> their recent heads, read once per predict
         recent_heads = _RecentHeads(store)
         for lesson_id in chosen:
@@ -1158,7 +1153,7 @@ def predict(store, now: datetime) -> dict:
                     programs = heads_of[projects] = recent_heads(list(projects))
             expected = probes(details, details.get("signature") or "", programs)
             text = prediction_text(details, fam, lesson_id)
-            pid = lesson_store.insert_prediction(conn, lesson_id, now_iso, text, dumps(expected), fam)
+            pid = lesson_store.insert_prediction(store, lesson_id, now_iso, text, dumps(expected), fam)
             record_event(store, now_iso, "predicted", lesson_id, pid, text=text)
             out["made"].append(pid)
     return out
