@@ -70,7 +70,8 @@ tables); the passes read the store, ask it, and persist what it decides through
 
     The verdict, the facet and the episode that decided are kept on the prediction (and in
     the ``confirmed``/``failed`` event, with ``why``). The structure is one function per step
-    (:func:`_evidence` collects matches per session, :func:`openmemory_local.sleep.lifecycle.verdict` decides); a history
+    (:func:`_evidence` collects matches per session, :func:`openmemory_local.sleep.lifecycle.verdict`
+    decides); a history
     brought in is replayed day by day (:mod:`openmemory_local.sleep.replay`) through the same passes.
     What learn computed of a surprise (signature, subject, features) verify reuses in the same
     sleep (:class:`SleepMemo`); each distinct facet is compared with a family's probes once, and
@@ -361,7 +362,8 @@ def decay(store, now: datetime) -> dict:
         # (the same values, in the same order; store.py, schema version 6), at half the writes
         seq = store.counter("episode_seq")
         if decayed:
-            episode_store.set_strengths(store, [(eid, strength, seq + n) for n, (strength, eid) in enumerate(decayed, 1)])
+            episode_store.set_strengths(store, [(eid, strength, seq + n)
+                                                for n, (strength, eid) in enumerate(decayed, 1)])
             store.set_counter("episode_seq", seq + len(decayed))
         out["episodes_decayed"] = len(decayed)
         archived = episode_store.archive_weaker_than(store, config.archive_below)  # (L4's threshold)
@@ -576,7 +578,8 @@ def learn(store, now: datetime, memo: SleepMemo | None = None) -> dict:
                 gid, next_id = next_id, next_id + 1
                 new_lessons.append((gid, kind, key[1], sig))
                 index.add(gid, key, np.zeros(dims))
-                groups[gid] = _Group(gid, "forming", kind, key[1], 0.0, None, False, sessions_before=set(), rows=[])
+                groups[gid] = _Group(gid, lifecycle.FORMING, kind, key[1], 0.0, None, False, sessions_before=set(),
+                                     rows=[])
                 out["new_groups"] += 1
             else:
                 out["joined"] += 1
@@ -612,7 +615,8 @@ def learn(store, now: datetime, memo: SleepMemo | None = None) -> dict:
             else:
                 created = [c for c, _ in group.joined]
                 counts_now = (len(group.rows), len({sid for _, sid in group.joined}), min(created), max(created))
-                made = {"state": "forming", "kind": group.kind, "family": group.family, "text": "", "rule_text": "",
+                made = {"state": lifecycle.FORMING, "kind": group.kind, "family": group.family, "text": "",
+                        "rule_text": "",
                         "signature": first_sigs[group.id], "centroid": _vec_blob(index._sums[index._row[group.id]]),
                         "formed": now_iso, "updated": now_iso}
                 _promote_or_reinforce(store, group, now_iso, out, counts_now, ("rule", ""), updates=updates, made=made)
@@ -665,7 +669,6 @@ def _promote_or_reinforce(store, group: _Group, now_iso: str, out: dict, counts:
         sets = {**made, **sets}
     sql = lesson_store.group_statement(sets, new=made is not None)
     if updates is None:
-        updates = {}
         lesson_store.write_groups(store, {sql: [(*sets.values(), group.id)]})
     else:
         updates.setdefault(sql, []).append((*sets.values(), group.id))

@@ -91,7 +91,8 @@ def set_veto(store, lesson_id: int, vetoed_at: str | None, at: str) -> None:
 
 def lesson_state(store, lesson_id: int) -> tuple[str, str | None, float, str] | None:
     """(state, vetoed_at, strength, kind) of a row of ``lessons``, or None."""
-    row = store.conn.execute("SELECT state, vetoed_at, strength, kind FROM lessons WHERE id = ?", (lesson_id,)).fetchone()
+    row = store.conn.execute("SELECT state, vetoed_at, strength, kind FROM lessons WHERE id = ?",
+                             (lesson_id,)).fetchone()
     return None if row is None else (row[0], row[1], float(row[2]), row[3])
 
 
@@ -248,7 +249,8 @@ def strengths(store, ids: list[int]) -> dict[int, tuple]:
 
 
 def set_strength(store, lesson_id: int, strength: float, reinforced: str | None) -> None:
-    store.conn.execute("UPDATE lessons SET strength = ?, reinforced = ? WHERE id = ?", (strength, reinforced, lesson_id))
+    store.conn.execute("UPDATE lessons SET strength = ?, reinforced = ? WHERE id = ?",
+                       (strength, reinforced, lesson_id))
 
 
 def resolve_prediction(store, pid: int, state: str, at: str, episode_id: int,

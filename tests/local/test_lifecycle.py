@@ -169,7 +169,8 @@ def test_l4_decay_halves_per_half_life_and_archives_below_the_threshold_not_at_i
 def test_l5_verdicts_move_strength_and_a_failure_below_the_threshold_archives():
     confirmed = lc.after_verdict(lc.Lesson(lc.ACTIVE, 1.0), lc.CONFIRMED, CONFIG)
     assert confirmed.after == lc.Lesson(lc.ACTIVE, 1.0 + CONFIG.confirm_strength)
-    assert lc.after_verdict(lc.Lesson(lc.ACTIVE, 4.8), lc.CONFIRMED, CONFIG).after.strength == CONFIG.lesson_max_strength
+    capped = lc.after_verdict(lc.Lesson(lc.ACTIVE, 4.8), lc.CONFIRMED, CONFIG)
+    assert capped.after.strength == CONFIG.lesson_max_strength
     kept = lc.after_verdict(lc.Lesson(lc.ACTIVE, CONFIG.archive_below + CONFIG.fail_strength), lc.FAILED, CONFIG)
     assert kept.after.state == lc.ACTIVE and not kept.withdraws
     lost = lc.after_verdict(lc.Lesson(lc.ACTIVE, CONFIG.archive_below + CONFIG.fail_strength - 0.01), lc.FAILED, CONFIG)
@@ -209,10 +210,12 @@ def test_p1_a_prediction_is_made_by_an_active_unvetoed_strong_enough_lesson_with
 def test_p2_to_p4_the_first_session_that_meets_the_prediction_decides():
     fail, fix, sit = (1, "t1", "git push", 0.9), (2, "t2", "git push -u", 0.8), (3, "t0", "git push", 0.7)
     # the failure (or the resolution) in the first session confirms
-    assert lc.verdict({"s1": {"first": "t1", "failure": fail}}, set()) == lc.Verdict(lc.CONFIRMED, lc.WHY["failure"], fail)
+    confirmed = lc.verdict({"s1": {"first": "t1", "failure": fail}}, set())
+    assert confirmed == lc.Verdict(lc.CONFIRMED, lc.WHY["failure"], fail)
     assert lc.verdict({"s1": {"first": "t2", "resolution": fix, "situation": sit}}, set()).outcome == lc.CONFIRMED
     # the situation alone fails once that session is quiet, not before
-    assert lc.verdict({"s1": {"first": "t0", "situation": sit}}, {"s1"}) == lc.Verdict(lc.FAILED, lc.WHY["situation"], sit)
+    failed = lc.verdict({"s1": {"first": "t0", "situation": sit}}, {"s1"})
+    assert failed == lc.Verdict(lc.FAILED, lc.WHY["situation"], sit)
     assert lc.verdict({"s1": {"first": "t0", "situation": sit}}, set()).outcome == lc.UNDECIDED
     # a later session's failure decides nothing while the first, situation-only session is not quiet
     both = {"s2": {"first": "t1", "failure": fail}, "s1": {"first": "t0", "situation": sit}}
@@ -318,6 +321,7 @@ def test_one_function_writes_a_veto_of_own_lessons():
     writers = sorted(name for name, text in sources.items() if re.search(r"UPDATE lessons SET[^\"]*vetoed_at", text))
     assert writers == ["openmemory_local/storage/lessons.py"]
     callers = sorted(name for name, text in sources.items()
-                     if re.search(r"(lessons|lesson_store)\.set_veto\(", text) and not name.startswith("openmemory_local/storage/"))
+                     if re.search(r"(lessons|lesson_store)\.set_veto\(", text)
+                     and not name.startswith("openmemory_local/storage/"))
     assert callers == ["openmemory_local/sleep/lessons.py"]
     assert "veto(store, lesson_id, now_iso" in sources["openmemory_local/render/memory_folder.py"]
