@@ -182,7 +182,12 @@ class CommonsArm(Arm):
         self.infos = infos
         trust = [infos[name]["public_key"] for name in world.names]
         revokers = [infos["Revoker"]["public_key"]] if self.drills(cfg) else []
-        toml = (f'[sync]\ninterval = 3600.0\n[commons]\npolicy = "{cfg.policy}"\nthreshold = {cfg.threshold}\n'
+        # Every node takes every domain: the arm measures the commons loop among a handful of
+        # agents whose world shares its programs; what following only one's own domains does to a
+        # node's traffic and store is the domains model's (simulations/domains_des.py), and the
+        # tests/node/test_domains_network.py nodes'. (Converge below waits for every record.)
+        toml = ('[domains]\nfollow = ["*"]\n'
+                f'[sync]\ninterval = 3600.0\n[commons]\npolicy = "{cfg.policy}"\nthreshold = {cfg.threshold}\n'
                 f"trust = {_toml_list(trust)}\nrevokers = {_toml_list(revokers)}\n")
         team = [infos[name]["public_key"] for name in world.names[:2]]  # A and B: one owner's two agents
         for host in self.nodes:
