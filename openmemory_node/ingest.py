@@ -64,7 +64,7 @@ PARALLEL_MIN = 4
 VERIFY_CHUNK = 8
 #: A chunk the verifier thread has not started when its first record's turn comes is checked
 #: on the ingest's thread instead of waited for (False: always waited for; tests).
-STEAL = True
+CHECK_UNSTARTED_HERE = True
 
 
 class _Chunk:
@@ -84,7 +84,7 @@ class _Chunk:
         the same function over the same pairs, so the same results."""
         if self.results is None:
             future = self.future
-            if STEAL and future is not None and future.cancel():  # (it never runs there now)
+            if CHECK_UNSTARTED_HERE and future is not None and future.cancel():  # (it never runs there now)
                 self.results = _signature_errors(self.items)
             elif future is not None:
                 self.results = future.result()

@@ -32,6 +32,10 @@ model), so this is a *model of an agent*, named as such wherever its results app
 * Recognised, it avoids the pitfall with probability ``p_avoid``: the transcript then shows the
   resolving call directly, no failure. Otherwise it shows the failing call, its output as the
   tool prints it, and then the resolution.
+
+With ``--agent lm`` a local language model plays the agent instead (:mod:`simulations.lm`,
+:meth:`Agent._decide`): it reads MEMORY.md and picks one of the step's commands (the failing
+call, the fix, a lesson's stated fix); a lesson's other fix runs, then the failure follows.
 """
 
 from __future__ import annotations
@@ -54,6 +58,7 @@ from openmemory_local.core.config import Config
 from openmemory_local.text.embed import EMBEDDING, embed
 from openmemory_local.core.config import project_dir
 
+from .lm import loaded_index
 from .pitfalls import Call, Pitfall, placeholder_values
 from .transcripts import T
 
@@ -123,8 +128,7 @@ def read_memory(folder: Path, model: AgentModel = AgentModel()) -> list[MemoryLe
         data = (Path(folder) / INDEX).read_bytes()
     except (FileNotFoundError, NotADirectoryError):
         return []
-    loaded = data[: model.index_max_bytes].decode("utf-8", "ignore")
-    loaded = "\n".join(loaded.split("\n")[: model.index_max_lines])
+    loaded = loaded_index(data, model.index_max_lines, model.index_max_bytes)
     out: list[MemoryLesson] = []
     seen: set[str] = set()
     for match in _LINK.finditer(loaded):
@@ -294,14 +298,28 @@ class Agent:
             call = Call(tool, args, output).filled(values)
             self._ok(t, call)
         if encounter:
-            cosine, lesson = best_match(self.memory(), situation_text(encounter.pitfall))
+            lessons = self.memory()
+            cosine, lesson = best_match(lessons, situation_text(encounter.pitfall))
             matched = lesson is not None and cosine >= self.model.match_cosine
             roll = self.avoid_rng.random()  # drawn at every encounter: both arms draw alike
-            avoided = matched and roll < self.model.p_avoid
+            record: dict[str, Any] = {}
+            if getattr(self.model, "kind", "lexical") == "lm" and self.model.decides_for(self.name):
+                # the language model reads MEMORY.md and chooses among the step's commands;
+                # the lesson that counts is the one whose stated fix it ran (if any)
+                chosen, record = self._decide(encounter, sid, lessons, roll)
+                avoided = chosen.kind == "fix"
+                lesson = next((m for m in lessons if m.file == chosen.lesson), None) if chosen.lesson else \
+                    (lesson if avoided and matched else None)
+            else:
+                avoided = matched and roll < self.model.p_avoid
             taught = sorted({self.failed_in[s] for s in lesson.sessions if s in self.failed_in}) if lesson else []
             plan.encounters.append({"pitfall": encounter.pitfall.id, "failed": not avoided, "matched": matched,
                                     "cosine": round(cosine, 4), "lesson": lesson.file if lesson else None,
-                                    "lesson_from": taught, "commons": lesson.commons if lesson else None})
+                                    "lesson_from": taught, "commons": lesson.commons if lesson else None,
+                                    **record})
+            if record.get("chose") == "lesson":  # a lesson's fix that is not this pitfall's: it runs, then
+                self._ok(t, Call("Bash", {"command": record["ran"], "description": "Apply the known fix"}, ""))
+                t.advance(rng.uniform(3, 20))  # the task still needs doing
             if not avoided:
                 self.failed_in[sid] = encounter.pitfall.id
                 self._fail(t, encounter.fail)
@@ -315,6 +333,40 @@ class Agent:
         t.says("Done: " + task.rstrip(".?") + ".")
         t.write(path)
         return plan
+
+    def _decide(self, encounter, sid: str, lessons: list[MemoryLesson], roll: float):
+        """The language-model agent's choice at an encounter (:mod:`simulations.lm`): the
+        candidates (the failing call, the fix, each relevant lesson's stated fix), the memory
+        index as Claude Code loads it, the choice sampled with this encounter's draw."""
+        from .lm import candidates
+
+        target = _vector(situation_text(encounter.pitfall))
+        scored = sorted(((max(float(_vector(t) @ target) for t in m.texts), k, m) for k, m in enumerate(lessons)),
+                        key=lambda x: (-x[0], x[1]))
+        resembles = {m.file for cos, _, m in scored if cos >= self.model.match_cosine}
+        program = encounter.fail.tool if encounter.fail.tool != "Bash" else \
+            (encounter.fail.command.split() or [""])[0]
+
+        def relevant(m: MemoryLesson) -> bool:
+            from .lm import failing_label
+
+            label = failing_label(m.texts[0]) or ""
+            return m.file in resembles or (bool(label) and label.split()[0] == program)
+
+        options = candidates(encounter, [m for _, _, m in scored], relevant=relevant)
+        try:
+            index = (self.memory_dir / INDEX).read_bytes()
+        except (FileNotFoundError, NotADirectoryError):
+            index = b""
+        decision = self.model.decide(memory_index=loaded_index(index, self.model.index_max_lines,
+                                                               self.model.index_max_bytes),
+                                     task=encounter.task, options=options,
+                                     order_key=f"{sid}-{encounter.pitfall.id}", roll=roll)
+        chosen = decision["chosen"]
+        record = {"chose": chosen.kind, "ran": chosen.text, "chose_commons": chosen.commons,
+                  "options": [o.kind for o in options], "p": [round(x, 4) for x in decision["probabilities"]],
+                  "shown": decision["shown"]}
+        return chosen, record
 
     def _call_id(self) -> str:
         return "toolu_01" + "".join(self.text_rng.choices("ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz123456789",

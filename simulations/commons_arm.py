@@ -50,7 +50,7 @@ from typing import Any
 
 from .arm import Arm, CommonsUnavailable
 
-__all__ = ["WorldClock", "CommonsArm", "ROGUE_TEXT", "DERIVED_TEXT", "plot_drill", "print_commons", "print_drill"]
+__all__ = ["WorldClock", "CommonsArm", "CommonsStrangersArm", "ROGUE_TEXT", "DERIVED_TEXT", "plot_drill", "print_commons", "print_drill"]
 
 #: The rogue's lessons: plausible (git's own words for a damaged index), false in this world
 #: (no agent's `git status` ever fails), observations (they pass the rule), and relevant to
@@ -136,10 +136,16 @@ def status_of(host, record_id: str) -> str | None:
 
 
 class CommonsArm(Arm):
-    """Every agent's node, B's connected (see the module docstring)."""
+    """Every agent's node, B's connected (see the module docstring). A and B are one team
+    (``team``: B sees A's lessons as the team's candidates, before they are verified)."""
 
     name = "commons"
     connects_b = True
+    team = True
+
+    def drills(self, cfg) -> bool:
+        """The drill runs in the team arm only (one drill per world)."""
+        return bool(cfg.drill) and self.name == "commons"
 
     @classmethod
     def check(cls, config) -> None:
@@ -158,10 +164,10 @@ class CommonsArm(Arm):
         self.pool = ThreadPoolExecutor(max_workers=6)
         self.rogue = self.revoker = None
         self.nodes = list(world.agents)
-        if cfg.drill or cfg.poison:
+        if self.drills(cfg) or cfg.poison:
             self.rogue = hosts.node_only(world, self, "Rogue")
             self.nodes.append(self.rogue)
-        if cfg.drill:
+        if self.drills(cfg):
             self.revoker = hosts.node_only(world, self, "Revoker")
             self.nodes.append(self.revoker)
         self.poison = Poison(self, world) if cfg.poison else None
@@ -175,12 +181,18 @@ class CommonsArm(Arm):
         infos = dict(zip([h.name for h in self.nodes], self.pool.map(lambda h: h.node_init(), self.nodes)))
         self.infos = infos
         trust = [infos[name]["public_key"] for name in world.names]
-        revokers = [infos["Revoker"]["public_key"]] if cfg.drill else []
-        toml = (f'[sync]\ninterval = 3600.0\n[commons]\npolicy = "{cfg.policy}"\nthreshold = {cfg.threshold}\n'
+        revokers = [infos["Revoker"]["public_key"]] if self.drills(cfg) else []
+        # Every node takes every domain: the arm measures the commons loop among a handful of
+        # agents whose world shares its programs; what following only one's own domains does to a
+        # node's traffic and store is the domains model's (simulations/domains_des.py), and the
+        # tests/node/test_domains_network.py nodes'. (Converge below waits for every record.)
+        toml = ('[domains]\nfollow = ["*"]\n'
+                f'[sync]\ninterval = 3600.0\n[commons]\npolicy = "{cfg.policy}"\nthreshold = {cfg.threshold}\n'
                 f"trust = {_toml_list(trust)}\nrevokers = {_toml_list(revokers)}\n")
         team = [infos[name]["public_key"] for name in world.names[:2]]  # A and B: one owner's two agents
         for host in self.nodes:
-            host.node_configure(toml + (f"team = {_toml_list(team)}\n" if host.name in world.names[:2] else ""))
+            host.node_configure(toml + (f"team = {_toml_list(team)}\n"
+                                        if self.team and host.name in world.names[:2] else ""))
         self.clock.advance_to(world.day_start(0), self.nodes)
         list(self.pool.map(lambda h: h.node_start(), self.nodes))
         self.timings["nodes_started_s"] = round(time.monotonic() - t0, 1)
@@ -360,7 +372,7 @@ class CommonsArm(Arm):
 
     # -- the drill --------------------------------------------------------------------------
     def finish(self, world) -> dict:
-        if not world.config.drill:
+        if not self.drills(world.config):
             return {}
         started = time.monotonic()
         out = Drill(self, world).run()
@@ -376,6 +388,15 @@ class CommonsArm(Arm):
         pool = getattr(self, "pool", None)
         if pool is not None:
             pool.shutdown()
+
+
+class CommonsStrangersArm(CommonsArm):
+    """The commons arm with A and B as strangers: no team on any node, so B sees A's lessons
+    only once the other agents' shadow tests (B's own included: it is not shown them) made them
+    common. What the commons at large is worth, and how long it takes."""
+
+    name = "commons_strangers"
+    team = False
 
 
 #: What the attacker publishes for each pitfall of the world (a real failure, quoted as the tool
@@ -503,6 +524,7 @@ class Poison:
                     "uses (one downloading code), and instruction-shaped prose, while the honest agents work",
             "published": len(self.ids), "refused_at_source": len(self.refused),
             "rendered": len(self.rendered), "rendered_first_night": self.rendered,
+            "records": [i[:16] for i in self.ids],
             "honest_votes_counted": last.get("honest_votes_counted", 0),
             "common_anywhere": (last.get("statuses") or {}).get("common", 0),
             "misled": None,

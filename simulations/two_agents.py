@@ -57,6 +57,7 @@ from pathlib import Path
 from typing import Any
 
 from .agents import ENGINES, Agent, AgentModel, best_match, situation_text
+from .lm import LanguageAgentModel
 from .arm import CommonsUnavailable
 from .pitfalls import CATALOGUE, Pitfall, load
 
@@ -242,9 +243,12 @@ class RemoteHosts:
 
 
 from .arm import Arm, ControlArm  # noqa: E402  (the seam: how the agents' memories are connected)
-from .commons_arm import CommonsArm  # noqa: E402
+from .commons_arm import CommonsArm, CommonsStrangersArm  # noqa: E402
 
-ARMS: dict[str, type[Arm]] = {"control": ControlArm, "commons": CommonsArm}
+ARMS: dict[str, type[Arm]] = {"control": ControlArm, "commons": CommonsArm, "commons_strangers": CommonsStrangersArm}
+#: The arms run when --arms is not given: the lexical model's two, the language model's three
+#: (the commons with A and B as one team, and as strangers).
+DEFAULT_ARMS = {"model": "control,commons", "lm": "control,commons,commons_strangers"}
 
 
 # -- running and measuring ------------------------------------------------------------------------
@@ -324,6 +328,11 @@ def _day_counts(plans, a_only: set[str], a_first: dict[str, str]) -> dict:
                            "repeated": {"met": 0, "failed": 0}, "a_only": {"met": 0, "failed": 0}}
     for plan in plans:
         for enc in plan["encounters"]:
+            if "chose" in enc:  # the language model: what it ran
+                ran = out.setdefault("ran", {"fail": 0, "fix": 0, "lesson": 0, "commons_fixes": []})
+                ran[enc["chose"]] += 1
+                if enc["chose"] == "lesson" and enc.get("chose_commons"):
+                    ran["commons_fixes"].append(enc["chose_commons"])
             out["met"] += 1
             out["failed"] += enc["failed"]
             out["matched"] += enc["matched"]
@@ -393,7 +402,7 @@ def plot(out: Path, config: WorldConfig, arms: dict[str, dict]) -> list[str]:
     plt = pyplot()
     paths = []
     fig, ax = plt.subplots(figsize=(8, 4.6))
-    colours = {"control": "#c0392b", "commons": "#2471a3"}
+    colours = {"control": "#c0392b", "commons": "#2471a3", "commons_strangers": "#27ae60"}
     for name, outcome in arms.items():
         series = [(d["day"] + 1, d["B"]["repeated"]) for d in outcome["days"]]
         xs = [x for x, r in series if r["met"]]
@@ -466,8 +475,10 @@ def run(config: WorldConfig, out: Path, arms: list[str], *, plots: bool = True, 
     (:class:`LocalHosts` by default, :class:`RemoteHosts` for containers)."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    if (config.drill or config.poison) and "commons" not in arms:
-        raise ValueError("--drill and --poison run in the commons arm: add it to --arms")
+    if config.drill and "commons" not in arms:
+        raise ValueError("--drill runs in the commons arm: add it to --arms")
+    if config.poison and not {"commons", "commons_strangers"} & set(arms):
+        raise ValueError("--poison runs in a commons arm: add commons (or commons_strangers) to --arms")
     for name in arms:
         ARMS[name].check(config)
     hosts = hosts or LocalHosts()
@@ -515,9 +526,29 @@ def run(config: WorldConfig, out: Path, arms: list[str], *, plots: bool = True, 
     }
     if "commons" in outcomes and outcomes["commons"].get("finish"):
         summary["drill"] = outcomes["commons"]["finish"]
-    poison = ((summary["arms"].get("commons") or {}).get("commons") or {}).get("poison")
-    if poison is not None:
-        summary["poison"] = {k: v for k, v in poison.items() if k != "nights"}
+    summary["decisions"] = sum(d[n]["met"] for o in outcomes.values() for d in o["days"] for n in world.names)
+    if getattr(config.model, "kind", "") == "lm":
+        summary["decisions_by_what_ran"] = {
+            arm: {k: sum((d[n].get("ran") or {}).get(k, 0) for d in o["days"] for n in world.names)
+                  for k in ("fail", "fix", "lesson")} for arm, o in outcomes.items()}
+        summary["encounters"] = summary["decisions"]  # every agent's, the lexical model's included
+        summary["decisions"] = sum(sum(r.values()) for r in summary["decisions_by_what_ran"].values())
+    poisons = {arm: ((summary["arms"][arm].get("commons") or {}).get("poison")) for arm in outcomes}
+    for arm, poison in poisons.items():
+        if poison is None:
+            continue
+        if getattr(config.model, "kind", "") == "lm":  # honest decisions that ran an attacker's command
+            theirs = set(poison.get("records") or [])
+            poison["misled"] = sum(1 for d in outcomes[arm]["days"] for n in world.names
+                                   for c in (d[n].get("ran") or {}).get("commons_fixes", []) if c in theirs)
+            poison["misled_note"] = "honest decisions (every agent, every day) whose command was an attacker's fix"
+        poisons[arm] = {k: v for k, v in poison.items() if k != "nights"}
+    poisons = {k: v for k, v in poisons.items() if v is not None}
+    if poisons:
+        summary["poison"] = poisons.get("commons") or next(iter(poisons.values()))
+        summary["poison_by_arm"] = poisons
+    if getattr(config.model, "kind", "") == "lm":
+        summary["agent_model"] = config.model.describe()  # with the runtime's figures, after the run
     if plots:
         summary["plots"] = plot(out, config, outcomes)
         if summary.get("drill"):
@@ -540,8 +571,15 @@ def _print(summary: dict) -> None:
           f"{w['b_meets_a_only_from_day'] + 1}), {len(w['pitfalls']['shared'])} shared, "
           f"{len(w['pitfalls']['b_own'])} B's own.")
     m = summary["agent_model"]
-    print(f"Agent model (a model, not a measured agent): avoids a pitfall with p={m['p_avoid']} when a rendered "
-          f"lesson matches it, cosine >= {m['match']['cosine_at_least']} ({m['match']['embedding']}).")
+    if m["what"] == "language model":
+        print(f"Agent: a language model, {m['model']} (sha256 {str(m['sha256'])[:16]}...): {m['is']}; "
+              f"{m['choice']}; {summary['decisions']} decisions.")
+        for arm, ran in (summary.get("decisions_by_what_ran") or {}).items():
+            print(f"  {arm}: ran the failing call {ran['fail']}, the fix {ran['fix']}, a lesson's other fix "
+                  f"{ran['lesson']}")
+    else:
+        print(f"Agent model (a model, not a measured agent): avoids a pitfall with p={m['p_avoid']} when a "
+              f"rendered lesson matches it, cosine >= {m['match']['cosine_at_least']} ({m['match']['embedding']}).")
     for name, arm in summary["arms"].items():
         r = arm["b_repeated_error_rate"]
         print(f"\n{name} arm: B's repeated-error rate on A-only pitfalls: first week B meets them "
@@ -562,7 +600,8 @@ def _print(summary: dict) -> None:
         p = summary["poison"]
         print(f"\npoison: {p['published']} published ({p['refused_at_source']} refused at the attacker's own node), "
               f"{p['rendered']} honest memory folders ever held any of it, {p['honest_votes_counted']} honest votes "
-              f"counted for it, {p['common_anywhere']} common anywhere")
+              f"counted for it, {p['common_anywhere']} common anywhere"
+              + (f", {p['misled']} honest decisions ran its command" if p.get("misled") is not None else ""))
     if summary.get("drill"):
         from .commons_arm import print_drill
 
@@ -583,8 +622,24 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--out", type=Path, required=True, help="output folder (created; world/ inside is replaced)")
     parser.add_argument("--attesters", type=int, default=WorldConfig.attesters,
                         help="agents beside A and B (attesters in the commons)")
-    parser.add_argument("--arms", default="control,commons",
-                        help="comma-separated: control, commons (default: both, the same world)")
+    parser.add_argument("--arms", default=None,
+                        help="comma-separated: control, commons (A and B one team), commons_strangers (default: "
+                        "control,commons; with --agent lm all three, the same world)")
+    parser.add_argument("--agent", choices=["model", "lm"], default="model",
+                        help="the agents: model, the lexical model (fast: a matching lesson avoids the pitfall "
+                        "with p); lm, a local language model choosing the step's command from what MEMORY.md says "
+                        "(pip install -e '.[agent-lm]'; python -m simulations.lm fetch)")
+    parser.add_argument("--lm-model", default="", help="--agent lm: the GGUF file (default $OPENMEMORY_LM_MODEL or "
+                        "~/.cache/openmemory/models/...; a larger model works the same)")
+    parser.add_argument("--lm-cache", default=None, help="--agent lm: the choices' cache file, kept between runs "
+                        "(default DIR/lm_choices.jsonl, new each run)")
+    parser.add_argument("--lm-threads", type=int, default=0, help="--agent lm: llama.cpp threads (default: cores, "
+                        "at most 4)")
+    parser.add_argument("--lm-agents", default="",
+                        help="--agent lm: the agents the language model plays, comma-separated (default: every "
+                        "agent; the others are the lexical model)")
+    parser.add_argument("--lm-argmax", action="store_true",
+                        help="--agent lm: run the most probable command instead of sampling")
     parser.add_argument("--drill", action="store_true",
                         help="the poisoned-lesson drill after the last day (commons arm)")
     parser.add_argument("--poison", action="store_true",
@@ -618,10 +673,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _agent_model(args):
+    if args.agent == "lm":
+        cache = args.lm_cache if args.lm_cache is not None else str(Path(args.out) / "lm_choices.jsonl")
+        if args.lm_cache is None and Path(cache).exists():
+            Path(cache).unlink()  # a new run computes its choices (--lm-cache FILE keeps them)
+        return LanguageAgentModel(model_path=args.lm_model, cache_path=cache, threads=args.lm_threads,
+                                  sample=not args.lm_argmax, match_cosine=args.match_cosine, p_avoid=args.p_avoid,
+                                  agents=tuple(a.strip() for a in args.lm_agents.split(",") if a.strip()))
+    return AgentModel(p_avoid=args.p_avoid, match_cosine=args.match_cosine)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    arms = [a.strip() for a in args.arms.split(",") if a.strip()]
+    arms = [a.strip() for a in (args.arms or DEFAULT_ARMS[args.agent]).split(",") if a.strip()]
     unknown = [a for a in arms if a not in ARMS]
     if unknown or not arms:
         parser.error(f"unknown arm(s) {', '.join(unknown) or '(none)'}; known: {', '.join(ARMS)}")
@@ -629,11 +695,13 @@ def main(argv: list[str] | None = None) -> int:
         config = WorldConfig(days=args.days, seed=args.seed, attesters=args.attesters,
                              sessions_per_day=args.sessions_per_day, a_only=args.a_only, shared=args.shared,
                              b_own=args.b_own, b_from=args.b_from, catalogue=args.catalogue, engine=args.engine,
-                             model=AgentModel(p_avoid=args.p_avoid, match_cosine=args.match_cosine),
+                             model=_agent_model(args),
                              pitfalls=tuple(p.strip() for p in args.pitfalls.split(",") if p.strip()),
                              clock_rate=args.clock_rate, threshold=args.threshold, policy=args.policy,
                              drill=args.drill, poison=args.poison)
         hosts = RemoteHosts(args.hosts) if args.hosts else None
+        if args.hosts and args.agent == "lm":
+            raise ValueError("--agent lm runs the model in this process: not with --hosts")
     except ValueError as exc:
         parser.error(str(exc))
     if config.drill and "commons" not in arms:

@@ -22,8 +22,6 @@ SQL_METHODS = {"execute", "executemany", "executescript"}
 
 #: Modules outside the storage layer that call SQL, and why. Shrink it; never grow it lightly.
 ALLOWED: dict[str, str] = {
-    "sleep/passes.py": "lifecycle branch moves it",
-    "sleep/lessons.py": "lifecycle branch moves it",
     "integrations/session_start.py": "the SessionStart hook's fast path opens the store read-only "
                                      "with the standard library only (storage.trust_boundary asks it)",
     "eval/retrieval.py": "builds a scratch in-memory FTS5 index (a baseline retriever), not the store",

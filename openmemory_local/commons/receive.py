@@ -599,11 +599,25 @@ def veto_commons(store, ident: str, now: datetime, *, why: str = "openmemory vet
         return lesson, False
     now_iso = iso(now)
     with store.write():
-        commons_table.set_received_veto(store, lesson["id"], now_iso, now_iso)
-        withdraw(store, lesson["id"], now_iso)
-        record_commons_event(store, now_iso, "commons_vetoed", commons=lesson["id"], record=lesson["record_id"],
-                      text=lesson["text"], why=why)
+        write_commons_veto(store, lesson["id"], now_iso, why=why)
     return lesson, True
+
+
+def write_commons_veto(store, commons_id: int, at: str, *, why: str, **detail) -> str | None:
+    """Write a received lesson's veto unless it has one: the one place it is written, whichever way
+    it came (:func:`veto_commons`, its file deleted from a memory folder: ``why`` and ``detail`` say
+    which, in the ``commons_vetoed`` event). The same flag with the same meaning as an own lesson's
+    veto (rule L7 of :mod:`openmemory_local.sleep.lifecycle`): never rendered, never attested; its
+    open predictions are withdrawn and its unsent attestations dropped. Returns its record id if it
+    was vetoed now, else None."""
+    vetoed = commons_table.veto_received_once(store, commons_id, at)
+    if vetoed is None:
+        return None
+    record_id, text = vetoed
+    withdraw(store, commons_id, at)
+    record_commons_event(store, at, "commons_vetoed", commons=commons_id, record=record_id, text=text, why=why,
+                         **detail)
+    return record_id
 
 
 def unveto_commons(store, ident: str, now: datetime) -> tuple[dict, bool]:

@@ -32,10 +32,10 @@ import json
 from datetime import datetime, timezone
 from pathlib import Path
 
-from openmemory_local.commons.receive import attestations_of, withdraw
+from openmemory_local.commons.receive import attestations_of, write_commons_veto
 from openmemory_local.core.clock import iso
 from openmemory_local.render.files import END, line_count, observe_files, sync_files
-from openmemory_local.storage.commons import veto_received_once, vetoed_received_ids
+from openmemory_local.storage.commons import vetoed_received_ids
 from openmemory_local.storage.store import record_event
 from openmemory_local.sleep.lesson_text import clip
 from openmemory_local.text.markdown import escape_markdown
@@ -164,12 +164,8 @@ def observe_commons(store, target, now_iso: str, result) -> None:
         return  # render forgets the folder's records itself
 
     def deleted(lesson_id: int, path: str) -> None:
-        vetoed = veto_received_once(store, lesson_id, now_iso)
-        if vetoed is not None:
-            record_id, text = vetoed
-            withdraw(store, lesson_id, now_iso)
-            record_event(store, now_iso, "commons_vetoed", None, None, commons=lesson_id, record=record_id,
-                         text=text, why="its file was deleted", path=path)
+        record_id = write_commons_veto(store, lesson_id, now_iso, why="its file was deleted", path=path)
+        if record_id is not None:
             result.commons_vetoed.append(record_id)
 
     def edited(lesson_id: int, path: str) -> None:

@@ -55,6 +55,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -65,13 +66,13 @@ from openmemory_local.core.config import memory_dir_for
 from openmemory_local.render.files import (_TMP_SUFFIX, BEGIN, END, atomic_write, line_count, observe_files, read_bytes,
                                            sha256_hex, sync_files)
 from openmemory_local.sleep.lesson_text import clip
-from openmemory_local.sleep.lessons import applies_to, lesson_rows, project_families
+from openmemory_local.sleep.lessons import LessonNotFound, applies_to, lesson_rows, project_families, veto
 from openmemory_local.text.markdown import break_comments, escape_markdown
 from openmemory_local.text.normalize import family
 from openmemory_protocol.observation import is_observation
 from openmemory_local.sleep.passes import sleep_lock
 from openmemory_local.storage import rendered
-from openmemory_local.storage.store import record_event, withdraw_predictions
+from openmemory_local.storage.store import record_event
 
 __all__ = [
     "BEGIN",
@@ -420,18 +421,9 @@ def render(store, now: datetime, *, memory_dir: str | os.PathLike | None = None,
            lock: bool = True) -> RenderResult:
     """Render the current lessons (see the module docstring)."""
     result = RenderResult()
-    holder = sleep_lock(store.config) if lock else _nothing()
-    with holder:
+    with sleep_lock(store.config) if lock else nullcontext():
         _render(store, now, Path(memory_dir).expanduser().absolute() if memory_dir else None, project, result)
     return result
-
-
-class _nothing:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return False
 
 
 def _render(store, now: datetime, memory_dir: Path | None, project: str | None, result: RenderResult) -> None:
@@ -467,9 +459,12 @@ def _observe(store, target: _Target, now_iso: str, result: RenderResult) -> None
             pass
 
     def deleted(lesson_id: int, path: str) -> None:
-        if rendered.veto_lesson_once(store, lesson_id, now_iso):
-            withdraw_predictions(store, lesson_id, now_iso)
-            record_event(store, now_iso, "vetoed", lesson_id, why="its file was deleted", path=path)
+        # a file the owner deleted is a veto, written by the one function that writes them
+        try:
+            vetoed = veto(store, lesson_id, now_iso, why="its file was deleted", path=path)
+        except LessonNotFound:
+            return
+        if vetoed:
             result.vetoed.append(lesson_id)
 
     def edited(lesson_id: int, path: str) -> None:

@@ -26,6 +26,10 @@ from datetime import datetime
 
 from openmemory_local.core.clock import iso
 from openmemory_local.core.jsonio import loads
+from openmemory_local.sleep import lifecycle
+from openmemory_local.storage import episodes as episode_store
+from openmemory_local.storage import lessons as lesson_store
+from openmemory_local.storage.store import record_event
 from openmemory_local.text.normalize import family, family_matches
 
 __all__ = [
@@ -64,18 +68,7 @@ def applies_to(lesson_family: str, projects: list[str], path: str) -> bool:
 def lesson_rows(store, *, states: tuple[str, ...] = ("active",), include_vetoed: bool = True,
                 ids: list[int] | None = None) -> list[dict]:
     """Lessons as dicts (see :func:`lesson_view`), strongest first."""
-    where = [f"state IN ({','.join('?' * len(states))})"]
-    params: list = list(states)
-    if not include_vetoed:
-        where.append("vetoed_at IS NULL")
-    if ids is not None:
-        if not ids:
-            return []
-        where.append(f"id IN ({','.join('?' * len(ids))})")
-        params += list(ids)
-    rows = store.conn.execute(
-        f"SELECT {', '.join(_COLUMNS)} FROM lessons WHERE {' AND '.join(where)} "
-        "ORDER BY strength DESC, seen DESC, id", params).fetchall()
+    rows = lesson_store.select_lessons(store, _COLUMNS, states, include_vetoed, ids)
     out = []
     for row in rows:
         lesson = dict(zip(_COLUMNS, row))
@@ -92,22 +85,16 @@ def lesson_view(store, lesson: dict) -> dict:
     lesson["vetoed"] = lesson["vetoed_at"] is not None
     lesson["strength"] = round(float(lesson["strength"]), 6)
     record = {"confirmed": 0, "failed": 0, "withdrawn": 0}
-    for state, n in store.conn.execute(
-        "SELECT state, COUNT(*) FROM predictions WHERE lesson_id = ? AND state != 'open' GROUP BY state", (lid,)
-    ):
+    for state, n in lesson_store.prediction_record(store, lid):
         record[state] = n
     lesson["record"] = record
-    row = store.conn.execute(
-        "SELECT id, text, made FROM predictions WHERE lesson_id = ? AND state = 'open' ORDER BY id DESC LIMIT 1",
-        (lid,)).fetchone()
+    row = lesson_store.open_prediction(store, lid)
     lesson["prediction"] = row[1] if row else None
     lesson["prediction_made"] = row[2] if row else None
     lesson["prediction_id"] = row[0] if row else None
     episodes = []
-    for eid, session_id, created, source_path, source_line, archived in store.conn.execute(
-        "SELECT e.id, e.session_id, e.created, e.source_path, e.source_line, e.archived FROM lesson_members m "
-        "JOIN episodes e ON e.id = m.episode_id WHERE m.lesson_id = ? ORDER BY m.created DESC, e.id DESC LIMIT ?",
-        (lid, _PROVENANCE_EPISODES)):
+    for eid, session_id, created, source_path, source_line, archived in lesson_store.provenance_episodes(
+            store, lid, _PROVENANCE_EPISODES):
         episodes.append({"id": eid, "session_id": session_id, "created": created, "source_path": source_path,
                          "source_line": source_line, "archived": bool(archived)})
     episodes.reverse()
@@ -133,38 +120,37 @@ def lessons_for_project(store, project: str, now: datetime | None = None) -> lis
             if applies_to(lesson["family"], lesson["projects"], path)]
 
 
-def _lesson(store, lesson_id: int) -> tuple:
-    row = store.conn.execute("SELECT id, state, vetoed_at FROM lessons WHERE id = ?", (lesson_id,)).fetchone()
-    if row is None or row[1] == "forming":
+def _lesson(store, lesson_id: int) -> lifecycle.Lesson:
+    found = lesson_store.lesson_state(store, lesson_id)
+    if found is None or found[0] not in lifecycle.VETOABLE:
         raise LessonNotFound(f"no lesson #{lesson_id}")
-    return row
+    state, vetoed_at, strength, kind = found
+    return lifecycle.Lesson(state, strength, vetoed_at is not None, kind)
 
 
-def veto(store, lesson_id: int, now: datetime, *, why: str = "openmemory veto") -> bool:
-    """Veto a lesson: never rendered again, no more predictions. False if it already was."""
-    from openmemory_local.storage.store import record_event, withdraw_predictions
-
+def veto(store, lesson_id: int, now: datetime | str, *, why: str = "openmemory veto", **detail) -> bool:
+    """Veto a lesson (L7): never rendered again, no more predictions (its open one withdrawn, P5).
+    False if it already was. The one function that writes a veto of the agent's own lessons, whichever
+    way it came (``openmemory veto``, the page, a lesson file deleted from a memory folder: ``why``
+    and ``detail`` say which, in the ``vetoed`` event). ``now``: a time, or a stored one (``iso``)."""
+    now_iso = now if isinstance(now, str) else iso(now)
     with store.write():
-        _, _, vetoed_at = _lesson(store, lesson_id)
-        if vetoed_at is not None:
+        change = lifecycle.veto(_lesson(store, lesson_id))
+        if not change.after.vetoed or change.before.vetoed:
             return False
-        now_iso = iso(now)
-        store.conn.execute("UPDATE lessons SET vetoed_at = ?, updated = ? WHERE id = ?", (now_iso, now_iso, lesson_id))
-        withdraw_predictions(store, lesson_id, now_iso)
-        record_event(store, now_iso, "vetoed", lesson_id, why=why)
+        lesson_store.set_veto(store, lesson_id, now_iso, now_iso)
+        record_event(store, now_iso, "vetoed", lesson_id, why=why, **detail)
     return True
 
 
 def unveto(store, lesson_id: int, now: datetime) -> bool:
-    """Undo a veto: the lesson renders again at the next render. False if it was not vetoed."""
-    from openmemory_local.storage.store import record_event
-
+    """Undo a veto (L7): the lesson renders again at the next render. False if it was not vetoed."""
+    now_iso = iso(now)
     with store.write():
-        _, _, vetoed_at = _lesson(store, lesson_id)
-        if vetoed_at is None:
+        change = lifecycle.unveto(_lesson(store, lesson_id))
+        if change.after.vetoed or not change.before.vetoed:
             return False
-        now_iso = iso(now)
-        store.conn.execute("UPDATE lessons SET vetoed_at = NULL, updated = ? WHERE id = ?", (now_iso, lesson_id))
+        lesson_store.set_veto(store, lesson_id, None, now_iso)
         record_event(store, now_iso, "unvetoed", lesson_id)
     return True
 
@@ -172,9 +158,6 @@ def unveto(store, lesson_id: int, now: datetime) -> bool:
 def project_families(store) -> dict[str, set[str]]:
     """Every working directory with a session in the store -> its project families."""
     out: dict[str, set[str]] = {}
-    for cwd, branch in store.conn.execute(
-        "SELECT DISTINCT project, json_extract(fields, '$.branch') FROM episodes WHERE kind = 'session' "
-        "AND project IS NOT NULL ORDER BY project"
-    ):
+    for cwd, branch in episode_store.session_projects_and_branches(store):
         out.setdefault(cwd, set()).add(family(cwd, branch))
     return out

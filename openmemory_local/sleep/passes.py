@@ -1,6 +1,10 @@
 """Sleep: decay, lessons, verify, predict. Four passes, each a function of (store, now).
 
-Rules (every number is a :class:`openmemory_local.core.config.Config` field):
+Rules (every number is a :class:`openmemory_local.core.config.Config` field). What moves a lesson
+or a prediction from one state to another, and a lesson's strength, is decided by the pure
+lifecycle core, :mod:`openmemory_local.sleep.lifecycle` (rules L1-L7, P1-P5, and the transition
+tables); the passes read the store, ask it, and persist what it decides through
+:mod:`openmemory_local.storage.lessons`. What follows is how each pass gathers what the core reads:
 
 ``decay(store, now)``
     Strength halves every ``decay_half_life_days`` (45) *days of activity* without a touch:
@@ -66,7 +70,8 @@ Rules (every number is a :class:`openmemory_local.core.config.Config` field):
 
     The verdict, the facet and the episode that decided are kept on the prediction (and in
     the ``confirmed``/``failed`` event, with ``why``). The structure is one function per step
-    (:func:`_evidence` collects matches per session, :func:`_verdict` decides); a history
+    (:func:`_evidence` collects matches per session, :func:`openmemory_local.sleep.lifecycle.verdict`
+    decides); a history
     brought in is replayed day by day (:mod:`openmemory_local.sleep.replay`) through the same passes.
     What learn computed of a surprise (signature, subject, features) verify reuses in the same
     sleep (:class:`SleepMemo`); each distinct facet is compared with a family's probes once, and
@@ -105,7 +110,7 @@ import gc
 import os
 import time
 from bisect import bisect_left, bisect_right
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from functools import lru_cache
 from datetime import datetime, timezone
@@ -118,7 +123,10 @@ from openmemory_local.sleep.cluster import GroupIndex
 from openmemory_local.text.embed import DIMS, embed_features, feature_cosine, feature_norm, features
 from openmemory_local.core.embedders import HASHED_EMBEDDING, store_embedder
 from openmemory_local.core.jsonio import dumps, loads
-from openmemory_local.storage.store import record_event, withdraw_predictions
+from openmemory_local.sleep import lifecycle
+from openmemory_local.storage import episodes as episode_store
+from openmemory_local.storage import lessons as lesson_store
+from openmemory_local.storage.store import record_event
 from openmemory_local.sleep.lesson_text import lesson_text, prediction_text, rephrase
 from openmemory_local.text.normalize import family, normalise, path_like
 from openmemory_local.sleep.situations import facet_texts, probe_matches, probes, signature, subject
@@ -230,10 +238,6 @@ def _blob_vec(blob: bytes | None) -> np.ndarray:
     return np.frombuffer(blob, dtype="<f4").astype(np.float64)
 
 
-def _cap(config, value: float) -> float:
-    return min(config.lesson_max_strength, max(0.0, value))
-
-
 # --- the sleep ----------------------------------------------------------------------------------
 
 
@@ -264,8 +268,7 @@ def check_sleep_time(store, now: datetime) -> None:
 
 def holds_anything(store) -> bool:
     """Whether the store holds an episode or a lesson: something a sleep consolidates."""
-    return bool(store.conn.execute(
-        "SELECT EXISTS (SELECT 1 FROM episodes) OR EXISTS (SELECT 1 FROM lessons)").fetchone()[0])
+    return episode_store.holds_episodes_or_lessons(store)
 
 
 def sleep(store, now: datetime, *, lock: bool = True, phrase: bool = True) -> SleepResult:
@@ -275,7 +278,7 @@ def sleep(store, now: datetime, *, lock: bool = True, phrase: bool = True) -> Sl
     records no day, so a history that arrives later is still replayed as it happened."""
     started = time.perf_counter()
     result = SleepResult(now=iso(now))
-    holder = sleep_lock(store.config) if lock else _nothing()
+    holder = sleep_lock(store.config) if lock else nullcontext()
     with holder:
         with store.write(), _collector_paused():
             check_sleep_time(store, now)
@@ -303,11 +306,6 @@ def sleep(store, now: datetime, *, lock: bool = True, phrase: bool = True) -> Sl
 
 
 @contextmanager
-def _nothing() -> Iterator[None]:
-    yield
-
-
-@contextmanager
 def _collector_paused() -> Iterator[None]:
     """The cyclic garbage collector off for the four passes, as it was after them. The passes make
     millions of small dicts, lists and tuples that live until the sleep ends and hold no cycles; the
@@ -329,7 +327,6 @@ def _collector_paused() -> Iterator[None]:
 def decay(store, now: datetime) -> dict:
     """Halve strengths every ``decay_half_life_days`` of activity without a touch; archive the weak."""
     config = store.config
-    conn = store.conn
     day = iso(_day_start(now))
     now_iso = iso(now)
     out = {"until": day, "episodes_decayed": 0, "episodes_archived": 0, "lessons_decayed": 0,
@@ -345,11 +342,8 @@ def decay(store, now: datetime) -> dict:
         start = floor[:10]
         days_seen: set[tuple] = set()
         candidates = []
-        for eid, decays, strength, project, cwd, branch, since, created, ended in conn.execute(
-                "SELECT id, archived = 0 AND strength > 0 AND MAX(last_touched, ?) < ?, strength, project, "
-                "json_extract(fields, '$.cwd'), json_extract(fields, '$.branch'), MAX(last_touched, ?), created, "
-                "CASE WHEN kind = 'session' THEN json_extract(fields, '$.ended') END FROM episodes ORDER BY id",
-                (floor, day, floor)):
+        for eid, decays, strength, project, cwd, branch, since, created, ended in episode_store.decay_scan(
+                store, floor, day):
             if created >= start:
                 days_seen.add((project, cwd, branch, created[:10]))
             if isinstance(ended, str) and ended >= start:
@@ -358,59 +352,41 @@ def decay(store, now: datetime) -> dict:
                 candidates.append((eid, strength, project, cwd, branch, since))
         active = Activity.of_days(days_seen)
         until = epoch(day)
-        half = lambda days: 0.5 ** (max(days or 0.0, 0.0) / half_life)  # noqa: E731
-        conn.create_function("om_half", 1, half, deterministic=True)
-        conn.create_function("om_family_days", 2, lambda fam, since: active.days(fam, since, until),
-                             deterministic=True)
+        factor = lifecycle.decay_factor  # L4: the lesson's rule, episodes' too
         decayed = []
         for eid, strength, project, cwd, branch, since in candidates:
             days = active.days(_family_of(project or cwd, branch), since, until)
             if days > 0:
-                decayed.append((strength * half(days), eid))
+                decayed.append((strength * factor(days, half_life), eid))
         # each row's new seq set here, the counter moved once: what the update trigger would do row by row
         # (the same values, in the same order; store.py, schema version 6), at half the writes
         seq = store.counter("episode_seq")
         if decayed:
-            _update_strengths(conn, [(eid, strength, seq + n) for n, (strength, eid) in enumerate(decayed, 1)])
+            episode_store.set_strengths(store, [(eid, strength, seq + n)
+                                                for n, (strength, eid) in enumerate(decayed, 1)])
             store.set_counter("episode_seq", seq + len(decayed))
         out["episodes_decayed"] = len(decayed)
-        archived = [row[0] for row in conn.execute(
-            "SELECT id FROM episodes WHERE archived = 0 AND strength < ? ORDER BY id", (config.archive_below,))]
+        archived = episode_store.archive_weaker_than(store, config.archive_below)  # (L4's threshold)
         if archived:
-            conn.execute("UPDATE episodes SET archived = 1 WHERE archived = 0 AND strength < ?",
-                         (config.archive_below,))
             out["episodes_archived"] = len(archived)
             record_event(store, now_iso, "episodes_archived", count=len(archived), ids=archived[:50])
-        out["lessons_decayed"] = conn.execute(
-            "UPDATE lessons SET strength = strength * om_half(om_family_days(family, MAX(reinforced, ?))) "
-            "WHERE state = 'active' AND strength > 0 AND MAX(reinforced, ?) < ? "
-            "AND om_family_days(family, MAX(reinforced, ?)) > 0",
-            (floor, floor, day, floor),
-        ).rowcount
-        for lesson_id, strength in conn.execute(
-            "SELECT id, strength FROM lessons WHERE state = 'active' AND strength < ? ORDER BY id",
-            (config.archive_below,)).fetchall():
-            _archive_lesson(store, lesson_id, now_iso, strength, "faded")
-            out["lessons_archived"].append(lesson_id)
-        out["groups_dropped"] = conn.execute(
-            "DELETE FROM lessons WHERE state = 'forming' AND NOT EXISTS (SELECT 1 FROM lesson_members m "
-            "JOIN episodes e ON e.id = m.episode_id WHERE m.lesson_id = lessons.id AND e.archived = 0)"
-        ).rowcount
+        out["lessons_decayed"] = lesson_store.decay_active_lessons(
+            store, floor, day, lambda fam, since: active.days(fam, since, until),
+            lambda strength, days: lifecycle.decayed_strength(strength, days, config))
+        # (the core is asked about the lessons below the threshold and the groups without a live
+        # surprise: its guards say no to the others, which a sleep need not build a question for)
+        for lesson_id, strength, vetoed, kind in lesson_store.lessons_in_state(store, lifecycle.ACTIVE):
+            if not lifecycle.fades(strength, config):
+                continue
+            change = lifecycle.after_decay(lifecycle.Lesson(lifecycle.ACTIVE, strength, vetoed, kind), 0, config)
+            if change.archived:
+                _archive_lesson(store, lesson_id, now_iso, strength, "faded")
+                out["lessons_archived"].append(lesson_id)
+        dropped = [gid for gid, kind, live in lesson_store.forming_groups(store) if not live
+                   and lifecycle.after_forgetting(lifecycle.Lesson(lifecycle.FORMING, kind=kind), live).dropped]
+        out["groups_dropped"] = lesson_store.delete_groups(store, dropped)
         store.set_meta("decayed_until", day)
     return out
-
-
-def _update_strengths(conn, rows: list[tuple[int, float, int]]) -> None:
-    """Set each episode's (id, strength, seq) of ``rows``: the values go to a temporary table in
-    one pass, then one ``UPDATE ... FROM`` writes them (the same rows as an UPDATE by id per row, whose statement
-    and update trigger's program are set up again for every row)."""
-    conn.execute("CREATE TEMP TABLE IF NOT EXISTS om_strengths "
-                 "(id INTEGER PRIMARY KEY, strength REAL NOT NULL, seq INTEGER NOT NULL)")
-    conn.execute("DELETE FROM temp.om_strengths")
-    conn.executemany("INSERT INTO temp.om_strengths (id, strength, seq) VALUES (?, ?, ?)", rows)
-    conn.execute("UPDATE episodes SET strength = s.strength, seq = s.seq FROM temp.om_strengths s "
-                 "WHERE episodes.id = s.id")
-    conn.execute("DELETE FROM temp.om_strengths")
 
 
 class Activity:
@@ -423,12 +399,7 @@ class Activity:
 
     def __init__(self, store, since: str):
         start = since[:10]
-        self._set(store.conn.execute(
-            "SELECT DISTINCT project, json_extract(fields, '$.cwd'), json_extract(fields, '$.branch'), "
-            "substr(created, 1, 10) FROM episodes WHERE created >= ? UNION "
-            "SELECT DISTINCT project, json_extract(fields, '$.cwd'), json_extract(fields, '$.branch'), "
-            "substr(json_extract(fields, '$.ended'), 1, 10) FROM episodes WHERE kind = 'session' "
-            "AND json_extract(fields, '$.ended') >= ?", (start, start)))
+        self._set(episode_store.active_days_since(store, start))
 
     @classmethod
     def of_days(cls, rows) -> "Activity":
@@ -473,9 +444,8 @@ class Activity:
 
 
 def _archive_lesson(store, lesson_id: int, now_iso: str, strength: float, why: str) -> None:
-    store.conn.execute("UPDATE lessons SET state = 'archived', archived_at = ?, updated = ? WHERE id = ?",
-                       (now_iso, now_iso, lesson_id))
-    withdraw_predictions(store, lesson_id, now_iso)
+    """Persist a lesson's archiving (L4, L5: its open prediction withdrawn, P5) and its event."""
+    lesson_store.archive_lesson(store, lesson_id, now_iso)
     record_event(store, now_iso, "archived", lesson_id, strength=round(strength, 4), why=why)
 
 
@@ -496,19 +466,6 @@ class _Group:
     rows: list | None = None  # a group made in this sleep: its members as _details reads them, oldest first
 
 
-def _surprise_sql(config) -> tuple[str, list]:
-    kinds = list(config.surprise_failures)
-    marks = ",".join("?" * len(kinds))
-    sql = (
-        "SELECT e.id, e.kind, e.session_id, e.project, e.created, e.fields, e.text FROM episodes e "
-        "LEFT JOIN lesson_members m ON m.episode_id = e.id "
-        "WHERE m.episode_id IS NULL AND e.archived = 0 AND e.created <= ? AND "
-        f"(e.kind = 'correction' OR (e.kind = 'error' AND json_extract(e.fields, '$.failure') IN ({marks}))) "
-        "ORDER BY e.created, e.id"
-    )
-    return sql, kinds
-
-
 def _cluster_vectors(store):
     """How surprises are embedded for clustering: None for the hashed embedder (a surprise's
     normalised signature, embedded: the rule above); with another embedder (the learned one),
@@ -523,15 +480,10 @@ def _cluster_vectors(store):
     matrix = vectors.map(vectors.current_name(), vectors.committed_rows())
 
     def of(episode_ids) -> dict[int, np.ndarray]:
-        ids = list(episode_ids)
         out: dict[int, np.ndarray] = {}
-        for start in range(0, len(ids), 500):
-            part = ids[start:start + 500]
-            for eid, row in store.conn.execute(
-                    f"SELECT id, vec_row FROM episodes WHERE id IN ({','.join('?' * len(part))}) "
-                    "AND vec_row IS NOT NULL", part):
-                if row < len(matrix):
-                    out[eid] = np.asarray(matrix[row], dtype=np.float64)
+        for eid, row in episode_store.vector_rows(store, list(episode_ids)):
+            if row < len(matrix):
+                out[eid] = np.asarray(matrix[row], dtype=np.float64)
         return out
 
     return of
@@ -542,7 +494,7 @@ def _recentre(store, of) -> None:
     its members' vectors (signatures' for the hashed embedder, episodes' for another)."""
     dims = store_embedder(store).dims
     sums: dict[int, np.ndarray] = {}
-    members = store.conn.execute("SELECT lesson_id, episode_id, signature FROM lesson_members").fetchall()
+    members = lesson_store.all_members(store)
     vectors = of(eid for _, eid, _ in members) if of else {}
     made: dict[str, np.ndarray] = {}
     for gid, eid, sig in members:
@@ -554,9 +506,8 @@ def _recentre(store, of) -> None:
                 vec = made[sig] = embed_features(features(sig)).astype(np.float64)
         if vec is not None:
             sums[gid] = sums.get(gid, np.zeros(dims)) + vec
-    store.conn.executemany("UPDATE lessons SET centroid = ? WHERE id = ?",
-                           [(_vec_blob(sums.get(gid, np.zeros(dims))), gid)
-                            for (gid,) in store.conn.execute("SELECT id FROM lessons").fetchall()])
+    lesson_store.set_centroids(store, [(_vec_blob(sums.get(gid, np.zeros(dims))), gid)
+                                            for gid in lesson_store.all_lesson_ids(store)])
     store.set_meta("centroid_embedding", store_embedder(store).embedding)
 
 
@@ -569,14 +520,9 @@ def _load_index(store, keys: set | None = None) -> tuple[GroupIndex, dict[int, _
                        dims=store_embedder(store).dims)
     groups: dict[int, _Group] = {}
     signatures: dict[int, list[str]] = {}
-    for lesson_id, sig in store.conn.execute(
-        "SELECT lesson_id, signature FROM lesson_members GROUP BY lesson_id, signature "
-        "ORDER BY lesson_id, MIN(created), signature"
-    ):
+    for lesson_id, sig in lesson_store.member_signatures(store):
         signatures.setdefault(lesson_id, []).append(sig)
-    for gid, state, kind, fam, strength, reinforced, vetoed, centroid in store.conn.execute(
-        "SELECT id, state, kind, family, strength, reinforced, vetoed_at IS NOT NULL, centroid FROM lessons ORDER BY id"
-    ):
+    for gid, state, kind, fam, strength, reinforced, vetoed, centroid in lesson_store.group_rows(store):
         if keys is not None and (kind, fam) not in keys:
             continue
         groups[gid] = _Group(gid, state, kind, fam, strength, reinforced, bool(vetoed))
@@ -590,15 +536,13 @@ def learn(store, now: datetime, memo: SleepMemo | None = None) -> dict:
     """Surprises join the lesson they resemble, or cluster among themselves (see the module doc).
     ``memo``, when given, receives what was computed of each surprise (for verify)."""
     config = store.config
-    conn = store.conn
     now_iso = iso(now)
     out = {"surprises": 0, "joined": 0, "new_groups": 0, "learned": [], "strengthened": [], "revived": []}
     with store.write():
         of = _cluster_vectors(store)
         if (store.get_meta("centroid_embedding") or HASHED_EMBEDDING) != store_embedder(store).embedding:
             _recentre(store, of)  # the store's embedder changed since the centroids were made
-        sql, params = _surprise_sql(config)
-        rows = conn.execute(sql, [now_iso, *params]).fetchall()
+        rows = episode_store.unclustered_surprises(store, now_iso, list(config.surprise_failures))
         if not rows:
             return out
         episode_vectors = of(r[0] for r in rows) if of else None
@@ -613,7 +557,7 @@ def learn(store, now: datetime, memo: SleepMemo | None = None) -> dict:
         dims = embedder.dims
         members = []
         new_lessons = []
-        next_id = conn.execute("SELECT COALESCE(MAX(id), 0) + 1 FROM lessons").fetchone()[0]
+        next_id = lesson_store.next_lesson_id(store)
         vectors: dict[str, np.ndarray] = {}  # a signature's vector, made once per sleep
         index.reserve(len(rows))  # at most one new group per surprise
         for (eid, kind, session_id, project, created, _fields_json, text), fields in zip(rows, parsed):
@@ -634,7 +578,8 @@ def learn(store, now: datetime, memo: SleepMemo | None = None) -> dict:
                 gid, next_id = next_id, next_id + 1
                 new_lessons.append((gid, kind, key[1], sig))
                 index.add(gid, key, np.zeros(dims))
-                groups[gid] = _Group(gid, "forming", kind, key[1], 0.0, None, False, sessions_before=set(), rows=[])
+                groups[gid] = _Group(gid, lifecycle.FORMING, kind, key[1], 0.0, None, False, sessions_before=set(),
+                                     rows=[])
                 out["new_groups"] += 1
             else:
                 out["joined"] += 1
@@ -648,109 +593,83 @@ def learn(store, now: datetime, memo: SleepMemo | None = None) -> dict:
         touched = [g for g in groups.values() if g.joined]
         first_sigs = {gid: sig for gid, _kind, _fam, sig in new_lessons}
         # the sessions each group had before this sleep, in a few queries (not one per group)
-        before = _per_group(conn, "SELECT lesson_id, session_id FROM lesson_members WHERE lesson_id IN ({})",
-                            [g.id for g in touched if g.sessions_before is None])
+        before = lesson_store.member_sessions(store, [g.id for g in touched if g.sessions_before is None])
         for group in touched:
             if group.sessions_before is None:
                 group.sessions_before = {sid for _, sid in before.get(group.id, ())}
-        # the groups made in this sleep are written once, settled (below), after their members: the
+        # the groups made in this sleep are written once, promoted or not (below), after their members: the
         # members' references to them are checked when the transaction ends (or when they are written)
-        conn.execute("PRAGMA defer_foreign_keys = ON")
-        conn.executemany(
-            "INSERT INTO lesson_members (episode_id, lesson_id, session_id, created, signature, joined) "
-            "VALUES (?, ?, ?, ?, ?, ?)", members)
-        conn.executemany("UPDATE lessons SET centroid = ? WHERE id = ?",
-                         [(_vec_blob(index._sums[index._row[g.id]]), g.id) for g in touched if g.rows is None])
+        lesson_store.defer_foreign_keys(store, True)
+        lesson_store.insert_members(store, members)
+        lesson_store.set_centroids(store, [(_vec_blob(index._sums[index._row[g.id]]), g.id)
+                                          for g in touched if g.rows is None])
         # a group made in this sleep is counted from its members in memory; the others by the store
         ids = [g.id for g in touched if g.rows is None]
-        counts = _per_group(conn, "SELECT lesson_id, COUNT(*), COUNT(DISTINCT session_id), MIN(created), "
-                                  "MAX(created) FROM lesson_members WHERE lesson_id IN ({}) GROUP BY lesson_id", ids)
-        sources = _per_group(conn, "SELECT id, text_source, rule_text FROM lessons WHERE id IN ({})", ids)
+        counts = lesson_store.member_counts(store, ids)
+        sources = lesson_store.text_sources(store, ids)
         updates: dict[str, list] = {}
         for group in touched:
             if group.rows is None:
-                _settle(store, group, now_iso, out, counts[group.id][0][1:], sources[group.id][0][1:], updates=updates)
+                _promote_or_reinforce(store, group, now_iso, out, counts[group.id][0][1:], sources[group.id][0][1:],
+                                      updates=updates)
             else:
                 created = [c for c, _ in group.joined]
                 counts_now = (len(group.rows), len({sid for _, sid in group.joined}), min(created), max(created))
-                made = {"state": "forming", "kind": group.kind, "family": group.family, "text": "", "rule_text": "",
+                made = {"state": lifecycle.FORMING, "kind": group.kind, "family": group.family, "text": "",
+                        "rule_text": "",
                         "signature": first_sigs[group.id], "centroid": _vec_blob(index._sums[index._row[group.id]]),
                         "formed": now_iso, "updated": now_iso}
-                _settle(store, group, now_iso, out, counts_now, ("rule", ""), updates=updates, made=made)
-        for sql, values in updates.items():
-            conn.executemany(sql, values)
-        conn.execute("PRAGMA defer_foreign_keys = OFF")
+                _promote_or_reinforce(store, group, now_iso, out, counts_now, ("rule", ""), updates=updates, made=made)
+        lesson_store.write_groups(store, updates)
+        lesson_store.defer_foreign_keys(store, False)
     return out
 
 
-def _per_group(conn, sql: str, ids: list[int], chunk: int = 500) -> dict[int, list[tuple]]:
-    """Rows of ``sql`` (``IN ({})`` filled with ``ids``, a chunk at a time) by their first column."""
-    out: dict[int, list[tuple]] = {}
-    for start in range(0, len(ids), chunk):
-        part = ids[start:start + chunk]
-        for row in conn.execute(sql.format(",".join("?" * len(part))), part):
-            out.setdefault(row[0], []).append(row)
-    return out
-
-
-def _min_sessions(config, kind: str) -> int:
-    return config.correction_min_sessions if kind == "correction" else config.error_min_sessions
-
-
-def _settle(store, group: _Group, now_iso: str, out: dict, counts: tuple | None = None,
-            source: tuple | None = None, updates: dict[str, list] | None = None, made: dict | None = None) -> None:
-    """Recount a group that gained members; make it a lesson, or strengthen or revive it.
+def _promote_or_reinforce(store, group: _Group, now_iso: str, out: dict, counts: tuple | None = None,
+                          source: tuple | None = None, updates: dict[str, list] | None = None,
+                          made: dict | None = None) -> None:
+    """Recount a group that gained members, and persist what the lifecycle decides of it
+    (:func:`openmemory_local.sleep.lifecycle.after_join`): a forming group promoted to a lesson
+    (L2), a lesson strengthened or an archived one revived (L3), or only recounted.
     ``counts`` (seen, sessions, first, last) and ``source`` (text_source, rule_text), when
     given, are the group's as they stand (``learn`` reads them for every group at once);
     ``updates``, when given, collects the UPDATE (by statement) for the caller to run at once.
     ``made``: a group made in this sleep and not written yet, the columns of its row as it was
-    made; the statement is then its INSERT with what settling sets (the row in one write)."""
+    made; the statement is then its INSERT with what this sets (the row in one write)."""
     config = store.config
-    conn = store.conn
-    seen, sessions, first, last = counts or conn.execute(
-        "SELECT COUNT(*), COUNT(DISTINCT session_id), MIN(created), MAX(created) FROM lesson_members "
-        "WHERE lesson_id = ?", (group.id,)).fetchone()
+    seen, sessions, first, last = counts or lesson_store.member_counts(store, [group.id])[group.id][0][1:]
     details = _details(store, group, seen, sessions)
     rule = lesson_text(details, group.id)
     new_sessions = {s for _, s in group.joined} - (group.sessions_before or set())
     latest = max(c for c, _ in group.joined)
-    state, strength, reinforced = group.state, group.strength, group.reinforced
     sets = {"seen": seen, "sessions": sessions, "first_seen": first, "last_seen": last,
             "details": dumps(details), "rule_text": rule, "signature": details["signature"], "updated": now_iso}
-    if state == "forming":
-        if sessions >= _min_sessions(config, group.kind):
-            state = "active"
-            strength = _cap(config, config.lesson_initial_strength
-                            + config.lesson_join_strength * (sessions - _min_sessions(config, group.kind)))
-            reinforced = latest
-            sets.update(state=state, strength=strength, learned=now_iso, reinforced=reinforced,
-                        file_name=f"openmemory-lesson-{group.id}.md")
-            out["learned"].append(group.id)
-            record_event(store, now_iso, "learned", group.id, strength=strength, seen=seen, sessions=sessions,
-                         text=rule)
-    elif new_sessions:
-        to = _cap(config, strength + config.lesson_join_strength * len(new_sessions))
-        reinforced = max(filter(None, [reinforced, latest]))
-        sets.update(strength=to, reinforced=reinforced)
-        if state == "archived" and to >= config.archive_below:
-            sets.update(state="active", archived_at=None)
+    change = lifecycle.after_join(lifecycle.Lesson(group.state, group.strength, group.vetoed, group.kind),
+                                  sessions, len(new_sessions), config)
+    strength, to = change.before.strength, change.after.strength
+    if change.learned:
+        sets.update(state=lifecycle.ACTIVE, strength=to, learned=now_iso, reinforced=latest,
+                    file_name=f"openmemory-lesson-{group.id}.md")
+        out["learned"].append(group.id)
+        record_event(store, now_iso, "learned", group.id, strength=to, seen=seen, sessions=sessions, text=rule)
+    elif group.state != lifecycle.FORMING and new_sessions:
+        sets.update(strength=to, reinforced=max(filter(None, [group.reinforced, latest])))
+        if change.revived:
+            sets.update(state=lifecycle.ACTIVE, archived_at=None)
             out["revived"].append(group.id)
             record_event(store, now_iso, "revived", group.id, strength=to, sessions=sorted(new_sessions))
-        if to > strength:
+        if change.strengthened:
             out["strengthened"].append(group.id)
             record_event(store, now_iso, "strengthened", group.id, before=round(strength, 4), after=round(to, 4),
                          joined=len(group.joined), new_sessions=len(new_sessions), why="recurred")
-    row = source or conn.execute("SELECT text_source, rule_text FROM lessons WHERE id = ?", (group.id,)).fetchone()
+    row = source or lesson_store.text_sources(store, [group.id])[group.id][0][1:]
     if row[0] == "rule" or row[1] != rule:
         sets.update(text=rule, text_source="rule")
     if made is not None:
         sets = {**made, **sets}
-        sql = f"INSERT INTO lessons ({', '.join(sets)}, id) VALUES ({', '.join('?' * (len(sets) + 1))})"
-    else:
-        assignments = ", ".join(f"{k} = ?" for k in sets)
-        sql = f"UPDATE lessons SET {assignments} WHERE id = ?"
+    sql = lesson_store.group_statement(sets, new=made is not None)
     if updates is None:
-        conn.execute(sql, [*sets.values(), group.id])
+        lesson_store.write_groups(store, {sql: [(*sets.values(), group.id)]})
     else:
         updates.setdefault(sql, []).append((*sets.values(), group.id))
 
@@ -764,10 +683,7 @@ def _details(store, group: _Group, seen: int, sessions: int) -> dict:
     if group.rows is not None:
         rows = group.rows[-_DETAIL_MEMBERS:]  # surprises come in (created, id) order
     else:
-        rows = store.conn.execute(
-            "SELECT m.session_id, m.created, m.signature, e.project, e.fields FROM lesson_members m "
-            "JOIN episodes e ON e.id = m.episode_id WHERE m.lesson_id = ? ORDER BY m.created DESC, m.episode_id DESC "
-            "LIMIT ?", (group.id, _DETAIL_MEMBERS)).fetchall()
+        rows = lesson_store.latest_members(store, group.id, _DETAIL_MEMBERS)
         rows = [(*row[:4], loads(row[4], {}), None) for row in reversed(rows)]  # oldest first
     details: dict = {"kind": group.kind, "seen": seen, "sessions": sessions}
     branches, paths, projects = [], [], []
@@ -889,9 +805,7 @@ def _anchor(store, gid: int, top: dict) -> str | None:
     candidates = [w for w in candidates if "/" in w and path_like(w) and "{" not in w]
     if not candidates:
         return None
-    for (fields_json, project) in store.conn.execute(
-        "SELECT e.fields, e.project FROM lesson_members m JOIN episodes e ON e.id = m.episode_id "
-        "WHERE m.lesson_id = ? ORDER BY m.created DESC LIMIT 20", (gid,)):
+    for (fields_json, project) in lesson_store.member_commands(store, gid, 20):
         fields = loads(fields_json, {})
         command = normalise(fields.get("command") or "", cwd=project or fields.get("cwd"), branch=fields.get("branch"))
         for word in candidates:
@@ -907,13 +821,10 @@ def verify(store, now: datetime, memo: SleepMemo | None = None) -> dict:
     """Decide open predictions on the sessions that came after them (see the module doc).
     ``memo``: what :func:`learn` computed in this sleep (not computed again)."""
     config = store.config
-    conn = store.conn
     now_iso = iso(now)
     out = {"open": 0, "episodes": 0, "sessions": 0, "confirmed": [], "failed": []}
     with store.write():
-        preds = conn.execute(
-            "SELECT p.id, p.lesson_id, p.made, p.probes, p.family FROM predictions p WHERE p.state = 'open' "
-            "ORDER BY p.id").fetchall()
+        preds = lesson_store.open_predictions(store)
         if not preds:
             return out
         out["open"] = len(preds)
@@ -922,54 +833,37 @@ def verify(store, now: datetime, memo: SleepMemo | None = None) -> dict:
         for i, p in enumerate(preds):
             by_family.setdefault(p[4], []).append(i)
         # a session that started before the prediction and went on after it shows what it met after
-        episodes = conn.execute(
-            "SELECT id, kind, project, created, fields, session_id FROM episodes WHERE created <= ? AND "
-            "(created > ? OR (kind = 'session' AND json_extract(fields, '$.ended') > ?)) "
-            "ORDER BY created, id", (now_iso, since, since)).fetchall()
+        episodes = episode_store.episodes_met_after(store, since, now_iso)
         out["episodes"] = len(episodes)
         ended: dict[int, str | None] = {}
         evidence = _evidence(config, preds, by_family, episodes, now_iso, memo, ended)
         quiet = _quiet_sessions(episodes, epoch(now) - config.prediction_settle_minutes * 60, ended)
         out["sessions"] = len({sid for per in evidence.values() for sid in per})
-        for i, (pid, lesson_id, made, _probes, _fam) in enumerate(preds):
-            verdict = _verdict(evidence.get(i, {}), quiet)
-            if verdict is None:
-                continue
-            state, why, (eid, created, facet, sim) = verdict
-            if state == "confirmed":
-                before, after = _adjust(store, lesson_id, config.confirm_strength, reinforce=created)
-            else:
-                before, after = _adjust(store, lesson_id, -config.fail_strength)
-            conn.execute(
-                "UPDATE predictions SET state = ?, resolved = ?, episode_id = ?, similarity = ?, facet = ? "
-                "WHERE id = ?", (state, now_iso, eid, round(sim, 6), facet, pid))
-            record_event(store, now_iso, state, lesson_id, pid, episode=eid, facet=facet, why=why,
+        decided = [(pred, verdict) for i, pred in enumerate(preds)
+                   if (verdict := lifecycle.verdict(evidence.get(i, {}), quiet)).outcome != lifecycle.UNDECIDED]
+        # the lessons of the decided predictions, read at once and kept as they change (P2, P3, L5)
+        rows = lesson_store.strengths(store, [pred[1] for pred, _ in decided])
+        lessons = {lid: lifecycle.Lesson(state, strength, vetoed, kind)
+                   for lid, (state, strength, _reinforced, vetoed, kind) in rows.items()}
+        reinforced = {lid: row[2] for lid, row in rows.items()}
+        for (pid, lesson_id, made, _probes, _fam), verdict in decided:
+            state = lifecycle.resolve(lifecycle.OPEN, lifecycle.CONFIRM if verdict.outcome == lifecycle.CONFIRMED
+                                      else lifecycle.FAIL)
+            eid, created, facet, sim = verdict.match
+            change = lifecycle.after_verdict(lessons[lesson_id], verdict.outcome, config)
+            lessons[lesson_id] = change.after
+            if state == lifecycle.CONFIRMED:  # decay counts from the confirming evidence (L5)
+                reinforced[lesson_id] = max(filter(None, [reinforced[lesson_id], created]))
+            before, after = change.before.strength, change.after.strength
+            lesson_store.set_strength(store, lesson_id, after, reinforced[lesson_id])
+            lesson_store.resolve_prediction(store, pid, state, now_iso, eid, round(sim, 6), facet)
+            record_event(store, now_iso, state, lesson_id, pid, episode=eid, facet=facet, why=verdict.why,
                          similarity=round(sim, 4), before=round(before, 4), after=round(after, 4),
                          days=round((epoch(now) - epoch(made)) / DAY, 1))
             out[state].append(pid)
-            if state == "failed" and after < config.archive_below:
+            if change.archived:
                 _archive_lesson(store, lesson_id, now_iso, after, "predictions failed")
     return out
-
-
-#: What a verdict says happened, by the role of the probe that decided it.
-_WHY = {"failure": "the failure recurred", "resolution": "its resolution was used",
-        "situation": "the situation recurred without the failure or its resolution"}
-
-
-def _verdict(sessions: dict, quiet: set) -> tuple | None:
-    """The first later session (in time) that met the situation or the outcome decides: the
-    failure or the resolution in it confirms; the situation alone fails, once that session is
-    quiet (until then nothing is decided: it may yet show them); nothing else decides."""
-    for sid, seen in sorted(sessions.items(), key=lambda kv: kv[1]["first"]):
-        for role in ("failure", "resolution"):
-            if role in seen:
-                return "confirmed", _WHY[role], seen[role]
-        if "situation" in seen:
-            if sid in quiet:
-                return "failed", _WHY["situation"], seen["situation"]
-            return None
-    return None
 
 
 def _quiet_sessions(episodes, before: float, ended_of: dict[int, str | None] | None = None) -> set:
@@ -988,15 +882,6 @@ def _quiet_sessions(episodes, before: float, ended_of: dict[int, str | None] | N
                     pass
         last[sid] = max(last.get(sid, 0.0), when)
     return {sid for sid, when in last.items() if when <= before}
-
-
-def _adjust(store, lesson_id: int, delta: float, reinforce: str | None = None) -> tuple[float, float]:
-    row = store.conn.execute("SELECT strength, reinforced FROM lessons WHERE id = ?", (lesson_id,)).fetchone()
-    before = float(row[0])
-    after = _cap(store.config, before + delta)
-    reinforced = max(filter(None, [row[1], reinforce])) if reinforce else row[1]
-    store.conn.execute("UPDATE lessons SET strength = ?, reinforced = ? WHERE id = ?", (after, reinforced, lesson_id))
-    return before, after
 
 
 def _evidence(config, preds, by_family: dict[str, list[int]], episodes, now_iso: str,
@@ -1095,8 +980,8 @@ def _record_hits(names, times, fam_hits: dict, hits_for, found: dict, sid: str, 
             first = last = created
         else:
             first, last = times[n]
-            first = (_stamp(first) if first else None) or created
-            last = (_stamp(last) if last else None) or created
+            first = (_stored_time(first) if first else None) or created
+            last = (_stored_time(last) if last else None) or created
         # the failure recurs only as an error or correction whose signature (its first facet) matches
         failure = not is_session and n == 0
         for i, role, made, sim in hits:
@@ -1177,7 +1062,7 @@ _PAIR_SIMS = _Bounded(1 << 17)
 
 
 @lru_cache(maxsize=1 << 16)
-def _stamp(raw: str | None) -> str | None:
+def _stored_time(raw: str | None) -> str | None:
     """A transcript's time as stored (``iso``), or None."""
     if not raw:
         return None
@@ -1194,10 +1079,7 @@ def _recent_heads(store, projects: list[str], sessions: int = 200) -> list[str]:
     """The command heads run in the last ``sessions`` sessions of these projects."""
     if not projects:
         return []
-    marks = ",".join("?" * len(projects))
-    return _heads(commands for (commands,) in store.conn.execute(
-        f"SELECT json_extract(fields, '$.commands') FROM episodes WHERE kind = 'session' AND project IN ({marks}) "
-        "ORDER BY created DESC LIMIT ?", [*projects, sessions]))
+    return _heads(commands for (commands,) in episode_store.latest_session_commands(store, projects, sessions))
 
 
 def _heads(commands_json) -> list[str]:
@@ -1224,8 +1106,7 @@ class _RecentHeads:
             return []
         if self._by_project is None:
             self._by_project = {}
-            for eid, project, created in self.store.conn.execute(
-                    "SELECT id, project, created FROM episodes WHERE kind = 'session' AND project IS NOT NULL"):
+            for eid, project, created in episode_store.session_times(self.store):
                 self._by_project.setdefault(project, []).append((created, eid))
         rows = [row for project in dict.fromkeys(projects) for row in self._by_project.get(project, ())]
         if len(rows) > self.sessions:
@@ -1233,25 +1114,23 @@ class _RecentHeads:
             if rows[self.sessions - 1][0] == rows[self.sessions][0]:
                 return _recent_heads(self.store, projects, self.sessions)
             rows = rows[:self.sessions]
-        found = _per_group(self.store.conn, "SELECT id, json_extract(fields, '$.commands') FROM episodes "
-                                            "WHERE id IN ({})", [eid for _, eid in rows])
-        return _heads(commands[0][1] for commands in found.values())
+        return _heads(episode_store.session_commands(self.store, [eid for _, eid in rows]).values())
 
 
 def predict(store, now: datetime) -> dict:
-    """Every strong enough lesson without an open prediction makes one."""
+    """Every strong enough lesson without an open prediction makes one (P1)."""
     config = store.config
-    conn = store.conn
     now_iso = iso(now)
     out = {"made": []}
     with store.write():
-        rows = conn.execute(
-            "SELECT id, family, details FROM lessons l WHERE state = 'active' AND vetoed_at IS NULL "
-            "AND strength >= ? AND NOT EXISTS (SELECT 1 FROM predictions p WHERE p.lesson_id = l.id "
-            "AND p.state = 'open') ORDER BY id", (config.predict_min_strength,)).fetchall()
+        has_open = lesson_store.with_open_prediction(store)
+        chosen = [lid for lid, state, strength, vetoed, kind in lesson_store.all_groups(store)
+                  if lifecycle.may_predict(lifecycle.Lesson(state, strength, vetoed, kind), lid in has_open, config)]
+        found = lesson_store.details_of(store, chosen)
         heads_of: dict[tuple, list[str]] = {}  # projects -> their recent heads, read once per predict
         recent_heads = _RecentHeads(store)
-        for lesson_id, fam, details_json in rows:
+        for lesson_id in chosen:
+            fam, details_json = found[lesson_id]
             details = loads(details_json, {})
             programs = ()
             if details.get("kind") == "correction":
@@ -1261,9 +1140,7 @@ def predict(store, now: datetime) -> dict:
                     programs = heads_of[projects] = recent_heads(list(projects))
             expected = probes(details, details.get("signature") or "", programs)
             text = prediction_text(details, fam, lesson_id)
-            pid = conn.execute(
-                "INSERT INTO predictions (lesson_id, made, text, probes, family) VALUES (?, ?, ?, ?, ?)",
-                (lesson_id, now_iso, text, dumps(expected), fam)).lastrowid
+            pid = lesson_store.insert_prediction(store, lesson_id, now_iso, text, dumps(expected), fam)
             record_event(store, now_iso, "predicted", lesson_id, pid, text=text)
             out["made"].append(pid)
     return out

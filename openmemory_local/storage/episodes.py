@@ -155,3 +155,122 @@ def session_command_heads(store) -> list[str]:
     return [row[0] for row in store.conn.execute(
         "SELECT DISTINCT j.key FROM episodes AS e, json_each(e.fields, '$.commands') AS j "
         "WHERE e.kind = 'session' AND json_type(e.fields, '$.commands') = 'object'")]
+
+
+# --- what sleep reads and writes of episodes (openmemory_local.sleep.passes) ---------------------
+
+
+def holds_episodes_or_lessons(store) -> bool:
+    """Whether the store holds an episode or a lesson: something a sleep consolidates."""
+    return bool(store.conn.execute(
+        "SELECT EXISTS (SELECT 1 FROM episodes) OR EXISTS (SELECT 1 FROM lessons)").fetchone()[0])
+
+
+def decay_scan(store, floor: str, day: str):
+    """Every episode, by id, as decay reads it in one scan: (id, whether it decays (unarchived, strength
+    above 0, untouched since the later of ``floor`` and its last touch, before ``day``), strength,
+    project, cwd, branch, the later of ``floor`` and its last touch, created, a session's ``ended``)."""
+    return store.conn.execute(
+        "SELECT id, archived = 0 AND strength > 0 AND MAX(last_touched, ?) < ?, strength, project, "
+        "json_extract(fields, '$.cwd'), json_extract(fields, '$.branch'), MAX(last_touched, ?), created, "
+        "CASE WHEN kind = 'session' THEN json_extract(fields, '$.ended') END FROM episodes ORDER BY id",
+        (floor, day, floor))
+
+
+def set_strengths(store, rows: list[tuple[int, float, int]]) -> None:
+    """Set each episode's (id, strength, seq) of ``rows``: the values go to a temporary table in
+    one pass, then one ``UPDATE ... FROM`` writes them (the same rows as an UPDATE by id per row, whose
+    statement and update trigger's program are set up again for every row)."""
+    conn = store.conn
+    conn.execute("CREATE TEMP TABLE IF NOT EXISTS om_strengths "
+                 "(id INTEGER PRIMARY KEY, strength REAL NOT NULL, seq INTEGER NOT NULL)")
+    conn.execute("DELETE FROM temp.om_strengths")
+    conn.executemany("INSERT INTO temp.om_strengths (id, strength, seq) VALUES (?, ?, ?)", rows)
+    conn.execute("UPDATE episodes SET strength = s.strength, seq = s.seq FROM temp.om_strengths s "
+                 "WHERE episodes.id = s.id")
+    conn.execute("DELETE FROM temp.om_strengths")
+
+
+def archive_weaker_than(store, below: float) -> list[int]:
+    """Archive the unarchived episodes weaker than ``below``; their ids."""
+    archived = [row[0] for row in store.conn.execute(
+        "SELECT id FROM episodes WHERE archived = 0 AND strength < ? ORDER BY id", (below,))]
+    if archived:
+        store.conn.execute("UPDATE episodes SET archived = 1 WHERE archived = 0 AND strength < ?", (below,))
+    return archived
+
+
+def active_days_since(store, start: str):
+    """(project, cwd, branch, day) of each day from ``start`` (``YYYY-MM-DD``) on which an episode
+    happened or a session ended."""
+    return store.conn.execute(
+        "SELECT DISTINCT project, json_extract(fields, '$.cwd'), json_extract(fields, '$.branch'), "
+        "substr(created, 1, 10) FROM episodes WHERE created >= ? UNION "
+        "SELECT DISTINCT project, json_extract(fields, '$.cwd'), json_extract(fields, '$.branch'), "
+        "substr(json_extract(fields, '$.ended'), 1, 10) FROM episodes WHERE kind = 'session' "
+        "AND json_extract(fields, '$.ended') >= ?", (start, start))
+
+
+def vector_rows(store, ids: list[int]) -> list[tuple[int, int]]:
+    """(id, vec_row) of those of ``ids`` that have a row in the vectors file."""
+    out: list[tuple[int, int]] = []
+    for start in range(0, len(ids), 500):
+        part = ids[start:start + 500]
+        out.extend(store.conn.execute(
+            f"SELECT id, vec_row FROM episodes WHERE id IN ({','.join('?' * len(part))}) "
+            "AND vec_row IS NOT NULL", part))
+    return out
+
+
+def unclustered_surprises(store, until: str, failures: list[str]) -> list[tuple]:
+    """(id, kind, session_id, project, created, fields, text) of the unarchived surprises created up
+    to ``until`` and in no group yet (corrections, and errors whose failure is one of ``failures``),
+    by time then id."""
+    marks = ",".join("?" * len(failures))
+    return store.conn.execute(
+        "SELECT e.id, e.kind, e.session_id, e.project, e.created, e.fields, e.text FROM episodes e "
+        "LEFT JOIN lesson_members m ON m.episode_id = e.id "
+        "WHERE m.episode_id IS NULL AND e.archived = 0 AND e.created <= ? AND "
+        f"(e.kind = 'correction' OR (e.kind = 'error' AND json_extract(e.fields, '$.failure') IN ({marks}))) "
+        "ORDER BY e.created, e.id", [until, *failures]).fetchall()
+
+
+def episodes_met_after(store, since: str, until: str) -> list[tuple]:
+    """(id, kind, project, created, fields, session_id) of the episodes created in (since, until],
+    and of the sessions created by ``until`` that ended after ``since``, by time then id."""
+    return store.conn.execute(
+        "SELECT id, kind, project, created, fields, session_id FROM episodes WHERE created <= ? AND "
+        "(created > ? OR (kind = 'session' AND json_extract(fields, '$.ended') > ?)) "
+        "ORDER BY created, id", (until, since, since)).fetchall()
+
+
+def latest_session_commands(store, projects: list[str], sessions: int):
+    """The ``commands`` (JSON) of the latest ``sessions`` session episodes of these projects."""
+    marks = ",".join("?" * len(projects))
+    return store.conn.execute(
+        f"SELECT json_extract(fields, '$.commands') FROM episodes WHERE kind = 'session' AND project IN ({marks}) "
+        "ORDER BY created DESC LIMIT ?", [*projects, sessions])
+
+
+def session_times(store):
+    """(id, project, created) of every session episode with a project."""
+    return store.conn.execute(
+        "SELECT id, project, created FROM episodes WHERE kind = 'session' AND project IS NOT NULL")
+
+
+def session_commands(store, ids: list[int]) -> dict[int, str | None]:
+    """Each of these session episodes' ``commands`` (JSON)."""
+    out: dict[int, str | None] = {}
+    for start in range(0, len(ids), 500):
+        part = ids[start:start + 500]
+        out.update(store.conn.execute(
+            f"SELECT id, json_extract(fields, '$.commands') FROM episodes WHERE id IN ({','.join('?' * len(part))})",
+            part))
+    return out
+
+
+def session_projects_and_branches(store):
+    """(project, branch) of the session episodes with a project, each pair once, by project."""
+    return store.conn.execute(
+        "SELECT DISTINCT project, json_extract(fields, '$.branch') FROM episodes WHERE kind = 'session' "
+        "AND project IS NOT NULL ORDER BY project")

@@ -12,7 +12,7 @@ __all__ = [
     "folder_has_lesson_records", "lines_listed", "forget_rendered", "forget_folder", "mark_ours",
     "mark_edited", "mark_removed", "record_pending_writes", "mark_removing", "record_written",
     "record_index", "record_index_if_missing", "record_agent_section", "vetoed_lesson_ids",
-    "lesson_file_name", "kept_edited_count", "veto_lesson_once",
+    "lesson_file_name", "kept_edited_count",
 ]
 
 
@@ -142,14 +142,3 @@ def record_agent_section(store, path: str, folder: str, role: str, digest: str, 
         "INSERT INTO rendered_files (path, memory_dir, lesson_id, role, sha256, pending_sha256, state, written) "
         "VALUES (?, ?, ?, 'agent-line', NULL, NULL, 'ours', ?)",
         [(f"{path}#lesson-{lid}", path, lid, now_iso) for lid in shown])
-
-
-def veto_lesson_once(store, lesson_id: int, now_iso: str) -> bool:
-    """Set a lesson's veto (its file was deleted from a memory folder) unless it has one: True if
-    set. (The same write as :func:`openmemory_local.sleep.lessons.veto`; the lifecycle work moves
-    both into one place.)"""
-    row = store.conn.execute("SELECT vetoed_at FROM lessons WHERE id = ?", (lesson_id,)).fetchone()
-    if row is None or row[0] is not None:
-        return False
-    store.conn.execute("UPDATE lessons SET vetoed_at = ?, updated = ? WHERE id = ?", (now_iso, now_iso, lesson_id))
-    return True

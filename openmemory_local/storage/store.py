@@ -230,8 +230,7 @@ from openmemory_local.core.clock import iso
 from openmemory_local.core.config import Config
 from openmemory_local.core.jsonio import dumps, loads
 
-__all__ = ["Store", "StoreError", "SCHEMA_VERSION", "MIGRATIONS", "dumps", "loads", "record_event",
-           "withdraw_predictions"]
+__all__ = ["Store", "StoreError", "SCHEMA_VERSION", "MIGRATIONS", "dumps", "loads", "record_event"]
 
 
 class StoreError(RuntimeError):
@@ -1001,11 +1000,3 @@ def record_event(store, at: str, kind: str, lesson_id: int | None = None, predic
         "INSERT INTO events (at, kind, lesson_id, prediction_id, detail) VALUES (?, ?, ?, ?, ?)",
         (at, kind, lesson_id, prediction_id, dumps(detail)),
     )
-
-
-def withdraw_predictions(store, lesson_id: int, at: str) -> int:
-    """Close a lesson's open prediction without counting it (its lesson was archived or vetoed)."""
-    return store.conn.execute(
-        "UPDATE predictions SET state = 'withdrawn', resolved = ? WHERE lesson_id = ? AND state = 'open'",
-        (at, lesson_id),
-    ).rowcount

@@ -30,7 +30,7 @@ def _errors(n: int, rng: random.Random) -> list[Episode]:
 
 
 def test_strengths_written_at_once_are_the_row_by_row_update(store):
-    from openmemory_local.sleep.passes import _update_strengths
+    from openmemory_local.storage.episodes import set_strengths
 
     rng = random.Random(3)
     add_episodes(store, _errors(60, rng), now=START + timedelta(days=5))
@@ -47,7 +47,7 @@ def test_strengths_written_at_once_are_the_row_by_row_update(store):
                     store.conn.executemany("UPDATE episodes SET strength = ?, seq = ? WHERE id = ?",
                                            [(s, q, eid) for eid, s, q in rows])
                 else:
-                    _update_strengths(store.conn, rows)
+                    set_strengths(store, rows)
                 tables.append((store.conn.execute("SELECT id, strength, seq, typeof(strength), * FROM episodes "
                                                   "ORDER BY id").fetchall(),
                                store.conn.execute("SELECT * FROM counters ORDER BY name").fetchall()))
@@ -57,7 +57,7 @@ def test_strengths_written_at_once_are_the_row_by_row_update(store):
         written = {r[0]: r[1:3] for r in tables[1][0]}
         assert all(written[eid] == (strength, seq) for eid, strength, seq in rows)
     with store.write():  # and the temporary table is left empty
-        _update_strengths(store.conn, rows)
+        set_strengths(store, rows)
     assert store.conn.execute("SELECT COUNT(*) FROM temp.om_strengths").fetchone()[0] == 0
 
 

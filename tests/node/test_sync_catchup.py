@@ -336,7 +336,7 @@ def test_a_batch_checked_ahead_gives_what_each_record_alone_gives(tmp_path, monk
     if verifier == "never started":
         monkeypatch.setattr(ingest_module, "_verifier", lambda: never)
     elif verifier == "always waited for":
-        monkeypatch.setattr(ingest_module, "STEAL", False)
+        monkeypatch.setattr(ingest_module, "CHECK_UNSTARTED_HERE", False)
     records = make_records(120, 6, int(time.time()))
     bad = _resigned(records)
     # Every kind of refusal in the middle of chunks, a record twice, a record already stored.
@@ -398,7 +398,7 @@ def test_signatures_of_a_batch_are_checked_on_the_verifier_thread(tmp_path, monk
     monkeypatch.setattr(wire, "verify_signature", watched)
     monkeypatch.setattr(wire.codec, "verify_signature", watched)  # (wire.verify and verify_signatures call it)
     monkeypatch.setattr(wire, "verify_signatures", watched_many)  # (the batch's checks ahead call it)
-    monkeypatch.setattr(ingest_module, "STEAL", False)  # (else a chunk not started there may be checked here)
+    monkeypatch.setattr(ingest_module, "CHECK_UNSTARTED_HERE", False)  # (else a chunk not started there may be checked here)
     records = make_records(64, 4, int(time.time()))
     ingest = _ingest(tmp_path)
     assert all(o.accepted for o in ingest.accept_batch(records, peer="12D3KooWPeer", solicited=True))
