@@ -9,10 +9,11 @@ lessons are one query (or one per 500 ids), never one per row.
 
 from __future__ import annotations
 
+from openmemory_local.storage.store import rows_by_ids
+
 from openmemory_local.core.jsonio import dumps
 
 #: SQLite's bound on the parameters of one statement, with room to spare.
-_CHUNK = 500
 
 
 # --- received lessons --------------------------------------------------------------
@@ -87,13 +88,8 @@ def veto_received_once(store, commons_id: int, now_iso: str) -> tuple[str, str] 
 
 def vetoed_received_ids(store, ids: list[int]) -> set[int]:
     """Those of ``ids`` vetoed."""
-    out: set[int] = set()
-    for start in range(0, len(ids), _CHUNK):
-        chunk = ids[start:start + _CHUNK]
-        out.update(lid for (lid,) in store.conn.execute(
-            f"SELECT id FROM commons_lessons WHERE vetoed_at IS NOT NULL AND id IN ({','.join('?' * len(chunk))})",
-            chunk))
-    return out
+    return {lid for (lid,) in rows_by_ids(
+        store, "SELECT id FROM commons_lessons WHERE vetoed_at IS NOT NULL AND id IN ({ids})", ids)}
 
 
 def folders_rendering(store, commons_id: int) -> list[str]:
@@ -128,14 +124,9 @@ def prediction_counts(store) -> list[tuple]:
 def attestation_rows(store, ids: list[int]) -> list[tuple]:
     """(commons_id, verdict, met_before, sessions, matched, window, made, state, record_id,
     node_status, failure, fix, exposed) of the attestations of these received lessons, by id."""
-    out: list[tuple] = []
-    for start in range(0, len(ids), _CHUNK):
-        chunk = ids[start:start + _CHUNK]
-        out.extend(store.conn.execute(
-            "SELECT commons_id, verdict, met_before, sessions, matched, window, made, state, record_id, node_status, "
-            f"failure, fix, exposed FROM commons_attestations WHERE commons_id IN ({','.join('?' * len(chunk))}) "
-            "ORDER BY id", chunk))
-    return out
+    return rows_by_ids(
+        store, "SELECT commons_id, verdict, met_before, sessions, matched, window, made, state, record_id, node_status, "
+        "failure, fix, exposed FROM commons_attestations WHERE commons_id IN ({ids}) ORDER BY id", ids)
 
 
 def set_attestation_node_status(store, record_id: str, status) -> None:

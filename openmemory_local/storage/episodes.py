@@ -7,6 +7,8 @@ Plain SQL over ``store.conn``; writers run inside the caller's ``store.write()``
 
 from __future__ import annotations
 
+from openmemory_local.storage.store import rows_by_ids
+
 # --- transcripts -------------------------------------------------------------------
 
 
@@ -213,13 +215,7 @@ def active_days_since(store, start: str):
 
 def vector_rows(store, ids: list[int]) -> list[tuple[int, int]]:
     """(id, vec_row) of those of ``ids`` that have a row in the vectors file."""
-    out: list[tuple[int, int]] = []
-    for start in range(0, len(ids), 500):
-        part = ids[start:start + 500]
-        out.extend(store.conn.execute(
-            f"SELECT id, vec_row FROM episodes WHERE id IN ({','.join('?' * len(part))}) "
-            "AND vec_row IS NOT NULL", part))
-    return out
+    return rows_by_ids(store, "SELECT id, vec_row FROM episodes WHERE id IN ({ids}) AND vec_row IS NOT NULL", ids)
 
 
 def unclustered_surprises(store, until: str, failures: list[str]) -> list[tuple]:
@@ -260,13 +256,8 @@ def session_times(store):
 
 def session_commands(store, ids: list[int]) -> dict[int, str | None]:
     """Each of these session episodes' ``commands`` (JSON)."""
-    out: dict[int, str | None] = {}
-    for start in range(0, len(ids), 500):
-        part = ids[start:start + 500]
-        out.update(store.conn.execute(
-            f"SELECT id, json_extract(fields, '$.commands') FROM episodes WHERE id IN ({','.join('?' * len(part))})",
-            part))
-    return out
+    return dict(rows_by_ids(store, "SELECT id, json_extract(fields, '$.commands') FROM episodes WHERE id IN ({ids})",
+                            ids))
 
 
 def session_projects_and_branches(store):

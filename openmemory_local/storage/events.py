@@ -7,19 +7,12 @@ Plain SQL over ``store.conn``; writers run inside the caller's ``store.write()``
 
 from __future__ import annotations
 
+from openmemory_local.storage.store import rows_by_ids
+
 from openmemory_local.core.jsonio import dumps
 
-_CHUNK = 500
 
 
-def _by_ids(store, sql: str, ids) -> list[tuple]:
-    """``sql`` (with one ``{marks}``) over ``ids``, 500 at a time."""
-    ids = list(ids)
-    out: list[tuple] = []
-    for start in range(0, len(ids), _CHUNK):
-        chunk = ids[start:start + _CHUNK]
-        out.extend(store.conn.execute(sql.format(marks=",".join("?" * len(chunk))), chunk))
-    return out
 
 
 def events_after(store, event_id: int) -> list[tuple]:
@@ -31,13 +24,13 @@ def events_after(store, event_id: int) -> list[tuple]:
 
 def lesson_summaries(store, ids) -> dict[int, tuple[str, float, int, int]]:
     """Lesson id -> (text, strength, seen, sessions), for these ids."""
-    return {lid: (text, strength, seen, sessions) for lid, text, strength, seen, sessions in _by_ids(
-        store, "SELECT id, text, strength, seen, sessions FROM lessons WHERE id IN ({marks})", ids)}
+    return {lid: (text, strength, seen, sessions) for lid, text, strength, seen, sessions in rows_by_ids(
+        store, "SELECT id, text, strength, seen, sessions FROM lessons WHERE id IN ({ids})", ids)}
 
 
 def prediction_texts(store, ids) -> dict[int, str]:
     """Prediction id -> its text, for these ids."""
-    return dict(_by_ids(store, "SELECT id, text FROM predictions WHERE id IN ({marks})", ids))
+    return dict(rows_by_ids(store, "SELECT id, text FROM predictions WHERE id IN ({ids})", ids))
 
 
 def last_reported(store) -> tuple[int, str | None]:

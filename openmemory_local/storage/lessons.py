@@ -11,6 +11,8 @@ round trip per row.
 
 from __future__ import annotations
 
+from openmemory_local.storage.store import rows_by_ids
+
 from typing import Callable, Iterable
 
 __all__ = [
@@ -53,13 +55,11 @@ __all__ = [
 ]
 
 
-def per_id(store, sql: str, ids: list, chunk: int = 500) -> dict[int, list[tuple]]:
-    """Rows of ``sql`` (``IN ({})`` filled with ``ids``, a chunk at a time) by their first column."""
+def per_id(store, sql: str, ids: list) -> dict[int, list[tuple]]:
+    """Rows of ``sql`` (``IN ({ids})`` filled with ``ids``: :func:`rows_by_ids`) by their first column."""
     out: dict[int, list[tuple]] = {}
-    for start in range(0, len(ids), chunk):
-        part = ids[start:start + chunk]
-        for row in store.conn.execute(sql.format(",".join("?" * len(part))), part):
-            out.setdefault(row[0], []).append(row)
+    for row in rows_by_ids(store, sql, ids):
+        out.setdefault(row[0], []).append(row)
     return out
 
 
@@ -181,18 +181,18 @@ def insert_members(store, members: list[tuple]) -> None:
 
 def member_sessions(store, ids: list[int]) -> dict[int, list[tuple]]:
     """Each group's members' ``(group id, session id)``."""
-    return per_id(store, "SELECT lesson_id, session_id FROM lesson_members WHERE lesson_id IN ({})", ids)
+    return per_id(store, "SELECT lesson_id, session_id FROM lesson_members WHERE lesson_id IN ({ids})", ids)
 
 
 def member_counts(store, ids: list[int]) -> dict[int, list[tuple]]:
     """Each group's ``(group id, members, distinct sessions, first, last)``."""
     return per_id(store, "SELECT lesson_id, COUNT(*), COUNT(DISTINCT session_id), MIN(created), MAX(created) "
-                        "FROM lesson_members WHERE lesson_id IN ({}) GROUP BY lesson_id", ids)
+                        "FROM lesson_members WHERE lesson_id IN ({ids}) GROUP BY lesson_id", ids)
 
 
 def text_sources(store, ids: list[int]) -> dict[int, list[tuple]]:
     """Each group's ``(group id, text_source, rule_text)``."""
-    return per_id(store, "SELECT id, text_source, rule_text FROM lessons WHERE id IN ({})", ids)
+    return per_id(store, "SELECT id, text_source, rule_text FROM lessons WHERE id IN ({ids})", ids)
 
 
 def latest_members(store, gid: int, limit: int) -> list[tuple]:
@@ -244,7 +244,7 @@ def open_predictions(store) -> list[tuple]:
 def strengths(store, ids: list[int]) -> dict[int, tuple]:
     """Each lesson's ``(state, strength, reinforced, vetoed, kind)``."""
     return {row[0]: (row[1], float(row[2]), row[3], bool(row[4]), row[5]) for rows in per_id(
-        store, "SELECT id, state, strength, reinforced, vetoed_at IS NOT NULL, kind FROM lessons WHERE id IN ({})",
+        store, "SELECT id, state, strength, reinforced, vetoed_at IS NOT NULL, kind FROM lessons WHERE id IN ({ids})",
         list(dict.fromkeys(ids))).values() for row in rows}
 
 
@@ -274,7 +274,7 @@ def with_open_prediction(store) -> set[int]:
 def details_of(store, ids: list[int]) -> dict[int, tuple[str, str]]:
     """Each lesson's ``(family, details JSON)``."""
     return {rows[0][0]: rows[0][1:] for rows in per_id(
-        store, "SELECT id, family, details FROM lessons WHERE id IN ({})", ids).values()}
+        store, "SELECT id, family, details FROM lessons WHERE id IN ({ids})", ids).values()}
 
 
 def insert_prediction(store, lesson_id: int, made: str, text: str, probes: str,

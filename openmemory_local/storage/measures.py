@@ -4,6 +4,8 @@ scratch copy of the store they learn on. Reads are whole-table scans, once per e
 
 from __future__ import annotations
 
+from openmemory_local.storage.store import rows_by_ids
+
 from pathlib import Path
 
 
@@ -43,11 +45,7 @@ def prediction_outcomes(store, ids: list[int] | None = None) -> list[tuple]:
     sql = "SELECT state, resolved FROM predictions"
     if ids is None:
         return store.conn.execute(sql).fetchall()
-    out: list[tuple] = []
-    for start in range(0, len(ids), 500):
-        chunk = ids[start:start + 500]
-        out.extend(store.conn.execute(sql + f" WHERE id IN ({','.join('?' * len(chunk))})", chunk))
-    return out
+    return rows_by_ids(store, sql + " WHERE id IN ({ids})", ids)
 
 
 def open_prediction_ids(store) -> list[int]:

@@ -9,6 +9,8 @@ Plain SQL over ``store.conn``; writers run inside the caller's ``store.write()``
 
 from __future__ import annotations
 
+from openmemory_local.storage.store import rows_by_ids
+
 from openmemory_local.core.jsonio import dumps
 
 QUEUE_COLUMNS = ("id", "lesson_id", "family", "state", "text", "kind", "strength", "created", "provenance", "salt",
@@ -79,13 +81,8 @@ def lesson_member_keys(store, lesson_id: int) -> list[tuple]:
 
 def episode_sources(store, ids: list[int]) -> dict[int, tuple]:
     """Episode id -> (session_id, created, source_path, source_line), for these ids."""
-    out: dict[int, tuple] = {}
-    for start in range(0, len(ids), 500):
-        chunk = ids[start:start + 500]
-        out.update({eid: (session, created, path, line) for eid, session, created, path, line in store.conn.execute(
-            f"SELECT id, session_id, created, source_path, source_line FROM episodes WHERE id IN "
-            f"({','.join('?' * len(chunk))})", chunk)})
-    return out
+    return {eid: (session, created, path, line) for eid, session, created, path, line in rows_by_ids(
+        store, "SELECT id, session_id, created, source_path, source_line FROM episodes WHERE id IN ({ids})", ids)}
 
 
 # --- publish_projects --------------------------------------------------------------------

@@ -1000,3 +1000,20 @@ def record_event(store, at: str, kind: str, lesson_id: int | None = None, predic
         "INSERT INTO events (at, kind, lesson_id, prediction_id, detail) VALUES (?, ?, ?, ?, ?)",
         (at, kind, lesson_id, prediction_id, dumps(detail)),
     )
+
+
+#: Ids bound in one statement at most: SQLite limits the variables of a statement (999 before
+#: 3.32), so a read by many ids goes a chunk at a time.
+ID_CHUNK = 500
+
+
+def rows_by_ids(store, sql: str, ids) -> list[tuple]:
+    """The rows of ``sql`` over ``ids``: its one ``{ids}`` stands for the ``IN (...)`` list, filled
+    a chunk of :data:`ID_CHUNK` at a time, the rows in chunk order. The one way the storage
+    layer reads by a list of ids."""
+    ids = list(ids)
+    out: list[tuple] = []
+    for start in range(0, len(ids), ID_CHUNK):
+        chunk = ids[start:start + ID_CHUNK]
+        out.extend(store.conn.execute(sql.replace("{ids}", ",".join("?" * len(chunk))), chunk))
+    return out

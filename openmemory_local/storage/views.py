@@ -5,6 +5,8 @@ behind one lesson, one received lesson, one episode or one report. Reads only; e
 
 from __future__ import annotations
 
+from openmemory_local.storage.store import rows_by_ids
+
 # --- the header --------------------------------------------------------------------
 
 
@@ -90,12 +92,8 @@ def received_record_ids(store, among: list[str] | None = None) -> set[str]:
     """The record ids of the received lessons held (those of ``among`` only, if given)."""
     if among is None:
         return {rid for (rid,) in store.conn.execute("SELECT record_id FROM commons_lessons")}
-    out: set[str] = set()
-    for start in range(0, len(among), 500):
-        chunk = among[start:start + 500]
-        out.update(rid for (rid,) in store.conn.execute(
-            f"SELECT record_id FROM commons_lessons WHERE record_id IN ({','.join('?' * len(chunk))})", chunk))
-    return out
+    return {rid for (rid,) in rows_by_ids(store, "SELECT record_id FROM commons_lessons WHERE record_id IN ({ids})",
+                                          among)}
 
 
 def own_lesson_of_record(store, record_id: str) -> int | None:
@@ -139,13 +137,7 @@ def lessons_of_episode(store, episode_id: int) -> list[tuple]:
 
 def lessons_of_episodes(store, ids: list[int]) -> list[tuple]:
     """(episode_id, lesson_id) of the memberships of these episodes."""
-    out: list[tuple] = []
-    for start in range(0, len(ids), 500):
-        chunk = ids[start:start + 500]
-        out.extend(store.conn.execute(
-            f"SELECT episode_id, lesson_id FROM lesson_members WHERE episode_id IN ({','.join('?' * len(chunk))})",
-            chunk))
-    return out
+    return rows_by_ids(store, "SELECT episode_id, lesson_id FROM lesson_members WHERE episode_id IN ({ids})", ids)
 
 
 # --- reports -------------------------------------------------------------------------------
