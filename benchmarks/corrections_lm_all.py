@@ -37,7 +37,9 @@ def main() -> int:
     if not path.is_file():
         print(f"skipped: no model at {path} (python -m simulations.lm fetch, or ${MODEL_ENV})")
         return 0
-    llm = llama_cpp.Llama(model_path=str(path), n_ctx=1024, n_threads=2, verbose=False)
+    # logits_all: llama-cpp-python keeps the logits of the last position only when asked to (else scores
+    # stay zero and every P(yes) reads 0.5)
+    llm = llama_cpp.Llama(model_path=str(path), n_ctx=1024, n_threads=2, verbose=False, logits_all=True)
     yes = [llm.tokenize(w, add_bos=False)[0] for w in (b" yes", b" Yes")]
     no = [llm.tokenize(w, add_bos=False)[0] for w in (b" no", b" No")]
 
