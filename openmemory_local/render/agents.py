@@ -46,7 +46,7 @@ from openmemory_local.core.clock import iso
 from openmemory_local.sleep.lesson_text import clip
 from openmemory_local.sleep.lessons import lesson_rows, project_families, veto
 from openmemory_protocol.observation import is_observation
-from openmemory_local.render.files import BEGIN, END, atomic_write, read_bytes, sha256_hex
+from openmemory_local.render.files import BEGIN, END, atomic_write, fit_lines, read_bytes, sha256_hex
 from openmemory_local.render.memory_folder import escape_text, owner_removed_section, split_index
 from openmemory_local.storage import rendered
 from openmemory_local.storage.episodes import agent_projects
@@ -109,14 +109,7 @@ def section(lessons: list[dict], room: int) -> tuple[str, int]:
     head = [BEGIN, _HEADING, "", _INTRO, ""]
     tail = [END]
     left = room - len("\n".join(head + tail).encode()) - 1
-    body: list[str] = []
-    for lesson in lessons:
-        line = _line(lesson)
-        cost = len(line.encode()) + 1
-        if cost > left:
-            break
-        body.append(line)
-        left -= cost
+    body, left = fit_lines((_line(lesson) for lesson in lessons), None, left)
     if not lessons:
         body = ["No lessons at the moment."]
     elif len(body) < len(lessons):

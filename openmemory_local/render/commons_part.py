@@ -34,7 +34,7 @@ from pathlib import Path
 
 from openmemory_local.commons.receive import attestations_of, write_commons_veto
 from openmemory_local.core.clock import iso
-from openmemory_local.render.files import END, line_count, observe_files, sync_files
+from openmemory_local.render.files import END, fit_lines, line_count, observe_files, sync_files
 from openmemory_local.storage.commons import vetoed_received_ids
 from openmemory_local.storage.store import record_event
 from openmemory_local.sleep.lesson_text import clip
@@ -134,14 +134,7 @@ def add_commons_part(block: str, lessons: list[dict], outside: str, config) -> t
         return block, 0
     lines_left -= len(head)
     bytes_left -= cost_head
-    listed: list[str] = []
-    for lesson in lessons:
-        line = commons_index_line(lesson)
-        cost = len(line.encode()) + 1
-        if len(listed) + 1 > lines_left or cost > bytes_left:
-            break
-        listed.append(line)
-        bytes_left -= cost
+    listed, bytes_left = fit_lines((commons_index_line(lesson) for lesson in lessons), lines_left, bytes_left)
     if not listed:
         return block, 0
     if len(listed) < len(lessons):

@@ -135,3 +135,17 @@ def sync_files(store, key: str, role: str, planned: list[tuple[str, int, bytes]]
         with store.write():
             rendered.record_written(store, [(path, sha256_hex(data)) for path, _, data in writes], now_iso)
             rendered.forget_rendered(store, [path for path, _, _ in removals])
+
+
+def fit_lines(lines, room_lines: int | None, room_bytes: int) -> tuple[list[str], int]:
+    """The leading ``lines`` that fit within ``room_lines`` lines (None: no bound on lines) and
+    ``room_bytes`` bytes, each line costing its UTF-8 length and a newline; and the bytes left.
+    The budget every managed section is cut to (MEMORY.md's, its commons part's, AGENTS.md's)."""
+    kept: list[str] = []
+    for line in lines:
+        cost = len(line.encode()) + 1
+        if (room_lines is not None and len(kept) + 1 > room_lines) or cost > room_bytes:
+            break
+        kept.append(line)
+        room_bytes -= cost
+    return kept, room_bytes

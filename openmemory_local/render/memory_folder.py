@@ -63,8 +63,8 @@ from pathlib import Path
 from openmemory_local.core.clock import iso
 from openmemory_local.render.commons_part import add_commons_part, live as live_commons, observe_commons, write_commons_files
 from openmemory_local.core.config import memory_dir_for
-from openmemory_local.render.files import (_TMP_SUFFIX, BEGIN, END, atomic_write, line_count, observe_files, read_bytes,
-                                           sha256_hex, sync_files)
+from openmemory_local.render.files import (_TMP_SUFFIX, BEGIN, END, atomic_write, fit_lines, line_count, observe_files,
+                                           read_bytes, sha256_hex, sync_files)
 from openmemory_local.sleep.lesson_text import clip
 from openmemory_local.sleep.lessons import LessonNotFound, applies_to, lesson_rows, project_families, veto
 from openmemory_local.text.markdown import break_comments, escape_markdown
@@ -255,14 +255,7 @@ def index_block(lessons: list[dict], outside: str, config) -> tuple[str, int]:
     tail = [END]
     room_lines = config.memory_index_max_lines - line_count(outside) - len(head) - len(tail) - 1
     room_bytes = config.memory_index_max_bytes - len(outside.encode()) - len("\n".join(head + tail).encode()) - 2
-    body = []
-    for lesson in lessons:
-        line = _index_line(lesson)
-        cost = len(line.encode()) + 1
-        if len(body) + 1 > room_lines or cost > room_bytes:
-            break
-        body.append(line)
-        room_bytes -= cost
+    body, room_bytes = fit_lines((_index_line(lesson) for lesson in lessons), room_lines, room_bytes)
     if not lessons:
         body = ["No lessons at the moment."]
     elif len(body) < len(lessons):
