@@ -9,7 +9,7 @@ lessons are one query (or one per 500 ids), never one per row.
 
 from __future__ import annotations
 
-from openmemory_local.storage.store import rows_by_ids
+from openmemory_local.storage.store import insert_row, rows_by_ids, update_row
 
 from openmemory_local.core.jsonio import dumps
 
@@ -33,15 +33,12 @@ def received_by_record(store, record_id: str) -> tuple | None:
 
 def insert_received(store, values: dict) -> int:
     """A newly received lesson (column -> value); its id."""
-    names = ", ".join(values)
-    return store.conn.execute(f"INSERT INTO commons_lessons ({names}) VALUES ({', '.join('?' * len(values))})",
-                              list(values.values())).lastrowid
+    return insert_row(store, "commons_lessons", values)
 
 
 def update_received(store, commons_id: int, values: dict) -> None:
     """Set these columns (column -> value) of one received lesson."""
-    assignments = ", ".join(f"{k} = ?" for k in values)
-    store.conn.execute(f"UPDATE commons_lessons SET {assignments} WHERE id = ?", [*values.values(), commons_id])
+    update_row(store, "commons_lessons", commons_id, values)
 
 
 def set_group_tally(store, group: dict, now_iso: str) -> None:

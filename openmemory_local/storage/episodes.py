@@ -7,7 +7,7 @@ Plain SQL over ``store.conn``; writers run inside the caller's ``store.write()``
 
 from __future__ import annotations
 
-from openmemory_local.storage.store import rows_by_ids
+from openmemory_local.storage.store import insert_row, rows_by_ids, update_row
 
 # --- transcripts -------------------------------------------------------------------
 
@@ -22,14 +22,11 @@ def transcript_row(store, path: str) -> dict | None:
 
 
 def insert_transcript(store, values: dict) -> int:
-    cols = ", ".join(values)
-    return store.conn.execute(f"INSERT INTO transcripts ({cols}) VALUES ({', '.join('?' * len(values))})",
-                              list(values.values())).lastrowid
+    return insert_row(store, "transcripts", values)
 
 
 def update_transcript(store, transcript_id: int, values: dict) -> None:
-    sets = ", ".join(f"{k} = ?" for k in values)
-    store.conn.execute(f"UPDATE transcripts SET {sets} WHERE id = ?", [*values.values(), transcript_id])
+    update_row(store, "transcripts", transcript_id, values)
 
 
 def known_projects(store) -> list[str]:

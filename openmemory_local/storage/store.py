@@ -1017,3 +1017,16 @@ def rows_by_ids(store, sql: str, ids) -> list[tuple]:
         chunk = ids[start:start + ID_CHUNK]
         out.extend(store.conn.execute(sql.replace("{ids}", ",".join("?" * len(chunk))), chunk))
     return out
+
+
+def insert_row(store, table: str, values: dict) -> int:
+    """Insert one row of ``table`` (column -> value; the names are the storage layer's own, never
+    input); its rowid."""
+    return store.conn.execute(f"INSERT INTO {table} ({', '.join(values)}) VALUES ({', '.join('?' * len(values))})",
+                              list(values.values())).lastrowid
+
+
+def update_row(store, table: str, row_id: int, values: dict) -> None:
+    """Set these columns (column -> value) of the row ``row_id`` of ``table``."""
+    store.conn.execute(f"UPDATE {table} SET {', '.join(f'{k} = ?' for k in values)} WHERE id = ?",
+                       [*values.values(), row_id])
