@@ -55,6 +55,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from openmemory_local.text.normalize import normalise
+from openmemory_protocol.claims import command_matches
+
 __all__ = ["MODEL_SHA256", "MODEL_FILE", "PARTS", "LLAMA_REQUIREMENT", "LLAMA_CMAKE_ARGS", "ENV_MODEL",
            "default_model_path", "fetch", "gguf_metadata", "loaded_index", "stated_fix", "Candidate", "candidates",
            "prompt_messages", "chat_prompt", "choose", "ChoiceCache", "LocalModel", "LanguageAgentModel",
@@ -318,6 +321,7 @@ def candidates(encounter, lessons: Iterable, *, relevant: Callable[[Any], bool] 
         fix_text = " && ".join(describe_call(c) for c in encounter.resolve)
     out.append(Candidate(fix_text, "fix"))
     own = {_normal(describe_call(c), values) for c in encounter.resolve} | {_normal(fix_text, values)}
+    own_calls = [describe_call(c) for c in encounter.resolve] + [fix_text]
     seen = set(own) | {_normal(out[0].text, values)}
     program = _program(fail)
     for lesson in lessons:
@@ -335,8 +339,9 @@ def candidates(encounter, lessons: Iterable, *, relevant: Callable[[Any], bool] 
             if not label or label.split()[0] != program:
                 continue
         key = _normal(fix, values)
-        if key in seen:
-            continue
+        if key in seen or any(command_matches(fix, seen_as) for own_call in own_calls
+                              for seen_as in (own_call, normalise(own_call))):
+            continue  # the pitfall's own fix, as a claim states it (a placeholder for any one argument)
         seen.add(key)
         out.append(Candidate(fix, "lesson", getattr(lesson, "file", None), getattr(lesson, "commons", None)))
     return out

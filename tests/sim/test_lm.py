@@ -200,3 +200,24 @@ def test_a_short_world_with_the_language_model(tmp_path):
     assert summary["arms"]["control"]["ingest_check_ok"]
     lines = (tmp_path / "choices.jsonl").read_text().splitlines()
     assert lines and all(len(json.loads(x)["p"]) >= 2 for x in lines)
+
+
+def test_a_claims_fix_with_placeholders_is_the_pitfalls_own_fix_not_another():
+    """A claim states its fix redacted (``CGO_ENABLED=<num>``, whitespace folded): that is the
+    pitfall's own fix, not a new candidate that counts as an error when run."""
+    from simulations.pitfalls import load
+    import random
+
+    from simulations.lm import candidates
+
+    race = next(p for p in load() if p.id == "go-race-needs-cgo")
+    enc = race.encounter(random.Random(1), "/home/b/src/shop", "/home/b")
+
+    class L:
+        def __init__(self, text):
+            self.texts = [text]
+
+    claim = L('`go test` failed: "go: -race requires <name>"; `CGO_ENABLED=<num> go test -race ./...` succeeded.')
+    other = L('`go test` failed: "go: -race requires <name>"; `go vet ./...` succeeded.')
+    kinds = [c.kind for c in candidates(enc, [claim, other])]
+    assert kinds == ["fail", "fix", "lesson"], kinds
