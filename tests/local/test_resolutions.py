@@ -174,3 +174,27 @@ def test_a_group_of_several_edit_tools_is_named_for_what_they_share():
     assert is_observation(text)
     mixed = lesson_text(dict(details, tools={"Read": 2, "Bash": 1}), 1)
     assert mixed.startswith("Tool calls (`Read` and `Bash`) failed")
+
+
+def test_a_shadow_session_confirms_a_fix_shown_with_its_quoted_code(tmp_path):
+    """The claim's fix is the shown command (short quoted code kept, prose a placeholder); a
+    later session that ran the same fix confirms it, though its norm has no quoted strings."""
+    from openmemory_local.commons.form import commons_claim
+    from openmemory_local.commons.verify import fix_met
+    from openmemory_local.text.redact import Identity
+
+    cases = [("make build", "Makefile:14: *** missing separator.  Stop.\n", "sed -i 's/^    /\\t/' Makefile && make build"),
+             ('git add -A && git commit -m "feat: x"', "Pre-commit validation failed: [FORMAT] Code is not formatted.\n",
+              'mix format && git add -A && git commit -m "feat: the telemetry spans, formatted"')]
+    for i, (failing, output, fixing) in enumerate(cases):
+        res = _fix_of(tmp_path, failing, output, fixing, f"{i}.jsonl")
+        details = {"kind": "error", "subject": {"tool": "Bash", "heads": ["make build"] if i == 0 else ["git add", "git commit"],
+                                                "path": None}, "sessions": 3,
+                   "messages": [{"text": output.strip(), "sessions": 3, "count": 3}],
+                   "resolutions": [dict(res, sessions=3, right_after=True)]}
+        claim = commons_claim(details, Identity()).claim
+        assert claim is not None and claim.fix, (claim, res)
+        other = _fix_of(tmp_path, failing, output, fixing.replace("telemetry", "tracing"), f"o{i}.jsonl")
+        assert fix_met(claim, {"kind": "error", "fields": {"resolution": other}}), (claim.fix, other)
+        # the norm alone (no quoted strings) does not carry the fix: the shown form is what matches
+        assert not fix_met(claim, {"kind": "error", "fields": {"resolution": dict(other, command=None)}})
