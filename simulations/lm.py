@@ -747,7 +747,7 @@ class ChatServer:
 
 
 def lesson_writer(transcripts: Path, out: Path, *, model: Path | None = None, nights: int = 8,
-                  log: Callable[[str], None] = print) -> dict:
+                  timeout: float = 300.0, budget: float = 3600.0, log: Callable[[str], None] = print) -> dict:
     """The engine's lessons from real transcripts, written by the rule and then rephrased by the
     local model (the engine's own ``openmemory run`` as a process, ``$OPENMEMORY_LESSON_MODEL_URL``
     at :class:`ChatServer`): how many rephrasings it asked for, accepted, and refused (the
@@ -767,6 +767,9 @@ def lesson_writer(transcripts: Path, out: Path, *, model: Path | None = None, ni
     data = out / "openmemory"
     if data.exists():
         shutil.rmtree(data)
+    data.mkdir(parents=True)
+    # a 1.5B model on two busy cores takes far longer than the engine's default 20 s an answer
+    (data / "config.toml").write_text(f"[lessons]\nmodel_timeout = {float(timeout)}\nmodel_budget = {float(budget)}\n")
     root = Path(__file__).resolve().parent.parent
     results = []
     with ChatServer(model) as server:
@@ -774,8 +777,8 @@ def lesson_writer(transcripts: Path, out: Path, *, model: Path | None = None, ni
         env.update(HOME=str(home), OPENMEMORY_HOME=str(data), XDG_DATA_HOME=str(home / ".local/share"),
                    OPENMEMORY_LESSON_MODEL_URL=server.url)
         t0 = time.monotonic()
-        # the engine asks within its budget (120 s a run, 20 s an answer): runs until it has
-        # asked about every lesson (or ``nights`` runs)
+        # the engine asks within its budget (``budget`` s a run, ``timeout`` s an answer): runs
+        # until it has asked about every lesson (or ``nights`` runs)
         for night in range(nights):
             done = subprocess.run(ProcessEngine.argv("run", "--json"), env=env, cwd=root,
                                   capture_output=True, text=True, timeout=3600)
@@ -791,7 +794,8 @@ def lesson_writer(transcripts: Path, out: Path, *, model: Path | None = None, ni
     phrases = [(_find(r, "phrase") or {}) for r in results]
     phrase = _phrase_counts(data / "openmemory.db")
     phrase["answers_received"] = len(answers)
-    phrase["answers_within_the_engines_timeout"] = sum(1 for a in answers if a["seconds"] <= 20.0)
+    phrase["answers_within_20_s"] = sum(1 for a in answers if a["seconds"] <= 20.0)
+    phrase["timeout_s"] = float(timeout)
     summary = {"what": "the engine's lessons from the transcripts, rephrased by the local model; the observation "
                        "rule decides what is kept",
                "transcripts": str(transcripts), "model": str(model or default_model_path()),
@@ -864,6 +868,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--transcripts", type=Path, required=True, help="a Claude Code project folder of transcripts")
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--model", type=Path, default=None)
+    p.add_argument("--timeout", type=float, default=300.0, help="seconds the engine waits for one answer")
+    p.add_argument("--budget", type=float, default=3600.0, help="seconds the engine gives the model per run")
     p = sub.add_parser("serve", help="serve the model as an OpenAI-compatible endpoint on loopback until Ctrl-C")
     p.add_argument("--port", type=int, default=8089)
     p.add_argument("--model", type=Path, default=None)
@@ -892,7 +898,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(meta, indent=2))
         return 0
     if args.cmd == "lessons":
-        lesson_writer(args.transcripts, args.out, model=args.model)
+        lesson_writer(args.transcripts, args.out, model=args.model, timeout=args.timeout, budget=args.budget)
         return 0
     if args.cmd == "serve":
         with ChatServer(args.model, port=args.port) as server:
