@@ -33,7 +33,9 @@ The resolution is stored in the error episode's ``fields["resolution"]``::
      "line": 617}                   # the resolving call's result, in the transcript
 
 and the episode's text gains the observation (```git push --set-upstream origin <branch>`
-succeeded right after.``). The pure functions here describe a call (:func:`describe`) and
+succeeded right after.``). The ``command`` is the fix as it ran (:func:`_fix_display`): the
+setup before an unchanged call is shown with it (``git stash && git checkout main``), and so are
+the variables a call ran with (``CGO_ENABLED=1 go test -race ./...``) and short quoted code. The pure functions here describe a call (:func:`describe`) and
 decide whether a later call resolves a failure (:func:`resolves`); the builder holds the state.
 """
 
@@ -86,12 +88,16 @@ def _display(tool: str, command: str, description: str, cwd: str | None, branch:
         return f"{tool} {path}".strip() + (f" ({description})" if description else "")
     if segments is None:
         segments = command_segments(command)
-    text = " && ".join(segments[:2])
+    return " ".join(_hide(" && ".join(segments[:2]), cwd, branch).split())[:200]
+
+
+def _hide(text: str, cwd: str | None, branch: str | None) -> str:
+    """A command as a lesson shows it: the project folder as ``.``, the branch as ``<branch>``."""
     if cwd:
         text = text.replace(cwd.rstrip("/") + "/", "").replace(cwd.rstrip("/"), ".")
     if branch and branch != "HEAD" and len(branch) >= 2:
         text = re.sub(r"(?<![\w.-])" + re.escape(branch) + r"(?![\w-])", "<branch>", text)
-    return " ".join(text.split())[:200]
+    return text
 
 
 def describe(tool: str, command: str, description: str, heads: list[str], cwd: str | None,
@@ -224,12 +230,7 @@ def _fix_display(call: dict, shared: list[str], failed_segments: list[str], delt
     while first > 0 and shown[first - 1].split()[:1] == ["cd"]:
         first -= 1
         chosen = [first] + chosen
-    text = " && ".join(shown[i] for i in chosen)
-    if cwd:
-        text = text.replace(cwd.rstrip("/") + "/", "").replace(cwd.rstrip("/"), ".")
-    if branch and branch != "HEAD" and len(branch) >= 2:
-        text = re.sub(r"(?<![\w.-])" + re.escape(branch) + r"(?![\w-])", "<branch>", text)
-    return text.strip()[:200]
+    return _hide(" && ".join(shown[i] for i in chosen), cwd, branch).strip()[:200]
 
 
 def phrase(res: dict, *, timing: bool = True) -> str:
