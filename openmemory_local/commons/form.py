@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 from openmemory_protocol import claims as claim_rules
 
+from openmemory_local.ingest.resolutions import step_commands, step_paths
 from openmemory_local.sleep.lesson_text import quote_steps
 from openmemory_protocol.observation import is_observation
 from openmemory_local.text.redact import Identity, scrub
@@ -120,15 +121,15 @@ def _fix(details: dict, ident: Identity) -> tuple[str | None, str | None]:
         return (kind, command) if command else (None, None)
     if kind != "retry":
         return None, None
-    after = [str(a) for a in top.get("after") or []]
-    steps = [a for a in after if not a.startswith("edited ")]
+    after = top.get("after") or []
+    steps, edits = step_commands(after), step_paths(after, "edited")
     if steps:
         step = _redact(steps[0], ident, "command")
         return ("after", step) if step else (None, None)
-    if after:
-        path = _redact(after[0][len("edited "):], ident, "path")
+    if edits:
+        path = _redact(edits[0], ident, "path")
         return ("edited", path) if path else (None, None)
-    return "retried", None
+    return "retried", None  # (a read of the file before the same call: a claim has no form for it)
 
 
 def commons_claim(details: dict, ident: Identity) -> CommonsText:

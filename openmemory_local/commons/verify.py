@@ -21,6 +21,7 @@ from openmemory_local.commons.receive import (_MAX_SESSIONS, _MAX_WINDOW, _TESTA
                                               lesson_probes, received_rows, record_commons_event)
 from openmemory_local.core.clock import DAY, epoch, iso
 from openmemory_local.core.jsonio import loads
+from openmemory_local.ingest.resolutions import step_commands, step_paths
 from openmemory_local.sleep.lesson_text import prediction_text
 from openmemory_local.sleep.lessons import project_families
 from openmemory_local.sleep.situations import facets, probe_matches, subject
@@ -185,15 +186,14 @@ def fix_met(claim, ep: dict) -> bool:
                                              for seen in (res.get("norm"), res.get("command")) if seen)
     if kind != "retry":
         return False
-    after = [str(a) for a in res.get("after") or []]
-    steps = [a for a in after if not a.startswith("edited ")]
+    after = res.get("after") or []
+    steps, edits = step_commands(after), step_paths(after, "edited")
     if claim.fix_how == "after":
         return bool(steps) and claim_rules.command_matches(claim.fix, steps[0])
     if claim.fix_how == "edited":
-        edits = [a[len("edited "):] for a in after if a.startswith("edited ")]
         return bool(edits) and not steps and any(
             claim_rules.failure_matches(claim.fix, normalise(e)) for e in edits)
-    return claim.fix_how == "retried" and not after
+    return claim.fix_how == "retried" and not steps and not edits  # (a read is no fix a claim states)
 
 
 def verify_commons(store, now: datetime) -> dict:

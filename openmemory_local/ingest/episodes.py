@@ -851,7 +851,8 @@ class EpisodeBuilder:
             if entry["agent"] != ev.agent:
                 keep.append(entry)
                 continue
-            kind = _res.resolves(entry["call"], desc)
+            read = _res.read_step(entry["call"], desc)  # (a read the refused edit asked for is a step)
+            kind = None if read else _res.resolves(entry["call"], desc)
             if kind == "instead" and entry["calls"] > _res.INSTEAD_WINDOW:
                 kind = None
             if kind is not None and (kind != "instead" or entry["best"] is None):
@@ -860,8 +861,8 @@ class EpisodeBuilder:
                 self._re_emit(entry, res)
                 if kind != "instead":
                     continue  # resolved: no longer open
-            elif step and len(entry["after"]) < 12:
-                entry["after"].append(step)
+            elif (done := step or read) and len(entry["after"]) < 12:
+                entry["after"].append(done)
             keep.append(entry)
         self.s.open_failures = keep
 

@@ -45,7 +45,8 @@ import re
 
 from openmemory_local.text.normalize import command_segments, normalise, path_like, shown_segments
 
-__all__ = ["WINDOW", "MAX_OPEN", "READ_ONLY", "describe", "resolves", "step", "resolution", "phrase"]
+__all__ = ["WINDOW", "MAX_OPEN", "READ_ONLY", "describe", "resolves", "step", "read_step", "resolution", "phrase",
+           "step_commands", "step_paths"]
 
 #: Tool calls after a failure within which its resolution is looked for.
 WINDOW = 40
@@ -131,11 +132,28 @@ def _overlap(a: list[str], b: list[str]) -> bool:
     return False
 
 
+def _program_key(head: str) -> str:
+    """A program head as the same program however it is spelled: ``docker-compose`` is ``docker
+    compose``, ``python3`` is ``python``, ``pip3 install`` is ``pip install``."""
+    words = head.replace("-", " ").split() if head.split()[0] in _SPELLED_APART else head.split()
+    if not words:
+        return head
+    stem = re.sub(r"\d+(\.\d+)?$", "", words[0])
+    return " ".join([stem if stem in _VERSIONED else words[0]] + words[1:])
+
+
+#: Programs that exist both as one hyphenated word and as a subcommand of another.
+_SPELLED_APART = frozenset(("docker-compose", "docker-buildx"))
+#: Programs installed under their version's name too (``python3``, ``pip3``, ``python3.12``).
+_VERSIONED = frozenset(("python", "pip", "ruby", "gem", "node", "php", "perl", "lua", "gcc", "g++", "clang", "java"))
+
+
 def _same_program(a: list[str], b: list[str]) -> bool:
     """A program in common: ``git push`` and ``git push``; ``make`` and ``make build`` (a program
-    without its subcommand matches any of its subcommands); never ``git push`` and ``git pull``."""
-    for x in a:
-        for y in b:
+    without its subcommand matches any of its subcommands); never ``git push`` and ``git pull``;
+    spelled apart (:func:`_program_key`), ``docker-compose`` and ``docker compose``."""
+    for x in map(_program_key, a):
+        for y in map(_program_key, b):
             if x == y or (" " not in x and y.split()[0] == x) or (" " not in y and x.split()[0] == y):
                 return True
     return False
@@ -165,6 +183,29 @@ def step(call: dict) -> str | None:
         return None
     heads = [h for h in call["heads"] if h not in READ_ONLY and h.split()[0] not in READ_ONLY]
     return " && ".join(heads[:2]) or None
+
+
+def read_step(failed: dict, call: dict) -> str | None:
+    """A read that is a step for this failure: a file edit refused because the file had not been
+    read, then the file read (``read src/app/page.tsx``); any other read only looks."""
+    if failed["tool"] not in _FILE_EDIT or call["tool"] != "Read":
+        return None
+    if failed["targets"] and call["targets"] and _overlap(failed["targets"], call["targets"]):
+        return f"read {call['targets'][0]}"
+    return None
+
+
+def step_commands(after: list) -> list[str]:
+    """The programs run between a failure and the same call working (``mix format``): the steps
+    that are neither an edit nor a read of a file."""
+    return [str(a) for a in after or [] if not str(a).startswith(("edited ", "read "))]
+
+
+def step_paths(after: list, what: str = "edited") -> list[str]:
+    """The files edited (``what="edited"``) or read (``"read"``) between a failure and the same
+    call working."""
+    prefix = what + " "
+    return [str(a)[len(prefix):] for a in after or [] if str(a).startswith(prefix)]
 
 
 def resolution(failed: dict, call: dict, kind: str, calls_after: int, after: list[str], line: int | None) -> dict:
@@ -253,7 +294,8 @@ def phrase(res: dict, *, timing: bool = True) -> str:
 
 
 def _steps(after: list[str]) -> str:
-    shown = [f"`{a}`" if not a.startswith("edited ") else f"an edit of {a[7:]}" for a in after[:3]]
+    shown = [f"an edit of {a[7:]}" if a.startswith("edited ") else f"a read of {a[5:]}" if a.startswith("read ")
+             else f"`{a}`" for a in after[:3]]
     if len(shown) == 1:
         return shown[0]
     return ", ".join(shown[:-1]) + " and " + shown[-1]

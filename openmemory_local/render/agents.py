@@ -46,6 +46,7 @@ from openmemory_local.core.clock import iso
 from openmemory_local.sleep.lesson_text import clip
 from openmemory_local.sleep.lessons import lesson_rows, project_families, veto
 from openmemory_protocol.observation import is_observation
+from openmemory_local.text.markdown import one_line
 from openmemory_local.render.files import BEGIN, END, atomic_write, fit_lines, read_bytes, sha256_hex
 from openmemory_local.render.memory_folder import escape_text, owner_removed_section, split_index
 from openmemory_local.storage import rendered
@@ -96,7 +97,7 @@ def project_root(cwd: str) -> Path | None:
 
 
 def _line(lesson: dict) -> str:
-    text = clip(" ".join(lesson["text"].split()), _LINE_TEXT)
+    text = clip(one_line(lesson["text"]), _LINE_TEXT)
     tag = f"(Open Memory lesson {lesson['id']}, strength {lesson['strength']:.1f}, seen {lesson['seen']})"
     if is_observation(text):
         return f"- {escape_text(text)} {tag}"

@@ -67,7 +67,7 @@ from openmemory_local.render.files import (_TMP_SUFFIX, BEGIN, END, atomic_write
                                            read_bytes, sha256_hex, sync_files)
 from openmemory_local.sleep.lesson_text import clip
 from openmemory_local.sleep.lessons import LessonNotFound, applies_to, lesson_rows, project_families, veto
-from openmemory_local.text.markdown import break_comments, escape_markdown
+from openmemory_local.text.markdown import break_comments, escape_markdown, one_line
 from openmemory_local.text.normalize import family
 from openmemory_protocol.observation import is_observation
 from openmemory_local.sleep.passes import sleep_lock
@@ -168,7 +168,7 @@ def index_text(text: str, limit: int = INDEX_TEXT_MAX) -> str:
     failure *and* its fix (``...: "fatal: The current branch…"; each time, `git push
     --set-upstream origin <branch>` succeeded right after.``). Clipped at the end only when
     even without its quote the text is too long."""
-    text = " ".join((text or "").split())
+    text = one_line(text)
     if len(text) <= limit:
         return text
     match = _QUOTE.search(text)
@@ -190,7 +190,7 @@ def index_text(text: str, limit: int = INDEX_TEXT_MAX) -> str:
 
 def lesson_file(lesson: dict) -> str:
     """The Markdown file of a lesson (deterministic: the same lesson gives the same bytes)."""
-    text = " ".join(lesson["text"].split())
+    text = one_line(lesson["text"])
     kind = lesson["kind"]
     title = clip(text, 90)
     description = index_text(text, 200)

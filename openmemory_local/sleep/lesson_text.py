@@ -273,7 +273,9 @@ def _resolution_used(details: dict) -> str:
         if res.get("kind") in ("changed", "instead") and res.get("delta" if res.get("kind") == "changed" else "norm"):
             return f" or its resolution, `{res['command']}`"
         if res.get("kind") == "retry" and not res.get("went_away"):
-            steps = [a for a in res.get("after") or [] if not a.startswith("edited ")]
+            from openmemory_local.ingest.resolutions import step_commands
+
+            steps = step_commands(res.get("after"))
             if len(steps) == 1 and len(res.get("after") or []) <= 2:
                 return f" or its resolution, `{steps[0]}` before the same call"
     if details.get("kind") == "correction" and details.get("resolution_programs"):

@@ -53,6 +53,7 @@ import re
 from typing import Iterable
 
 from openmemory_local.ingest.episodes import command_heads
+from openmemory_local.ingest.resolutions import step_commands
 from openmemory_local.text.normalize import command_segments, normalise, path_like
 
 __all__ = ["FILE_TOOLS", "OPTION_ALIASES", "signature", "subject", "facets", "timed_facets", "facet_texts", "probes",
@@ -336,7 +337,7 @@ def _resolution_probes(res: dict) -> list[dict]:
             return []  # the same program written differently, with nothing added: no telling it apart
         return [{"text": _clip_words(res["norm"], _FACET_WORDS), "require": None, "role": "resolution",
                  "words": words}]
-    steps = [step for step in res.get("after") or [] if not step.startswith("edited ")]
+    steps = step_commands(res.get("after"))
     if res.get("kind") == "retry" and not res.get("went_away") and len(steps) == 1 and len(res["after"]) <= 2:
         # one program between the failure and the same call working: that program is the fix
         return [{"text": steps[0], "require": None, "role": "resolution", "words": steps[0].split()[:2]}]

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["escape_markdown", "break_comments"]
+__all__ = ["escape_markdown", "break_comments", "one_line"]
 
 _TICKS = re.compile(r"`+")
 _PUNCT = "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"
@@ -91,3 +91,11 @@ def escape_markdown(text: str, *, brackets: bool = False) -> str:
     return "".join(_code(piece) if code else _prose(piece, brackets, pieces[n + 1][1][:1] if n + 1 < len(pieces) else "")
                    for n, (code, piece) in enumerate(pieces))
 
+
+
+def one_line(text: str) -> str:
+    """``text`` on one line: every run of white space one space, except the spaces inside a code
+    span, kept as written (``sed -i 's/^    /\\t/' Makefile``: a command's quoted code means what
+    its spaces say); a line break or tab in a code span is a space."""
+    return "".join(re.sub(r"[^\S ]", " ", piece) if code else re.sub(r"\s+", " ", piece)
+                   for code, piece in _spans(text or "")).strip()

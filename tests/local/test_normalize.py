@@ -116,3 +116,12 @@ def test_shown_segments_are_the_fix_as_another_agent_would_type_it():
     assert shown_segments("jq '.a | .b' x.json; make") == ["jq '.a | .b' x.json", "make"]
     assert shown_segments("cat <<EOF > f\nrm -rf /\nEOF") == ["cat"]
     assert shown_segments("") == []
+
+
+def test_one_line_keeps_the_spaces_a_command_means():
+    from openmemory_local.text.markdown import one_line
+
+    assert one_line("`make build` failed:  \"x\";\n each time, `sed -i 's/^    /\\t/' Makefile && make build` ok.") == (
+        "`make build` failed: \"x\"; each time, `sed -i 's/^    /\\t/' Makefile && make build` ok.")
+    assert one_line("a\tb `x\ny`  c") == "a b `x y` c"  # a line break in a code span is a space: one line
+    assert one_line("odd ` tick  here") == "odd ` tick here"

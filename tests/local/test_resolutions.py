@@ -8,7 +8,7 @@ from openmemory_protocol.observation import is_observation
 
 from .test_claude_code import kinds, run
 from .conftest import NOW
-from .transcripts import T
+from .transcripts import CWD, T
 
 UPSTREAM = ("fatal: The current branch feature-x has no upstream branch.\nTo push the current branch and set the "
             "remote as upstream, use\n\n    git push --set-upstream origin feature-x\n")
@@ -198,3 +198,47 @@ def test_a_shadow_session_confirms_a_fix_shown_with_its_quoted_code(tmp_path):
         assert fix_met(claim, {"kind": "error", "fields": {"resolution": other}}), (claim.fix, other)
         # the norm alone (no quoted strings) does not carry the fix: the shown form is what matches
         assert not fix_met(claim, {"kind": "error", "fields": {"resolution": dict(other, command=None)}})
+
+
+def test_an_edit_refused_until_the_file_is_read_names_the_read(tmp_path):
+    t = T()
+    t.person("type the home page")
+    edit = {"file_path": f"{CWD}/src/app/page.tsx", "old_string": "a", "new_string": "b"}
+    t.call("Edit", edit, "t1")
+    t.result("t1", "<tool_use_error>File has not been read yet. Read it first before writing to it.</tool_use_error>", True)
+    t.call("Read", {"file_path": f"{CWD}/src/app/page.tsx"}, "t2")
+    t.result("t2", "     1→export default function Home() {")
+    t.call("Edit", edit, "t3")
+    t.result("t3", "The file has been updated.")
+    [error] = kinds(run(t, tmp_path / "s.jsonl")[0], "error")
+    res = error.fields["resolution"]
+    assert (res["kind"], res["after"]) == ("retry", ["read src/app/page.tsx"]), res
+    assert error.text.endswith("The same call succeeded after a read of src/app/page.tsx."), error.text
+    from openmemory_local.ingest.resolutions import step_commands, step_paths
+
+    assert step_commands(res["after"]) == [] and step_paths(res["after"], "read") == ["src/app/page.tsx"]
+    # a read of another file only looks
+    t = T()
+    t.person("type the home page")
+    edit = {"file_path": f"{CWD}/src/app/page.tsx", "old_string": "a", "new_string": "b"}
+    t.call("Edit", edit, "t1")
+    t.result("t1", "<tool_use_error>File has not been read yet. Read it first before writing to it.</tool_use_error>", True)
+    t.call("Read", {"file_path": f"{CWD}/README.md"}, "t2")
+    t.result("t2", "# app")
+    t.call("Edit", edit, "t3")
+    t.result("t3", "updated")
+    [error] = kinds(run(t, tmp_path / "s2.jsonl")[0], "error")
+    assert error.fields["resolution"]["after"] == []
+
+
+def test_a_program_spelled_another_way_is_the_same_program_called_differently(tmp_path):
+    res = _fix_of(tmp_path, "docker-compose up -d", "(eval):1: command not found: docker-compose\n",
+                  "docker compose up -d", "dc.jsonl")
+    assert (res["kind"], res["command"]) == ("changed", "docker compose up -d")
+    res = _fix_of(tmp_path, "pip install requests", "(eval):1: command not found: pip\n",
+                  "pip3 install requests", "pip.jsonl")
+    assert (res["kind"], res["command"]) == ("changed", "pip3 install requests")
+    # never another subcommand, nor a program that only ends in digits
+    from openmemory_local.ingest.resolutions import _same_program
+
+    assert not _same_program(["git push"], ["git pull"]) and not _same_program(["base64"], ["base32"])
