@@ -90,4 +90,6 @@ def correction_parts() -> list[tuple[str, str, list[dict]]]:
          held("corrections_heldout_i.json")),
         ("synthetic J, issue 32", "HELD-OUT (written after the current, eighth revision, never tuned on)",
          held("corrections_heldout_j.json")),
+        ("synthetic K, issue 32", "HELD-OUT (written before the ninth revision, run once against the eighth; never "
+         "tuned on)", held("corrections_heldout_k.json")),
     ]

@@ -225,7 +225,8 @@ def _as_events(case: dict) -> list:
                                   "corrections_heldout_c.json", "corrections_heldout_d.json",
                                   "corrections_heldout_e.json", "corrections_heldout_f.json",
                                   "corrections_heldout_g.json", "corrections_heldout_h.json",
-                                  "corrections_heldout_i.json", "corrections_heldout_j.json"])
+                                  "corrections_heldout_i.json", "corrections_heldout_j.json",
+                                  "corrections_heldout_k.json"])
 def test_the_builder_decides_as_the_rule_on_every_labelled_session(name):
     """The episode builder applies the one rule: on every session of the issue-32 sets it finds a
     correction exactly where ``correction_cue`` does on the same session (the builder reads the
