@@ -471,3 +471,44 @@ def test_deleting_what_a_call_before_created_is_undoing_it():
 def test_questions_contrasts_and_answers(message, said, after, after_said, cue):
     before = [{"tool": "Bash", "heads": [], "command": "python compare.py --table orders"}]
     assert correction_cue(message, agent_said=said, actions=before, after=after, after_said=after_said) == cue
+
+
+def _sh(command):
+    return {"tool": "Bash", "heads": [], "command": command}
+
+
+def test_the_ninth_revision_reads_more_of_the_course_change():
+    """Synthetic turns. An interrupt the agent stays stopped after; the same work redone with
+    another program the message names; the file a call before ran, edited next."""
+    from openmemory_local.ingest.corrections import Turn, decide
+
+    merge = (_sh("gh pr merge 204 --squash"),)
+    # the person stopped the merge; the agent made no call after: the message is why
+    assert decide(Turn("not before the QA sign-off", agent_said="Merging PR 204.", before=merge, after=(),
+                       after_said="Stopped; PR 204 is still open.", interrupted=True)) == "interrupted"
+    # the same words without the interrupt: nothing says it is about the merge
+    assert decide(Turn("not before the QA sign-off", agent_said="Merging PR 204.", before=merge, after=(),
+                       after_said="OK.")) is None
+    # an interrupt, then other work (a bug report) or the same call again (resumed): not one
+    assert decide(Turn("the websocket drops every 30s in firefox, look into that first", agent_said="Merging.",
+                       before=merge, after=(_sh("rg -n ping_interval src"), {"tool": "Edit", "heads": [],
+                                                                           "command": "src/ws.ts"}),
+                       interrupted=True)) is None
+    assert decide(Turn("sorry, hit escape by accident. carry on", agent_said="Merging.", before=merge,
+                       after=merge, after_said="Continuing.", interrupted=True)) is None
+
+    npm = (_sh("npm install zod"),)
+    assert decide(Turn("use pnpm here", agent_said="Installed zod.", before=npm,
+                       after=(_sh("rm package-lock.json"), _sh("pnpm add zod")))) is not None
+    # a program the message names, run next, but given nothing the agent had given another: a request
+    assert decide(Turn("cd to myapp and run python hoge.py", agent_said="Created myapp/hoge.py.",
+                       before=(_sh("mkdir -p myapp"), {"tool": "Write", "heads": [], "command": "myapp/hoge.py"}),
+                       after=(_sh("cd myapp && python hoge.py"),), after_said="It printed 2.")) is None
+
+    report = (_sh("python scripts/report.py"),)
+    edit = {"tool": "Edit", "heads": [], "command": "scripts/report.py"}
+    assert decide(Turn("those numbers look off, you summed revenue including refunds, it should be net",
+                       agent_said="Revenue for November: 1.2M.", before=report, after=(edit, report[0]))) is not None
+    # the same redo asked for as more: not one
+    assert decide(Turn("nice. add a column for the refunds too", agent_said="Revenue for November: 1.2M.",
+                       before=report, after=(edit, report[0]))) is None
