@@ -34,7 +34,6 @@ step  the message                                      the agent next (after)   
       relief, later ("wait for", "at some point"),     anything else                not one
       the end of the work, a question to the agent,
       taking it back ("you're right"), resuming
-4b    anything else, right after an interrupt          no call, only a statement    ``interrupted``
 5     it still / again does not work: and it refers    did not go on                ``still``
       (else a bug report about the product)            went on                      not one
 6     a weak cue ("no", "actually", "instead",         did not go on (interrupt:    the cue
@@ -48,9 +47,7 @@ step  the message                                      the agent next (after)   
       anything else                                    undid, conceded (or promised ``changed``
                                                        to work otherwise), switched
                                                        to the program the message
-                                                       names (or gave it the old
-                                                       one's arguments), or redid
-                                                       it and the
+                                                       names, or redid it and the
                                                        message judges it, gives
                                                        another number (not after
                                                        approval), or the agent
@@ -72,8 +69,8 @@ step  the message                                      the agent next (after)   
 file it had just written or says it made, deleting what a call before created), ``conceded``
 (its next statement concedes: "sorry", "you're right", "good catch", "reverted", "restored", or
 promises to work otherwise: "won't ... again", "from now on"), ``stopped`` (no call at all after
-the message), ``redo`` (it runs a program it had just run with other arguments, edits again
-a file it had just edited, or edits a file one of its shell calls before ran). ``None``: it went on with other work (reads only count as going on).
+the message), ``redo`` (it runs a program it had just run with other arguments, or edits again
+a file it had just edited). ``None``: it went on with other work (reads only count as going on).
 ``after=None``: the calls after are not known (the data has none): the words and the reference
 decide alone. The second opinion (step 9) is :mod:`openmemory_local.ingest.corrections_lm`, the local
 model, off by default.
