@@ -93,7 +93,7 @@ __all__ = ["correction_cue", "decide", "is_borderline", "course_change", "is_rea
 
 STRONG_CUES = ("rejected", "restated", "why", "omitted", "reminder", "undo", "wrong")
 CUES = STRONG_CUES + ("still", "stop", "wait", "no", "dont", "actually", "you_did", "prefer", "changed",
-                      "rejects", "interrupted", "second_opinion")
+                      "rejects", "second_opinion")
 
 
 @dataclass(frozen=True)
@@ -374,19 +374,9 @@ def course_change(before: Iterable[dict], after: Iterable[dict] | None, after_sa
         if _is_shell(a):
             if _program(a) in programs and (_program(a), _target(a)) not in ran:
                 return "redo"
-        elif _target(a).rsplit("/", 1)[-1] in written or _ran_file(_target(a), before):
+        elif _target(a).rsplit("/", 1)[-1] in written:
             return "redo"
     return None
-
-
-def _ran_file(path: str, before: list[dict]) -> bool:
-    """A file the agent's shell calls before ran or read (``python scripts/report.py``): editing it
-    next redoes what that call produced."""
-    name = path.rsplit("/", 1)[-1].lower()
-    if "." not in name or len(name) < 4:
-        return False
-    return any(name in {t.rsplit("/", 1)[-1] for t in (a.get("command") or "").lower().split()}
-               for a in before if _is_shell(a))
 
 
 _DELETES = re.compile(r"\b(?:delete|destroy|drop|rm|remove|uninstall)\b")
@@ -467,10 +457,6 @@ def _decide(turn: Turn) -> str | None:
     if (_NOT_ONE.search(norm[:300]) or _LATER.match(norm) or _QUESTION_TO_AGENT.match(norm)
             or (asked_person and _NO.match(norm))):
         return "changed" if change == "undo" and not asked_person else None
-    # step 4b: the person stopped the agent's work and it stayed stopped (the agent answered
-    # without a call): the message is why ("not before the QA sign-off", "hold up, don't push yet")
-    if turn.interrupted and change == "stopped":
-        return "interrupted"
     known = turn.after is not None
     went_on = known and change is None
     # for a message whose words object (steps 5-7): the agent's next calls on a file or program the
@@ -478,9 +464,7 @@ def _decide(turn: Turn) -> str | None:
     went_on_after_cue = went_on and not (_followed(norm, before, list(turn.after or ())[:AFTER_CALLS])
                                          and not _ASKS.search(norm[:300]))
     # the agent undoing, redoing or conceding its last work shows what the message was about
-    # (or redoing it with another program the message names: "use pnpm here", then ``pnpm add zod``)
-    switched = _switched(norm, before, list(turn.after or ())[:AFTER_CALLS])
-    reference = change in ("undo", "redo", "conceded") or switched or refers(norm, agent_said, before)
+    reference = change in ("undo", "redo", "conceded") or refers(norm, agent_said, before)
     # step 5: it still does not work
     if acted and _STILL.search(norm[:300]):
         return "still" if reference and not went_on_after_cue else None
@@ -501,7 +485,7 @@ def _decide(turn: Turn) -> str | None:
     # (an answer to the agent's question: what it does next is what the answer asked for)
     if asked_person and change in ("undo", "redo"):
         return None
-    if change in ("undo", "conceded") or switched:
+    if change in ("undo", "conceded") or _switched(norm, before, list(turn.after or ())[:AFTER_CALLS]):
         return "changed"
     if change == "redo" and reference and ((turn.after_said and _ACK.search(turn.after_said[:300])) or
                                            _JUDGED.search(norm[:300]) or
@@ -579,34 +563,17 @@ def _contradicts(norm: str, agent_said: str | None) -> bool:
 
 def _switched(norm: str, before: list[dict], after: Iterable[dict]) -> bool:
     """The agent ran next a program the message names, other than the ones it ran before, and the
-    message names one of those too ("use tox, plain pytest misses the env vars"), or it gave the new
-    program what it had given the old one ("use pnpm here" after ``npm install zod``, then
-    ``pnpm add zod``: the same work redone with another program)."""
+    message names one of those too ("use tox, plain pytest misses the env vars")."""
     named = set(_WORD.findall(norm))
-    shells = [a for a in before if _is_shell(a)]
-    ran = {_program(a).split(" ")[0] for a in shells}
+    ran = {_program(a).split(" ")[0] for a in before if _is_shell(a)}
+    if not ran & named:
+        return False
     for a in after:
         if _is_shell(a):
             program = _program(a).split(" ")[0]
-            if not program or program not in named or program in ran or program in ("git", "cd"):
-                continue
-            if ran & named or _arguments(a) & set().union(*(_arguments(b) for b in shells)):
+            if program and program in named and program not in ran and program not in ("git", "cd"):
                 return True
     return False
-
-
-def _arguments(action: dict) -> set[str]:
-    """The words a shell call gave its program (not the program, its subcommand or a flag; only
-    the part of a command line that runs it: ``cd app && pnpm add zod`` gives ``zod``)."""
-    program = _program(action).split(" ")[0]
-    for part in re.split(r"&&|\|\||[;|]", (action.get("command") or "").lower()):
-        tokens = part.split()
-        if tokens and tokens[0].rsplit("/", 1)[-1] == program:
-            return {t for t in tokens[1:] if len(t) >= 3 and not t.startswith("-") and t not in _SUBCOMMAND_VERBS}
-    return set()
-
-
-_SUBCOMMAND_VERBS = frozenset("add install run exec test build start remove update upgrade list show".split())
 
 
 def _is_shell(action: dict) -> bool:
