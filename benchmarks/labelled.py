@@ -7,7 +7,7 @@ with what the agent did just before, labelled correction or not (real ones from 
 transcripts, and hard cases written for the set, marked ``synthetic``);
 ``data/corrections_heldout*.json``: the sets of issue 32, each written before a revision of the
 rule and held out from it (:func:`correction_parts` says which are still held out: G, whose
-misses were never read while revising, and J, the newest).
+misses were never read while revising, J, and K, the newest).
 """
 
 from __future__ import annotations
