@@ -55,6 +55,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from openmemory_local.text.normalize import normalise
+from openmemory_protocol.claims import command_matches
+
 __all__ = ["MODEL_SHA256", "MODEL_FILE", "PARTS", "LLAMA_REQUIREMENT", "LLAMA_CMAKE_ARGS", "ENV_MODEL",
            "default_model_path", "fetch", "gguf_metadata", "loaded_index", "stated_fix", "Candidate", "candidates",
            "prompt_messages", "chat_prompt", "choose", "ChoiceCache", "LocalModel", "LanguageAgentModel",
@@ -318,6 +321,7 @@ def candidates(encounter, lessons: Iterable, *, relevant: Callable[[Any], bool] 
         fix_text = " && ".join(describe_call(c) for c in encounter.resolve)
     out.append(Candidate(fix_text, "fix"))
     own = {_normal(describe_call(c), values) for c in encounter.resolve} | {_normal(fix_text, values)}
+    own_calls = [describe_call(c) for c in encounter.resolve] + [fix_text]
     seen = set(own) | {_normal(out[0].text, values)}
     program = _program(fail)
     for lesson in lessons:
@@ -335,8 +339,9 @@ def candidates(encounter, lessons: Iterable, *, relevant: Callable[[Any], bool] 
             if not label or label.split()[0] != program:
                 continue
         key = _normal(fix, values)
-        if key in seen:
-            continue
+        if key in seen or any(command_matches(fix, seen_as) for own_call in own_calls
+                              for seen_as in (own_call, normalise(own_call))):
+            continue  # the pitfall's own fix, as a claim states it (a placeholder for any one argument)
         seen.add(key)
         out.append(Candidate(fix, "lesson", getattr(lesson, "file", None), getattr(lesson, "commons", None)))
     return out
@@ -742,7 +747,7 @@ class ChatServer:
 
 
 def lesson_writer(transcripts: Path, out: Path, *, model: Path | None = None, nights: int = 8,
-                  log: Callable[[str], None] = print) -> dict:
+                  timeout: float = 300.0, budget: float = 3600.0, log: Callable[[str], None] = print) -> dict:
     """The engine's lessons from real transcripts, written by the rule and then rephrased by the
     local model (the engine's own ``openmemory run`` as a process, ``$OPENMEMORY_LESSON_MODEL_URL``
     at :class:`ChatServer`): how many rephrasings it asked for, accepted, and refused (the
@@ -762,6 +767,9 @@ def lesson_writer(transcripts: Path, out: Path, *, model: Path | None = None, ni
     data = out / "openmemory"
     if data.exists():
         shutil.rmtree(data)
+    data.mkdir(parents=True)
+    # a 1.5B model on two busy cores takes far longer than the engine's default 20 s an answer
+    (data / "config.toml").write_text(f"[lessons]\nmodel_timeout = {float(timeout)}\nmodel_budget = {float(budget)}\n")
     root = Path(__file__).resolve().parent.parent
     results = []
     with ChatServer(model) as server:
@@ -769,8 +777,8 @@ def lesson_writer(transcripts: Path, out: Path, *, model: Path | None = None, ni
         env.update(HOME=str(home), OPENMEMORY_HOME=str(data), XDG_DATA_HOME=str(home / ".local/share"),
                    OPENMEMORY_LESSON_MODEL_URL=server.url)
         t0 = time.monotonic()
-        # the engine asks within its budget (120 s a run, 20 s an answer): runs until it has
-        # asked about every lesson (or ``nights`` runs)
+        # the engine asks within its budget (``budget`` s a run, ``timeout`` s an answer): runs
+        # until it has asked about every lesson (or ``nights`` runs)
         for night in range(nights):
             done = subprocess.run(ProcessEngine.argv("run", "--json"), env=env, cwd=root,
                                   capture_output=True, text=True, timeout=3600)
@@ -786,7 +794,8 @@ def lesson_writer(transcripts: Path, out: Path, *, model: Path | None = None, ni
     phrases = [(_find(r, "phrase") or {}) for r in results]
     phrase = _phrase_counts(data / "openmemory.db")
     phrase["answers_received"] = len(answers)
-    phrase["answers_within_the_engines_timeout"] = sum(1 for a in answers if a["seconds"] <= 20.0)
+    phrase["answers_within_20_s"] = sum(1 for a in answers if a["seconds"] <= 20.0)
+    phrase["timeout_s"] = float(timeout)
     summary = {"what": "the engine's lessons from the transcripts, rephrased by the local model; the observation "
                        "rule decides what is kept",
                "transcripts": str(transcripts), "model": str(model or default_model_path()),
@@ -859,6 +868,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--transcripts", type=Path, required=True, help="a Claude Code project folder of transcripts")
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--model", type=Path, default=None)
+    p.add_argument("--timeout", type=float, default=300.0, help="seconds the engine waits for one answer")
+    p.add_argument("--budget", type=float, default=3600.0, help="seconds the engine gives the model per run")
     p = sub.add_parser("serve", help="serve the model as an OpenAI-compatible endpoint on loopback until Ctrl-C")
     p.add_argument("--port", type=int, default=8089)
     p.add_argument("--model", type=Path, default=None)
@@ -887,7 +898,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(meta, indent=2))
         return 0
     if args.cmd == "lessons":
-        lesson_writer(args.transcripts, args.out, model=args.model)
+        lesson_writer(args.transcripts, args.out, model=args.model, timeout=args.timeout, budget=args.budget)
         return 0
     if args.cmd == "serve":
         with ChatServer(args.model, port=args.port) as server:

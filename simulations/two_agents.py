@@ -347,13 +347,34 @@ def _day_counts(plans, a_only: set[str], a_first: dict[str, str]) -> dict:
                 if first is not None and first < plan["started"]:  # A had met it before
                     out["repeated"]["met"] += 1
                     out["repeated"]["failed"] += enc["failed"]
+                    p_error = _p_error(enc)
+                    if p_error is not None:
+                        out["repeated"]["p_error"] = out["repeated"].get("p_error", 0.0) + p_error
     return out
 
 
+def _p_error(enc: dict) -> float | None:
+    """The language model's probability of an error at an encounter: of running anything but the
+    pitfall's own fix (its answer probabilities, renormalised over the candidates), or None for
+    the lexical model (which draws with a fixed p)."""
+    options, probs = enc.get("options"), enc.get("p")
+    if not options or not probs or "fix" not in options or len(options) != len(probs):
+        return None
+    total = sum(probs)
+    return 1.0 - probs[options.index("fix")] / total if total > 0 else None
+
+
 def _rate(days: list[dict], agent: str, lo: int, hi: int) -> dict:
-    met = sum(d[agent]["repeated"]["met"] for d in days if lo <= d["day"] < hi)
-    failed = sum(d[agent]["repeated"]["failed"] for d in days if lo <= d["day"] < hi)
-    return {"days": [lo, hi - 1], "met": met, "failed": failed, "rate": round(failed / met, 4) if met else None}
+    """B's repeated-error rate over days [lo, hi): the encounters as drawn (``rate``) and, with
+    the language model, ``expected``: the mean of its probability of an error at each of them
+    (the same encounters without the draw's noise; what its answer probabilities say)."""
+    chosen = [d[agent]["repeated"] for d in days if lo <= d["day"] < hi]
+    met = sum(r["met"] for r in chosen)
+    failed = sum(r["failed"] for r in chosen)
+    out = {"days": [lo, hi - 1], "met": met, "failed": failed, "rate": round(failed / met, 4) if met else None}
+    if met and any("p_error" in r for r in chosen if r["met"]):
+        out["expected"] = round(sum(r.get("p_error", 0.0) for r in chosen) / met, 4)
+    return out
 
 
 def summarise(config: WorldConfig, outcome: dict) -> dict:

@@ -179,8 +179,10 @@ def fix_met(claim, ep: dict) -> bool:
         return False
     kind = res.get("kind")
     if claim.fix_how in ("changed", "instead"):
-        return kind == claim.fix_how and claim_rules.command_matches(claim.fix, str(res.get("norm") or
-                                                                                   res.get("command") or ""))
+        # the claim's fix is a shown command (short quoted code kept: ``sed -i 's/^    /\t/' Makefile``);
+        # the norm has no quoted strings: either form of this session's call may be the claim's
+        return kind == claim.fix_how and any(claim_rules.command_matches(claim.fix, str(seen))
+                                             for seen in (res.get("norm"), res.get("command")) if seen)
     if kind != "retry":
         return False
     after = [str(a) for a in res.get("after") or []]

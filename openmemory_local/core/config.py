@@ -34,6 +34,10 @@ back to a default silently::
     [publish]
     min_strength = 1.5                        # lessons this strong are published (opted-in projects)
 
+    [lessons]
+    model_timeout = 20.0   # seconds per request to the lesson model ($OPENMEMORY_LESSON_MODEL_URL)
+    model_budget = 120.0   # seconds in all per sleep given to it (a slow local model: raise both)
+
     [commons]
     receive = true       # openmemory run pulls received lessons from the node
     candidates = true    # render candidates (not yet verified) beside common lessons
@@ -358,6 +362,8 @@ FILE_SETTINGS: dict[tuple[str, str], tuple[str, type]] = {
     ("commons", "min_relevance"): ("commons_min_relevance", float),
     ("commons", "hook_timeout"): ("commons_hook_timeout", float),
     ("commons", "window_days"): ("commons_window_days", float),
+    ("lessons", "model_timeout"): ("lesson_model_timeout", float),
+    ("lessons", "model_budget"): ("lesson_model_budget", float),
 }
 
 

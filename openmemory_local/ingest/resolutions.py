@@ -33,7 +33,9 @@ The resolution is stored in the error episode's ``fields["resolution"]``::
      "line": 617}                   # the resolving call's result, in the transcript
 
 and the episode's text gains the observation (```git push --set-upstream origin <branch>`
-succeeded right after.``). The pure functions here describe a call (:func:`describe`) and
+succeeded right after.``). The ``command`` is the fix as it ran (:func:`_fix_display`): the
+setup before an unchanged call is shown with it (``git stash && git checkout main``), and so are
+the variables a call ran with (``CGO_ENABLED=1 go test -race ./...``) and short quoted code. The pure functions here describe a call (:func:`describe`) and
 decide whether a later call resolves a failure (:func:`resolves`); the builder holds the state.
 """
 
@@ -41,7 +43,7 @@ from __future__ import annotations
 
 import re
 
-from openmemory_local.text.normalize import command_segments, normalise, path_like
+from openmemory_local.text.normalize import command_segments, normalise, path_like, shown_segments
 
 __all__ = ["WINDOW", "MAX_OPEN", "READ_ONLY", "describe", "resolves", "step", "resolution", "phrase"]
 
@@ -76,8 +78,7 @@ def _targets(tool: str, command: str, cwd: str | None, branch: str | None, files
 
 
 def _display(tool: str, command: str, description: str, cwd: str | None, branch: str | None,
-             heads: list[str], keep: list[str] | None = None, prefer: list[str] | None = None,
-             segments: list[str] | None = None) -> str:
+             heads: list[str], segments: list[str] | None = None) -> str:
     """The call as a lesson shows it: quoted strings, redirections and the project folder out,
     the branch as ``<branch>``."""
     if tool != "Bash":
@@ -87,18 +88,16 @@ def _display(tool: str, command: str, description: str, cwd: str | None, branch:
         return f"{tool} {path}".strip() + (f" ({description})" if description else "")
     if segments is None:
         segments = command_segments(command)
-    if keep:
-        chosen = [s for s in segments if any(s == k or s.startswith(k + " ") for k in keep)]
-        segments = chosen or segments
-    if prefer:
-        marked = [s for s in segments if any(w in s.split() for w in prefer)]
-        segments = marked or segments
-    text = " && ".join(segments[:2])
+    return " ".join(_hide(" && ".join(segments[:2]), cwd, branch).split())[:200]
+
+
+def _hide(text: str, cwd: str | None, branch: str | None) -> str:
+    """A command as a lesson shows it: the project folder as ``.``, the branch as ``<branch>``."""
     if cwd:
         text = text.replace(cwd.rstrip("/") + "/", "").replace(cwd.rstrip("/"), ".")
     if branch and branch != "HEAD" and len(branch) >= 2:
         text = re.sub(r"(?<![\w.-])" + re.escape(branch) + r"(?![\w-])", "<branch>", text)
-    return " ".join(text.split())[:200]
+    return text
 
 
 def describe(tool: str, command: str, description: str, heads: list[str], cwd: str | None,
@@ -109,7 +108,9 @@ def describe(tool: str, command: str, description: str, heads: list[str], cwd: s
     turns out to resolve a failure: :func:`resolution` makes it then, from ``description``)."""
     segments = command_segments(command) if tool == "Bash" else None
     if segments is not None:
-        norm = " && ".join(normalise(s, cwd=cwd, branch=branch) for s in segments)
+        # the variable assignments and ``cd`` a call ran with are part of the call (a fix may be
+        # just that: ``CGO_ENABLED=1 go test -race ./...``), not of its situation (``targets``)
+        norm = " && ".join(normalise(s, cwd=cwd, branch=branch) for s in command_segments(command, setup=True))
     else:
         norm = normalise(f"{tool} {command} {description}".strip(), cwd=cwd, branch=branch)
     out = {"tool": tool, "heads": list(dict.fromkeys(heads)),
@@ -175,10 +176,61 @@ def resolution(failed: dict, call: dict, kind: str, calls_after: int, after: lis
     delta = [w for w in call["norm"].split() if w not in before and len(w) > 1 and w != "&&" and "{" not in w
              and "/" not in w][:4] if kind == "changed" else []
     if call["tool"] == "Bash" and kind != "instead" and shared and call.get("command"):
-        display = _display("Bash", call["command"], "", call.get("cwd"), call.get("branch"), call["heads"],
-                           keep=shared, prefer=delta)
+        display = _fix_display(call, shared, failed["norm"].split(" && "), delta) or display
     return {"kind": kind, "tool": call["tool"], "command": display, "norm": call["norm"], "delta": delta,
             "calls_after": calls_after, "after": list(dict.fromkeys(after))[:_MAX_AFTER], "line": line}
+
+
+def _segment_head(segment: str, heads: list[str]) -> str | None:
+    """Which of a call's program heads a shown segment runs (its variable assignments aside, its
+    program by file name: ``~/.cargo/bin/cargo build`` runs ``cargo build``)."""
+    words = segment.split()
+    while words and "=" in words[0] and not words[0].startswith("-"):
+        words = words[1:]
+    if not words:
+        return None
+    plain = " ".join([words[0].rsplit("/", 1)[-1]] + words[1:])
+    found = [h for h in heads if plain == h or plain.startswith(h + " ")]
+    return max(found, key=len) if found else None
+
+
+def _looks_only(segment: str) -> bool:
+    words = segment.split()
+    if not words:
+        return True
+    prog = words[0].rsplit("/", 1)[-1]
+    return prog in READ_ONLY or " ".join([prog] + words[1:2]) in READ_ONLY
+
+
+def _fix_display(call: dict, shared: list[str], failed_segments: list[str], delta: list[str]) -> str | None:
+    """The resolving call as the fix shows it (see :func:`shown_segments`): its segments that run
+    the failed call's programs; when those ran *unchanged* (``make build`` again), what ran before
+    them in the same line is the fix and is shown too (``sed -i 's/^    /\t/' Makefile && make
+    build``, ``git stash && git checkout main``, ``cd service && go test ./...``); a ``cd`` right
+    before the shown segments is always shown (where they ran)."""
+    shown = shown_segments(call["command"])
+    cwd, branch = call.get("cwd"), call.get("branch")
+    if not shown:
+        return None
+    idx = [i for i, seg in enumerate(shown) if _segment_head(seg, shared) is not None]
+    if not idx:
+        return None
+
+    def norm(seg: str) -> str:
+        return " && ".join(normalise(s, cwd=cwd, branch=branch) for s in command_segments(seg, setup=True))
+
+    before = set(failed_segments)
+    if all(norm(shown[i]) in before for i in idx):
+        chosen = [i for i in range(idx[-1] + 1) if i in idx or not _looks_only(shown[i])]
+    else:
+        chosen = idx
+        marked = [i for i in idx if any(w in shown[i].split() for w in delta)]
+        chosen = marked or chosen
+    first = chosen[0]
+    while first > 0 and shown[first - 1].split()[:1] == ["cd"]:
+        first -= 1
+        chosen = [first] + chosen
+    return _hide(" && ".join(shown[i] for i in chosen), cwd, branch).strip()[:200]
 
 
 def phrase(res: dict, *, timing: bool = True) -> str:

@@ -59,8 +59,10 @@ __all__ = [
 ]
 
 _QUOTE_MAX = 200
-_SENTENCE_END = re.compile(r"[.!?;:](?=\s|$)|\n")
-_ANY_END = re.compile(r"[.!?;:\n]")
+#: A quote is cut at most this many times (at the ends of its sentences and clauses) on its way
+#: to a form that passes the observation rule.
+_QUOTE_CUTS = 6
+_CUT = re.compile(r"[.!?;:,](?=\s|$)|\n")
 
 
 def clip(text: str, n: int) -> str:
@@ -94,14 +96,14 @@ def _quote_steps(text: str) -> Iterator[str]:
     if text:
         given.add(step := clip(text, _QUOTE_MAX))
         yield step
-        first = _SENTENCE_END.search(text)
-        if first and first.start() > 0 and (step := clip(text[: first.start()], _QUOTE_MAX)) not in given:
-            given.add(step)
-            yield step
-        clause = _ANY_END.search(text)
-        if clause and clause.start() > 0 and (step := clip(text[: clause.start()], _QUOTE_MAX)) not in given:
-            given.add(step)
-            yield step
+        # then cut at each end of a sentence or clause, the longest first: "go: -race requires
+        # cgo; enable cgo by setting CGO_ENABLED=1" is next "go: -race requires cgo", then "go"
+        cuts = sorted({m.start() for m in _CUT.finditer(text, 0, _QUOTE_MAX + 1) if 0 < m.start() < len(text) - 1},
+                      reverse=True)
+        for cut in cuts[:_QUOTE_CUTS]:
+            if (step := clip(text[:cut], _QUOTE_MAX)) and step not in given:
+                given.add(step)
+                yield step
     if "" not in given:
         yield ""
 

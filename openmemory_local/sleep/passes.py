@@ -693,6 +693,7 @@ def _details(store, group: _Group, seen: int, sessions: int) -> dict:
     tools: dict[str, int] = {}
     heads_seen: list[list[str]] = []
     resolved: dict[tuple, dict] = {}
+    member_fixes: list[tuple[dict, dict, str]] = []
     latest_fields, latest_project = {}, None
     errors = group.kind == "error"
     for session_id, created, sig, project, fields, sub in rows:
@@ -722,7 +723,7 @@ def _details(store, group: _Group, seen: int, sessions: int) -> dict:
             heads_seen.append(sub["heads"])
             res = fields.get("resolution")
             if isinstance(res, dict) and res.get("kind"):
-                _count_resolution(resolved, res, session_id)
+                member_fixes.append((sub, res, session_id))
     # most sessions first, then most often, then most recent
     ranked = sorted(by_sig.values(), key=lambda e: e["last"], reverse=True)
     ranked.sort(key=lambda e: (-len(e["sessions"]), -e["count"]))
@@ -737,6 +738,12 @@ def _details(store, group: _Group, seen: int, sessions: int) -> dict:
         if shared:
             details["subject"]["heads"] = shared  # what the group's commands share (git commit)
         details["tools"] = dict(sorted(tools.items(), key=lambda kv: (-kv[1], kv[0])))
+        # a fix is claimed for the failure it followed: a member's resolution counts when that
+        # member failed the way the lesson says (its tool, a program in common), so that a lesson
+        # about `tree` never states what fixed a `python` that merged into it
+        for sub, res, session_id in member_fixes:
+            if _same_failure(sub, details["subject"]):
+                _count_resolution(resolved, res, session_id)
         details["resolutions"] = _ranked_resolutions(resolved)
         details["paths"] = paths
         messages, seen_norm = [], set()
@@ -757,6 +764,17 @@ def _details(store, group: _Group, seen: int, sessions: int) -> dict:
             details["action_label"] = _action_label(action)
         details["statement"] = fields.get("agent_statement")
     return details
+
+
+def _same_failure(member: dict, subject: dict) -> bool:
+    """Whether a member's failing call is the lesson's: the same tool and, for a shell command,
+    a program in common (``git push`` and ``git push``; not ``tree`` and ``python``)."""
+    if member.get("tool") != subject.get("tool"):
+        return False
+    heads, want = member.get("heads") or [], subject.get("heads") or []
+    if not want or not heads:
+        return True
+    return any(h.split()[0] == w.split()[0] for h in heads for w in want)
 
 
 def _count_resolution(resolved: dict, res: dict, session_id: str | None) -> None:

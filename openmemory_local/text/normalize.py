@@ -47,6 +47,7 @@ __all__ = [
     "family_matches",
     "family_label",
     "command_segments",
+    "shown_segments",
     "path_like",
 ]
 
@@ -291,10 +292,18 @@ _REDIRECT = re.compile(r"(?:^|\s)(?:\d?>>?&?\d?|&>|<)\s*(?:/dev/null|&?\d|\S+)?"
 _SEPARATOR = re.compile(r"&&|\|\||[;|\n]")
 
 
-def command_segments(command: str) -> list[str]:
+_SKIPPED_PROGRAMS = frozenset(("cd", "echo", "true", "false", "head", "tail", "wc", "sort", "cat", "tee", "xargs",
+                               "printf", "sleep", "less", "source", "."))
+
+
+def command_segments(command: str, *, setup: bool = False) -> list[str]:
     """The simple commands of a shell line: quoted strings, heredocs and redirections
     removed (a commit message says nothing about the situation), split on ``&&``,
-    ``||``, ``;``, ``|`` and new lines; ``cd`` and output filters dropped."""
+    ``||``, ``;``, ``|`` and new lines; ``cd`` and output filters dropped.
+
+    ``setup=True``: what a command needed to run as it did is kept, the ``cd`` segments and a
+    segment's leading variable assignments (``CGO_ENABLED=1 go test -race ./...``): two calls
+    that differ only there are different calls (a fix), though the same situation."""
     if not command:
         return []
     text = _HEREDOC.sub("", command[:4000])
@@ -303,16 +312,62 @@ def command_segments(command: str) -> list[str]:
     for segment in _SEPARATOR.split(text):
         segment = _REDIRECT.sub(" ", segment)
         words = segment.split()
+        env = []
         while words and "=" in words[0] and not words[0].startswith("-"):
+            env.append(words[0])
             words = words[1:]
         if not words:
             continue
         prog = words[0].rsplit("/", 1)[-1]
-        if prog in ("cd", "echo", "true", "false", "head", "tail", "wc", "sort", "cat", "tee", "xargs",
-                    "printf", "sleep", "less", "source", "."):
+        if prog in _SKIPPED_PROGRAMS and not (setup and prog == "cd"):
             continue
-        out.append(" ".join(words))
+        out.append(" ".join((env if setup else []) + words))
     return out
+
+
+_SHOWN_QUOTE_MAX = 32
+_PROSE_WORD = re.compile(r"[A-Za-z]{3,}")
+_SHOWN_PART = re.compile(r"<<-?\s*['\"]?(\w+)['\"]?.*|\"(?:\\.|[^\"\\])*\"?|'[^']*'?|\$\((?:[^()]|\([^()]*\))*\)"
+                         r"|&&|\|\||[;|\n]|[^\"'$;|&\n<]+|.", re.S)
+
+
+def shown_segments(command: str) -> list[str]:
+    """The simple commands of a shell line as a fix shows them (what another agent would type):
+    the ``cd`` and variable assignments kept, heredocs and redirections out, a quoted string kept
+    as written when it is short code (``'s/^    /\t/'``, ``'.[0].id'``) and shown as ``<text>`` when
+    it is prose or long (a commit message: the same fix whatever the message), a command
+    substitution as ``<command>`` (placeholders, as a claim has them: PROTOCOL.md); split on
+    ``&&``, ``||``, ``;``, ``|`` and new lines outside quotes."""
+    if not command:
+        return []
+    out, current = [], []
+
+    def close() -> None:
+        text = " ".join(_REDIRECT.sub(" ", "".join(current)).split())
+        if text:
+            out.append(text)
+        current.clear()
+
+    for match in _SHOWN_PART.finditer(command[:4000]):
+        part = match.group(0)
+        if part in ("&&", "||", ";", "|", "\n"):
+            close()
+        elif part.startswith("<<") and match.group(1):
+            break  # a heredoc: its body is not the command
+        elif part[:1] in ("'", '"'):
+            body = part[1:-1] if len(part) > 1 and part[-1] == part[0] else part[1:]
+            short = len(body) <= _SHOWN_QUOTE_MAX and len(_PROSE_WORD.findall(body)) <= 2
+            kept = f"{part[0]}{body}{part[0]}".replace(" ", "\x00").replace("\t", "\x01")
+            current.append(f" {kept} " if short else " \x02 ")
+        elif part.startswith("$("):
+            current.append(" \x03 ")
+        else:
+            current.append(part)
+    close()
+    # spaces inside a kept quote, and the placeholders, were held apart from the splitting and
+    # the redirections above
+    return [s.replace("\x00", " ").replace("\x01", "\t").replace("\x02", "<text>").replace("\x03", "<command>")
+            for s in out]
 
 
 def path_like(word: str) -> bool:

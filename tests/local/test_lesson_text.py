@@ -78,8 +78,22 @@ def test_a_correction_quotes_the_person_only_as_far_as_an_observation():
 
 
 def test_quote_steps_shorten_until_nothing():
-    assert quote_steps('a "b". c; d') == ["a 'b'. c; d", "a 'b'", ""]
+    assert quote_steps('a "b". c; d') == ["a 'b'. c; d", "a 'b'. c", "a 'b'", ""]
     assert quote_steps("") == [""]
+
+
+def test_quote_steps_cut_at_each_clause_the_longest_first():
+    # the first clause alone ("go") says nothing; the longest cut that passes is kept
+    assert quote_steps("go: -race requires cgo; enable cgo by setting CGO_ENABLED=1") == [
+        "go: -race requires cgo; enable cgo by setting CGO_ENABLED=1", "go: -race requires cgo", "go", ""]
+    # a dot or colon inside a word is no cut (a file name, a line number)
+    assert quote_steps("error: the lockfile at `uv.lock` needs an update") == [
+        "error: the lockfile at `uv.lock` needs an update", "error", ""]
+    base = details("go: -race requires cgo; enable cgo by setting CGO_ENABLED=1",
+                   subject={"tool": "Bash", "heads": ["go test"]})
+    text = lesson_text(base, 2)
+    assert '"go: -race requires cgo"' in text, text
+    check_observation(text)
 
 
 def test_prediction_texts_are_observations():

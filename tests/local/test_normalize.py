@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from openmemory_local.text.embed import embed
-from openmemory_local.text.normalize import command_segments, family, family_label, family_matches, normalise
+from openmemory_local.text.normalize import (command_segments, family, family_label, family_matches, normalise,
+                                               shown_segments)
 from openmemory_local.sleep.situations import facets, probes, signature
 
 WT = "/home/me/src/app-worktrees"
@@ -95,3 +96,23 @@ def test_probes_of_a_lesson_name_its_situation():
     read = probes({"kind": "error", "subject": {"tool": "Read", "heads": []}, "paths": ["test/a/x.ex", "test/a/y.ex"]},
                   "sig")
     assert read[0] == {"text": "Read test/a", "require": "test/a", "role": "situation"}
+
+
+def test_shown_segments_are_the_fix_as_another_agent_would_type_it():
+    # what a call ran with is kept (the situation's segments drop it)
+    assert command_segments("CGO_ENABLED=1 go test -race ./...") == ["go test -race ./..."]
+    assert command_segments("CGO_ENABLED=1 go test -race ./...", setup=True) == ["CGO_ENABLED=1 go test -race ./..."]
+    assert command_segments("cd service && go test ./...", setup=True) == ["cd service", "go test ./..."]
+    assert shown_segments("cd service && CGO_ENABLED=1 go test ./... 2>&1") == ["cd service", "CGO_ENABLED=1 go test ./..."]
+    # short quoted code as written, whitespace inside it too; prose and substitutions as placeholders
+    assert shown_segments("sed -i 's/^    /\\t/' Makefile && make build") == ["sed -i 's/^    /\\t/' Makefile",
+                                                                              "make build"]
+    assert shown_segments('git commit -m "feat: add the telemetry spans" && git push') == [
+        "git commit -m <text>", "git push"]
+    assert shown_segments('git commit -m "$(cat <<EOF\nfix: a; b && c\nEOF\n)" | tee log') == ["git commit -m <text>",
+                                                                                            "tee log"]
+    assert shown_segments("docker run $(docker ps -q) > /dev/null") == ["docker run <command>"]
+    # separators inside quotes do not split; a heredoc's body is not the command
+    assert shown_segments("jq '.a | .b' x.json; make") == ["jq '.a | .b' x.json", "make"]
+    assert shown_segments("cat <<EOF > f\nrm -rf /\nEOF") == ["cat"]
+    assert shown_segments("") == []

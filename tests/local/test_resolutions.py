@@ -27,6 +27,50 @@ def test_a_changed_call_right_after_is_the_resolution_and_the_text_says_so(tmp_p
     assert error.text.endswith("`git push --set-upstream origin <branch>` succeeded right after.")
 
 
+def _fix_of(tmp_path, failing: str, output: str, fixing: str, name: str = "s.jsonl") -> dict:
+    t = T()
+    t.person("do it")
+    t.bash(failing, "t1", output, 2)
+    t.bash(fixing, "t2", "ok")
+    [error] = kinds(run(t, tmp_path / name)[0], "error")
+    return error.fields["resolution"]
+
+
+def test_the_fix_shows_what_changed_even_outside_the_failed_programs_words(tmp_path):
+    # a setup step before the same call (the call itself ran unchanged): the step is the fix
+    res = _fix_of(tmp_path, "make build", "Makefile:14: *** missing separator.  Stop.\n",
+                  "sed -i 's/^    /\t/' Makefile && make build", "a.jsonl")
+    assert (res["kind"], res["command"]) == ("changed", "sed -i 's/^    /\t/' Makefile && make build")
+    res = _fix_of(tmp_path, "git checkout develop", "error: Your local changes would be overwritten by checkout",
+                  "git stash && git checkout develop", "b.jsonl")
+    assert res["command"] == "git stash && git checkout develop"
+    res = _fix_of(tmp_path, "go test ./...", "go: go.mod file not found in current directory",
+                  "cd service && go test ./...", "c.jsonl")
+    assert (res["kind"], res["command"]) == ("changed", "cd service && go test ./...")
+    # a variable the call ran with is part of the call: not "the same call succeeded"
+    res = _fix_of(tmp_path, "go test -race ./...", "go: -race requires cgo; enable cgo by setting CGO_ENABLED=1",
+                  "CGO_ENABLED=1 go test -race ./...", "d.jsonl")
+    assert (res["kind"], res["command"]) == ("changed", "CGO_ENABLED=1 go test -race ./...")
+    # prose in quotes (a commit message) is a placeholder: the same fix whatever the message
+    res = _fix_of(tmp_path, 'git add -A && git commit -m "feat: add telemetry spans"', "[FORMAT] not formatted",
+                  'mix format && git add -A && git commit -m "feat: add telemetry spans"', "e.jsonl")
+    assert res["command"] == "mix format && git add -A && git commit -m <text>"
+    # what ran before a *changed* call stays out (the commit is not the fix of a push)
+    res = _fix_of(tmp_path, "git push", UPSTREAM, 'git add -A && git commit -m "wip" && git status && '
+                  "git push --set-upstream origin main", "f.jsonl")
+    assert res["command"] == "git push --set-upstream origin <branch>"
+
+
+def test_a_lesson_states_a_fix_only_from_members_that_failed_its_way(tmp_path):
+    from openmemory_local.sleep.passes import _same_failure
+
+    tree = {"tool": "Bash", "heads": ["tree"]}
+    assert _same_failure({"tool": "Bash", "heads": ["tree"]}, tree)
+    assert not _same_failure({"tool": "Bash", "heads": ["python"]}, tree)
+    assert not _same_failure({"tool": "Read", "heads": []}, tree)
+    assert _same_failure({"tool": "Bash", "heads": ["git push"]}, {"tool": "Bash", "heads": ["git add", "git push"]})
+
+
 def test_a_retry_after_a_step_names_the_step_and_looking_is_not_a_step(tmp_path):
     t = T()
     t.person("commit")
@@ -130,3 +174,27 @@ def test_a_group_of_several_edit_tools_is_named_for_what_they_share():
     assert is_observation(text)
     mixed = lesson_text(dict(details, tools={"Read": 2, "Bash": 1}), 1)
     assert mixed.startswith("Tool calls (`Read` and `Bash`) failed")
+
+
+def test_a_shadow_session_confirms_a_fix_shown_with_its_quoted_code(tmp_path):
+    """The claim's fix is the shown command (short quoted code kept, prose a placeholder); a
+    later session that ran the same fix confirms it, though its norm has no quoted strings."""
+    from openmemory_local.commons.form import commons_claim
+    from openmemory_local.commons.verify import fix_met
+    from openmemory_local.text.redact import Identity
+
+    cases = [("make build", "Makefile:14: *** missing separator.  Stop.\n", "sed -i 's/^    /\\t/' Makefile && make build"),
+             ('git add -A && git commit -m "feat: x"', "Pre-commit validation failed: [FORMAT] Code is not formatted.\n",
+              'mix format && git add -A && git commit -m "feat: the telemetry spans, formatted"')]
+    for i, (failing, output, fixing) in enumerate(cases):
+        res = _fix_of(tmp_path, failing, output, fixing, f"{i}.jsonl")
+        details = {"kind": "error", "subject": {"tool": "Bash", "heads": ["make build"] if i == 0 else ["git add", "git commit"],
+                                                "path": None}, "sessions": 3,
+                   "messages": [{"text": output.strip(), "sessions": 3, "count": 3}],
+                   "resolutions": [dict(res, sessions=3, right_after=True)]}
+        claim = commons_claim(details, Identity()).claim
+        assert claim is not None and claim.fix, (claim, res)
+        other = _fix_of(tmp_path, failing, output, fixing.replace("telemetry", "tracing"), f"o{i}.jsonl")
+        assert fix_met(claim, {"kind": "error", "fields": {"resolution": other}}), (claim.fix, other)
+        # the norm alone (no quoted strings) does not carry the fix: the shown form is what matches
+        assert not fix_met(claim, {"kind": "error", "fields": {"resolution": dict(other, command=None)}})

@@ -128,8 +128,9 @@ def test_activity_of_one_scan_is_the_activity_query(store):
 
 
 def _quote_steps_before(text: str) -> list[str]:
-    # the version before: every step made at once
-    from openmemory_local.sleep.lesson_text import _ANY_END, _MARKUP_START, _QUOTE_MAX, _SENTENCE_END, clip
+    # the same steps, every one made at once: the whole quote, then cut at each end of a sentence
+    # or clause (followed by a space, or a new line), the longest first, at most six cuts
+    from openmemory_local.sleep.lesson_text import _MARKUP_START, _QUOTE_MAX, clip
 
     text = " ".join((text or "").replace('"', "'").split())
     markup = _MARKUP_START.search(text)
@@ -138,14 +139,11 @@ def _quote_steps_before(text: str) -> list[str]:
     steps = []
     if text:
         steps.append(clip(text, _QUOTE_MAX))
-        first = _SENTENCE_END.search(text)
-        if first and first.start() > 0:
-            steps.append(clip(text[: first.start()], _QUOTE_MAX))
-        clause = _ANY_END.search(text)
-        if clause and clause.start() > 0:
-            steps.append(clip(text[: clause.start()], _QUOTE_MAX))
+        cuts = [i for i in range(1, min(len(text) - 1, _QUOTE_MAX + 1))
+                if text[i] in ".!?;:," and (i + 1 == len(text) or text[i + 1].isspace())]
+        steps.extend(clip(text[:i], _QUOTE_MAX) for i in sorted(cuts, reverse=True)[:6])
     steps.append("")
-    return list(dict.fromkeys(steps))
+    return list(dict.fromkeys(s for s in steps if s or s == ""))
 
 
 def _message(rng: random.Random) -> str:

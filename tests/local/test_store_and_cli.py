@@ -51,6 +51,18 @@ def test_environment_overrides(tmp_path):
         load_config(tmp_path, {"HOME": "/h", "OPENMEMORY_MAX_LINE_BYTES": "lots"})
 
 
+def test_the_lesson_models_time_is_a_setting(tmp_path):
+    """A local model on a busy CPU needs more than 20 s an answer: config.toml says how long."""
+    from openmemory_local.core.config import ConfigError
+
+    (tmp_path / "config.toml").write_text("[lessons]\nmodel_timeout = 180.0\nmodel_budget = 1800\n")
+    config = load_config(tmp_path, {"HOME": "/h"})
+    assert (config.lesson_model_timeout, config.lesson_model_budget) == (180.0, 1800.0)
+    (tmp_path / "config.toml").write_text('[lessons]\nmodel_timeout = "long"\n')
+    with pytest.raises(ConfigError):
+        load_config(tmp_path, {"HOME": "/h"})
+
+
 def test_clock():
     t = parse_time("2026-02-11T20:55:01.123Z")
     assert iso(t) == "2026-02-11T20:55:01.123Z"

@@ -200,3 +200,47 @@ def test_a_short_world_with_the_language_model(tmp_path):
     assert summary["arms"]["control"]["ingest_check_ok"]
     lines = (tmp_path / "choices.jsonl").read_text().splitlines()
     assert lines and all(len(json.loads(x)["p"]) >= 2 for x in lines)
+
+
+def test_a_claims_fix_with_placeholders_is_the_pitfalls_own_fix_not_another():
+    """A claim states its fix redacted (``CGO_ENABLED=<num>``, whitespace folded): that is the
+    pitfall's own fix, not a new candidate that counts as an error when run."""
+    from simulations.pitfalls import load
+    import random
+
+    from simulations.lm import candidates
+
+    race = next(p for p in load() if p.id == "go-race-needs-cgo")
+    enc = race.encounter(random.Random(1), "/home/b/src/shop", "/home/b")
+
+    class L:
+        def __init__(self, text):
+            self.texts = [text]
+
+    claim = L('`go test` failed: "go: -race requires <name>"; `CGO_ENABLED=<num> go test -race ./...` succeeded.')
+    other = L('`go test` failed: "go: -race requires <name>"; `go vet ./...` succeeded.')
+    kinds = [c.kind for c in candidates(enc, [claim, other])]
+    assert kinds == ["fail", "fix", "lesson"], kinds
+
+
+def test_the_expected_rate_is_the_mean_probability_of_an_error_over_the_same_encounters():
+    from simulations.two_agents import _day_counts, _rate
+
+    def enc(pitfall, failed, options=None, p=None):
+        e = {"pitfall": pitfall, "failed": failed, "matched": False, "lesson_from": [], "commons": None}
+        if options:
+            e.update(chose="fail" if failed else "fix", options=options, p=p)
+        return e
+
+    a_first = {"x": "2026-04-01T09:00:00.000Z"}
+    plans = [{"started": "2026-04-02T09:00:00.000Z",
+              "encounters": [enc("x", True, ["fail", "fix"], [0.6, 0.2]),       # P(error) 0.75
+                             enc("x", False, ["fail", "fix", "lesson"], [0.1, 0.6, 0.3])]},  # 0.4
+             {"started": "2026-03-30T09:00:00.000Z", "encounters": [enc("x", True, ["fail", "fix"], [0.5, 0.5])]}]
+    day = dict(_day_counts(plans, {"x"}, a_first), day=0)
+    rate = _rate([{"B": day, "day": 0}], "B", 0, 1)
+    assert (rate["met"], rate["failed"], rate["rate"]) == (2, 1, 0.5)  # the third met x before A did
+    assert rate["expected"] == round((0.75 + 0.4) / 2, 4)
+    # the lexical model draws with a fixed p: no expected rate
+    lexical = dict(_day_counts([{"started": plans[0]["started"], "encounters": [enc("x", True)]}], {"x"}, a_first), day=0)
+    assert "expected" not in _rate([{"B": lexical, "day": 0}], "B", 0, 1)
