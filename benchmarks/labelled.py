@@ -7,7 +7,7 @@ with what the agent did just before, labelled correction or not (real ones from 
 transcripts, and hard cases written for the set, marked ``synthetic``);
 ``data/corrections_heldout*.json``: the sets of issue 32, each written before a revision of the
 rule and held out from it (:func:`correction_parts` says which are still held out: G, whose
-misses were never read while revising, and J, the newest).
+misses were never read while revising, J, and K, the newest).
 """
 
 from __future__ import annotations
@@ -90,4 +90,6 @@ def correction_parts() -> list[tuple[str, str, list[dict]]]:
          held("corrections_heldout_i.json")),
         ("synthetic J, issue 32", "HELD-OUT (written after the current, eighth revision, never tuned on)",
          held("corrections_heldout_j.json")),
+        ("synthetic K, issue 32", "HELD-OUT (written before the ninth revision, run once against the eighth; never "
+         "tuned on)", held("corrections_heldout_k.json")),
     ]

@@ -644,7 +644,29 @@ def correction_terms(message: str, action: dict | None = None) -> dict:
         elif command:
             corrected = command.rsplit("/", 1)[-1]
     named = {w for w in _WORD.findall(norm) if w in _PROGRAMS}
-    return {"corrected": corrected, "preferred": sorted(named - {corrected}), "words": sorted(_content(norm))}
+    words = {_stem(w) for w in _content(norm) if w not in _CONTRACTED}
+    return {"corrected": corrected, "preferred": sorted(named - {corrected}), "words": sorted(w for w in words if w)}
+
+
+#: What is left of "don't", "didn't", ... once the word pattern stops at the apostrophe.
+_CONTRACTED = frozenset("don didn doesn isn wasn aren weren won wouldn shouldn couldn hasn haven hadn".split())
+
+
+def _stem(word: str) -> str:
+    """One form for a word's inflections ("pushing", "pushed", "pushes" -> "push"; "committed" ->
+    "commit"), so that a correction restated in other words shares its words (measure 1 only: the
+    rule's own reading of a message is :func:`_content`)."""
+    if "." in word or "/" in word or len(word) <= 4 or word.endswith("ss"):
+        return word
+    for suffix in ("ing", "ed", "es", "s"):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            stem = word[: -len(suffix)]
+            if suffix in ("ing", "ed") and len(stem) >= 4 and stem[-1] == stem[-2] and stem[-1] not in "ls":
+                stem = stem[:-1]  # "committed" -> "commit", "running" -> "run"
+            if suffix == "es" and not stem.endswith(("sh", "x", "ss", "z")):
+                stem = word[:-1]  # "files" -> "file", not "fil"
+            return stem
+    return word
 
 
 def _cosine(a, b) -> float:

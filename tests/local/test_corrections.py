@@ -115,6 +115,8 @@ NPM = {"tool": "Bash", "command": "npm install lodash"}
 PUSH = {"tool": "Bash", "command": "git push --force origin main"}
 PUSH2 = {"tool": "Bash", "command": "git push -f origin main"}
 TEST = {"tool": "Write", "command": "test/user_test.rb"}
+MAIN = {"tool": "Bash", "command": "git push origin main"}
+COMMIT = {"tool": "Bash", "command": "git commit -am wip"}
 
 
 # The table of pairs of docs/corrections.md: (first, its action), (later, its action), the same?
@@ -127,6 +129,9 @@ SAME_PAIRS = [
     (("never force push to main", PUSH), ("don't force push to main, people pull from it", PUSH2), True),
     (("never force push to main", PUSH), ("the tests are in spec/, not test/", TEST), False),
     (("the tests live under spec/, not test/", TEST), ("tests go in spec/ here", TEST), True),
+    # other inflections of the same words ("pushing" / "push"): one form each
+    (("stop pushing straight to main, open a PR", MAIN), ("never push to main directly", MAIN), True),
+    (("never force push to main", PUSH), ("please don't commit for me", COMMIT), False),
 ]
 
 
@@ -225,7 +230,8 @@ def _as_events(case: dict) -> list:
                                   "corrections_heldout_c.json", "corrections_heldout_d.json",
                                   "corrections_heldout_e.json", "corrections_heldout_f.json",
                                   "corrections_heldout_g.json", "corrections_heldout_h.json",
-                                  "corrections_heldout_i.json", "corrections_heldout_j.json"])
+                                  "corrections_heldout_i.json", "corrections_heldout_j.json",
+                                  "corrections_heldout_k.json"])
 def test_the_builder_decides_as_the_rule_on_every_labelled_session(name):
     """The episode builder applies the one rule: on every session of the issue-32 sets it finds a
     correction exactly where ``correction_cue`` does on the same session (the builder reads the
