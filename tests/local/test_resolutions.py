@@ -36,29 +36,32 @@ def _fix_of(tmp_path, failing: str, output: str, fixing: str, name: str = "s.jso
     return error.fields["resolution"]
 
 
-def test_the_fix_shows_what_changed_even_outside_the_failed_programs_words(tmp_path):
+#: (failed call, its output, the call that worked, the fix as the lesson shows it)
+FIXES = [
     # a setup step before the same call (the call itself ran unchanged): the step is the fix
-    res = _fix_of(tmp_path, "make build", "Makefile:14: *** missing separator.  Stop.\n",
-                  "sed -i 's/^    /\t/' Makefile && make build", "a.jsonl")
-    assert (res["kind"], res["command"]) == ("changed", "sed -i 's/^    /\t/' Makefile && make build")
-    res = _fix_of(tmp_path, "git checkout develop", "error: Your local changes would be overwritten by checkout",
-                  "git stash && git checkout develop", "b.jsonl")
-    assert res["command"] == "git stash && git checkout develop"
-    res = _fix_of(tmp_path, "go test ./...", "go: go.mod file not found in current directory",
-                  "cd service && go test ./...", "c.jsonl")
-    assert (res["kind"], res["command"]) == ("changed", "cd service && go test ./...")
+    ("make build", "Makefile:14: *** missing separator.  Stop.\n", "sed -i 's/^    /\t/' Makefile && make build",
+     "sed -i 's/^    /\t/' Makefile && make build"),
+    ("git checkout develop", "error: Your local changes would be overwritten by checkout",
+     "git stash && git checkout develop", "git stash && git checkout develop"),
+    ("go test ./...", "go: go.mod file not found in current directory", "cd service && go test ./...",
+     "cd service && go test ./..."),
     # a variable the call ran with is part of the call: not "the same call succeeded"
-    res = _fix_of(tmp_path, "go test -race ./...", "go: -race requires cgo; enable cgo by setting CGO_ENABLED=1",
-                  "CGO_ENABLED=1 go test -race ./...", "d.jsonl")
-    assert (res["kind"], res["command"]) == ("changed", "CGO_ENABLED=1 go test -race ./...")
+    ("go test -race ./...", "go: -race requires cgo; enable cgo by setting CGO_ENABLED=1",
+     "CGO_ENABLED=1 go test -race ./...", "CGO_ENABLED=1 go test -race ./..."),
     # prose in quotes (a commit message) is a placeholder: the same fix whatever the message
-    res = _fix_of(tmp_path, 'git add -A && git commit -m "feat: add telemetry spans"', "[FORMAT] not formatted",
-                  'mix format && git add -A && git commit -m "feat: add telemetry spans"', "e.jsonl")
-    assert res["command"] == "mix format && git add -A && git commit -m <text>"
+    ('git add -A && git commit -m "feat: add telemetry spans"', "[FORMAT] not formatted",
+     'mix format && git add -A && git commit -m "feat: add telemetry spans"',
+     "mix format && git add -A && git commit -m <text>"),
     # what ran before a *changed* call stays out (the commit is not the fix of a push)
-    res = _fix_of(tmp_path, "git push", UPSTREAM, 'git add -A && git commit -m "wip" && git status && '
-                  "git push --set-upstream origin main", "f.jsonl")
-    assert res["command"] == "git push --set-upstream origin <branch>"
+    ("git push", UPSTREAM, 'git add -A && git commit -m "wip" && git status && git push --set-upstream origin main',
+     "git push --set-upstream origin <branch>"),
+]
+
+
+def test_the_fix_shows_what_changed_even_outside_the_failed_programs_words(tmp_path):
+    for n, (failing, output, fixing, shown) in enumerate(FIXES):
+        res = _fix_of(tmp_path, failing, output, fixing, f"{n}.jsonl")
+        assert (res["kind"], res["command"]) == ("changed", shown), (fixing, res)
 
 
 def test_a_lesson_states_a_fix_only_from_members_that_failed_its_way(tmp_path):
@@ -200,35 +203,30 @@ def test_a_shadow_session_confirms_a_fix_shown_with_its_quoted_code(tmp_path):
         assert not fix_met(claim, {"kind": "error", "fields": {"resolution": dict(other, command=None)}})
 
 
-def test_an_edit_refused_until_the_file_is_read_names_the_read(tmp_path):
+def _edit_read_edit(tmp_path, read: str, name: str):
     t = T()
     t.person("type the home page")
     edit = {"file_path": f"{CWD}/src/app/page.tsx", "old_string": "a", "new_string": "b"}
     t.call("Edit", edit, "t1")
     t.result("t1", "<tool_use_error>File has not been read yet. Read it first before writing to it.</tool_use_error>", True)
-    t.call("Read", {"file_path": f"{CWD}/src/app/page.tsx"}, "t2")
+    t.call("Read", {"file_path": f"{CWD}/{read}"}, "t2")
     t.result("t2", "     1→export default function Home() {")
     t.call("Edit", edit, "t3")
     t.result("t3", "The file has been updated.")
-    [error] = kinds(run(t, tmp_path / "s.jsonl")[0], "error")
+    [error] = kinds(run(t, tmp_path / name)[0], "error")
+    return error
+
+
+def test_an_edit_refused_until_the_file_is_read_names_the_read(tmp_path):
+    from openmemory_local.ingest.resolutions import step_commands, step_paths
+
+    error = _edit_read_edit(tmp_path, "src/app/page.tsx", "s.jsonl")
     res = error.fields["resolution"]
     assert (res["kind"], res["after"]) == ("retry", ["read src/app/page.tsx"]), res
     assert error.text.endswith("The same call succeeded after a read of src/app/page.tsx."), error.text
-    from openmemory_local.ingest.resolutions import step_commands, step_paths
-
     assert step_commands(res["after"]) == [] and step_paths(res["after"], "read") == ["src/app/page.tsx"]
     # a read of another file only looks
-    t = T()
-    t.person("type the home page")
-    edit = {"file_path": f"{CWD}/src/app/page.tsx", "old_string": "a", "new_string": "b"}
-    t.call("Edit", edit, "t1")
-    t.result("t1", "<tool_use_error>File has not been read yet. Read it first before writing to it.</tool_use_error>", True)
-    t.call("Read", {"file_path": f"{CWD}/README.md"}, "t2")
-    t.result("t2", "# app")
-    t.call("Edit", edit, "t3")
-    t.result("t3", "updated")
-    [error] = kinds(run(t, tmp_path / "s2.jsonl")[0], "error")
-    assert error.fields["resolution"]["after"] == []
+    assert _edit_read_edit(tmp_path, "README.md", "s2.jsonl").fields["resolution"]["after"] == []
 
 
 def test_a_program_spelled_another_way_is_the_same_program_called_differently(tmp_path):
