@@ -229,8 +229,11 @@ class Agent:
 
     def __init__(self, name: str, root: Path, *, seed: int, model: AgentModel,
                  mix: list[tuple[Pitfall, int]], sessions_per_day: int = 5, benign_share: float = 0.2,
-                 cwd: str | None = None):
+                 cwd: str | None = None, lesson_model_url: str | None = None):
         self.name = name
+        #: an OpenAI-compatible endpoint that rephrases this agent's lessons (the engine's
+        #: ``$OPENMEMORY_LESSON_MODEL_URL``); None: the engine's deterministic texts
+        self.lesson_model_url = lesson_model_url
         self.root = Path(root) / name
         self.home = self.root / "home"
         self.data = self.root / "openmemory"
@@ -252,11 +255,15 @@ class Agent:
         self.failed_in: dict[str, str] = {}  # session id -> the pitfall it failed on
         for folder in (self.project_dir, self.data):
             folder.mkdir(parents=True, exist_ok=True)
+        if lesson_model_url:  # a local model on busy cores: minutes an answer, not the default 20 s
+            (self.data / "config.toml").write_text("[lessons]\nmodel_timeout = 600.0\nmodel_budget = 7200.0\n")
 
     # -- the environment a real process of this agent has --------------------------------------
     def environ(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENMEMORY_", "CLAUDE_"))}
         env.update(HOME=str(self.home), OPENMEMORY_HOME=str(self.data), XDG_DATA_HOME=str(self.home / ".local/share"))
+        if self.lesson_model_url:
+            env["OPENMEMORY_LESSON_MODEL_URL"] = self.lesson_model_url
         return env
 
     def memory(self) -> list[MemoryLesson]:

@@ -45,13 +45,14 @@ statuses in the commons), ``drill_revocation.png`` (with ``--drill``), and
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import random
 import shutil
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -90,6 +91,8 @@ class WorldConfig:
     policy: str = "trusted"  # the nodes' [commons] policy
     drill: bool = False  # the poisoned-lesson drill after the last day (commons arm)
     poison: bool = False  # an attacker and its sybils publish on day 1 (commons arm: simulations.commons_arm.Poison)
+    #: the engines' lesson writer (``$OPENMEMORY_LESSON_MODEL_URL``): None, the deterministic texts
+    lesson_model_url: str | None = None
 
     def __post_init__(self) -> None:
         if self.days < 1:
@@ -172,7 +175,8 @@ class World:
     def make_agent(self, name: str) -> Agent:
         c = self.config
         return Agent(name, self.root, mix=self.mixes[name], seed=c.seed, model=c.model,
-                     sessions_per_day=c.sessions_per_day, benign_share=c.benign_share)
+                     sessions_per_day=c.sessions_per_day, benign_share=c.benign_share,
+                     lesson_model_url=c.lesson_model_url)
 
     def agent(self, name: str):
         return next(a for a in self.agents if a.name == name)
@@ -661,6 +665,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "agent; the others are the lexical model)")
     parser.add_argument("--lm-argmax", action="store_true",
                         help="--agent lm: run the most probable command instead of sampling")
+    parser.add_argument("--lesson-model", action="store_true",
+                        help="the local model (simulations.lm, the agent-lm extra) writes every engine's lessons, "
+                        "served on loopback as $OPENMEMORY_LESSON_MODEL_URL; the observation rule decides what "
+                        "is kept")
     parser.add_argument("--drill", action="store_true",
                         help="the poisoned-lesson drill after the last day (commons arm)")
     parser.add_argument("--poison", action="store_true",
@@ -728,8 +736,22 @@ def main(argv: list[str] | None = None) -> int:
     if config.drill and "commons" not in arms:
         parser.error("--drill runs in the commons arm: add it to --arms")
     log = None if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True))
+    writer = contextlib.nullcontext()
+    if args.lesson_model:
+        if args.hosts:
+            parser.error("--lesson-model serves the model on this machine's loopback: not with --hosts")
+        from .lm import ChatServer
+
+        writer = ChatServer(args.lm_model and Path(args.lm_model), threads=args.lm_threads or None)
     try:
-        summary = run(config, args.out, arms, plots=not args.no_plots, log=log, hosts=hosts)
+        with writer as server:
+            if server is not None:
+                config = replace(config, lesson_model_url=server.url)
+            summary = run(config, args.out, arms, plots=not args.no_plots, log=log, hosts=hosts)
+            if server is not None:
+                summary["lesson_writer"] = {"url": server.url, "answers": len(server.answers),
+                                            "seconds": round(sum(a["seconds"] for a in server.answers), 1)}
+                (Path(args.out) / SUMMARY_FILE).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     except CommonsUnavailable as exc:
         print(f"two_agents: {exc}", file=sys.stderr)
         return 2
