@@ -99,3 +99,19 @@ def test_the_ingest_check_sees_a_transcript_that_is_not_what_was_meant(tmp_path)
     assert not check["ok"]
     assert check["mismatches"][0]["session"] == plans[0].session_id
     assert check["errors"] == {"meant": 3, "ingested": 2}
+
+
+def test_a_lesson_writer_reaches_the_agents_engine_with_the_time_a_local_model_needs(tmp_path):
+    """--lesson-model: the agent's engine gets the model's URL and a config.toml giving it
+    minutes an answer (read by the engine's own configuration loader, not by this test)."""
+    from openmemory_local.core.config import load_config
+
+    plain = Agent("A", tmp_path, seed=1, model=AgentModel(), mix=[])
+    assert "OPENMEMORY_LESSON_MODEL_URL" not in plain.environ()
+    agent = Agent("B", tmp_path, seed=1, model=AgentModel(), mix=[], lesson_model_url="http://127.0.0.1:9/v1")
+    env = agent.environ()
+    assert env["OPENMEMORY_LESSON_MODEL_URL"] == "http://127.0.0.1:9/v1"
+    config = load_config(environ=env)
+    assert config.lesson_model_url == "http://127.0.0.1:9/v1"
+    assert config.lesson_model_timeout >= 300 and config.lesson_model_budget >= config.lesson_model_timeout
+    assert load_config(environ=plain.environ()).lesson_model_timeout == 20.0
