@@ -44,6 +44,7 @@ from __future__ import annotations
 import re
 
 from openmemory_local.text.normalize import command_segments, normalise, path_like, shown_segments
+from openmemory_local.text.redact import mask_secrets
 
 __all__ = ["WINDOW", "MAX_OPEN", "READ_ONLY", "describe", "resolves", "step", "read_step", "resolution", "phrase",
            "step_commands", "step_paths"]
@@ -271,7 +272,8 @@ def _fix_display(call: dict, shared: list[str], failed_segments: list[str], delt
     while first > 0 and shown[first - 1].split()[:1] == ["cd"]:
         first -= 1
         chosen = [first] + chosen
-    return _hide(" && ".join(shown[i] for i in chosen), cwd, branch).strip()[:200]
+    # what a call ran with (a variable, a quoted value) may be a secret: never shown
+    return mask_secrets(_hide(" && ".join(shown[i] for i in chosen), cwd, branch).strip())[:200]
 
 
 def phrase(res: dict, *, timing: bool = True) -> str:

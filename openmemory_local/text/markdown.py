@@ -92,7 +92,6 @@ def escape_markdown(text: str, *, brackets: bool = False) -> str:
                    for n, (code, piece) in enumerate(pieces))
 
 
-
 def one_line(text: str) -> str:
     """``text`` on one line: every run of white space one space, except the spaces inside a code
     span, kept as written (``sed -i 's/^    /\\t/' Makefile``: a command's quoted code means what

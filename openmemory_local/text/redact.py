@@ -195,6 +195,13 @@ def _high_entropy(text: str) -> str:
     return _TOKEN.sub(lambda m: "<secret>" if _secret_shaped(m.group(0), 20, 3.5) else m.group(0), text)
 
 
+def mask_secrets(text: str) -> str:
+    """``text`` with every secret the rules know (:data:`SECRET_FORMATS`, an authorization
+    header, a ``password=``/``API_KEY=`` value, a long high-entropy token) as ``<secret>``, and
+    nothing else changed: for what the engine shows of a command in the agent's own memory."""
+    return _high_entropy(_secrets(text))
+
+
 def _secrets(text: str) -> str:
     for _, pattern in _SECRET_RES:
         text = pattern.sub("<secret>", text)

@@ -52,6 +52,12 @@ FIXES = [
     ('git add -A && git commit -m "feat: add telemetry spans"', "[FORMAT] not formatted",
      'mix format && git add -A && git commit -m "feat: add telemetry spans"',
      "mix format && git add -A && git commit -m <text>"),
+    # a secret the call ran with is never shown (a variable, a quoted header)
+    ("npm run deploy", "Error: missing credentials", "API_KEY=sk-proj-abcdefghijklmnop1234567890 npm run deploy",
+     "API_KEY=<secret> npm run deploy"),
+    ("curl -fsS https://api.example.com/v1/me", "curl: (22) The requested URL returned error: 401",
+     "curl -fsS -H 'Bearer Zk29aQ8xT7vLq2Wm' https://api.example.com/v1/me",
+     "curl -fsS -H 'Bearer <secret>' https://api.example.com/v1/me"),
     # what ran before a *changed* call stays out (the commit is not the fix of a push)
     ("git push", UPSTREAM, 'git add -A && git commit -m "wip" && git status && git push --set-upstream origin main',
      "git push --set-upstream origin <branch>"),
