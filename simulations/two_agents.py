@@ -742,7 +742,12 @@ def main(argv: list[str] | None = None) -> int:
             parser.error("--lesson-model serves the model on this machine's loopback: not with --hosts")
         from .lm import ChatServer
 
-        writer = ChatServer(args.lm_model and Path(args.lm_model), threads=args.lm_threads or None)
+        try:
+            writer = ChatServer(args.lm_model and Path(args.lm_model), threads=args.lm_threads or None)
+        except (ImportError, OSError, ValueError) as exc:
+            print(f"two_agents: --lesson-model needs the agent-lm extra and the model (pip install -e "
+                  f"'.[agent-lm]'; python -m simulations.lm fetch): {exc}", file=sys.stderr)
+            return 2
     try:
         with writer as server:
             if server is not None:

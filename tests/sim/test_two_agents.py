@@ -87,3 +87,16 @@ def test_one_night_as_a_real_process(tmp_path):
     arm = summary["arms"]["control"]
     assert summary["world"]["engine"] == "process"
     assert arm["ingest_check_ok"] and arm["ingest_check"]["B"]["sessions"]["ingested"] == 12
+
+
+def test_the_lesson_writer_without_its_model_is_a_clear_error(tmp_path, capsys):
+    import importlib.util
+
+    import pytest
+
+    from simulations.two_agents import main
+
+    if importlib.util.find_spec("llama_cpp") is not None:
+        pytest.skip("the agent-lm extra is installed here: the writer would start (tests/sim/test_lm.py runs it)")
+    assert main(["--lesson-model", "--days", "1", "--out", str(tmp_path / "out"), "--arms", "control", "-q"]) == 2
+    assert "--lesson-model needs the agent-lm extra" in capsys.readouterr().err
