@@ -86,9 +86,9 @@ def _auc(rows) -> float:
 
 
 def _line(name, rows, pred) -> str:
-    tp = sum(1 for r in rows if r[0] and pred(r))
-    fp = sum(1 for r in rows if not r[0] and pred(r))
-    fn = sum(1 for r in rows if r[0] and not pred(r))
+    """Precision and recall of ``pred`` over ``rows`` (each row's first item: whether it is a
+    correction), counted as benchmarks/corrections.py counts them."""
+    tp, fp, fn, _ = bench.scores([{"correction": r[0], "row": r} for r in rows], lambda c: pred(c["row"]))
     p = f"{tp / (tp + fp):.2f}" if tp + fp else " -  "
     rc = f"{tp / (tp + fn):.2f}" if tp + fn else " -  "
     return f"  {name:34s} precision {p}  recall {rc}  (tp {tp}, fp {fp}, fn {fn})"
@@ -188,11 +188,7 @@ def main() -> int:
         print(f"{title} [{status}], {len(rows)} messages:")
         for name, pred in (("rule", lambda r, p: r), ("model alone, P(yes) > 0.5", lambda r, p: p > 0.5),
                            ("rule or model", lambda r, p: r or p > 0.5), ("rule and model", lambda r, p: r and p > 0.5)):
-            tp = sum(1 for g, r, p in rows if g and pred(r, p))
-            fp = sum(1 for g, r, p in rows if not g and pred(r, p))
-            fn = sum(1 for g, r, p in rows if g and not pred(r, p))
-            print(f"  {name:28s} precision {tp / (tp + fp) if tp + fp else 0:.2f}  recall {tp / (tp + fn) if tp + fn else 0:.2f}"
-                  f"  (tp {tp}, fp {fp}, fn {fn})")
+            print(_line(name, rows, lambda row, pred=pred: pred(row[1], row[2])))
         print(f"  P(yes): max {max(p for _, _, p in rows):.2f}, median {sorted(p for _, _, p in rows)[len(rows) // 2]:.2f}")
     return 0
 
