@@ -93,7 +93,7 @@ __all__ = ["correction_cue", "decide", "is_borderline", "course_change", "is_rea
 
 STRONG_CUES = ("rejected", "restated", "why", "omitted", "reminder", "undo", "wrong")
 CUES = STRONG_CUES + ("still", "stop", "wait", "no", "dont", "actually", "you_did", "prefer", "changed",
-                      "rejects", "second_opinion")
+                      "rejects", "interrupted", "second_opinion")
 
 
 @dataclass(frozen=True)
@@ -140,7 +140,7 @@ _STOP = re.compile(r"^(?:please )?stop(?:[\s,.!;:\-\u2014]*$|\s*[,.!;:\-\u2014]|
 _WAIT = re.compile(r"^(?:wait|hold on|hang on)(?:[\s,.!;:\-\u2014]|$)(?!\s*(?:for|until|till|to)\b)")
 _NO = re.compile(r"^(?:no+|nah|nope)(?:\s*[,.!;:\-\u2014]|\s*$|\s+no\b)")
 _DONT = re.compile(r"^(?:please )?(?:don'?t|do not|never)\s+(?!worry|forget|bother\b)(.*)")
-_ACTUALLY = re.compile(r"^(?:actually|instead)\b[\s,]*(.*)")
+_ACTUALLY = re.compile(r"^(?:actually|instead\b(?! of (?:me|us)\b))\b[\s,]*(.*)")
 _ASKS = re.compile(r"\b(?:(?:can|could|would) you|you (?:can|could|might))\b(?! not\b)")
 _REQUEST = re.compile(r"^(?:(?:can|could|would|will) you|also|let'?s|please (?:also )?add|and\b|how about|maybe also|"
                       r"add\b|what about)")
@@ -152,6 +152,8 @@ _NOT_ONE = re.compile(
     r"now|start|switch to)\b|\bnext step\b|\bthe next (?:one|task)\b|"
     r"\b(?:works|working) now\b|\bgood (?:call|catch|idea|job|work)\b|\blooks (?:good|great)\b|\bwell done\b|"
     r"\b(?:nice|great|perfect|thanks|thank you|thx|ty)\b[!.\s]*$|"
+    r"\b(?:that'?s|it'?s|this is|looks) (?:perfect|great|exactly (?:right|it|what i (?:wanted|asked|meant)))\b|"
+    r"\bgive me a (?:minute|sec(?:ond)?|moment|bit)\b|"
     r"\b(?:that'?s|that is) (?:all|everything|it for)\b|\bfor (?:today|now)\b|\bstop here\b|"
     r"\bno (?:idea|hurry|rush|worries|problem|need to hurry)\b|"
     r"\b(?:can|could|would) you (?:please )?(?:also )?add\b|"
@@ -159,10 +161,23 @@ _NOT_ONE = re.compile(
     r"\b(?:nvm|never ?mind|forget it|scratch that)\b|\bno (?:\w+ ){0,2}(?:anymore|any more)\b|"
     r"\b(?:at some point|some ?day|down the road|eventually)\b|\byou'?re (?:right|correct)\b|\bmy (?:bad|mistake)\b|"
     r"\bi was (?:wrong|looking at|thinking of|confused)\b|"
+    # putting the work aside for now (a change of plan, not of how it was done)
+    r"\blet'?s (?:park|pause|shelve|table|put \w+ on hold)\b|"
     # resuming after an interrupt
     r"^(?:sorry,?\s+)?(?:go on|carry on|continue|keep going|proceed|resume)\b|\bby (?:accident|mistake)\b|"
     r"\b(?:that|it|this|the [\w.-]+)(?: part)?(?:'s| is| was| looks) (?:fine|good|ok|okay|right|correct)\b|"
     r"^(?:wait,?\s+|hmm?,?\s+)?really\?")
+#: An answer yes to the agent's question ("actually yes, go ahead and delete it").
+_YES = re.compile(r"^(?:yes|yeah|yep|yup|sure|go ahead|please do|do it|ok(?:ay)? do it)\b")
+
+
+def _only_questions(norm: str) -> bool:
+    """Every sentence of the message is a question ("wait, so the cache is per process? how does the
+    second worker see it then?"): the person asks the agent, which answers (step 4)."""
+    parts = [p for p in re.split(r"(?<=[?.!])\s+", norm[:400].strip()) if p.strip()]
+    return bool(parts) and all(p.rstrip().endswith("?") for p in parts)
+
+
 _LATER = re.compile(r"^(?:please )?(?:stop|wait)\b.{0,80}\b(?:once|when|after|until|till|before)\b|"
                     r"^(?:please )?wait (?:for|till|until)\b")
 _QUESTION_TO_AGENT = re.compile(r"^(?:wait,?\s+|actually,?\s+)?(?:is|are|was|were|which|what|where|when|how|who|"
@@ -178,7 +193,9 @@ _PREFER = re.compile(
     r"^(?:that'?s|this is|those are|that is) (?:the )?(?:old|wrong|other|previous|outdated|deprecated|v\d)\b|"
     r"\bi'?d rather (?:you )?not\b|\bi'?d (?:rather|prefer) you\b|^not (?:with|in|on|via|using)\b|"
     r"\b(?:doesn'?t|does not|don'?t|do not) exist\b|\berrored out\b|\bnot \S+ (?:please|thanks)\b|"
-    r"\b(?:rather than|instead of)\b|\b(?:is|are) the wrong\b|\bthe wrong one\b|"
+    r"\brather than\b|\binstead of\b(?! (?:me|us)\b)|\binstead\s*(?:[.!;]|$)|"
+    # a house rule ("we never commit .env files", "here we always ...")
+    r"\b(?:we|this (?:repo|project|team|codebase)|here we) (?:never|don'?t|do not|always|only)\b|\b(?:is|are) the wrong\b|\bthe wrong one\b|"
     r"\w,\s*not (?!by|for|just|only|yet|sure|really|much|bad|now|today)(?:the |a |an |my |our |in |on )?[\w./-]+|"
     # asking to keep, or to go back to, what the agent's work changed
     r"(?:^|[.!?;,]\s*)(?:please )?(?:keep|leave) (?:it|that|this|them|the|my|our)\b(?! (?:up|going|in mind|posted)\b)|"
@@ -196,6 +213,11 @@ _JUDGED = re.compile(r"\b(?:not|no|n't|never|wrong|worse|bad|broken|breaks?|bypa
 _YOU_DID = re.compile(r"^you(?:'ve| have)? (?:ran|run|used|put|wrote|added|picked|chose|installed|set|made|called|"
                       r"changed|edited|pushed|committed|deleted|created|named)\b.{0,80}\b(?:without|instead of|but|"
                       r"wrong|not|too|in the wrong)\b")
+_YOU_DID_BARE = re.compile(r"^you(?:'ve| have)? (?:ran|run|used|put|wrote|added|picked|chose|installed|set|made|"
+                           r"called|changed|edited|pushed|committed|deleted|created|named)\b")
+#: Words that say what the work used is going away ("it's being shut down in March").
+_DEAD = re.compile(r"\b(?:deprecated|shut ?down|sunset\w*|end[- ]of[- ]life|eol|retired|going away|removed in|"
+                   r"no longer (?:supported|maintained|exists?))\b")
 #: The agent's next statement concedes its last work was wrong (``conceded``) ...
 _CONCEDE = re.compile(
     r"\b(?:sorry|apologi[sz]e|my (?:mistake|bad)|you'?re (?:right|correct)|good (?:catch|point)|restored|reverted|"
@@ -266,6 +288,7 @@ def _action_words(actions: Iterable[dict]) -> set[str]:
             if len(token) > 2:
                 words.add(token)
                 words.add(token.rsplit("/", 1)[-1].split(".")[0])
+                words.add(token.lstrip("-"))  # a flag, as the person names it ("auto-approve")
     words.discard("")
     return words
 
@@ -278,6 +301,7 @@ def _content(text: str) -> set[str]:
             continue
         words.add(w)
         words.add(w.rstrip("s"))
+        words.add(_stem(w))  # "polling" is the agent's "poll"
         if "." in w or "/" in w:
             words.add(w.rsplit("/", 1)[-1].split(".")[0])
     return {w for w in words if len(w) >= 3 and w not in _STOPWORDS}
@@ -348,6 +372,7 @@ def course_change(before: Iterable[dict], after: Iterable[dict] | None, after_sa
     after = [a for a in after if not is_read(a)][:AFTER_CALLS]
     written = {_target(a).rsplit("/", 1)[-1] for a in before if (a.get("tool") or "").lower() in _WRITES}
     written.discard("")
+    written_paths = [_target(a) for a in before if (a.get("tool") or "").lower() in _WRITES and _target(a)]
     # what it says it made ("Created migration 0042.") and what its calls named
     said = (agent_said or "")[:600].lower()
     made = (_content(said) | set(re.findall(r"\d{2,}", said))) if _MADE.search(said) else set()
@@ -374,9 +399,27 @@ def course_change(before: Iterable[dict], after: Iterable[dict] | None, after_sa
         if _is_shell(a):
             if _program(a) in programs and (_program(a), _target(a)) not in ran:
                 return "redo"
-        elif _target(a).rsplit("/", 1)[-1] in written:
+        elif _same_file(_target(a), written_paths) or _ran_file(_target(a), before):
             return "redo"
     return None
+
+
+def _same_file(path: str, paths: list[str]) -> bool:
+    """The same file, written as an absolute or a relative path (``/repo/src/a.py``, ``src/a.py``);
+    ``services/billing/retry.py`` and ``services/email/retry.py`` are two files."""
+    path = path.strip().lstrip("./")
+    return bool(path) and any(p == path or p.endswith("/" + path) or path.endswith("/" + p)
+                              for p in (q.strip().lstrip("./") for q in paths) if p)
+
+
+def _ran_file(path: str, before: list[dict]) -> bool:
+    """A file the agent's shell calls before ran or read (``python scripts/report.py``): editing it
+    next redoes what that call produced."""
+    name = path.rsplit("/", 1)[-1].lower()
+    if "." not in name or len(name) < 4:
+        return False
+    return any(name in {t.rsplit("/", 1)[-1] for t in (a.get("command") or "").lower().split()}
+               for a in before if _is_shell(a))
 
 
 _DELETES = re.compile(r"\b(?:delete|destroy|drop|rm|remove|uninstall)\b")
@@ -455,8 +498,18 @@ def _decide(turn: Turn) -> str | None:
     change = course_change(before, turn.after, turn.after_said, agent_said)
     asked_person = bool(agent_said and _QUESTION_TO_PERSON.search(agent_said.strip()[-300:]))
     if (_NOT_ONE.search(norm[:300]) or _LATER.match(norm) or _QUESTION_TO_AGENT.match(norm)
-            or (asked_person and _NO.match(norm))):
-        return "changed" if change == "undo" and not asked_person else None
+            or (asked_person and (_NO.match(norm) or _YES.match(bare))) or _only_questions(norm)):
+        # unless the agent then undid its work, or conceded to a preference the message opens with
+        # ("please use --force-with-lease, Tom pushes to this branch too", then "from now on")
+        if asked_person:
+            return None
+        if change == "undo" or (change == "conceded" and _PREFER.search(_SENTENCE.split(norm[:300])[0].split(",")[0])):
+            return "changed"
+        return None
+    # step 4b: the person stopped the agent's work and it stayed stopped (the agent answered
+    # without a call): the message is why ("not before the QA sign-off", "hold up, don't push yet")
+    if turn.interrupted and change == "stopped":
+        return "interrupted"
     known = turn.after is not None
     went_on = known and change is None
     # for a message whose words object (steps 5-7): the agent's next calls on a file or program the
@@ -464,7 +517,9 @@ def _decide(turn: Turn) -> str | None:
     went_on_after_cue = went_on and not (_followed(norm, before, list(turn.after or ())[:AFTER_CALLS])
                                          and not _ASKS.search(norm[:300]))
     # the agent undoing, redoing or conceding its last work shows what the message was about
-    reference = change in ("undo", "redo", "conceded") or refers(norm, agent_said, before)
+    # (or redoing it with another program the message names: "use pnpm here", then ``pnpm add zod``)
+    switched = _switched(norm, before, list(turn.after or ())[:AFTER_CALLS])
+    reference = change in ("undo", "redo", "conceded") or switched or refers(norm, agent_said, before)
     # step 5: it still does not work
     if acted and _STILL.search(norm[:300]):
         return "still" if reference and not went_on_after_cue else None
@@ -485,15 +540,19 @@ def _decide(turn: Turn) -> str | None:
     # (an answer to the agent's question: what it does next is what the answer asked for)
     if asked_person and change in ("undo", "redo"):
         return None
-    if change in ("undo", "conceded") or _switched(norm, before, list(turn.after or ())[:AFTER_CALLS]):
+    # an opening "actually" / "instead" that step 6 read as a request judges nothing
+    # ("instead, cargo clippy --fix for the trivial ones, then show me the rest")
+    opening = _ACTUALLY.match(norm)
+    judged = opening.group(1) if opening else norm
+    if change in ("undo", "conceded") or switched:
         return "changed"
     if change == "redo" and reference and ((turn.after_said and _ACK.search(turn.after_said[:300])) or
-                                           _JUDGED.search(norm[:300]) or
+                                           (_JUDGED.search(judged[:300]) and not _MORE_OPENING.match(norm)) or
                                            (_contradicts(norm, agent_said) and not _asks_for_more(norm))):
         return "changed"
     # step 8b: a rejection addressed at what the agent just did, and the agent did not go on
-    if (acted and not went_on and refers(norm, agent_said, before) and _REJECTS.search(norm[:300])
-            and not _ACCEPTS.search(norm[:300])):
+    if (acted and not went_on and refers(norm, agent_said, before)
+            and (_REJECTS.search(norm[:300]) or _denies(norm, agent_said)) and not _ACCEPTS.search(norm[:300])):
         return "rejects"
     # step 9: it redid the work the message refers to: a correction, unless the message only asks
     # for more (a new part, a new property, a look: "make it sticky", "index the tags as well")
@@ -509,6 +568,23 @@ _REJECTS = re.compile(r"\b(?:wrong|incorrect|broke|broken|breaks|worse|lost|lose
                       r"infinite)\b")
 
 
+_NEGATED = re.compile(r"\b(?:doesn'?t|does not|don'?t|do not|isn'?t|is not|aren'?t|are not|won'?t|will not|"
+                      r"can'?t|cannot|never)\s+((?:[\w.-]+\s*){1,4})")
+
+
+def _denies(norm: str, agent_said: str | None) -> bool:
+    """The message denies what the agent's statement claimed: a negated phrase whose words are the
+    statement's ("it doesn't round half up" after "Round half up with round().")."""
+    theirs = _content((agent_said or "").lower()[:600])
+    if not theirs:
+        return False
+    for match in _NEGATED.finditer(norm[:300]):
+        words = _content(match.group(1))
+        if len(words & theirs) >= 2 or any(len(w) >= 6 for w in words & theirs):
+            return True
+    return False
+
+
 _ACCEPTS = re.compile(r"\b(?:expected|fine|ok|okay|acceptable|intended|on purpose|by design)\b")
 
 
@@ -522,12 +598,19 @@ _MORE = re.compile(
     r"(?:^|[.!?;]\s+)[\w\s'-]{0,30}\b(?:works|worked|looks (?:good|great|fine|nice))\b[.!,]|"
     # approval first ("nice. now ..."), the same again elsewhere, the next thing
     r"^(?:nice|great|perfect|good|cool|awesome|excellent|love it|lovely|sweet)\b\s*[.!,]|"
-    r"\b(?:the same|same thing) (?:for|with|on|in)\b|\breminds me\b|\bmove on\b")
+    r"\b(?:the same|same thing|the same \w+) (?:for|with|on|in|to)\b|\breminds me\b|\bmove on\b")
+
+
+#: Steps in order ("..., then show me the rest"): the message plans the next steps.
+_THEN = re.compile(r",\s*(?:and\s+)?then\s+[a-z]")
+#: A message that opens by adding to the work ("and add a fallback when there's no image").
+_MORE_OPENING = re.compile(r"^(?:and|also|plus|additionally)\b")
 
 
 def _asks_for_more(norm: str) -> bool:
     """Whether the message only asks for more (step 9: the agent's redo then answers a request)."""
-    return bool(_MORE.search(norm[:300]) or _MORE.search(_INTERJECTION.sub("", norm[:300], count=1)))
+    return bool(_MORE.search(norm[:300]) or _MORE.search(_INTERJECTION.sub("", norm[:300], count=1))
+                or _MORE_OPENING.match(norm) or _THEN.search(norm[:300]))
 
 
 def _followed(norm: str, before: list[dict], after: list[dict]) -> bool:
@@ -563,17 +646,34 @@ def _contradicts(norm: str, agent_said: str | None) -> bool:
 
 def _switched(norm: str, before: list[dict], after: Iterable[dict]) -> bool:
     """The agent ran next a program the message names, other than the ones it ran before, and the
-    message names one of those too ("use tox, plain pytest misses the env vars")."""
+    message names one of those too ("use tox, plain pytest misses the env vars"), or it gave the new
+    program what it had given the old one ("use pnpm here" after ``npm install zod``, then
+    ``pnpm add zod``: the same work redone with another program)."""
     named = set(_WORD.findall(norm))
-    ran = {_program(a).split(" ")[0] for a in before if _is_shell(a)}
-    if not ran & named:
-        return False
+    shells = [a for a in before if _is_shell(a)]
+    ran = {_program(a).split(" ")[0] for a in shells}
     for a in after:
         if _is_shell(a):
             program = _program(a).split(" ")[0]
-            if program and program in named and program not in ran and program not in ("git", "cd"):
+            if not program or program not in named or program in ran or program in ("git", "cd"):
+                continue
+            if ran & named or _arguments(a) & set().union(*(_arguments(b) for b in shells)):
                 return True
     return False
+
+
+def _arguments(action: dict) -> set[str]:
+    """The words a shell call gave its program (not the program, its subcommand or a flag; only
+    the part of a command line that runs it: ``cd app && pnpm add zod`` gives ``zod``)."""
+    program = _program(action).split(" ")[0]
+    for part in re.split(r"&&|\|\||[;|]", (action.get("command") or "").lower()):
+        tokens = part.split()
+        if tokens and tokens[0].rsplit("/", 1)[-1] == program:
+            return {t for t in tokens[1:] if len(t) >= 3 and not t.startswith("-") and t not in _SUBCOMMAND_VERBS}
+    return set()
+
+
+_SUBCOMMAND_VERBS = frozenset("add install run exec test build start remove update upgrade list show".split())
 
 
 def _is_shell(action: dict) -> bool:
@@ -581,7 +681,7 @@ def _is_shell(action: dict) -> bool:
 
 
 def _weak_cue(norm: str, before: list[dict]) -> str | None:
-    if _YOU_DID.match(norm):
+    if _YOU_DID.match(norm) or (_YOU_DID_BARE.match(norm) and (_REJECTS.search(norm[:300]) or _DEAD.search(norm[:300]))):
         return "you_did"
     if _WAIT.match(norm):
         return "wait"

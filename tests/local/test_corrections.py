@@ -471,3 +471,66 @@ def test_deleting_what_a_call_before_created_is_undoing_it():
 def test_questions_contrasts_and_answers(message, said, after, after_said, cue):
     before = [{"tool": "Bash", "heads": [], "command": "python compare.py --table orders"}]
     assert correction_cue(message, agent_said=said, actions=before, after=after, after_said=after_said) == cue
+
+
+# The ninth revision's readings (synthetic rows, written for these tests). Each row but the last
+# is decided wrongly by the eighth revision; the last guards the ninth's reading of a trailing
+# "instead" (a change of plan is not a correction).
+_SH, _ED = "shell_command", "apply_patch"
+NINTH = [
+    # a flag the person names without its dashes is the agent's flag
+    ("never auto-approve in the shared workspace", "Applying.", [(_SH, "terraform apply -auto-approve")],
+     [(_SH, "terraform plan")], "Here is the plan.", True, True),
+    # a house rule naming the action, the calls after unknown
+    ("we never commit the lockfile by hand. take it out", "Committed.", [(_SH, "git add -A && git commit -m deps")],
+     None, None, False, True),
+    # an alternative in place of the work, said at the end
+    ("polling just burns the quota. subscribe to the webhook instead", "Added a poll every 10 seconds.",
+     [(_ED, "src/sync.ts")], None, None, False, True),
+    # "you used X" and X is going away
+    ("you used the old SDK, it is deprecated since May", "Called the SDK's upload().", [(_ED, "src/upload.py")],
+     None, None, False, True),
+    # denying what the agent said it did
+    ("that regex doesn't match unicode letters", "The regex now matches unicode letters.", [(_ED, "src/slug.py")],
+     None, None, False, True),
+    # a preference the agent conceded to, though the message ends in "too"
+    ("please use rebase here, the release branch takes merges too", "Merged main in.", [(_SH, "git merge main")],
+     [], "You're right, I will rebase from now on.", False, True),
+    # an answer yes to the agent's question, opening with "actually"
+    ("actually yes, go ahead and drop it", "The old column is unused. Should I drop it?", [(_SH, "psql -c '\\d users'")],
+     [(_SH, "psql -c 'alter table users drop column legacy'")], "Dropped.", False, False),
+    # a message of questions only
+    ("wait, so the retries never stop? what ends a storm then?", "Added retries with backoff.",
+     [(_ED, "src/client.py")], [], "The circuit breaker opens after 5 failures.", False, False),
+    # the same change asked for elsewhere: another file of the same name is other work
+    ("do the same thing for the two other workers", "The billing worker retries now.",
+     [(_ED, "workers/billing/retry.py")], [(_ED, "workers/mail/retry.py"), (_ED, "workers/search/retry.py")],
+     "Done for mail and search.", False, False),
+    # praise with "stop" and "don't", then the next task
+    ("stop, that's exactly right, leave it alone. let's do the pagination", "Trimmed the whitespace only.",
+     [(_ED, "src/form.py")], [(_ED, "src/pagination.py")], "On the pagination.", False, False),
+    # more, opening with "and", with a "no" inside a condition
+    ("and show a placeholder when there is no avatar", "The header shows the avatar.", [(_ED, "src/Header.tsx")],
+     [(_ED, "src/Header.tsx")], "Placeholder added.", False, False),
+    # "instead of me doing X" is the person's own process
+    ("instead of me tagging releases, add a workflow that does it", "Tagged v1.2.0.", [(_SH, "git tag v1.2.0")],
+     [(_ED, ".github/workflows/release.yml")], "Added the workflow.", False, False),
+    # an opening "instead" that asks for the next step
+    ("instead, run eslint --fix for the easy ones, then list what is left", "ESLint: 30 problems.",
+     [(_SH, "eslint src")], [(_SH, "eslint --fix src"), (_SH, "eslint src")], "7 left.", False, False),
+    # the person asks for time
+    ("no, I haven't looked at it yet, give me a minute", "Added the retry.", [(_ED, "src/client.py")],
+     [], "Sure.", False, False),
+    # putting the work aside for another task
+    ("actually let's park the billing page, finance is changing the plan. do the settings page instead",
+     "Started the billing page.", [(_ED, "src/Billing.tsx")], [(_ED, "src/Settings.tsx")], "On settings.", False,
+     False),
+]
+
+
+@pytest.mark.parametrize("message,said,before,after,after_said,interrupted,expected", NINTH)
+def test_the_ninth_revisions_readings(message, said, before, after, after_said, interrupted, expected):
+    calls = lambda xs: None if xs is None else [{"tool": t, "heads": [], "command": c} for t, c in xs]  # noqa: E731
+    cue = correction_cue(message, agent_said=said, actions=calls(before), after=calls(after), after_said=after_said,
+                         interrupted=interrupted)
+    assert (cue is not None) is expected, cue
