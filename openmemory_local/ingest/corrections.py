@@ -120,6 +120,7 @@ class Turn:
 _FILLER = re.compile(r"^(?:(?:ok(?:ay)?|hmm*|hm+|uh+|um+|oh|well|so|hey|erm|whoa|woah|ugh|argh|oops|yikes)\b[\s,.!]*)+")
 _LEADING = re.compile(r"^[\s\"'`*_>#~\-\u2022(\[]+")
 _RESTATED = re.compile(r"\b(?:that'?s not what i|that is not what i|not what i (?:asked|wanted|meant|said)|"
+                       r"we (?:agreed|decided|settled on|discussed)|you should(?:'ve| have)|you were supposed to|"
                        r"i (?:already )?(?:said|told you)|i asked (?:you )?(?:to|for|not)|as i said)\b")
 _WHY = re.compile(r"^(?:but )?(?:why (?:did|are|would|do|have) you|who told you to|what are you doing)\b")
 _OMITTED = re.compile(r"\byou (?:forgot|didn'?t|did not|missed|broke|deleted|removed|ignored|skipped|never|"
@@ -134,6 +135,10 @@ _STILL = re.compile(
 _DID_YOU = re.compile(r"^did you (?:\w+ )?(\w+)(?: (\w+))?")
 _UNDO = re.compile(r"^(?:please )?(?:undo|revert|roll ?back|put (?:it|that) back)\b(?! (?:is|of|was)\b)")
 _WRONG = re.compile(r"^(?:wrong\b(?! answers?\b)|that'?s (?:wrong|incorrect|not right)|this is (?:wrong|incorrect)|"
+                    # a denial of what the agent said or used ("that's not our package", "that's not a bug")
+                    r"(?:that|this|it|those|these)(?:'?s| is| was|'re| are| were) not (?:a |an |our |my |the |your )?"
+                    r"(?!(?:a |an )?(?:problem|issue|big deal|bad|worry|concern|blocker|priority|urgent|needed|necessary|"
+                    r"important|required|a must|for now|yet|done yet|what)\b)[\w.-]+|"
                     r"incorrect\b|not that\b|not this (?:one|file|way)\b)")
 _STOP = re.compile(r"^(?:please )?stop(?:[\s,.!;:\-\u2014]*$|\s*[,.!;:\-\u2014]|\s+(?:it|that|this|doing|using|running|"
                    r"editing|changing|touching|now|right)\b)")
@@ -153,7 +158,7 @@ _NOT_ONE = re.compile(
     r"\b(?:works|working) now\b|\bgood (?:call|catch|idea|job|work)\b|\blooks (?:good|great)\b|\bwell done\b|"
     r"\b(?:nice|great|perfect|thanks|thank you|thx|ty)\b[!.\s]*$|"
     r"\b(?:that'?s|it'?s|this is|looks) (?:perfect|great|exactly (?:right|it|what i (?:wanted|asked|meant)))\b|"
-    r"\bgive me a (?:minute|sec(?:ond)?|moment|bit)\b|"
+    r"\bgive me a (?:minute|sec(?:ond)?|moment|bit)\b|^(?:but )?don'?t worry\b|"
     r"\b(?:that'?s|that is) (?:all|everything|it for)\b|\bfor (?:today|now)\b|\bstop here\b|"
     r"\bno (?:idea|hurry|rush|worries|problem|need to hurry)\b|"
     r"\b(?:can|could|would) you (?:please )?(?:also )?add\b|"
@@ -167,6 +172,13 @@ _NOT_ONE = re.compile(
     r"^(?:sorry,?\s+)?(?:go on|carry on|continue|keep going|proceed|resume)\b|\bby (?:accident|mistake)\b|"
     r"\b(?:that|it|this|the [\w.-]+)(?: part)?(?:'s| is| was| looks) (?:fine|good|ok|okay|right|correct)\b|"
     r"^(?:wait,?\s+|hmm?,?\s+)?really\?")
+_TAKEN_BACK = re.compile(r"\b(?:forget|scratch|ignore|disregard|never ?mind) (?:what i (?:said|asked|wrote|told you)|"
+                         r"my (?:last|earlier|previous) (?:message|request|comment|ask))\b|"
+                         r"\bi changed my mind\b|\bmy (?:bad|mistake)\b")
+#: Approval of the last work, opening the message: what follows is about the next work
+#: ("sounds good. dont use mockito for that one", "cool. instead of a fixed 50 make it a flag").
+_APPROVED = re.compile(r"^(?:sounds good|sgtm|lgtm|looks good|looks great|great|perfect|nice|cool|awesome|excellent|"
+                       r"love it|works|that works|good)\b\s*[.!,:;\-\u2014]+\s*(?![^.]{0,80}\bbut\b)")
 #: An answer yes to the agent's question ("actually yes, go ahead and delete it").
 _YES = re.compile(r"^(?:yes|yeah|yep|yup|sure|go ahead|please do|do it|ok(?:ay)? do it)\b")
 
@@ -188,7 +200,7 @@ _QUESTION_TO_PERSON = re.compile(r"\?\s*$|\b(?:should i|do you want|would you li
 _PREFER = re.compile(
     r"\b(?:please|pls) use\b|\buse \S+ (?:here|instead)\b|\b(?:we|this (?:repo|project|team|codebase)|"
     r"our \w+) (?:use|uses|are on|is on|'re on|prefer|prefers)\b|\bwe'?re (?:on|using)\b|"
-    r"\b(?:it|that|this|they|those|the \w+) (?:should|must|needs? to) (?:go|be|live|stay)\b|"
+    r"\b(?:it|that|this|they|those|the \w+) (?:should|must|needs? to|has to|have to) (?:go|be|live|stay)\b|"
     r"^(?:it|that|this|they|those|(?:the|that|this) [\w.-]+) (?:should|must|needs? to|has to|have to|is supposed to) |"
     r"^(?:that'?s|this is|those are|that is) (?:the )?(?:old|wrong|other|previous|outdated|deprecated|v\d)\b|"
     r"\bi'?d rather (?:you )?not\b|\bi'?d (?:rather|prefer) you\b|^not (?:with|in|on|via|using)\b|"
@@ -225,6 +237,10 @@ _CONCEDE = re.compile(
     # a promise to change how it works from now on
     r"\b(?:won'?t|will not|will no longer|i'?ll no longer) (?:\w+ ){0,5}(?:again|without asking)\b|\bfrom now on\b|"
     r"\bgoing forward\b|\bin (?:the )?future\b|\bi'?ll ask (?:first|before)\b", re.IGNORECASE)
+#: A concession that says the work was put back ("Restored the original assertion"), stronger than
+#: a promise: it overrides the shapes of step 4 (the message was about the work just done).
+_CONCEDE_UNDONE = re.compile(r"\b(?:restored|reverted|undid|undone|rolled back|put it back|my (?:mistake|bad))\b",
+                             re.IGNORECASE)
 #: ... or only acknowledges and redoes (with ``redo``: "Got it, switched to yarn").
 _ACK = re.compile(r"\b(?:understood|got it|right[,;:]|ok(?:ay)?[,;:]|switched|moved it|instead|removed it|replaced|"
                   r"changed it|i'?ll (?:use|switch|move))\b", re.IGNORECASE)
@@ -355,6 +371,13 @@ def _program(action: dict) -> str:
     return tokens[0]
 
 
+def _programs(action: dict) -> set[str]:
+    """Every program of a shell call's command line (``git add -A && git commit -m x``: ``git add``
+    and ``git commit``), each as :func:`_program` names it."""
+    heads = action.get("heads") or []
+    return {_program({"heads": [h]}) for h in heads} - {""} if len(heads) > 1 else {_program(action)} - {""}
+
+
 def _target(action: dict) -> str:
     return (action.get("command") or "").strip()
 
@@ -389,15 +412,17 @@ def course_change(before: Iterable[dict], after: Iterable[dict] | None, after_sa
                 return "undo"
         if _DELETES.search(command) and _created_by(command, before):
             return "undo"
+        if _reverses(command, before):
+            return "undo"
     if after_said and _CONCEDE.search(after_said[:300]):
         return "conceded"
     if not looked and after_said is not None:
         return "stopped"
-    ran = {(_program(a), _target(a)) for a in before if _is_shell(a)}
-    programs = {p for p, _ in ran}
+    ran = {_target(a) for a in before if _is_shell(a)}
+    programs = {p for a in before if _is_shell(a) for p in _programs(a)}
     for a in after:
         if _is_shell(a):
-            if _program(a) in programs and (_program(a), _target(a)) not in ran:
+            if _programs(a) & programs and _target(a) not in ran:
                 return "redo"
         elif _same_file(_target(a), written_paths) or _ran_file(_target(a), before):
             return "redo"
@@ -423,7 +448,7 @@ def _ran_file(path: str, before: list[dict]) -> bool:
 
 
 _DELETES = re.compile(r"\b(?:delete|destroy|drop|rm|remove|uninstall)\b")
-_CREATES = re.compile(r"\b(?:create|add|new|run|apply|install|up|deploy|put|insert|make)\b")
+_CREATES = re.compile(r"\b(?:create|add|new|run|apply|install|up|deploy|put|insert|make|import)\b")
 
 
 def _created_by(command: str, before: list[dict]) -> bool:
@@ -434,10 +459,33 @@ def _created_by(command: str, before: list[dict]) -> bool:
         other = (b.get("command") or "").lower()
         if not _CREATES.search(other):
             continue
-        programs = {t for t in other.split()[:3]}
+        words = other.split()
+        verb = next((i for i, t in enumerate(words) if _CREATES.fullmatch(t)), 2)
+        programs = set(words[:verb + 1])  # the program and its verb, not the name it made
         shared = {t for t in re.findall(r"[\w.@/:-]{3,}", other) if not t.startswith("-")} & mine
         if {t for t in shared if t not in programs and not _DELETES.fullmatch(t) and not _CREATES.fullmatch(t)}:
             return True
+    return False
+
+
+#: Verbs and the verbs that reverse them (``bd close X`` then ``bd reopen X``).
+_INVERSE = {"reopen": ("close",), "enable": ("disable",), "disable": ("enable",), "unlock": ("lock",),
+            "unpause": ("pause",), "resume": ("pause", "suspend"), "unarchive": ("archive",),
+            "undeploy": ("deploy",), "unpublish": ("publish",), "unassign": ("assign",), "unlabel": ("label",),
+            "untag": ("tag",), "unset": ("set",), "detach": ("attach",), "unmount": ("mount",), "unhold": ("hold",),
+            "uncordon": ("cordon",), "cordon": ("uncordon",)}
+
+
+def _reverses(command: str, before: list[dict]) -> bool:
+    """A call that reverses one before it on the same thing: the verb's inverse, run by the same
+    program, and an argument in common."""
+    tokens = command.split()
+    for i, verb in enumerate(tokens[:4]):
+        for undone in _INVERSE.get(verb, ()):
+            for b in before:
+                other = (b.get("command") or "").lower().split()
+                if undone in other[:4] and other[:1] == tokens[:1] and set(tokens[i + 1:]) & set(other[1:]) - {undone}:
+                    return True
     return False
 
 
@@ -478,6 +526,10 @@ def _decide(turn: Turn) -> str | None:
     if not norm:
         return None
     acted = bool(before)
+    # step 3a: the person takes back what they had said ("scratch what I said about the rename, put
+    # it back"): the agent's work followed the words taken back
+    if _TAKEN_BACK.search(norm[:300]):
+        return None
     # step 3: strong cues
     if _RESTATED.search(norm[:200]):
         return "restated"
@@ -497,13 +549,15 @@ def _decide(turn: Turn) -> str | None:
     # step 4: shapes that are not corrections
     change = course_change(before, turn.after, turn.after_said, agent_said)
     asked_person = bool(agent_said and _QUESTION_TO_PERSON.search(agent_said.strip()[-300:]))
-    if (_NOT_ONE.search(norm[:300]) or _LATER.match(norm) or _QUESTION_TO_AGENT.match(norm)
+    if (_NOT_ONE.search(norm[:300]) or _LATER.match(norm) or _QUESTION_TO_AGENT.match(norm) or _APPROVED.match(norm)
             or (asked_person and (_NO.match(norm) or _YES.match(bare))) or _only_questions(norm)):
         # unless the agent then undid its work, or conceded to a preference the message opens with
         # ("please use --force-with-lease, Tom pushes to this branch too", then "from now on")
         if asked_person:
             return None
-        if change == "undo" or (change == "conceded" and _PREFER.search(_SENTENCE.split(norm[:300])[0].split(",")[0])):
+        if change == "undo" or (change == "conceded" and (
+                _PREFER.search(_SENTENCE.split(norm[:300])[0].split(",")[0])
+                or _CONCEDE_UNDONE.search((turn.after_said or "")[:300]))):
             return "changed"
         return None
     # step 4b: the person stopped the agent's work and it stayed stopped (the agent answered
@@ -524,7 +578,7 @@ def _decide(turn: Turn) -> str | None:
     if acted and _STILL.search(norm[:300]):
         return "still" if reference and not went_on_after_cue else None
     # step 6: weak cues
-    cue = _weak_cue(norm, before)
+    cue = _weak_cue(norm, before, turn.interrupted)
     if cue is not None:
         # "stop", "wait", "instead" and a "no" that answers no question point at what the agent
         # is doing; "don't" names it (``_weak_cue``). After an interrupt the message is about the
@@ -613,6 +667,11 @@ def _asks_for_more(norm: str) -> bool:
                 or _MORE_OPENING.match(norm) or _THEN.search(norm[:300]))
 
 
+#: Shell programs that only look (their arguments are not work done in place of the agent's own).
+_SHELL_READS = frozenset(("cat", "less", "head", "tail", "ls", "grep", "rg", "find", "tree", "wc", "git log", "git show",
+                          "git status", "git diff", "git branch"))
+
+
 def _followed(norm: str, before: list[dict], after: list[dict]) -> bool:
     """The agent's next calls are on a file or program the message names and its calls before did
     not: it did what the message says in place of what it did."""
@@ -624,7 +683,11 @@ def _followed(norm: str, before: list[dict], after: list[dict]) -> bool:
         if is_read(a):
             continue
         if _is_shell(a):
-            words = {_program(a).split(" ")[0]}
+            # its program, and the names it gave it that look like a path, a branch or a version
+            # ("it has to go on release/2.3", then ``git rebase --onto origin/release/2.3 ...``)
+            words = {_program(a).split(" ")[0]} | {
+                part for t in (a.get("command") or "").lower().split()[1:] if re.search(r"[/.\d]", t)
+                for part in t.strip("'\"").split("/") if len(part) >= 3 and _program(a) not in _SHELL_READS}
         else:
             target = _target(a).lower().rsplit("/", 1)[-1]
             words = {target, target.split(".")[0]}
@@ -680,14 +743,14 @@ def _is_shell(action: dict) -> bool:
     return bool(action.get("heads")) or (action.get("tool") or "").lower() in _SHELLS
 
 
-def _weak_cue(norm: str, before: list[dict]) -> str | None:
+def _weak_cue(norm: str, before: list[dict], interrupted: bool = False) -> str | None:
     if _YOU_DID.match(norm) or (_YOU_DID_BARE.match(norm) and (_REJECTS.search(norm[:300]) or _DEAD.search(norm[:300]))):
         return "you_did"
     if _WAIT.match(norm):
         return "wait"
     dont = _DONT.match(norm)
     if dont:
-        return "dont" if before and _names_action(dont.group(1), before[-8:]) else None
+        return "dont" if before and (interrupted or _names_action(dont.group(1), before[-8:])) else None
     if _STOP.match(norm):
         return "stop"
     if _NO.match(norm):

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from openmemory_local.ingest.corrections import correction_cue, correction_terms, course_change, same_correction
-from openmemory_local.ingest.episodes import (AgentSaid, EpisodeBuilder, Interrupted, Meta, PersonSaid, ToolCalled,
+from openmemory_local.ingest.episodes import (AgentSaid, command_heads, EpisodeBuilder, Interrupted, Meta, PersonSaid, ToolCalled,
                                        ToolReturned)
 from openmemory_local.eval.measures import _restated
 
@@ -530,7 +530,50 @@ NINTH = [
 
 @pytest.mark.parametrize("message,said,before,after,after_said,interrupted,expected", NINTH)
 def test_the_ninth_revisions_readings(message, said, before, after, after_said, interrupted, expected):
-    calls = lambda xs: None if xs is None else [{"tool": t, "heads": [], "command": c} for t, c in xs]  # noqa: E731
+    calls = lambda xs: None if xs is None else [  # noqa: E731
+        {"tool": t, "heads": command_heads(c) if t == _SH else [], "command": c} for t, c in xs]
     cue = correction_cue(message, agent_said=said, actions=calls(before), after=calls(after), after_said=after_said,
                          interrupted=interrupted)
     assert (cue is not None) is expected, cue
+
+
+# The tenth revision's readings (synthetic rows, written for these tests; all but the reopened
+# ticket are decided wrongly by the ninth revision).
+TENTH = [
+    # a denial opening the message
+    ("that's not our registry, ours is ghcr.io/acme", "Pushed the image to docker.io/acme/api.",
+     [(_SH, "docker push docker.io/acme/api")], None, None, False, True),
+    # "you should have", "we agreed"
+    ("you should have drained the node first", "Rebooted node-3.", [(_SH, "kubectl delete node node-3")], None, None,
+     False, True),
+    ("we agreed on UTC everywhere in the logs", "Log timestamps are in local time now.", [(_ED, "src/log.py")],
+     None, None, False, True),
+    # after an interrupt, "don't ..." is about the stopped work, named or not
+    ("dont start it in the foreground, it blocks the terminal", "Starting the dev server.", [(_SH, "npm run dev")],
+     [(_ED, "Procfile")], "Added a Procfile entry instead.", True, True),
+    # the inverse of its own call
+    ("ENG-42 isn't finished, nothing of it is merged", "Closed ENG-42.", [(_SH, "linear close ENG-42")],
+     [(_SH, "linear reopen ENG-42")], "Reopened ENG-42.", False, True),
+    # a redo of one program of a compound command line
+    ("the message should say what changed, not 'update'", "Committed.", [(_SH, "git add -A && git commit -m update")],
+     [(_SH, "git commit --amend -m 'Parse dates as UTC'")], "Amended.", False, True),
+    # the agent put its work back, though the message also says a part is fine
+    ("you loosened the assertion until it passed. the fixture is fine, the parser is the bug",
+     "Relaxed the assertion.", [(_ED, "tests/test_parser.py")], [(_ED, "tests/test_parser.py")],
+     "Restored the assertion; looking at the parser.", False, True),
+    # taking back one's own words: the work followed them
+    ("ignore what I said about the rename, the old name reads better. put it back", "Renamed Loader to Fetcher.",
+     [(_ED, "src/loader.py")], [(_ED, "src/loader.py")], "Reverted the rename.", False, False),
+    # approval first: what follows is about the next work
+    ("sounds good. don't mock the database for that one, use the test container", "Next I'll add the repo test.",
+     [(_SH, "pytest -q")], [(_ED, "tests/test_repo.py"), (_SH, "pytest -q tests/test_repo.py")],
+     "Added the test against the container.", False, False),
+    # reassurance
+    ("don't worry about the lint warning, it's from the generated file", "Lint shows a warning in gen/api.py.",
+     [(_SH, "ruff check .")], [(_SH, "ruff check src")], "Lint is clean for src.", False, False),
+]
+
+
+@pytest.mark.parametrize("message,said,before,after,after_said,interrupted,expected", TENTH)
+def test_the_tenth_revisions_readings(message, said, before, after, after_said, interrupted, expected):
+    test_the_ninth_revisions_readings(message, said, before, after, after_said, interrupted, expected)
