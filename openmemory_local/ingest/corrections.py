@@ -133,7 +133,8 @@ _STILL = re.compile(
     r"|\bnot working\b|\bsame (?:error|problem|issue|failure|result|thing)\b|\bnothing (?:changed|happens|happened)\b"
     r"|^(?:that|this|it|you) (?:broke|made it worse)\b")
 _DID_YOU = re.compile(r"^did you (?:\w+ )?(\w+)(?: (\w+))?")
-_UNDO = re.compile(r"^(?:please )?(?:undo|revert|roll ?back|put (?:it|that) back)\b(?! (?:is|of|was)\b)")
+_UNDO = re.compile(r"^(?:please )?(?:undo|revert|roll ?back|roll (?:it|that|this|them) back|put (?:it|that) back)\b"
+                   r"(?! (?:is|of|was)\b)")
 _WRONG = re.compile(r"^(?:wrong\b(?! answers?\b)|that'?s (?:wrong|incorrect|not right)|this is (?:wrong|incorrect)|"
                     # a denial of what the agent said or used ("that's not our package", "that's not a bug")
                     r"(?:that|this|it|those|these)(?:'?s| is| was|'re| are| were) not (?:a |an |our |my |the |your )?"
@@ -145,6 +146,9 @@ _STOP = re.compile(r"^(?:please )?stop(?:[\s,.!;:\-\u2014]*$|\s*[,.!;:\-\u2014]|
 _WAIT = re.compile(r"^(?:wait|hold on|hang on)(?:[\s,.!;:\-\u2014]|$)(?!\s*(?:for|until|till|to)\b)")
 _NO = re.compile(r"^(?:no+|nah|nope)(?:\s*[,.!;:\-\u2014]|\s*$|\s+no\b)")
 _DONT = re.compile(r"^(?:please )?(?:don'?t|do not|never)\s+(?!worry|forget|bother\b)(.*)")
+#: "no auto-approve on prod": a prohibition of what it names (read as "don't", step 6).
+_NO_THING = re.compile(r"^no\s+(?!(?:idea|hurry|rush|worries|problem|need|thanks|way|matter|more|longer|one|"
+                       r"clue|luck)\b)([\w.+-]+(?: [^.!?]*)?)")
 _ACTUALLY = re.compile(r"^(?:actually|instead\b(?! of (?:me|us)\b))\b[\s,]*(.*)")
 _ASKS = re.compile(r"\b(?:(?:can|could|would) you|you (?:can|could|might))\b(?! not\b)")
 _REQUEST = re.compile(r"^(?:(?:can|could|would|will) you|also|let'?s|please (?:also )?add|and\b|how about|maybe also|"
@@ -152,6 +156,7 @@ _REQUEST = re.compile(r"^(?:(?:can|could|would|will) you|also|let'?s|please (?:a
 # Shapes that are not corrections (step 4): asking for more, answering, thanking, later, done.
 _NOT_ONE = re.compile(
     r"\bone more thing\b|\b(?:can|could|would) you (?:also|too)\b|\balso\b.{0,60}\?|\btoo\s*\?|"
+    r"^(?:wait|oh wait|actually|and|ok|okay)[,.!\s]+also\b|\b(?:add|include|install|make|create)\b[^.?!]{0,40}\btoo\b|"
     r"\btoo,?(?: please| pls)?[.!]*\s*$|"
     r"\bwhile you'?re (?:in |at )?(?:there|it)\b|\blet'?s (?:also|do the same|look|move on|continue|keep going|"
     r"now|start|switch to)\b|\bnext step\b|\bthe next (?:one|task)\b|"
@@ -171,10 +176,14 @@ _NOT_ONE = re.compile(
     # resuming after an interrupt
     r"^(?:sorry,?\s+)?(?:go on|carry on|continue|keep going|proceed|resume)\b|\bby (?:accident|mistake)\b|"
     r"\b(?:that|it|this|the [\w.-]+)(?: part)?(?:'s| is| was| looks) (?:fine|good|ok|okay|right|correct)\b|"
-    r"^(?:wait,?\s+|hmm?,?\s+)?really\?")
-_TAKEN_BACK = re.compile(r"\b(?:forget|scratch|ignore|disregard|never ?mind) (?:what i (?:said|asked|wrote|told you)|"
+    r"^(?:wait,?\s+|hmm?,?\s+)?really\s*[?,!]")
+_TAKEN_BACK = re.compile(r"\b(?:forget|scratch|ignore|disregard|never ?mind|nvm) (?:what i (?:said|asked|wrote|told you)|"
                          r"my (?:last|earlier|previous) (?:message|request|comment|ask))\b|"
-                         r"\bi changed my mind\b|\bmy (?:bad|mistake)\b")
+                         r"\bi changed my mind\b|\bmy (?:bad|mistake)\b|"
+                         # the person says it is no objection ("not objecting, just curious")
+                         r"\bnot (?:objecting|complaining|a complaint|criticizing|criticising|pushing back)\b|"
+                         r"\bno (?:complaints?|objections?)\b|\bjust curious\b|\bgenuinely asking\b|"
+                         r"\bout of curiosity\b")
 #: Approval of the last work, opening the message: what follows is about the next work
 #: ("sounds good. dont use mockito for that one", "cool. instead of a fixed 50 make it a flag").
 _APPROVED = re.compile(r"^(?:sounds good|sgtm|lgtm|looks good|looks great|great|perfect|nice|cool|awesome|excellent|"
@@ -207,7 +216,9 @@ _PREFER = re.compile(
     r"\b(?:doesn'?t|does not|don'?t|do not) exist\b|\berrored out\b|\bnot \S+ (?:please|thanks)\b|"
     r"\brather than\b|\binstead of\b(?! (?:me|us)\b)|\binstead\s*(?:[.!;]|$)|"
     # a house rule ("we never commit .env files", "here we always ...")
-    r"\b(?:we|this (?:repo|project|team|codebase)|here we) (?:never|don'?t|do not|always|only)\b|\b(?:is|are) the wrong\b|\bthe wrong one\b|"
+    r"\b(?:we|this (?:repo|project|team|codebase)|here we) (?:never|don'?t|do not|always|only)\b|"
+    r"\bwe(?:'ve| have)? been (?:avoiding|moving away from|phasing out|using)\b|\bwe avoid\b|"
+    r"\bwe \w+ for everything\b|\b(?:is|are) the wrong\b|\bthe wrong one\b|"
     r"\w,\s*not (?!by|for|just|only|yet|sure|really|much|bad|now|today)(?:the |a |an |my |our |in |on )?[\w./-]+|"
     # asking to keep, or to go back to, what the agent's work changed
     r"(?:^|[.!?;,]\s*)(?:please )?(?:keep|leave) (?:it|that|this|them|the|my|our)\b(?! (?:up|going|in mind|posted)\b)|"
@@ -220,11 +231,12 @@ _JUDGED = re.compile(r"\b(?:not|no|n't|never|wrong|worse|bad|broken|breaks?|bypa
                      r"skipped|redundant|unnecessary|whole point|nightmare|panics?|wiped|lost|harmful)\b|"
                      r"n't\b|\?\?|!!|"
                      # asking to take away what the agent just added (opening the message or a sentence)
+                     r"\bfix (?:it|that|this|those|these|them)\b|"
                      r"(?:^|[.!?;]\s+)(?:please )?(?:lose|drop|remove|get rid of|take (?:it |that |them )?out|"
                      r"strip)\b")
 _YOU_DID = re.compile(r"^you(?:'ve| have)? (?:ran|run|used|put|wrote|added|picked|chose|installed|set|made|called|"
                       r"changed|edited|pushed|committed|deleted|created|named)\b.{0,80}\b(?:without|instead of|but|"
-                      r"wrong|not|too|in the wrong)\b")
+                      r"wrong|not|too|in the wrong|straight (?:to|into|on)|directly (?:to|into|on))\b")
 _YOU_DID_BARE = re.compile(r"^you(?:'ve| have)? (?:ran|run|used|put|wrote|added|picked|chose|installed|set|made|"
                            r"called|changed|edited|pushed|committed|deleted|created|named)\b")
 #: Words that say what the work used is going away ("it's being shut down in March").
@@ -233,13 +245,15 @@ _DEAD = re.compile(r"\b(?:deprecated|shut ?down|sunset\w*|end[- ]of[- ]life|eol|
 #: The agent's next statement concedes its last work was wrong (``conceded``) ...
 _CONCEDE = re.compile(
     r"\b(?:sorry|apologi[sz]e|my (?:mistake|bad)|you'?re (?:right|correct)|good (?:catch|point)|restored|reverted|"
+    r"fair (?:point|enough)|that was (?:too|a mistake|wrong)|^fair\b|"
     r"undid|undone|rolled back|put it back|let me (?:revert|undo|restore|fix that))\b|"
     # a promise to change how it works from now on
     r"\b(?:won'?t|will not|will no longer|i'?ll no longer) (?:\w+ ){0,5}(?:again|without asking)\b|\bfrom now on\b|"
     r"\bgoing forward\b|\bin (?:the )?future\b|\bi'?ll ask (?:first|before)\b", re.IGNORECASE)
 #: A concession that says the work was put back ("Restored the original assertion"), stronger than
 #: a promise: it overrides the shapes of step 4 (the message was about the work just done).
-_CONCEDE_UNDONE = re.compile(r"\b(?:restored|reverted|undid|undone|rolled back|put it back|my (?:mistake|bad))\b",
+_CONCEDE_UNDONE = re.compile(r"\b(?:restored|reverted|undid|undone|rolled back|put it back|my (?:mistake|bad)|sorry|"
+                             r"apologi[sz]e|fair (?:point|enough)|that was (?:too|a mistake|wrong))\b|^fair\b",
                              re.IGNORECASE)
 #: ... or only acknowledges and redoes (with ``redo``: "Got it, switched to yarn").
 _ACK = re.compile(r"\b(?:understood|got it|right[,;:]|ok(?:ay)?[,;:]|switched|moved it|instead|removed it|replaced|"
@@ -748,7 +762,7 @@ def _weak_cue(norm: str, before: list[dict], interrupted: bool = False) -> str |
         return "you_did"
     if _WAIT.match(norm):
         return "wait"
-    dont = _DONT.match(norm)
+    dont = _DONT.match(norm) or _NO_THING.match(norm)
     if dont:
         return "dont" if before and (interrupted or _names_action(dont.group(1), before[-8:])) else None
     if _STOP.match(norm):

@@ -577,3 +577,35 @@ TENTH = [
 @pytest.mark.parametrize("message,said,before,after,after_said,interrupted,expected", TENTH)
 def test_the_tenth_revisions_readings(message, said, before, after, after_said, interrupted, expected):
     test_the_ninth_revisions_readings(message, said, before, after, after_said, interrupted, expected)
+
+
+# The eleventh revision's readings (synthetic rows, written for these tests; five of the seven are
+# decided wrongly by the tenth revision).
+ELEVENTH = [
+    # the person says it is no objection
+    ("why sqlite and not postgres here? not objecting, just curious", "Used sqlite for the job queue.",
+     [(_ED, "src/queue.py")], [(_ED, "src/queue.py")], "Good point, switched to postgres.", False, False),
+    ("no complaints about the schema. now add an index on email", "Created the users table.",
+     [(_ED, "migrations/001.sql")], [(_ED, "migrations/001.sql")], "Index added.", False, False),
+    # "no X" naming what the agent did
+    ("no --force on the shared branch. push a new branch", "Force-pushing the rebase.",
+     [(_SH, "git push --force origin dev")], [(_SH, "git push origin HEAD:dev-rebased")], "Pushed dev-rebased.", True,
+     True),
+    # "roll it back" inside a sentence, and a reply admitting the work was wrong
+    ("that was the staging db?? roll it back please", "Applied the migration.", [(_SH, "alembic upgrade head")],
+     [(_SH, "alembic downgrade -1")], "Rolled back. Sorry.", False, True),
+    ("chmod 777, seriously?", "Made the cache directory writable.", [(_SH, "chmod -R 777 var/cache")],
+     [(_SH, "chmod -R 750 var/cache")], "Fair, that was too broad. 750 now.", False, True),
+    # a house rule the work broke, asked politely
+    ("thanks! one thing: we've been avoiding default exports. could you switch to a named one?",
+     "Exported the component as default.", [(_ED, "src/Card.tsx")], [(_ED, "src/Card.tsx")], "Named export now.",
+     False, True),
+    # more, asked with "too"
+    ("oh wait, add dayjs too while it installs", "Installing dependencies.", [(_SH, "npm install")],
+     [(_SH, "npm install && npm install dayjs")], "Installed, plus dayjs.", True, False),
+]
+
+
+@pytest.mark.parametrize("message,said,before,after,after_said,interrupted,expected", ELEVENTH)
+def test_the_eleventh_revisions_readings(message, said, before, after, after_said, interrupted, expected):
+    test_the_ninth_revisions_readings(message, said, before, after, after_said, interrupted, expected)
