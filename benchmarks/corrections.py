@@ -134,7 +134,7 @@ def main() -> int:
     mine = [c for _, status, cases in parts if not status.startswith("HELD-OUT") for c in cases]
     print("\npooled:")
     print(line("in-sample sets, the rule", mine, rule))
-    print(line("held-out sets (G, J, K), the rule", held, rule))
+    print(line("held-out sets (P, Q), the rule", held, rule))
     for title, status, cases in parts:
         for c in cases:
             if rule(c) != c["correction"]:

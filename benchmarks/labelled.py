@@ -82,14 +82,30 @@ def correction_parts() -> list[tuple[str, str, list[dict]]]:
          held("corrections_heldout_e.json")),
         ("synthetic F, issue 32", "in-sample (held out for the fifth revision, read since)",
          held("corrections_heldout_f.json")),
-        ("synthetic G, issue 32", "HELD-OUT (written before the sixth revision; its misses never read while "
-         "revising)", held("corrections_heldout_g.json")),
+        ("synthetic G, issue 32", "in-sample (held out from the sixth to the eighth revision, read for the ninth)",
+         held("corrections_heldout_g.json")),
         ("synthetic H, issue 32", "in-sample (held out for the sixth revision, read for the seventh)",
          held("corrections_heldout_h.json")),
         ("synthetic I, issue 32", "in-sample (held out for the seventh revision, read for the eighth)",
          held("corrections_heldout_i.json")),
-        ("synthetic J, issue 32", "HELD-OUT (written after the current, eighth revision, never tuned on)",
+        ("synthetic J, issue 32", "in-sample (held out for the eighth revision, read for the ninth)",
          held("corrections_heldout_j.json")),
-        ("synthetic K, issue 32", "HELD-OUT (written before the ninth revision, run once against the eighth; never "
-         "tuned on)", held("corrections_heldout_k.json")),
+        ("synthetic K, issue 32", "in-sample (held out for the eighth revision, read for the ninth)",
+         held("corrections_heldout_k.json")),
+        ("synthetic L, issue 32, blind", "in-sample (blind, held out for the ninth revision, read for the tenth)",
+         held("corrections_heldout_l.json")),
+        ("synthetic M, issue 32, blind", "in-sample (blind, held out for the ninth revision, read for the tenth)",
+         held("corrections_heldout_m.json")),
+        ("synthetic N, issue 32, blind", "in-sample (blind, held out for the tenth revision, read for the eleventh)",
+         held("corrections_heldout_n.json")),
+        ("synthetic O, issue 32, blind", "in-sample (blind, held out for the tenth revision, read for the eleventh)",
+         held("corrections_heldout_o.json")),
+        ("synthetic P, issue 32, blind", "HELD-OUT (blind, written while the eleventh revision was frozen; run once "
+         "against it, never tuned on)", held("corrections_heldout_p.json")),
+        ("synthetic Q, issue 32, blind", "HELD-OUT (blind, written while the eleventh revision was frozen; run once "
+         "against it, never tuned on)", held("corrections_heldout_q.json")),
+        ("synthetic R, issue 32, blind", "HELD-OUT (blind, written while the eleventh revision was frozen; scored once "
+         "as pre-registered, never tuned on)", held("corrections_heldout_r.json")),
+        ("synthetic S, issue 32, blind", "HELD-OUT (blind, written while the eleventh revision was frozen; scored once "
+         "as pre-registered, never tuned on)", held("corrections_heldout_s.json")),
     ]
