@@ -121,6 +121,7 @@ _FILLER = re.compile(r"^(?:(?:ok(?:ay)?|hmm*|hm+|uh+|um+|oh|well|so|hey|erm|whoa
 _LEADING = re.compile(r"^[\s\"'`*_>#~\-\u2022(\[]+")
 _RESTATED = re.compile(r"\b(?:that'?s not what i|that is not what i|not what i (?:asked|wanted|meant|said)|"
                        r"we (?:agreed|decided|settled on|discussed)|you should(?:'ve| have)|you were supposed to|"
+                       r"(?:that|it|this) (?:was|is) supposed to|"
                        r"i (?:already )?(?:said|told you)|i asked (?:you )?(?:to|for|not)|as i said)\b")
 _WHY = re.compile(r"^(?:but )?(?:why (?:did|are|would|do|have) you|who told you to|what are you doing)\b")
 _OMITTED = re.compile(r"\byou (?:forgot|didn'?t|did not|missed|broke|deleted|removed|ignored|skipped|never|"
@@ -133,7 +134,8 @@ _STILL = re.compile(
     r"|\bnot working\b|\bsame (?:error|problem|issue|failure|result|thing)\b|\bnothing (?:changed|happens|happened)\b"
     r"|^(?:that|this|it|you) (?:broke|made it worse)\b")
 _DID_YOU = re.compile(r"^did you (?:\w+ )?(\w+)(?: (\w+))?")
-_UNDO = re.compile(r"^(?:please )?(?:undo|revert|roll ?back|roll (?:it|that|this|them) back|put (?:it|that) back)\b"
+_UNDO = re.compile(r"^(?:please )?(?:undo|revert|roll ?back|roll (?:it|that|this|them) back|put (?:it|that) back|"
+                   r"reopen|restore|re-?enable)\b"
                    r"(?! (?:is|of|was)\b)")
 _WRONG = re.compile(r"^(?:wrong\b(?! answers?\b)|that'?s (?:wrong|incorrect|not right)|this is (?:wrong|incorrect)|"
                     # a denial of what the agent said or used ("that's not our package", "that's not a bug")
@@ -144,10 +146,10 @@ _WRONG = re.compile(r"^(?:wrong\b(?! answers?\b)|that'?s (?:wrong|incorrect|not 
 _STOP = re.compile(r"^(?:please )?stop(?:[\s,.!;:\-\u2014]*$|\s*[,.!;:\-\u2014]|\s+(?:it|that|this|doing|using|running|"
                    r"editing|changing|touching|now|right)\b)")
 _WAIT = re.compile(r"^(?:wait|hold on|hang on)(?:[\s,.!;:\-\u2014]|$)(?!\s*(?:for|until|till|to)\b)")
-_NO = re.compile(r"^(?:no+|nah|nope)(?:\s*[,.!;:\-\u2014]|\s*$|\s+no\b)")
+_NO = re.compile(r"^(?:no+|nah|nope)(?:\s*[,.!;:\-\u2014]|\s*$|\s+no\b|\s+not\b)")
 _DONT = re.compile(r"^(?:please )?(?:don'?t|do not|never)\s+(?!worry|forget|bother\b)(.*)")
 #: "no auto-approve on prod": a prohibition of what it names (read as "don't", step 6).
-_NO_THING = re.compile(r"^no\s+(?!(?:idea|hurry|rush|worries|problem|need|thanks|way|matter|more|longer|one|"
+_NO_THING = re.compile(r"^no\s+(?!(?:idea|hurry|rush|worries|problem|need|thanks|way|matter|more|longer|one|not|"
                        r"clue|luck)\b)([\w.+-]+(?: [^.!?]*)?)")
 _ACTUALLY = re.compile(r"^(?:actually|instead\b(?! of (?:me|us)\b))\b[\s,]*(.*)")
 _ASKS = re.compile(r"\b(?:(?:can|could|would) you|you (?:can|could|might))\b(?! not\b)")
@@ -161,9 +163,15 @@ _NOT_ONE = re.compile(
     r"\bwhile you'?re (?:in |at )?(?:there|it)\b|\blet'?s (?:also|do the same|look|move on|continue|keep going|"
     r"now|start|switch to)\b|\bnext step\b|\bthe next (?:one|task)\b|"
     r"\b(?:works|working) now\b|\bgood (?:call|catch|idea|job|work)\b|\blooks (?:good|great)\b|\bwell done\b|"
-    r"\b(?:nice|great|perfect|thanks|thank you|thx|ty)\b[!.\s]*$|"
+    r"\b(?:nice|great|perfect)\b[!.\s]*$|^.{0,50}\b(?:thanks|thank you|thx|ty)\b[!.\s]*$|"
+    r"^now (?:instead of|make|add|show|try|do|let'?s|write|create|can you)\b|"
     r"\b(?:that'?s|it'?s|this is|looks) (?:perfect|great|exactly (?:right|it|what i (?:wanted|asked|meant)))\b|"
     r"\bgive me a (?:minute|sec(?:ond)?|moment|bit)\b|^(?:but )?don'?t worry\b|"
+    r"^fyi\b|^(?:please )?(?:don'?t forget|remember) to\b|\bdon'?t stop there\b|\bstop there\b|"
+    r"\bthat'?s enough\b|\bbefore that\b|^(?:ok(?:ay)?|alright|cool|nice|great)[,.!]?\s+now\b|"
+    r"\bwhile you'?re (?:in|at)\b|"
+    # the person's own doing, then resuming ("wait, I had to restart docker ... ok done, run it again")
+    r"\bok(?:ay)?[,.]? (?:it'?s |i'?m |all )?(?:done|back(?: up)?|ready|connected|fixed|up|set)\b|"
     r"\b(?:that'?s|that is) (?:all|everything|it for)\b|\bfor (?:today|now)\b|\bstop here\b|"
     r"\bno (?:idea|hurry|rush|worries|problem|need to hurry)\b|"
     r"\b(?:can|could|would) you (?:please )?(?:also )?add\b|"
@@ -187,8 +195,10 @@ _TAKEN_BACK = re.compile(r"\b(?:forget|scratch|ignore|disregard|never ?mind|nvm)
 #: Approval of the last work, opening the message: what follows is about the next work
 #: ("sounds good. dont use mockito for that one", "cool. instead of a fixed 50 make it a flag").
 _APPROVED = re.compile(r"^(?:sounds good|sgtm|lgtm|looks good|looks great|great|perfect|nice|cool|awesome|excellent|"
-                       r"love it|works|that works|good)\b\s*[.!,:;\-\u2014]+\s*(?![^.]{0,80}\bbut\b)")
+                       r"love it|works|that works|good)\b\s*[.!,:;\-\u2014]+(?!\s*so\b)(?![^.]{0,80}\bbut\b)|"
+                       r"^(?:ok(?:ay)?,? )?[\w\s'-]{0,30}\b(?:works|worked|passes|looks good)[.!]")
 #: An answer yes to the agent's question ("actually yes, go ahead and delete it").
+_BUT = re.compile(r"\bbut\b")
 _YES = re.compile(r"^(?:yes|yeah|yep|yup|sure|go ahead|please do|do it|ok(?:ay)? do it)\b")
 
 
@@ -203,22 +213,23 @@ _LATER = re.compile(r"^(?:please )?(?:stop|wait)\b.{0,80}\b(?:once|when|after|un
                     r"^(?:please )?wait (?:for|till|until)\b")
 _QUESTION_TO_AGENT = re.compile(r"^(?:wait,?\s+|actually,?\s+)?(?:is|are|was|were|which|what|where|when|how|who|"
                                 r"whose|do|does|why (?:is|are|was|were|does|do))\b[^?]{0,160}\?")
-_QUESTION_TO_PERSON = re.compile(r"\?\s*$|\b(?:should i|do you want|would you like|want me to|shall i|let me know)\b",
+_QUESTION_TO_PERSON = re.compile(r"\?\s*$|\b(?:should i|do you want|would you like|want me to|shall i|let me know|"
+                                 r"i can (?:try|also|do)|if you(?:'d)? (?:want|like|prefer))\b",
                                  re.IGNORECASE)
 # Step 7: a stated preference.
 _PREFER = re.compile(
     r"\b(?:please|pls) use\b|\buse \S+ (?:here|instead)\b|\b(?:we|this (?:repo|project|team|codebase)|"
     r"our \w+) (?:use|uses|are on|is on|'re on|prefer|prefers)\b|\bwe'?re (?:on|using)\b|"
-    r"\b(?:it|that|this|they|those|the \w+) (?:should|must|needs? to|has to|have to) (?:go|be|live|stay)\b|"
+    r"\b(?:it|that|this|they|those|these|the \w+) (?:should|must|needs? to|has to|have to) (?:go|be|live|stay)\b|"
     r"^(?:it|that|this|they|those|(?:the|that|this) [\w.-]+) (?:should|must|needs? to|has to|have to|is supposed to) |"
     r"^(?:that'?s|this is|those are|that is) (?:the )?(?:old|wrong|other|previous|outdated|deprecated|v\d)\b|"
-    r"\bi'?d rather (?:you )?not\b|\bi'?d (?:rather|prefer) you\b|^not (?:with|in|on|via|using)\b|"
+    r"\bi'?d rather (?:you )?not\b|\bi'?d (?:rather|prefer) you\b|^not (?:with|in|on|via|using|as|like|through|into)\b|"
     r"\b(?:doesn'?t|does not|don'?t|do not) exist\b|\berrored out\b|\bnot \S+ (?:please|thanks)\b|"
     r"\brather than\b|\binstead of\b(?! (?:me|us)\b)|\binstead\s*(?:[.!;]|$)|"
     # a house rule ("we never commit .env files", "here we always ...")
     r"\b(?:we|this (?:repo|project|team|codebase)|here we) (?:never|don'?t|do not|always|only)\b|"
     r"\bwe(?:'ve| have)? been (?:avoiding|moving away from|phasing out|using)\b|\bwe avoid\b|"
-    r"\bwe \w+ for everything\b|\b(?:is|are) the wrong\b|\bthe wrong one\b|"
+    r"\bwe \w+ for everything\b|\bwe (?:standardi[sz]ed|settled|agreed) on\b|\b(?:always|never)\b[^.]{0,30}\bhere\b|\b(?:is|are) the wrong\b|\bthe wrong one\b|"
     r"\w,\s*not (?!by|for|just|only|yet|sure|really|much|bad|now|today)(?:the |a |an |my |our |in |on )?[\w./-]+|"
     # asking to keep, or to go back to, what the agent's work changed
     r"(?:^|[.!?;,]\s*)(?:please )?(?:keep|leave) (?:it|that|this|them|the|my|our)\b(?! (?:up|going|in mind|posted)\b)|"
@@ -253,8 +264,8 @@ _CONCEDE = re.compile(
 #: A concession that says the work was put back ("Restored the original assertion"), stronger than
 #: a promise: it overrides the shapes of step 4 (the message was about the work just done).
 _CONCEDE_UNDONE = re.compile(r"\b(?:restored|reverted|undid|undone|rolled back|put it back|my (?:mistake|bad)|sorry|"
-                             r"apologi[sz]e|fair (?:point|enough)|that was (?:too|a mistake|wrong))\b|^fair\b",
-                             re.IGNORECASE)
+                             r"apologi[sz]e|fair (?:point|enough)|that was (?:too|a mistake|wrong)|you'?re (?:right|correct)|"
+                             r"good catch|i missed)\b|^fair\b", re.IGNORECASE)
 #: ... or only acknowledges and redoes (with ``redo``: "Got it, switched to yarn").
 _ACK = re.compile(r"\b(?:understood|got it|right[,;:]|ok(?:ay)?[,;:]|switched|moved it|instead|removed it|replaced|"
                   r"changed it|i'?ll (?:use|switch|move))\b", re.IGNORECASE)
@@ -549,14 +560,15 @@ def _decide(turn: Turn) -> str | None:
         return "restated"
     if _WHY.match(norm):
         return "why"
-    if _OMITTED.search(norm[:200]):
+    if _OMITTED.search(norm[:200]) and not re.search(r"\byou (?:haven'?t|have not|didn'?t|did not) [^.,;]{0,40}\byet\b",
+                                                    norm[:200]):
         return "omitted"
     if norm.startswith("did you") and _reminder(norm, before[-20:]):
         return "reminder"
     bare = _INTERJECTION.sub("", norm, count=1)  # "no, revert it": the cue after the interjection
     # a strong cue opening the message, or one of its sentences ("ugh, pill buttons. revert to ...")
     starts = [norm, bare, *_SENTENCE.split(norm[:400])[1:]]
-    if acted and any(_UNDO.match(part) for part in starts):
+    if acted and any(_UNDO.match(part) for part in (*starts, *re.split(r",\s+", norm[:400])[1:])):
         return "undo"
     if any(_WRONG.match(part) for part in starts):
         return "wrong"
@@ -564,7 +576,8 @@ def _decide(turn: Turn) -> str | None:
     change = course_change(before, turn.after, turn.after_said, agent_said)
     asked_person = bool(agent_said and _QUESTION_TO_PERSON.search(agent_said.strip()[-300:]))
     if (_NOT_ONE.search(norm[:300]) or _LATER.match(norm) or _QUESTION_TO_AGENT.match(norm) or _APPROVED.match(norm)
-            or (asked_person and (_NO.match(norm) or _YES.match(bare))) or _only_questions(norm)):
+            or (asked_person and _NO.match(norm)) or (_YES.match(bare) and not _BUT.search(norm[:200]))
+            or _only_questions(norm)):
         # unless the agent then undid its work, or conceded to a preference the message opens with
         # ("please use --force-with-lease, Tom pushes to this branch too", then "from now on")
         if asked_person:
@@ -630,7 +643,9 @@ def _decide(turn: Turn) -> str | None:
 
 
 #: Words that say the work is wrong, harmful or did not work (step 8b).
-_REJECTS = re.compile(r"\b(?:wrong|incorrect|broke|broken|breaks|worse|lost|loses|leaks?|unsafe|insecure|"
+_REJECTS = re.compile(r"\b(?:(?:just|only) (?:hides|masks|papers over|works around)|"
+                      r"(?:doesn'?t|does not) (?:test|check|do|prove) anything|nothing to do with|"
+                      r"wrong|incorrect|broke|broken|breaks|worse|lost|loses|leaks?|unsafe|insecure|"
                       r"dangerous|pointless|meaningless|useless|bogus|nonsense|off|bad|mess(?:ed)? up|"
                       r"asserts nothing|does nothing|not what|no good|fail|fails|missing|crash(?:es|ed)?|forever|"
                       r"infinite)\b")

@@ -226,12 +226,7 @@ def _as_events(case: dict) -> list:
     return events
 
 
-@pytest.mark.parametrize("name", ["corrections_heldout.json", "corrections_heldout_b.json",
-                                  "corrections_heldout_c.json", "corrections_heldout_d.json",
-                                  "corrections_heldout_e.json", "corrections_heldout_f.json",
-                                  "corrections_heldout_g.json", "corrections_heldout_h.json",
-                                  "corrections_heldout_i.json", "corrections_heldout_j.json",
-                                  "corrections_heldout_k.json"])
+@pytest.mark.parametrize("name", sorted(p.name for p in DATA.glob("corrections_heldout*.json")))
 def test_the_builder_decides_as_the_rule_on_every_labelled_session(name):
     """The episode builder applies the one rule: on every session of the issue-32 sets it finds a
     correction exactly where ``correction_cue`` does on the same session (the builder reads the
@@ -608,4 +603,53 @@ ELEVENTH = [
 
 @pytest.mark.parametrize("message,said,before,after,after_said,interrupted,expected", ELEVENTH)
 def test_the_eleventh_revisions_readings(message, said, before, after, after_said, interrupted, expected):
+    test_the_ninth_revisions_readings(message, said, before, after, after_said, interrupted, expected)
+
+
+# The twelfth revision's readings (synthetic rows, written for these tests; the not-ones guard
+# that the new readings did not widen them).
+TWELFTH = [
+    # a question the agent concedes to
+    ("are you sure that's the prod bucket?", "Uploaded the build to s3://acme-staging.", [(_SH, "aws s3 cp dist s3://acme-staging --recursive")],
+     [(_SH, "aws s3 cp dist s3://acme-prod --recursive")], "You're right, it should go to prod. Uploaded there.", False,
+     True),
+    # a workaround rejected; the agent's check that checks nothing
+    ("the retry just hides it, we need the root cause", "Added a retry around the flaky call.", [(_ED, "src/sync.py")],
+     None, None, False, True),
+    # an undo asked after a comma, a supposed-to, a "not as"
+    ("that ticket stays open until QA signs off, reopen it", "Closed OPS-7.", [(_SH, "jira close OPS-7")], None, None,
+     False, True),
+    ("that was supposed to go out as a beta", "Published 3.0.0.", [(_SH, "npm publish")], None, None, False, True),
+    ("not as root, the build dir ends up owned by root", "Ran the build as root.", [(_SH, "sudo make build")], None,
+     None, False, True),
+    # "great, so ..." is no approval
+    ("great, so german users see dollars now. the locale formatter exists for a reason", "Formatted prices as $0.00.",
+     [(_ED, "app/helpers/price.rb")], [(_ED, "app/helpers/price.rb")], "Switched to the locale formatter.", False,
+     True),
+    # a house rule said with "here"
+    ("hotfixes always go through a PR here", "Pushed the hotfix to main.", [(_SH, "git push origin main")], None, None,
+     False, True),
+    # a polite request ending in thanks is not thanks
+    ("this is too long for the changelog, could you cut it to three lines? thanks", "Wrote the changelog entry.",
+     [(_ED, "CHANGELOG.md")], [(_ED, "CHANGELOG.md")], "Three lines now.", False, True),
+    # not ones: yes to a plan, an offer declined, fyi, a reminder, the person's own doing, ok now
+    ("yep go ahead", "The specs expect 400. I'll update them to 422.", [(_SH, "bundle exec rspec")],
+     [(_ED, "spec/api_spec.rb")], "Updated.", False, False),
+    ("no, 12 MB is fine. next: a --dry-run flag", "The binary is 12 MB. I can try to shrink it if size matters.",
+     [(_SH, "go build ./cmd/tool")], [(_ED, "cmd/tool/main.go")], "Added --dry-run.", False, False),
+    ("fyi the staging db was restored from last night's backup", "Migration failed: relation exists.",
+     [(_SH, "rails db:migrate")], [(_SH, "rails db:migrate")], "Migrated.", False, False),
+    ("don't forget to bump the chart version", "Updated the image tag in values.yaml.", [(_ED, "chart/values.yaml")],
+     [(_ED, "chart/Chart.yaml")], "Bumped to 1.4.1.", False, False),
+    ("wait, I had to restart the vpn. ok it's back, run it again", "Running the integration tests.",
+     [(_SH, "make integration")], [(_SH, "make integration")], "All pass.", True, False),
+    ("ok now make it read the port from the env", "The server listens on 8080.", [(_ED, "server.go")],
+     [(_ED, "server.go")], "PORT is read from the environment.", False, False),
+    ("you haven't tagged it yet btw", "Released 2.1.", [(_SH, "gh release create v2.1 --notes-file NOTES.md")],
+     [(_SH, "git tag v2.1 && git push --tags")], "Tagged.", False, False),
+]
+
+
+@pytest.mark.parametrize("message,said,before,after,after_said,interrupted,expected", TWELFTH)
+def test_the_twelfth_revisions_readings(message, said, before, after, after_said, interrupted, expected):
     test_the_ninth_revisions_readings(message, said, before, after, after_said, interrupted, expected)
