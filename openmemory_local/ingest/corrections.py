@@ -24,24 +24,32 @@ step  the message                                      the agent next (after)   
 1     feedback given when rejecting a tool call        any                          ``rejected``
 2     the session's first message, or nothing of the  any                          not one
       agent's before it
+3a    the person takes back their own words ("scratch  any                          not one
+      what I said") or says it is no objection
 3     a *strong* cue: "that's not what I asked", "I    any                          the cue
-      said ...", "why did you ...", "you forgot /
-      didn't / broke ...", "that's wrong", "(no,)
-      undo / revert ...", "did you push?" with no
-      push among the calls before
-4     a shape that is not one: a request for more,     undid its work, no question  ``changed``
-      an answer to the agent's question, praise,       to the person before
-      relief, later ("wait for", "at some point"),     anything else                not one
-      the end of the work, a question to the agent,
-      taking it back ("you're right"), resuming
+      said ...", "we agreed", "you should have",
+      "why did you ...", "you forgot / didn't / broke
+      ...", "that's wrong", "that's not our X", "(no,)
+      undo / revert / roll it back ...", "did you
+      push?" with no push among the calls before
+4     a shape that is not one: a request for more,     undid its work, or conceded  ``changed``
+      an answer to the agent's question or plan,       admitting the work wrong,
+      approval first, praise, relief, later ("wait     no question to the person
+      for", "at some point"), the end of the work, a   anything else                not one
+      question to the agent, only questions, "fyi",
+      reassurance, taking it back ("you're right"),
+      the person's own doing, resuming
+4b    after an interrupt                               no call (it stayed stopped)  ``interrupted``
 5     it still / again does not work: and it refers    did not go on                ``still``
       (else a bug report about the product)            went on                      not one
 6     a weak cue ("no", "actually", "instead",         did not go on (interrupt:    the cue
-      "stop", "wait", "don't X", "you ran X without    any)
-      Y"; not one that goes on to ask): and it refers  went on                      not one
+      "stop", "wait", "don't X" / "no X", "you ran X   any)
+      without Y", "you used X" and X is deprecated;    went on                      not one
+      not one that goes on to ask or plan): and it
+      refers
 7     a stated preference ("please use X", "we use     did not go on (interrupt:    ``prefer``
-      X", "X, not Y", "keep the X", "back to X", ...): any)
-      and it refers                                    went on                      not one
+      X", a house rule, "X, not Y", "do Y instead",    any)
+      "keep the X", "back to X", ...): and it refers   went on                      not one
 8     anything else, the agent having asked the        undid or redid               not one
       person a question
       anything else                                    undid, conceded (or promised ``changed``
@@ -53,8 +61,9 @@ step  the message                                      the agent next (after)   
                                                        approval), or the agent
                                                        acknowledges
 8b    a rejection of the last work ("broke", "lost",   did not go on                ``rejects``
-      "fails", "missing", ...) that refers, accepting
-      nothing ("expected", "fine")
+      "fails", "missing", "just hides it", ...) or a
+      denial of the agent's statement, that refers,
+      accepting nothing ("expected", "fine")
 9     anything else that refers to the work the agent  redid it                     ``changed``; if the
       redid                                                                         message only asks
                                                                                     for more:
@@ -66,11 +75,12 @@ step  the message                                      the agent next (after)   
 
 *Course change* (:func:`course_change`): ``undo`` (an after call reverts: ``git checkout --``,
 ``git restore``, ``git revert``, ``git reset``, a rollback, an uninstall, removing or moving a
-file it had just written or says it made, deleting what a call before created), ``conceded``
+file it had just written or says it made, deleting what a call before created or imported, the
+inverse verb of a call before: ``reopen`` after ``close``), ``conceded``
 (its next statement concedes: "sorry", "you're right", "good catch", "reverted", "restored", or
 promises to work otherwise: "won't ... again", "from now on"), ``stopped`` (no call at all after
-the message), ``redo`` (it runs a program it had just run with other arguments, or edits again
-a file it had just edited). ``None``: it went on with other work (reads only count as going on).
+the message), ``redo`` (it runs a program it had just run, any of a command line's, with other
+arguments, or edits again a file, by its path, it had just edited or run). ``None``: it went on with other work (reads only count as going on).
 ``after=None``: the calls after are not known (the data has none): the words and the reference
 decide alone. The second opinion (step 9) is :mod:`openmemory_local.ingest.corrections_lm`, the local
 model, off by default.
