@@ -523,13 +523,6 @@ NINTH = [
 ]
 
 
-@pytest.mark.parametrize("message,said,before,after,after_said,interrupted,expected", NINTH)
-def test_the_ninth_revisions_readings(message, said, before, after, after_said, interrupted, expected):
-    calls = lambda xs: None if xs is None else [  # noqa: E731
-        {"tool": t, "heads": command_heads(c) if t == _SH else [], "command": c} for t, c in xs]
-    cue = correction_cue(message, agent_said=said, actions=calls(before), after=calls(after), after_said=after_said,
-                         interrupted=interrupted)
-    assert (cue is not None) is expected, cue
 
 
 # The tenth revision's readings (synthetic rows, written for these tests; all but the reopened
@@ -569,10 +562,6 @@ TENTH = [
 ]
 
 
-@pytest.mark.parametrize("message,said,before,after,after_said,interrupted,expected", TENTH)
-def test_the_tenth_revisions_readings(message, said, before, after, after_said, interrupted, expected):
-    test_the_ninth_revisions_readings(message, said, before, after, after_said, interrupted, expected)
-
 
 # The eleventh revision's readings (synthetic rows, written for these tests; five of the seven are
 # decided wrongly by the tenth revision).
@@ -600,10 +589,6 @@ ELEVENTH = [
      [(_SH, "npm install && npm install dayjs")], "Installed, plus dayjs.", True, False),
 ]
 
-
-@pytest.mark.parametrize("message,said,before,after,after_said,interrupted,expected", ELEVENTH)
-def test_the_eleventh_revisions_readings(message, said, before, after, after_said, interrupted, expected):
-    test_the_ninth_revisions_readings(message, said, before, after, after_said, interrupted, expected)
 
 
 # The twelfth revision's readings (synthetic rows, written for these tests; the not-ones guard
@@ -650,6 +635,12 @@ TWELFTH = [
 ]
 
 
-@pytest.mark.parametrize("message,said,before,after,after_said,interrupted,expected", TWELFTH)
-def test_the_twelfth_revisions_readings(message, said, before, after, after_said, interrupted, expected):
-    test_the_ninth_revisions_readings(message, said, before, after, after_said, interrupted, expected)
+@pytest.mark.parametrize("message,said,before,after,after_said,interrupted,expected",
+                         NINTH + TENTH + ELEVENTH + TWELFTH)
+def test_the_later_revisions_readings(message, said, before, after, after_said, interrupted, expected):
+    """The ninth to twelfth revisions' readings, each a row (the tables above)."""
+    calls = lambda xs: None if xs is None else [  # noqa: E731
+        {"tool": t, "heads": command_heads(c) if t == _SH else [], "command": c} for t, c in xs]
+    cue = correction_cue(message, agent_said=said, actions=calls(before), after=calls(after), after_said=after_said,
+                         interrupted=interrupted)
+    assert (cue is not None) is expected, cue
