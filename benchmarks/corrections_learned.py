@@ -104,7 +104,9 @@ class Learned:
 
 def _line(name: str, cases: list[dict], predict) -> str:
     tp, fp, fn, tn = scores(cases, predict)
-    return (f"  {name:28s} precision {tp / (tp + fp) if tp + fp else 0:.3f}  recall {tp / (tp + fn) if tp + fn else 0:.3f}"
+    precision = tp / (tp + fp) if tp + fp else 0
+    recall = tp / (tp + fn) if tp + fn else 0
+    return (f"  {name:28s} precision {precision:.3f}  recall {recall:.3f}"
             f"  (tp {tp}, fp {fp}, fn {fn}, tn {tn})")
 
 

@@ -100,10 +100,14 @@ def correction_parts() -> list[tuple[str, str, list[dict]]]:
          held("corrections_heldout_n.json")),
         ("synthetic O, issue 32, blind", "in-sample (blind, held out for the tenth revision, read for the eleventh)",
          held("corrections_heldout_o.json")),
-        ("synthetic P, issue 32, blind", "in-sample (blind, held out for the eleventh revision, read for the twelfth)", held("corrections_heldout_p.json")),
-        ("synthetic Q, issue 32, blind", "in-sample (blind, held out for the eleventh revision, read for the twelfth)", held("corrections_heldout_q.json")),
-        ("synthetic R, issue 32, blind", "in-sample (blind, held out for the eleventh revision, read for the twelfth)", held("corrections_heldout_r.json")),
-        ("synthetic S, issue 32, blind", "in-sample (blind, held out for the eleventh revision, read for the twelfth)", held("corrections_heldout_s.json")),
+        ("synthetic P, issue 32, blind", "in-sample (blind, held out for the eleventh revision, read for the twelfth)",
+         held("corrections_heldout_p.json")),
+        ("synthetic Q, issue 32, blind", "in-sample (blind, held out for the eleventh revision, read for the twelfth)",
+         held("corrections_heldout_q.json")),
+        ("synthetic R, issue 32, blind", "in-sample (blind, held out for the eleventh revision, read for the twelfth)",
+         held("corrections_heldout_r.json")),
+        ("synthetic S, issue 32, blind", "in-sample (blind, held out for the eleventh revision, read for the twelfth)",
+         held("corrections_heldout_s.json")),
         ("synthetic T, issue 32, blind", "HELD-OUT (blind, written while the twelfth revision was frozen; scored once "
          "as pre-registered, never tuned on)", held("corrections_heldout_t.json")),
         ("synthetic U, issue 32, blind", "HELD-OUT (blind, written while the twelfth revision was frozen; scored once "

@@ -80,7 +80,8 @@ inverse verb of a call before: ``reopen`` after ``close``), ``conceded``
 (its next statement concedes: "sorry", "you're right", "good catch", "reverted", "restored", or
 promises to work otherwise: "won't ... again", "from now on"), ``stopped`` (no call at all after
 the message), ``redo`` (it runs a program it had just run, any of a command line's, with other
-arguments, or edits again a file, by its path, it had just edited or run). ``None``: it went on with other work (reads only count as going on).
+arguments, or edits again a file, by its path, it had just edited or run). ``None``: it went on
+with other work (reads only count as going on).
 ``after=None``: the calls after are not known (the data has none): the words and the reference
 decide alone. The second opinion (step 9) is :mod:`openmemory_local.ingest.corrections_lm`, the local
 model, off by default.
@@ -150,7 +151,8 @@ _UNDO = re.compile(r"^(?:please )?(?:undo|revert|roll ?back|roll (?:it|that|this
 _WRONG = re.compile(r"^(?:wrong\b(?! answers?\b)|that'?s (?:wrong|incorrect|not right)|this is (?:wrong|incorrect)|"
                     # a denial of what the agent said or used ("that's not our package", "that's not a bug")
                     r"(?:that|this|it|those|these)(?:'?s| is| was|'re| are| were) not (?:a |an |our |my |the |your )?"
-                    r"(?!(?:a |an )?(?:problem|issue|big deal|bad|worry|concern|blocker|priority|urgent|needed|necessary|"
+                    r"(?!(?:a |an )?(?:problem|issue|big deal|bad|worry|concern|blocker|priority|urgent|needed|"
+                    r"necessary|"
                     r"important|required|a must|for now|yet|done yet|what)\b)[\w.-]+|"
                     r"incorrect\b|not that\b|not this (?:one|file|way)\b)")
 _STOP = re.compile(r"^(?:please )?stop(?:[\s,.!;:\-\u2014]*$|\s*[,.!;:\-\u2014]|\s+(?:it|that|this|doing|using|running|"
@@ -195,7 +197,8 @@ _NOT_ONE = re.compile(
     r"^(?:sorry,?\s+)?(?:go on|carry on|continue|keep going|proceed|resume)\b|\bby (?:accident|mistake)\b|"
     r"\b(?:that|it|this|the [\w.-]+)(?: part)?(?:'s| is| was| looks) (?:fine|good|ok|okay|right|correct)\b|"
     r"^(?:wait,?\s+|hmm?,?\s+)?really\s*[?,!]")
-_TAKEN_BACK = re.compile(r"\b(?:forget|scratch|ignore|disregard|never ?mind|nvm) (?:what i (?:said|asked|wrote|told you)|"
+_TAKEN_BACK = re.compile(r"\b(?:forget|scratch|ignore|disregard|never ?mind|nvm) "
+                         r"(?:what i (?:said|asked|wrote|told you)|"
                          r"my (?:last|earlier|previous) (?:message|request|comment|ask))\b|"
                          r"\bi changed my mind\b|\bmy (?:bad|mistake)\b|"
                          # the person says it is no objection ("not objecting, just curious")
@@ -239,7 +242,8 @@ _PREFER = re.compile(
     # a house rule ("we never commit .env files", "here we always ...")
     r"\b(?:we|this (?:repo|project|team|codebase)|here we) (?:never|don'?t|do not|always|only)\b|"
     r"\bwe(?:'ve| have)? been (?:avoiding|moving away from|phasing out|using)\b|\bwe avoid\b|"
-    r"\bwe \w+ for everything\b|\bwe (?:standardi[sz]ed|settled|agreed) on\b|\b(?:always|never)\b[^.]{0,30}\bhere\b|\b(?:is|are) the wrong\b|\bthe wrong one\b|"
+    r"\bwe \w+ for everything\b|\bwe (?:standardi[sz]ed|settled|agreed) on\b|\b(?:always|never)\b[^.]{0,30}\bhere\b|"
+    r"\b(?:is|are) the wrong\b|\bthe wrong one\b|"
     r"\w,\s*not (?!by|for|just|only|yet|sure|really|much|bad|now|today)(?:the |a |an |my |our |in |on )?[\w./-]+|"
     # asking to keep, or to go back to, what the agent's work changed
     r"(?:^|[.!?;,]\s*)(?:please )?(?:keep|leave) (?:it|that|this|them|the|my|our)\b(?! (?:up|going|in mind|posted)\b)|"
@@ -274,7 +278,8 @@ _CONCEDE = re.compile(
 #: A concession that says the work was put back ("Restored the original assertion"), stronger than
 #: a promise: it overrides the shapes of step 4 (the message was about the work just done).
 _CONCEDE_UNDONE = re.compile(r"\b(?:restored|reverted|undid|undone|rolled back|put it back|my (?:mistake|bad)|sorry|"
-                             r"apologi[sz]e|fair (?:point|enough)|that was (?:too|a mistake|wrong)|you'?re (?:right|correct)|"
+                             r"apologi[sz]e|fair (?:point|enough)|that was (?:too|a mistake|wrong)|"
+                             r"you'?re (?:right|correct)|"
                              r"good catch|i missed)\b|^fair\b", re.IGNORECASE)
 #: ... or only acknowledges and redoes (with ``redo``: "Got it, switched to yarn").
 _ACK = re.compile(r"\b(?:understood|got it|right[,;:]|ok(?:ay)?[,;:]|switched|moved it|instead|removed it|replaced|"
@@ -707,7 +712,8 @@ def _asks_for_more(norm: str) -> bool:
 
 
 #: Shell programs that only look (their arguments are not work done in place of the agent's own).
-_SHELL_READS = frozenset(("cat", "less", "head", "tail", "ls", "grep", "rg", "find", "tree", "wc", "git log", "git show",
+_SHELL_READS = frozenset(("cat", "less", "head", "tail", "ls", "grep", "rg", "find", "tree", "wc", "git log",
+                          "git show",
                           "git status", "git diff", "git branch"))
 
 
@@ -783,7 +789,8 @@ def _is_shell(action: dict) -> bool:
 
 
 def _weak_cue(norm: str, before: list[dict], interrupted: bool = False) -> str | None:
-    if _YOU_DID.match(norm) or (_YOU_DID_BARE.match(norm) and (_REJECTS.search(norm[:300]) or _DEAD.search(norm[:300]))):
+    if _YOU_DID.match(norm) or (_YOU_DID_BARE.match(norm)
+                                and (_REJECTS.search(norm[:300]) or _DEAD.search(norm[:300]))):
         return "you_did"
     if _WAIT.match(norm):
         return "wait"
