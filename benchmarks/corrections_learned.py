@@ -32,7 +32,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from corrections import _turn, rule, scores  # noqa: E402
+from corrections import _turn, line, rule  # noqa: E402
 from labelled import correction_parts  # noqa: E402
 from openmemory_local.ingest import corrections as C  # noqa: E402
 
@@ -102,14 +102,6 @@ class Learned:
         return bool(p[0] > THRESHOLD)
 
 
-def _line(name: str, cases: list[dict], predict) -> str:
-    tp, fp, fn, tn = scores(cases, predict)
-    precision = tp / (tp + fp) if tp + fp else 0
-    recall = tp / (tp + fn) if tp + fn else 0
-    return (f"  {name:28s} precision {precision:.3f}  recall {recall:.3f}"
-            f"  (tp {tp}, fp {fp}, fn {fn}, tn {tn})")
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--test", required=True, help="letters of the sets scored, e.g. P,Q")
@@ -126,11 +118,11 @@ def main() -> int:
         if _letter(title) in test:
             pooled += cases
             print(f"{title}:")
-            print(_line("the rule", cases, rule))
-            print(_line("the learned reading", cases, model))
+            print(line("the rule", cases, rule))
+            print(line("the learned reading", cases, model))
     print("pooled:")
-    print(_line("the rule", pooled, rule))
-    print(_line("the learned reading", pooled, model))
+    print(line("the rule", pooled, rule))
+    print(line("the learned reading", pooled, model))
     return 0
 
 

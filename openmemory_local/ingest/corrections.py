@@ -259,11 +259,13 @@ _JUDGED = re.compile(r"\b(?:not|no|n't|never|wrong|worse|bad|broken|breaks?|bypa
                      r"\bfix (?:it|that|this|those|these|them)\b|"
                      r"(?:^|[.!?;]\s+)(?:please )?(?:lose|drop|remove|get rid of|take (?:it |that |them )?out|"
                      r"strip)\b")
-_YOU_DID = re.compile(r"^you(?:'ve| have)? (?:ran|run|used|put|wrote|added|picked|chose|installed|set|made|called|"
-                      r"changed|edited|pushed|committed|deleted|created|named)\b.{0,80}\b(?:without|instead of|but|"
-                      r"wrong|not|too|in the wrong|straight (?:to|into|on)|directly (?:to|into|on))\b")
-_YOU_DID_BARE = re.compile(r"^you(?:'ve| have)? (?:ran|run|used|put|wrote|added|picked|chose|installed|set|made|"
-                           r"called|changed|edited|pushed|committed|deleted|created|named)\b")
+#: "you ran X", "you used X": the opening of step 6's "you did" cue; with what makes it one after it
+#: ("without Y", "straight to main") it is :data:`_YOU_DID`.
+_YOU_DID_OPENING = (r"^you(?:'ve| have)? (?:ran|run|used|put|wrote|added|picked|chose|installed|set|made|called|"
+                    r"changed|edited|pushed|committed|deleted|created|named)\b")
+_YOU_DID = re.compile(_YOU_DID_OPENING + r".{0,80}\b(?:without|instead of|but|wrong|not|too|in the wrong|"
+                      r"straight (?:to|into|on)|directly (?:to|into|on))\b")
+_YOU_DID_BARE = re.compile(_YOU_DID_OPENING)
 #: Words that say what the work used is going away ("it's being shut down in March").
 _DEAD = re.compile(r"\b(?:deprecated|shut ?down|sunset\w*|end[- ]of[- ]life|eol|retired|going away|removed in|"
                    r"no longer (?:supported|maintained|exists?))\b")
@@ -730,9 +732,11 @@ def _followed(norm: str, before: list[dict], after: list[dict]) -> bool:
         if _is_shell(a):
             # its program, and the names it gave it that look like a path, a branch or a version
             # ("it has to go on release/2.3", then ``git rebase --onto origin/release/2.3 ...``)
-            words = {_program(a).split(" ")[0]} | {
-                part for t in (a.get("command") or "").lower().split()[1:] if re.search(r"[/.\d]", t)
-                for part in t.strip("'\"").split("/") if len(part) >= 3 and _program(a) not in _SHELL_READS}
+            program = _program(a)
+            words = {program.split(" ")[0]}
+            if program not in _SHELL_READS:
+                words |= {part for t in (a.get("command") or "").lower().split()[1:] if re.search(r"[/.\d]", t)
+                          for part in t.strip("'\"").split("/") if len(part) >= 3}
         else:
             target = _target(a).lower().rsplit("/", 1)[-1]
             words = {target, target.split(".")[0]}
