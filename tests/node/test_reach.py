@@ -114,7 +114,14 @@ def test_nodes_given_only_the_rendezvous_point_find_each_other(cluster):
     def namespaces(node) -> dict:
         return json.loads((node.home / "node.reach").read_text())["namespaces"]
 
-    wait_until(lambda: namespaces(y).get("openmemory/1/go") == [z.peer_id], 30, what="y found z under go")
+    # each node looks up its own domains on its own clock: wait for all four findings, then check them
+    def found_under_domains() -> bool:
+        return (namespaces(x).get("openmemory/1/rust") == [y.peer_id]
+                and namespaces(y).get("openmemory/1/rust") == [x.peer_id]
+                and namespaces(y).get("openmemory/1/go") == [z.peer_id]
+                and namespaces(z).get("openmemory/1/go") == [y.peer_id])
+
+    wait_until(found_under_domains, 30, what="x and y found each other under rust, y and z under go")
     assert namespaces(x)["openmemory/1/rust"] == [y.peer_id]
     assert namespaces(y)["openmemory/1/rust"] == [x.peer_id]
     assert set(namespaces(z)) == {"openmemory/1", "openmemory/1/go"}
